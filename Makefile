@@ -1,0 +1,93 @@
+# ckplan: `make` builds ./ckplan, `make check` runs every test, `make demo` shows it working.
+# Dependencies are Debian packages found through pkg-config; `make deps` installs the
+# missing ones (as root through apt-get, otherwise it prints the command to run).
+
+CC ?= cc
+PKGS := libcjson openblas
+DEB_PKGS := pkg-config libcjson-dev libopenblas-dev check
+
+BUILD ?= build
+OPT ?= -O2
+SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+
+CFLAGS_BASE := -std=c11 -Wall -Wextra -Werror -g -D_GNU_SOURCE -I.
+PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+CHECK_CFLAGS = $(shell pkg-config --cflags check 2>/dev/null)
+CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null)
+ALL_CFLAGS = $(CFLAGS_BASE) $(OPT) $(PKG_CFLAGS) $(CFLAGS)
+LDLIBS_ALL = $(PKG_LIBS) -lm $(LDLIBS)
+
+LIB_SRC := $(sort $(wildcard planner/*.c sim/*.c))
+CLI_SRC := $(sort $(wildcard cli/*.c))
+TEST_SRC := $(sort $(wildcard tests/unit/test_*.c))
+TEST_SUPPORT_SRC := $(sort $(filter-out $(TEST_SRC),$(wildcard tests/unit/*.c)))
+
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
+CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
+TEST_SUPPORT_OBJ := $(TEST_SUPPORT_SRC:%.c=$(BUILD)/%.o)
+TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+
+.PHONY: all check check-unit check-cli demo deps clean
+all: ckplan
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/libckplan.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+# The sanitizer build lives in build-san/, with its binary there too.
+ifeq ($(BUILD),build)
+CKPLAN := ckplan
+else
+CKPLAN := $(BUILD)/ckplan
+endif
+
+$(CKPLAN): $(CLI_OBJ) $(BUILD)/libckplan.a
+	$(CC) $(ALL_CFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libckplan.a $(LDLIBS_ALL)
+
+$(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(TEST_SUPPORT_OBJ) $(BUILD)/libckplan.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(TEST_SUPPORT_OBJ) $(BUILD)/libckplan.a $(CHECK_LIBS) $(LDLIBS_ALL)
+
+# Every test: unit tests and command-line tests, then both again under AddressSanitizer and
+# UndefinedBehaviorSanitizer; the last line adds them all up.
+check: deps
+	@rm -rf build/results
+	$(MAKE) --no-print-directory check-unit check-cli
+	$(MAKE) --no-print-directory BUILD=build-san OPT=-O1 CFLAGS="$(SAN_FLAGS)" LDLIBS="$(SAN_FLAGS)" \
+		check-unit check-cli
+	@tests/summary build/results
+
+check-unit: $(TEST_BIN)
+	@tests/run-unit build/results/unit-$(notdir $(BUILD)) $(TEST_BIN)
+
+check-cli: $(CKPLAN)
+	@tests/cli/run build/results/cli-$(notdir $(BUILD)) ./$(CKPLAN)
+
+demo: deps ckplan
+	./ckplan plan models/gpt2-tiny.json --budget 64M
+
+deps:
+	@missing=""; \
+	command -v pkg-config >/dev/null 2>&1 || missing="pkg-config"; \
+	for p in libcjson:libcjson-dev openblas:libopenblas-dev check:check; do \
+		pkg-config --exists $${p%%:*} 2>/dev/null || missing="$$missing $${p#*:}"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+		if [ "$$(id -u)" = 0 ]; then \
+			echo "installing:$$missing"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null || exit 1; \
+		else \
+			echo "missing packages:$$missing"; \
+			echo "install them with: sudo apt-get install$$missing"; exit 1; \
+		fi; \
+	fi
+
+clean:
+	rm -rf build build-san ckplan
+
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_BIN:$(BUILD)/tests/%=$(BUILD)/tests/unit/%.d)

@@ -1,0 +1,145 @@
+#include "planner/chain.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "planner/json.h"
+
+int ck_chain_alloc(ck_chain *c, const char *name, size_t n_stages, ck_err *err)
+{
+    memset(c, 0, sizeof *c);
+    c->name = strdup(name ? name : "");
+    c->stages = calloc(n_stages ? n_stages : 1, sizeof *c->stages);
+    if (!c->name || !c->stages) {
+        ck_chain_free(c);
+        return ck_fail_oom(err);
+    }
+    c->n_stages = n_stages;
+    return CK_OK;
+}
+
+void ck_chain_free(ck_chain *c)
+{
+    if (!c)
+        return;
+    if (c->stages)
+        for (size_t i = 0; i < c->n_stages; i++)
+            free(c->stages[i].name);
+    free(c->stages);
+    free(c->name);
+    memset(c, 0, sizeof *c);
+}
+
+uint64_t ck_chain_x_bytes(const ck_chain *c, size_t i)
+{
+    return i == 0 ? c->input_bytes : c->stages[i - 1].out_bytes;
+}
+
+uint64_t ck_chain_xbar_bytes(const ck_chain *c, size_t i)
+{
+    return i == 0 ? c->input_bytes : c->stages[i - 1].saved_bytes;
+}
+
+static int read_stage(const cJSON *js, size_t index, const char *file, ck_stage *st, ck_err *err)
+{
+    static const char *const keys[] = {"name", "fwd_time", "bwd_time", "out_bytes", "saved_bytes",
+                                       "fwd_tmp_bytes", "bwd_tmp_bytes", NULL};
+    char path[CK_JSON_PATH_MAX];
+    ck_json_path_index(path, "stages", index);
+    int rc = ck_json_expect_object(js, keys, file, path, err);
+    const char *name = NULL;
+    if (rc == CK_OK) rc = ck_json_get_string(js, "name", false, &name, file, path, err);
+    if (rc == CK_OK) rc = ck_json_get_time(js, "fwd_time", true, &st->fwd_time, file, path, err);
+    if (rc == CK_OK) rc = ck_json_get_time(js, "bwd_time", true, &st->bwd_time, file, path, err);
+    if (rc == CK_OK) rc = ck_json_get_u64(js, "out_bytes", true, &st->out_bytes, file, path, err);
+    if (rc == CK_OK) rc = ck_json_get_u64(js, "saved_bytes", true, &st->saved_bytes, file, path, err);
+    if (rc == CK_OK) rc = ck_json_get_u64(js, "fwd_tmp_bytes", false, &st->fwd_tmp_bytes, file, path, err);
+    if (rc == CK_OK) rc = ck_json_get_u64(js, "bwd_tmp_bytes", false, &st->bwd_tmp_bytes, file, path, err);
+    if (rc != CK_OK)
+        return rc;
+    if (st->saved_bytes < st->out_bytes)
+        return ck_fail(err, CK_ERR_INPUT,
+                       "%s: %s.saved_bytes: expected at least out_bytes (%llu), got %llu: the saved "
+                       "tensors include the stage's output",
+                       file, path, (unsigned long long)st->out_bytes,
+                       (unsigned long long)st->saved_bytes);
+    char fallback[32];
+    snprintf(fallback, sizeof fallback, "s%zu", index);
+    st->name = strdup(name ? name : fallback);
+    return st->name ? CK_OK : ck_fail_oom(err);
+}
+
+int ck_chain_from_json(const cJSON *root, const char *file, ck_chain *out, ck_err *err)
+{
+    static const char *const keys[] = {"format", "name", "input_bytes", "stages", "loss", NULL};
+    static const char *const loss_keys[] = {"bwd_time", "bwd_tmp_bytes", NULL};
+    const char *format = NULL, *name = NULL;
+    const cJSON *stages = NULL;
+    uint64_t input_bytes = 0;
+    int rc = ck_json_expect_object(root, keys, file, "", err);
+    if (rc == CK_OK) rc = ck_json_get_string(root, "format", true, &format, file, "", err);
+    if (rc == CK_OK && strcmp(format, CK_CHAIN_FORMAT) != 0)
+        rc = ck_fail(err, CK_ERR_INPUT, "%s: format: expected \"%s\", got \"%s\"", file,
+                     CK_CHAIN_FORMAT, format);
+    if (rc == CK_OK) rc = ck_json_get_string(root, "name", false, &name, file, "", err);
+    if (rc == CK_OK) rc = ck_json_get_u64(root, "input_bytes", true, &input_bytes, file, "", err);
+    if (rc == CK_OK) rc = ck_json_get_array(root, "stages", true, &stages, file, "", err);
+    if (rc != CK_OK)
+        return rc;
+    size_t n = (size_t)cJSON_GetArraySize(stages);
+    if (n == 0)
+        return ck_fail(err, CK_ERR_INPUT, "%s: stages: expected at least one stage, got an empty array", file);
+    if (n > CK_CHAIN_MAX_STAGES)
+        return ck_fail(err, CK_ERR_INPUT, "%s: stages: %zu stages is more than the limit of %d",
+                       file, n, CK_CHAIN_MAX_STAGES);
+    rc = ck_chain_alloc(out, name, n, err);
+    if (rc != CK_OK)
+        return rc;
+    out->input_bytes = input_bytes;
+    size_t i = 0;
+    for (const cJSON *js = stages->child; js && rc == CK_OK; js = js->next, i++)
+        rc = read_stage(js, i, file, &out->stages[i], err);
+    const cJSON *loss = cJSON_GetObjectItemCaseSensitive(root, "loss");
+    if (rc == CK_OK && loss) {
+        rc = ck_json_expect_object(loss, loss_keys, file, "loss", err);
+        if (rc == CK_OK) rc = ck_json_get_time(loss, "bwd_time", false, &out->loss_bwd_time, file, "loss", err);
+        if (rc == CK_OK) rc = ck_json_get_u64(loss, "bwd_tmp_bytes", false, &out->loss_bwd_tmp_bytes, file, "loss", err);
+    }
+    if (rc != CK_OK)
+        ck_chain_free(out);
+    return rc;
+}
+
+cJSON *ck_chain_to_json(const ck_chain *c)
+{
+    /* cJSON_Add*ToObject free what they created when they fail, and adding to an array
+     * allocates nothing, so one flag and one delete at the end cover every failure. */
+    cJSON *root = cJSON_CreateObject();
+    cJSON *stages = NULL, *loss = NULL;
+    bool ok = root && cJSON_AddStringToObject(root, "format", CK_CHAIN_FORMAT) &&
+              cJSON_AddStringToObject(root, "name", c->name ? c->name : "") &&
+              cJSON_AddNumberToObject(root, "input_bytes", (double)c->input_bytes) &&
+              (stages = cJSON_AddArrayToObject(root, "stages"));
+    for (size_t i = 0; ok && i < c->n_stages; i++) {
+        const ck_stage *s = &c->stages[i];
+        cJSON *js = cJSON_CreateObject();
+        ok = js && cJSON_AddItemToArray(stages, js) &&
+             cJSON_AddStringToObject(js, "name", s->name ? s->name : "") &&
+             cJSON_AddNumberToObject(js, "fwd_time", s->fwd_time) &&
+             cJSON_AddNumberToObject(js, "bwd_time", s->bwd_time) &&
+             cJSON_AddNumberToObject(js, "out_bytes", (double)s->out_bytes) &&
+             cJSON_AddNumberToObject(js, "saved_bytes", (double)s->saved_bytes) &&
+             cJSON_AddNumberToObject(js, "fwd_tmp_bytes", (double)s->fwd_tmp_bytes) &&
+             cJSON_AddNumberToObject(js, "bwd_tmp_bytes", (double)s->bwd_tmp_bytes);
+    }
+    ok = ok && (loss = cJSON_AddObjectToObject(root, "loss")) &&
+         cJSON_AddNumberToObject(loss, "bwd_time", c->loss_bwd_time) &&
+         cJSON_AddNumberToObject(loss, "bwd_tmp_bytes", (double)c->loss_bwd_tmp_bytes);
+    if (!ok) {
+        cJSON_Delete(root);
+        return NULL;
+    }
+    return root;
+}

@@ -1,0 +1,48 @@
+/* chain: the chain of stages of ../shared/spec/chain-model.md (section 1), and chain files
+ * (`ckplan-chain/1`, section 3).
+ *
+ * Tensor sizes: x_0 is input_bytes; x_{i+1} is stages[i].out_bytes; x̄_{i+1} is
+ * stages[i].saved_bytes (>= out_bytes); x̄_0 is x_0; y_i has the size of x_i. */
+#ifndef CK_CHAIN_H
+#define CK_CHAIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "planner/err.h"
+
+#define CK_CHAIN_FORMAT "ckplan-chain/1"
+/* Chains longer than this are refused: every planner is at least quadratic in length. */
+#define CK_CHAIN_MAX_STAGES 100000
+
+typedef struct {
+    char *name;
+    double fwd_time, bwd_time;
+    uint64_t out_bytes, saved_bytes, fwd_tmp_bytes, bwd_tmp_bytes;
+} ck_stage;
+
+typedef struct {
+    char *name;
+    uint64_t input_bytes;
+    size_t n_stages; /* L >= 1 */
+    ck_stage *stages;
+    double loss_bwd_time;
+    uint64_t loss_bwd_tmp_bytes;
+} ck_chain;
+
+/* Sets *c to a chain of n zeroed stages (names NULL) named `name`. */
+int ck_chain_alloc(ck_chain *c, const char *name, size_t n_stages, ck_err *err);
+void ck_chain_free(ck_chain *c);
+
+/* Reads a `ckplan-chain/1` document; `file` names it in messages. */
+int ck_chain_from_json(const cJSON *root, const char *file, ck_chain *out, ck_err *err);
+/* The chain as a `ckplan-chain/1` document; NULL when out of memory. */
+cJSON *ck_chain_to_json(const ck_chain *c);
+
+/* Sizes of x_i and x̄_i, 0 <= i <= L. */
+uint64_t ck_chain_x_bytes(const ck_chain *c, size_t i);
+uint64_t ck_chain_xbar_bytes(const ck_chain *c, size_t i);
+
+#endif

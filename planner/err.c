@@ -1,0 +1,20 @@
+#include "planner/err.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+int ck_fail(ck_err *err, int status, const char *fmt, ...)
+{
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+        va_end(ap);
+    }
+    return status;
+}
+
+int ck_fail_oom(ck_err *err)
+{
+    return ck_fail(err, CK_ERR_RUNTIME, "out of memory");
+}

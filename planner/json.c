@@ -1,0 +1,258 @@
+#include "planner/json.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SHOWN_PATH(path) ((path)[0] ? (path) : "(top level)")
+
+int ck_json_parse(const char *file, const char *text, size_t len, cJSON **root, ck_err *err)
+{
+    const char *end = NULL;
+    cJSON *doc = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+    if (!doc) {
+        if (!end || end < text || end > text + len)
+            return ck_fail(err, CK_ERR_INPUT, "%s: not valid JSON", file);
+        size_t line = 1, col = 1;
+        for (const char *p = text; p < end; p++) {
+            if (*p == '\n') {
+                line++;
+                col = 1;
+            } else {
+                col++;
+            }
+        }
+        return ck_fail(err, CK_ERR_INPUT, "%s:%zu:%zu: not valid JSON (%s)", file, line, col,
+                       end >= text + len ? "unexpected end of file" : "syntax error here");
+    }
+    /* Trailing content after the document ("{} x") is an error, not something to ignore. */
+    while (end < text + len && (*end == ' ' || *end == '\n' || *end == '\r' || *end == '\t'))
+        end++;
+    if (end < text + len) {
+        cJSON_Delete(doc);
+        return ck_fail(err, CK_ERR_INPUT, "%s: not valid JSON (trailing data after the document)", file);
+    }
+    *root = doc;
+    return CK_OK;
+}
+
+int ck_json_load_file(const char *file, cJSON **root, char **raw, size_t *raw_len, ck_err *err)
+{
+    FILE *f = fopen(file, "rb");
+    if (!f)
+        return ck_fail(err, CK_ERR_INPUT, "%s: cannot open: %s", file, strerror(errno));
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    if (!buf) {
+        fclose(f);
+        return ck_fail_oom(err);
+    }
+    for (;;) {
+        if (len == cap) {
+            if (cap > CK_JSON_MAX_FILE_BYTES) {
+                free(buf);
+                fclose(f);
+                return ck_fail(err, CK_ERR_INPUT, "%s: larger than the limit of %u MiB for input files",
+                               file, CK_JSON_MAX_FILE_BYTES >> 20);
+            }
+            char *grown = realloc(buf, cap * 2);
+            if (!grown) {
+                free(buf);
+                fclose(f);
+                return ck_fail_oom(err);
+            }
+            buf = grown;
+            cap *= 2;
+        }
+        size_t got = fread(buf + len, 1, cap - len, f);
+        len += got;
+        if (got == 0)
+            break;
+    }
+    int read_failed = ferror(f);
+    fclose(f);
+    if (read_failed) {
+        free(buf);
+        return ck_fail(err, CK_ERR_INPUT, "%s: read error", file);
+    }
+    if (len > CK_JSON_MAX_FILE_BYTES) {
+        free(buf);
+        return ck_fail(err, CK_ERR_INPUT, "%s: larger than the limit of %u MiB for input files",
+                       file, CK_JSON_MAX_FILE_BYTES >> 20);
+    }
+    int rc = ck_json_parse(file, buf, len, root, err);
+    if (rc == CK_OK && raw) {
+        *raw = buf;
+        *raw_len = len;
+    } else {
+        free(buf);
+    }
+    return rc;
+}
+
+void ck_json_path_key(char *buf, const char *parent, const char *key)
+{
+    snprintf(buf, CK_JSON_PATH_MAX, parent[0] ? "%s.%s" : "%s%s", parent, key);
+}
+
+void ck_json_path_index(char *buf, const char *parent, size_t index)
+{
+    snprintf(buf, CK_JSON_PATH_MAX, "%s[%zu]", parent, index);
+}
+
+void ck_json_describe(const cJSON *v, char *buf, size_t len)
+{
+    if (!v)
+        snprintf(buf, len, "nothing");
+    else if (cJSON_IsString(v))
+        snprintf(buf, len, "the string \"%.40s\"", v->valuestring);
+    else if (cJSON_IsNumber(v))
+        snprintf(buf, len, "the number %.17g", v->valuedouble);
+    else if (cJSON_IsBool(v))
+        snprintf(buf, len, "%s", cJSON_IsTrue(v) ? "true" : "false");
+    else if (cJSON_IsNull(v))
+        snprintf(buf, len, "null");
+    else if (cJSON_IsArray(v))
+        snprintf(buf, len, "an array");
+    else
+        snprintf(buf, len, "an object");
+}
+
+static int expected(const cJSON *v, const char *what, const char *file, const char *path, ck_err *err)
+{
+    char got[96];
+    ck_json_describe(v, got, sizeof got);
+    return ck_fail(err, CK_ERR_INPUT, "%s: %s: expected %s, got %s", file, SHOWN_PATH(path), what, got);
+}
+
+int ck_json_expect_object(const cJSON *v, const char *const *allowed, const char *file,
+                          const char *path, ck_err *err)
+{
+    if (!cJSON_IsObject(v))
+        return expected(v, "an object", file, path, err);
+    for (const cJSON *m = v->child; m; m = m->next) {
+        bool known = false;
+        for (const char *const *a = allowed; *a && !known; a++)
+            known = strcmp(*a, m->string) == 0;
+        char mpath[CK_JSON_PATH_MAX];
+        ck_json_path_key(mpath, path, m->string);
+        if (!known) {
+            char list[512] = "";
+            size_t used = 0;
+            for (const char *const *a = allowed; *a; a++)
+                used += (size_t)snprintf(list + used, used < sizeof list ? sizeof list - used : 0,
+                                         "%s%s", a == allowed ? "" : ", ", *a);
+            return ck_fail(err, CK_ERR_INPUT, "%s: %s: unknown field (allowed here: %s)", file,
+                           mpath, list);
+        }
+        for (const cJSON *o = v->child; o != m; o = o->next)
+            if (strcmp(o->string, m->string) == 0)
+                return ck_fail(err, CK_ERR_INPUT, "%s: %s: field given twice", file, mpath);
+    }
+    return CK_OK;
+}
+
+static const cJSON *member(const cJSON *obj, const char *key, bool required, const char *what,
+                           const char *file, const char *path, char *mpath, int *rc, ck_err *err)
+{
+    ck_json_path_key(mpath, path, key);
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    *rc = CK_OK;
+    if (!v && required)
+        *rc = ck_fail(err, CK_ERR_INPUT, "%s: %s: missing (expected %s)", file, mpath, what);
+    return v;
+}
+
+int ck_json_as_u64(const cJSON *v, uint64_t *out, const char *file, const char *path, ck_err *err)
+{
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble < 0 ||
+        v->valuedouble != floor(v->valuedouble) || v->valuedouble > CK_JSON_MAX_EXACT_INT)
+        return expected(v, "a non-negative integer below 2^53", file, path, err);
+    *out = (uint64_t)v->valuedouble;
+    return CK_OK;
+}
+
+int ck_json_get_u64(const cJSON *obj, const char *key, bool required, uint64_t *out,
+                    const char *file, const char *path, ck_err *err)
+{
+    char mpath[CK_JSON_PATH_MAX];
+    int rc;
+    const cJSON *v = member(obj, key, required, "a non-negative integer", file, path, mpath, &rc, err);
+    if (!v)
+        return rc;
+    return ck_json_as_u64(v, out, file, mpath, err);
+}
+
+int ck_json_get_time(const cJSON *obj, const char *key, bool required, double *out,
+                     const char *file, const char *path, ck_err *err)
+{
+    char mpath[CK_JSON_PATH_MAX];
+    int rc;
+    const cJSON *v = member(obj, key, required, "a non-negative number", file, path, mpath, &rc, err);
+    if (!v)
+        return rc;
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble < 0)
+        return expected(v, "a finite non-negative number", file, mpath, err);
+    *out = v->valuedouble;
+    return CK_OK;
+}
+
+int ck_json_get_string(const cJSON *obj, const char *key, bool required, const char **out,
+                       const char *file, const char *path, ck_err *err)
+{
+    char mpath[CK_JSON_PATH_MAX];
+    int rc;
+    const cJSON *v = member(obj, key, required, "a string", file, path, mpath, &rc, err);
+    if (!v)
+        return rc;
+    if (!cJSON_IsString(v))
+        return expected(v, "a string", file, mpath, err);
+    *out = v->valuestring;
+    return CK_OK;
+}
+
+int ck_json_get_bool(const cJSON *obj, const char *key, bool required, bool *out,
+                     const char *file, const char *path, ck_err *err)
+{
+    char mpath[CK_JSON_PATH_MAX];
+    int rc;
+    const cJSON *v = member(obj, key, required, "true or false", file, path, mpath, &rc, err);
+    if (!v)
+        return rc;
+    if (!cJSON_IsBool(v))
+        return expected(v, "true or false", file, mpath, err);
+    *out = cJSON_IsTrue(v);
+    return CK_OK;
+}
+
+int ck_json_get_array(const cJSON *obj, const char *key, bool required, const cJSON **out,
+                      const char *file, const char *path, ck_err *err)
+{
+    char mpath[CK_JSON_PATH_MAX];
+    int rc;
+    const cJSON *v = member(obj, key, required, "an array", file, path, mpath, &rc, err);
+    if (!v)
+        return rc;
+    if (!cJSON_IsArray(v))
+        return expected(v, "an array", file, mpath, err);
+    *out = v;
+    return CK_OK;
+}
+
+char *ck_json_print(const cJSON *root)
+{
+    char *text = cJSON_Print(root);
+    if (!text)
+        return NULL;
+    size_t n = strlen(text);
+    char *with_newline = realloc(text, n + 2);
+    if (!with_newline) {
+        free(text);
+        return NULL;
+    }
+    with_newline[n] = '\n';
+    with_newline[n + 1] = '\0';
+    return with_newline;
+}

@@ -1,0 +1,61 @@
+/* json: reading JSON files with errors that name the file, the JSON path and what was
+ * expected ("m.json: nodes[3].inputs[0]: expected a tensor name, got 7").
+ *
+ * Paths are built by the caller with ck_json_path_key / ck_json_path_index into buffers of
+ * CK_JSON_PATH_MAX bytes; the root object's path is "" and prints as "(top level)". */
+#ifndef CK_JSON_H
+#define CK_JSON_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "planner/err.h"
+
+#define CK_JSON_PATH_MAX 256
+/* Input files larger than this are refused before parsing. */
+#define CK_JSON_MAX_FILE_BYTES (64u << 20)
+/* Integers in JSON are read through doubles; above 2^53 they are no longer exact. */
+#define CK_JSON_MAX_EXACT_INT 9007199254740992.0
+
+/* Reads and parses a whole file. On success *root is owned by the caller (cJSON_Delete),
+ * and, when raw is non-NULL, *raw / *raw_len hold the file's bytes (caller frees). */
+int ck_json_load_file(const char *file, cJSON **root, char **raw, size_t *raw_len, ck_err *err);
+
+/* Parses JSON text held in memory; `file` only names it in messages. */
+int ck_json_parse(const char *file, const char *text, size_t len, cJSON **root, ck_err *err);
+
+void ck_json_path_key(char *buf, const char *parent, const char *key);
+void ck_json_path_index(char *buf, const char *parent, size_t index);
+
+/* Fails unless v is an object whose keys are all in `allowed` (NULL-terminated), each once. */
+int ck_json_expect_object(const cJSON *v, const char *const *allowed, const char *file,
+                          const char *path, ck_err *err);
+
+/* Member getters. `obj` is an object at `path`. When the key is absent, a required getter
+ * fails and an optional one returns CK_OK leaving *out untouched (so preset the default). */
+int ck_json_get_u64(const cJSON *obj, const char *key, bool required, uint64_t *out,
+                    const char *file, const char *path, ck_err *err);
+/* A finite number >= 0. */
+int ck_json_get_time(const cJSON *obj, const char *key, bool required, double *out,
+                     const char *file, const char *path, ck_err *err);
+int ck_json_get_string(const cJSON *obj, const char *key, bool required, const char **out,
+                       const char *file, const char *path, ck_err *err);
+int ck_json_get_bool(const cJSON *obj, const char *key, bool required, bool *out,
+                     const char *file, const char *path, ck_err *err);
+/* An array (possibly empty) */
+int ck_json_get_array(const cJSON *obj, const char *key, bool required, const cJSON **out,
+                      const char *file, const char *path, ck_err *err);
+
+/* Converts a value at `path` (not a member lookup). */
+int ck_json_as_u64(const cJSON *v, uint64_t *out, const char *file, const char *path, ck_err *err);
+
+/* A short description of a JSON value's type and value for messages: "the string \"x\"". */
+void ck_json_describe(const cJSON *v, char *buf, size_t len);
+
+/* Writes JSON text of root, formatted, with a final newline. Caller frees. NULL on OOM. */
+char *ck_json_print(const cJSON *root);
+
+#endif

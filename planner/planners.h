@@ -1,0 +1,60 @@
+/* planners: the registry of checkpointing planners and the one entry point that runs them.
+ *
+ * A planner turns a chain and an activation budget into a schedule. It may replay
+ * candidate schedules to choose among them, but the figures ckplan reports are always
+ * the replay of the schedule it returns (ck_plan_chain does that replay). */
+#ifndef CK_PLANNERS_H
+#define CK_PLANNERS_H
+
+#include <stdint.h>
+
+#include "planner/chain.h"
+#include "planner/err.h"
+#include "planner/schedule.h"
+
+#define CK_DEFAULT_SLOTS 500
+
+typedef struct {
+    uint32_t slots; /* dp: the budget is divided into this many memory units (>= 1) */
+} ck_planner_opts;
+
+/* What a planner returns besides its schedule; -1 / 0 where a field does not apply. */
+typedef struct {
+    ck_schedule schedule;
+    long snapshots;       /* revolve: snapshots, counting the one holding x_0 */
+    long segments;        /* sqrt, chen: number of segments */
+    uint64_t memory_unit; /* dp: bytes per memory slot */
+} ck_plan_result;
+
+typedef struct {
+    const char *name;
+    const char *summary; /* one line for --help */
+    /* On success, result->schedule is valid and replays to a peak <= budget (bytes of
+     * activation memory). When no schedule of this planner fits, returns
+     * CK_ERR_INFEASIBLE and sets *min_budget to the smallest budget at which this planner
+     * finds one (a replayed peak). Any other status is an error described in err. */
+    int (*plan)(const ck_chain *c, uint64_t budget, const ck_planner_opts *opts,
+                ck_plan_result *result, uint64_t *min_budget, ck_err *err);
+} ck_planner;
+
+extern const ck_planner ck_planner_none, ck_planner_sqrt, ck_planner_chen, ck_planner_revolve,
+    ck_planner_dp;
+
+/* All planners in the order --help lists them, NULL-terminated. */
+extern const ck_planner *const ck_planners[];
+
+/* The planner called name, or NULL. */
+const ck_planner *ck_planner_find(const char *name);
+
+/* Sets the result's fields to "not applicable" and its schedule to empty. */
+void ck_plan_result_init(ck_plan_result *r);
+void ck_plan_result_free(ck_plan_result *r);
+
+/* Plans c under budget with planner p and replays the result into *replay. When the
+ * store-everything schedule fits, that is the plan, whatever p. On CK_ERR_INFEASIBLE,
+ * *min_budget holds the planner's smallest feasible budget. */
+int ck_plan_chain(const ck_chain *c, const ck_planner *p, uint64_t budget,
+                  const ck_planner_opts *opts, ck_plan_result *result, ck_replay *replay,
+                  uint64_t *min_budget, ck_err *err);
+
+#endif

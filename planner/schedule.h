@@ -1,0 +1,52 @@
+/* schedule: the five operations of ../shared/spec/chain-model.md (section 2), schedules
+ * made of them, and their replay: the one place where a schedule's validity, peak memory
+ * and time are computed. Every figure ckplan reports for a schedule comes from here. */
+#ifndef CK_SCHEDULE_H
+#define CK_SCHEDULE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "planner/chain.h"
+#include "planner/err.h"
+
+typedef enum { CK_F_ALL, CK_F_CK, CK_F_NONE, CK_LOSS, CK_B, CK_N_OPKINDS } ck_opkind;
+
+typedef struct {
+    ck_opkind kind;
+    size_t stage; /* 0 for CK_LOSS */
+} ck_op;
+
+typedef struct {
+    ck_op *ops;
+    size_t n, cap;
+} ck_schedule;
+
+/* "F_all", "F_ck", "F_none", "loss", "B". */
+const char *ck_opkind_name(ck_opkind kind);
+/* Parses one of those names; false if it is none of them. */
+bool ck_opkind_parse(const char *name, ck_opkind *out);
+
+/* Appends an operation; false when out of memory (the schedule is left as it was). */
+bool ck_schedule_push(ck_schedule *s, ck_opkind kind, size_t stage);
+void ck_schedule_free(ck_schedule *s);
+
+/* The store-everything schedule: F_all 0 .. F_all L-1, loss, B L-1 .. B 0. */
+int ck_schedule_baseline(const ck_chain *c, ck_schedule *out, ck_err *err);
+
+typedef struct {
+    uint64_t peak_bytes;   /* largest operation peak, at least input_bytes */
+    double time;           /* sum of the operations' times */
+    size_t peak_op;        /* index of the first operation that reaches the peak */
+    size_t count[CK_N_OPKINDS]; /* operations of each kind */
+} ck_replay;
+
+/* Replays s on c. On success fills *out and, when non-NULL, live_after[k] with the bytes
+ * held after operation k and op_peak[k] with operation k's peak (arrays of s->n entries).
+ * An invalid schedule returns CK_ERR_INPUT with a message naming the first operation that
+ * does not find what it needs ("schedule[5] (B 3): needs x̄_4, which is not live"). */
+int ck_schedule_replay(const ck_chain *c, const ck_schedule *s, ck_replay *out,
+                       uint64_t *live_after, uint64_t *op_peak, ck_err *err);
+
+#endif
