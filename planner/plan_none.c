@@ -1,0 +1,21 @@
+/* none: store everything. The fastest schedule, with the largest peak. */
+#include "planner/planners.h"
+
+static int plan_none(const ck_chain *c, uint64_t budget, const ck_planner_opts *opts,
+                     ck_plan_result *result, uint64_t *min_budget, ck_err *err)
+{
+    (void)opts;
+    int rc = ck_schedule_baseline(c, &result->schedule, err);
+    if (rc != CK_OK)
+        return rc;
+    ck_replay r;
+    rc = ck_schedule_replay(c, &result->schedule, &r, NULL, NULL, err);
+    if (rc == CK_OK && r.peak_bytes > budget) {
+        *min_budget = r.peak_bytes;
+        rc = CK_ERR_INFEASIBLE;
+    }
+    return rc;
+}
+
+const ck_planner ck_planner_none = {
+    "none", "store every activation (the baseline: fastest, largest peak)", plan_none};

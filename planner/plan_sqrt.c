@@ -1,0 +1,38 @@
+/* sqrt: Chen, Xu, Zhang, Guestrin 2016, "Training deep nets with sublinear memory cost",
+ * section 4.1: cut the chain into about sqrt(L) segments of equal length, keep the
+ * segment inputs, and recompute each segment once during backward. The plan does not
+ * depend on the budget; it either fits or it does not. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "planner/planners.h"
+#include "planner/segments.h"
+
+static int plan_sqrt(const ck_chain *c, uint64_t budget, const ck_planner_opts *opts,
+                     ck_plan_result *result, uint64_t *min_budget, ck_err *err)
+{
+    (void)opts;
+    size_t L = c->n_stages;
+    size_t n = (size_t)llround(sqrt((double)L));
+    if (n < 1)
+        n = 1;
+    size_t *starts = malloc(n * sizeof *starts);
+    if (!starts)
+        return ck_fail_oom(err);
+    for (size_t k = 0; k < n; k++)
+        starts[k] = k * L / n;
+    int rc = ck_schedule_segments(c, starts, n, &result->schedule, err);
+    free(starts);
+    result->segments = (long)n;
+    ck_replay r;
+    if (rc == CK_OK)
+        rc = ck_schedule_replay(c, &result->schedule, &r, NULL, NULL, err);
+    if (rc == CK_OK && r.peak_bytes > budget) {
+        *min_budget = r.peak_bytes;
+        rc = CK_ERR_INFEASIBLE;
+    }
+    return rc;
+}
+
+const ck_planner ck_planner_sqrt = {
+    "sqrt", "Chen et al. 2016: about sqrt(L) equal segments, each recomputed once", plan_sqrt};

@@ -1,0 +1,57 @@
+#include "planner/planners.h"
+
+#include <string.h>
+
+const ck_planner *const ck_planners[] = {&ck_planner_dp, &ck_planner_revolve, &ck_planner_chen,
+                                         &ck_planner_sqrt, &ck_planner_none, NULL};
+
+const ck_planner *ck_planner_find(const char *name)
+{
+    for (const ck_planner *const *p = ck_planners; *p; p++)
+        if (strcmp((*p)->name, name) == 0)
+            return *p;
+    return NULL;
+}
+
+void ck_plan_result_init(ck_plan_result *r)
+{
+    memset(r, 0, sizeof *r);
+    r->snapshots = -1;
+    r->segments = -1;
+}
+
+void ck_plan_result_free(ck_plan_result *r)
+{
+    ck_schedule_free(&r->schedule);
+    ck_plan_result_init(r);
+}
+
+int ck_plan_chain(const ck_chain *c, const ck_planner *p, uint64_t budget,
+                  const ck_planner_opts *opts, ck_plan_result *result, ck_replay *replay,
+                  uint64_t *min_budget, ck_err *err)
+{
+    ck_plan_result_init(result);
+    int rc = ck_schedule_baseline(c, &result->schedule, err);
+    if (rc == CK_OK)
+        rc = ck_schedule_replay(c, &result->schedule, replay, NULL, NULL, err);
+    if (rc != CK_OK || replay->peak_bytes <= budget) {
+        if (rc != CK_OK)
+            ck_plan_result_free(result);
+        return rc;
+    }
+    ck_plan_result_free(result);
+    rc = p->plan(c, budget, opts, result, min_budget, err);
+    if (rc == CK_OK) {
+        ck_err why;
+        if (ck_schedule_replay(c, &result->schedule, replay, NULL, NULL, &why) != CK_OK)
+            rc = ck_fail(err, CK_ERR_RUNTIME, "internal error: planner %s produced an invalid "
+                                              "schedule (%s)", p->name, why.msg);
+        else if (replay->peak_bytes > budget)
+            rc = ck_fail(err, CK_ERR_RUNTIME, "internal error: planner %s produced a schedule "
+                         "whose peak %llu exceeds the budget %llu", p->name,
+                         (unsigned long long)replay->peak_bytes, (unsigned long long)budget);
+    }
+    if (rc != CK_OK)
+        ck_plan_result_free(result);
+    return rc;
+}
