@@ -24,8 +24,13 @@ int ck_json_parse(const char *file, const char *text, size_t len, cJSON **root, 
                 col++;
             }
         }
+        /* cJSON stops at the token it could not finish; when only blanks follow that, the
+         * document was cut short rather than malformed there. */
+        const char *rest = end < text + len ? end + 1 : end;
+        while (rest < text + len && (*rest == ' ' || *rest == '\n' || *rest == '\r' || *rest == '\t'))
+            rest++;
         return ck_fail(err, CK_ERR_INPUT, "%s:%zu:%zu: not valid JSON (%s)", file, line, col,
-                       end >= text + len ? "unexpected end of file" : "syntax error here");
+                       rest >= text + len ? "unexpected end of file" : "syntax error here");
     }
     /* Trailing content after the document ("{} x") is an error, not something to ignore. */
     while (end < text + len && (*end == ' ' || *end == '\n' || *end == '\r' || *end == '\t'))

@@ -1,0 +1,75 @@
+/* ckplan chain: write the chain derived from a model, for inspection, editing, or other tools. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/commands.h"
+#include "cli/files.h"
+#include "cli/options.h"
+#include "planner/json.h"
+#include "planner/workload.h"
+
+static void chain_usage(FILE *out)
+{
+    fprintf(out, "usage: ckplan chain MODEL [options]\n"
+                 "\n"
+                 "Derives the chain of stages that the planners see from MODEL (the sizes, transient\n"
+                 "memory and times of each stage) and writes it as a ckplan-chain/1 file, which can\n"
+                 "be inspected, edited, and planned with 'ckplan plan'. A chain file is passed\n"
+                 "through unchanged in meaning.\n"
+                 "\n");
+    ck_workload_options_help(out);
+    fprintf(out, "  -o, --output FILE     write the chain to FILE instead of stdout\n"
+                 "  -h, --help            show this help\n");
+}
+
+int ck_cmd_chain(int argc, char **argv)
+{
+    static const struct option longs[] = {
+        CK_WORKLOAD_LONG_OPTIONS,
+        {"output", required_argument, NULL, 'o'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    ck_workload_opts opts;
+    ck_workload_opts_default(&opts);
+    const char *output = NULL;
+    ck_err err;
+    int code, rc = CK_OK;
+    opterr = 0;
+    optind = 1;
+    while (rc == CK_OK && (code = getopt_long(argc, argv, ":o:h", longs, NULL)) != -1) {
+        if (code == 'h') {
+            chain_usage(stdout);
+            return 0;
+        } else if (code == 'o') {
+            output = optarg;
+        } else if (code >= CK_OPT_GRANULARITY && code <= CK_OPT_MEM_BANDWIDTH) {
+            rc = ck_workload_option(code, optarg, &opts, &err);
+        } else {
+            rc = ck_option_error("chain", argv, code, &err);
+        }
+    }
+    if (rc == CK_OK && optind != argc - 1)
+        rc = ck_fail(&err, CK_ERR_INPUT, "chain: expected exactly one MODEL; usage: ckplan chain "
+                                         "MODEL [-o FILE] (see --help)");
+    if (rc != CK_OK)
+        return ck_report(rc, err.msg);
+    ck_workload w;
+    rc = ck_workload_load(argv[optind], &opts, &w, &err);
+    if (rc != CK_OK)
+        return ck_report(rc, err.msg);
+    cJSON *json = ck_chain_to_json(&w.chain);
+    char *text = json ? ck_json_print(json) : NULL;
+    cJSON_Delete(json);
+    if (!text)
+        rc = ck_fail_oom(&err);
+    else if (output)
+        rc = ck_write_file_atomic(output, text, strlen(text), &err);
+    else
+        fputs(text, stdout);
+    free(text);
+    ck_workload_free(&w);
+    return ck_report(rc, err.msg);
+}

@@ -1,0 +1,366 @@
+/* ckplan plan: plan a model under a budget, write the plan file, print a summary. */
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/commands.h"
+#include "cli/files.h"
+#include "cli/options.h"
+#include "planner/json.h"
+#include "planner/plan_io.h"
+#include "planner/planners.h"
+#include "planner/size.h"
+#include "planner/workload.h"
+
+#define DEFAULT_PLAN_FILE "ckplan.plan.json"
+
+static void plan_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: ckplan plan MODEL --budget SIZE [options]\n"
+            "\n"
+            "Chooses which activations of a training step to keep and which to recompute so\n"
+            "that the step fits in SIZE bytes, writes the plan and prints a summary. MODEL is\n"
+            "an op-graph model (ckplan-model/1) or a chain file (ckplan-chain/1).\n"
+            "\n"
+            "  --budget SIZE         memory for the whole step: bytes, or a number with a unit:\n"
+            "                        K M G T or KiB MiB GiB TiB (powers of 1024), KB MB GB TB\n"
+            "                        (powers of 1000); e.g. 8G, 1.5GiB, 500MB\n"
+            "  --planner P           which planner (default dp; see below)\n"
+            "  --slots N             dp: memory resolution, the budget in N units (default %d)\n",
+            CK_DEFAULT_SLOTS);
+    ck_workload_options_help(out);
+    fprintf(out,
+            "  -o, --output FILE     where to write the plan (default %s)\n"
+            "  --json                print the plan object on stdout instead of the summary\n"
+            "  -h, --help            show this help\n"
+            "\nplanners:\n",
+            DEFAULT_PLAN_FILE);
+    for (const ck_planner *const *p = ck_planners; *p; p++)
+        fprintf(out, "  %-8s %s\n", (*p)->name, (*p)->summary);
+    fprintf(out, "\n"
+                 "Static memory (parameters, gradients, optimizer state) is not activations:\n"
+                 "checkpointing cannot reduce it, and the planners get what the budget leaves.\n"
+                 "Exit codes: 0 planned, 1 runtime failure, 2 usage or input error, 3 the budget\n"
+                 "cannot be met (the smallest budget that can is printed).\n");
+}
+
+typedef struct {
+    const char *model_path;
+    const char *output;
+    const ck_planner *planner;
+    uint64_t budget;
+    bool have_budget, json;
+    ck_planner_opts planner_opts;
+    ck_workload_opts workload_opts;
+} plan_args;
+
+/* Returns -1 when help was printed, else a status. */
+static int parse_args(int argc, char **argv, plan_args *a, ck_err *err)
+{
+    static const struct option longs[] = {
+        CK_WORKLOAD_LONG_OPTIONS,
+        {"budget", required_argument, NULL, CK_OPT_BUDGET},
+        {"planner", required_argument, NULL, CK_OPT_PLANNER},
+        {"slots", required_argument, NULL, CK_OPT_SLOTS},
+        {"json", no_argument, NULL, CK_OPT_JSON},
+        {"output", required_argument, NULL, 'o'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    memset(a, 0, sizeof *a);
+    a->output = DEFAULT_PLAN_FILE;
+    a->planner = ck_planner_find("dp");
+    a->planner_opts.slots = CK_DEFAULT_SLOTS;
+    ck_workload_opts_default(&a->workload_opts);
+    opterr = 0;
+    optind = 1;
+    int code, rc = CK_OK;
+    uint64_t slots;
+    while (rc == CK_OK && (code = getopt_long(argc, argv, ":o:h", longs, NULL)) != -1) {
+        switch (code) {
+        case 'h':
+            plan_usage(stdout);
+            return -1;
+        case 'o':
+            a->output = optarg;
+            break;
+        case CK_OPT_BUDGET:
+            rc = ck_size_parse(optarg, &a->budget, err);
+            a->have_budget = true;
+            break;
+        case CK_OPT_PLANNER:
+            a->planner = ck_planner_find(optarg);
+            if (!a->planner)
+                rc = ck_fail(err, CK_ERR_INPUT, "--planner: no planner '%s' (dp, revolve, chen, "
+                                                "sqrt or none)", optarg);
+            break;
+        case CK_OPT_SLOTS:
+            rc = ck_parse_count(optarg, "--slots", 1, 1000000, &slots, err);
+            a->planner_opts.slots = (uint32_t)slots;
+            break;
+        case CK_OPT_JSON:
+            a->json = true;
+            break;
+        case CK_OPT_GRANULARITY:
+        case CK_OPT_GEMM_FLOPS:
+        case CK_OPT_MEM_BANDWIDTH:
+            rc = ck_workload_option(code, optarg, &a->workload_opts, err);
+            break;
+        default:
+            rc = ck_option_error("plan", argv, code, err);
+        }
+    }
+    if (rc != CK_OK)
+        return rc;
+    if (optind != argc - 1)
+        return ck_fail(err, CK_ERR_INPUT, optind >= argc ? "plan: no MODEL given; usage: ckplan plan "
+                                                           "MODEL --budget SIZE (see --help)"
+                                                         : "plan: more than one MODEL given (%s)",
+                       optind < argc ? argv[optind + 1] : "");
+    if (!a->have_budget)
+        return ck_fail(err, CK_ERR_INPUT, "plan: --budget SIZE is required (e.g. --budget 8G)");
+    a->model_path = argv[optind];
+    return CK_OK;
+}
+
+static void format_time(double t, bool seconds, char *buf, size_t len)
+{
+    if (!seconds)
+        snprintf(buf, len, "%.6g", t);
+    else if (t < 1e-3)
+        snprintf(buf, len, "%.1f us", t * 1e6);
+    else if (t < 1)
+        snprintf(buf, len, "%.2f ms", t * 1e3);
+    else
+        snprintf(buf, len, "%.3f s", t);
+}
+
+/* Prints the stages whose flag is set, consecutive runs shortened to "first..last". */
+static void print_stage_runs(FILE *out, const ck_chain *c, const bool *set)
+{
+    bool first = true;
+    for (size_t i = 0; i < c->n_stages; i++) {
+        if (!set[i])
+            continue;
+        size_t j = i;
+        while (j + 1 < c->n_stages && set[j + 1])
+            j++;
+        fprintf(out, "%s%s", first ? "" : ", ", c->stages[i].name);
+        if (j > i)
+            fprintf(out, "%s%s", j == i + 1 ? ", " : "..", c->stages[j].name);
+        first = false;
+        i = j;
+    }
+    if (first)
+        fprintf(out, "none");
+}
+
+/* Which stages the first forward does not keep (they are recomputed), and which inputs it
+ * keeps as checkpoints: read off the operations before the loss. */
+static int print_checkpoints(FILE *out, const ck_chain *c, const ck_schedule *s)
+{
+    size_t L = c->n_stages;
+    bool *recomputed = calloc(2 * L, sizeof *recomputed);
+    if (!recomputed)
+        return CK_ERR_RUNTIME;
+    bool *kept_input = recomputed + L;
+    size_t n_recomputed = 0;
+    for (size_t k = 0; k < s->n && s->ops[k].kind != CK_LOSS; k++) {
+        size_t i = s->ops[k].stage;
+        if (s->ops[k].kind != CK_F_ALL && !recomputed[i]) {
+            recomputed[i] = true;
+            n_recomputed++;
+        }
+        if (s->ops[k].kind == CK_F_CK)
+            kept_input[i] = true;
+    }
+    fprintf(out, "checkpointed stages (activations dropped, recomputed in backward): %zu of %zu\n  ",
+            n_recomputed, L);
+    print_stage_runs(out, c, recomputed);
+    fprintf(out, "\ncheckpoints (stage inputs kept during the forward pass):\n  ");
+    print_stage_runs(out, c, kept_input);
+    fprintf(out, "\n");
+    free(recomputed);
+    return CK_OK;
+}
+
+static void print_size_row(FILE *out, const char *label, uint64_t plan, uint64_t base, const char *note)
+{
+    char a[32], b[32];
+    ck_size_format(plan, a, sizeof a);
+    ck_size_format(base, b, sizeof b);
+    fprintf(out, "  %-13s %12s %12s   %s\n", label, a, b, note);
+}
+
+static int print_summary(FILE *out, const ck_workload *w, const ck_plan_doc *d, const char *output)
+{
+    char budget[32], note[256], s1[32], s2[32], s3[32], s4[32];
+    ck_size_format(d->budget_bytes, budget, sizeof budget);
+    const ck_chain *c = &w->chain;
+    fprintf(out, "%s (%s): %zu stages%s%s\n", c->name, w->path, c->n_stages,
+            d->granularity ? ", granularity " : "", d->granularity ? d->granularity : "");
+    fprintf(out, "planner %s, budget %s (%llu bytes)%s\n\n", d->planner, budget,
+            (unsigned long long)d->budget_bytes,
+            d->baseline_fits ? ": the baseline fits, nothing to recompute" : "");
+    fprintf(out, "  %-13s %12s %12s\n", "memory", "plan", "baseline");
+    const ck_static_mem *st = &w->statics;
+    if (w->model) {
+        ck_size_format(st->params, s1, sizeof s1);
+        ck_size_format(st->grads, s2, sizeof s2);
+        ck_size_format(st->optimizer, s3, sizeof s3);
+        ck_size_format(st->master + st->held_inputs, s4, sizeof s4);
+        snprintf(note, sizeof note, "parameters %s, gradients %s, optimizer %s, other %s", s1, s2,
+                 s3, s4);
+    } else {
+        snprintf(note, sizeof note, "a chain file has none");
+    }
+    print_size_row(out, "static", d->static_bytes, d->static_bytes, note);
+    print_size_row(out, "activations", d->predicted.peak_bytes, d->baseline.peak_bytes,
+                   "peak of the replayed schedule");
+    uint64_t total = d->static_bytes + d->predicted.peak_bytes;
+    ck_size_format(d->budget_bytes - total, s1, sizeof s1);
+    snprintf(note, sizeof note, "of %s budget, %s to spare", budget, s1);
+    print_size_row(out, "total", total, d->static_bytes + d->baseline.peak_bytes, note);
+    bool seconds = d->time_unit != NULL;
+    format_time(d->predicted.time, seconds, s1, sizeof s1);
+    format_time(d->baseline.time, seconds, s2, sizeof s2);
+    fprintf(out, "  %-13s %12s %12s   %+.1f%% overhead%s\n\n", "step time", s1, s2,
+            100 * ck_plan_overhead(d->predicted.time, d->baseline.time),
+            seconds ? " (roofline cost model)" : " (in the chain's time unit)");
+    if (print_checkpoints(out, c, &d->result->schedule) != CK_OK)
+        return CK_ERR_RUNTIME;
+    const ck_plan_result *r = d->result;
+    fprintf(out, "extra forward operations: %zu (F_ck %zu, F_none %zu)",
+            d->predicted.count[CK_F_CK] + d->predicted.count[CK_F_NONE] + d->predicted.count[CK_F_ALL] - c->n_stages,
+            d->predicted.count[CK_F_CK], d->predicted.count[CK_F_NONE]);
+    if (r->snapshots >= 0)
+        fprintf(out, ", %ld snapshots", r->snapshots);
+    if (r->segments >= 0)
+        fprintf(out, ", %ld segments", r->segments);
+    fprintf(out, "\nplan written to %s\n", output);
+    return CK_OK;
+}
+
+static int report_infeasible(const plan_args *a, const ck_workload *w, uint64_t activation_min)
+{
+    char have[32], need[32], stat[32], act[32], dp_need[32];
+    ck_size_format(a->budget, have, sizeof have);
+    uint64_t total_min;
+    if (!ck_add(w->statics.total, activation_min, &total_min))
+        total_min = UINT64_MAX;
+    ck_size_format(total_min, need, sizeof need);
+    ck_size_format(w->statics.total, stat, sizeof stat);
+    ck_size_format(activation_min, act, sizeof act);
+    fprintf(stderr, "ckplan: budget %s (%llu bytes) is too small for planner %s: its smallest plan "
+                    "needs %s (%llu bytes) = static %s + activations %s\n",
+            have, (unsigned long long)a->budget, a->planner->name, need,
+            (unsigned long long)total_min, stat, act);
+    if (a->planner != &ck_planner_dp) {
+        ck_plan_result res;
+        ck_replay r;
+        uint64_t dp_min = 0;
+        ck_err ignored;
+        int rc = ck_plan_chain(&w->chain, &ck_planner_dp, 0, &a->planner_opts, &res, &r, &dp_min, &ignored);
+        ck_plan_result_free(&res);
+        if (rc == CK_ERR_INFEASIBLE && dp_min < activation_min) {
+            ck_size_format(w->statics.total + dp_min, dp_need, sizeof dp_need);
+            fprintf(stderr, "ckplan: planner dp fits in %s (%llu bytes)\n", dp_need,
+                    (unsigned long long)(w->statics.total + dp_min));
+        }
+    }
+    return CK_ERR_INFEASIBLE;
+}
+
+static int report_static_too_large(const plan_args *a, const ck_workload *w)
+{
+    const ck_static_mem *s = &w->statics;
+    char have[32], total[32], p[32], g[32], o[32], m[32], h[32];
+    ck_size_format(a->budget, have, sizeof have);
+    ck_size_format(s->total, total, sizeof total);
+    ck_size_format(s->params, p, sizeof p);
+    ck_size_format(s->grads, g, sizeof g);
+    ck_size_format(s->optimizer, o, sizeof o);
+    ck_size_format(s->master, m, sizeof m);
+    ck_size_format(s->held_inputs, h, sizeof h);
+    fprintf(stderr, "ckplan: budget %s is below the static memory of %s (parameters %s, gradients "
+                    "%s, optimizer state %s, master weights %s, held inputs %s). Checkpointing "
+                    "only reduces activations; to fit, shard these (ZeRO, FSDP), offload them "
+                    "or quantize them.\n",
+            have, total, p, g, o, m, h);
+    return CK_ERR_INFEASIBLE;
+}
+
+int ck_cmd_plan(int argc, char **argv)
+{
+    plan_args a;
+    ck_err err;
+    int rc = parse_args(argc, argv, &a, &err);
+    if (rc < 0)
+        return 0;
+    if (rc != CK_OK)
+        return ck_report(rc, err.msg);
+    ck_workload w;
+    rc = ck_workload_load(a.model_path, &a.workload_opts, &w, &err);
+    if (rc != CK_OK)
+        return ck_report(rc, err.msg);
+    if (a.budget < w.statics.total) {
+        rc = report_static_too_large(&a, &w);
+        ck_workload_free(&w);
+        return rc;
+    }
+    ck_plan_result result;
+    ck_replay predicted, baseline;
+    uint64_t min_budget = 0;
+    rc = ck_plan_chain(&w.chain, a.planner, a.budget - w.statics.total, &a.planner_opts, &result,
+                       &predicted, &min_budget, &err);
+    if (rc == CK_ERR_INFEASIBLE) {
+        rc = report_infeasible(&a, &w, min_budget);
+        ck_workload_free(&w);
+        return rc;
+    }
+    ck_schedule base = {0};
+    if (rc == CK_OK)
+        rc = ck_schedule_baseline(&w.chain, &base, &err);
+    if (rc == CK_OK)
+        rc = ck_schedule_replay(&w.chain, &base, &baseline, NULL, NULL, &err);
+    ck_schedule_free(&base);
+    uint64_t ignored;
+    if (rc == CK_OK && !ck_add(w.statics.total, baseline.peak_bytes, &ignored))
+        rc = ck_fail(&err, CK_ERR_INPUT, "%s: static memory plus activations exceed 2^64 bytes",
+                     a.model_path);
+    char *text = NULL;
+    if (rc == CK_OK) {
+        ck_plan_doc doc = {
+            .planner = a.planner->name,
+            .model_path = w.path,
+            .model_sha256 = w.sha256,
+            .budget_bytes = a.budget,
+            .static_bytes = w.statics.total,
+            .stages = w.chain.n_stages,
+            .predicted = predicted,
+            .baseline = baseline,
+            .result = &result,
+            .baseline_fits = baseline.peak_bytes <= a.budget - w.statics.total,
+            .granularity = w.model ? ck_granularity_name(a.workload_opts.granularity) : NULL,
+            .time_unit = w.model ? "s" : NULL,
+            .slots = a.planner_opts.slots,
+        };
+        cJSON *json = ck_plan_to_json(&doc);
+        text = json ? ck_json_print(json) : NULL;
+        cJSON_Delete(json);
+        rc = text ? ck_write_file_atomic(a.output, text, strlen(text), &err) : ck_fail_oom(&err);
+        if (rc == CK_OK && a.json)
+            fputs(text, stdout);
+        else if (rc == CK_OK)
+            rc = print_summary(stdout, &w, &doc, a.output);
+    }
+    free(text);
+    ck_plan_result_free(&result);
+    ck_workload_free(&w);
+    if (rc == CK_ERR_RUNTIME && !err.msg[0])
+        snprintf(err.msg, sizeof err.msg, "out of memory");
+    return ck_report(rc, err.msg);
+}

@@ -1,0 +1,12 @@
+/* commands: the subcommands of ckplan, each a function of its own arguments (argv[0] is
+ * the subcommand's name) returning the process exit code. */
+#ifndef CK_COMMANDS_H
+#define CK_COMMANDS_H
+
+int ck_cmd_plan(int argc, char **argv);
+int ck_cmd_chain(int argc, char **argv);
+
+/* Prints "ckplan: message" on stderr and returns status: the one way errors reach users. */
+int ck_report(int status, const char *msg);
+
+#endif

@@ -1,0 +1,13 @@
+/* files: writing output files so that an interrupted run leaves the old file intact. */
+#ifndef CK_FILES_H
+#define CK_FILES_H
+
+#include <stddef.h>
+
+#include "planner/err.h"
+
+/* Writes data to a temporary file next to path, flushes it to disk and renames it over
+ * path. On failure the temporary file is removed and path is untouched. */
+int ck_write_file_atomic(const char *path, const char *data, size_t len, ck_err *err);
+
+#endif

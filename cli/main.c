@@ -1,0 +1,70 @@
+/* ckplan: a memory planner and simulator for activation checkpointing. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/commands.h"
+
+#define CKPLAN_VERSION "0.1.0"
+
+static const struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+} commands[] = {
+    {"plan", ck_cmd_plan, "choose where to checkpoint so a training step fits a memory budget"},
+    {"chain", ck_cmd_chain, "write the chain of stages derived from a model as a chain file"},
+};
+
+static void usage(FILE *out)
+{
+    fprintf(out, "usage: ckplan <command> [options]\n"
+                 "\n"
+                 "A memory planner for activation checkpointing: it reads a model, decides which\n"
+                 "activations to keep and which to recompute so that a training step fits a\n"
+                 "memory budget, and reports the cost in time.\n"
+                 "\n"
+                 "commands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(out, "  %-8s %s\n", commands[i].name, commands[i].summary);
+    fprintf(out, "\n"
+                 "Run 'ckplan <command> --help' for a command's options.\n"
+                 "Exit codes: 0 ok, 1 verification or runtime failure, 2 usage or input error,\n"
+                 "3 budget infeasible.\n");
+}
+
+int ck_report(int status, const char *msg)
+{
+    if (status != 0)
+        fprintf(stderr, "ckplan: %s\n", msg);
+    return status;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {
+        if (argc > 2 && strcmp(cmd, "help") == 0) {
+            char *help_argv[] = {argv[2], "--help", NULL};
+            for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+                if (strcmp(argv[2], commands[i].name) == 0)
+                    return commands[i].run(2, help_argv);
+            fprintf(stderr, "ckplan: no command '%s'\n", argv[2]);
+            return 2;
+        }
+        usage(stdout);
+        return 0;
+    }
+    if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0) {
+        printf("ckplan %s\n", CKPLAN_VERSION);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (strcmp(cmd, commands[i].name) == 0)
+            return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "ckplan: '%s' is not a command; see 'ckplan --help'\n", cmd);
+    return 2;
+}

@@ -1,0 +1,41 @@
+/* options: command-line option handling shared by the subcommands: the options that say
+ * how a model becomes a chain, number parsing, and getopt error messages. */
+#ifndef CK_OPTIONS_H
+#define CK_OPTIONS_H
+
+#include <getopt.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "planner/err.h"
+#include "planner/workload.h"
+
+/* getopt_long codes of long-only options; the workload ones first. */
+enum {
+    CK_OPT_GRANULARITY = 1000,
+    CK_OPT_GEMM_FLOPS,
+    CK_OPT_MEM_BANDWIDTH,
+    CK_OPT_BUDGET,
+    CK_OPT_PLANNER,
+    CK_OPT_SLOTS,
+    CK_OPT_JSON,
+};
+
+#define CK_WORKLOAD_LONG_OPTIONS                                                                   \
+    {"granularity", required_argument, NULL, CK_OPT_GRANULARITY},                                  \
+        {"gemm-flops", required_argument, NULL, CK_OPT_GEMM_FLOPS},                                \
+        {"mem-bandwidth", required_argument, NULL, CK_OPT_MEM_BANDWIDTH}
+
+/* Applies a workload option; CK_OK, or CK_ERR_INPUT naming the option and what it takes. */
+int ck_workload_option(int code, const char *arg, ck_workload_opts *o, ck_err *err);
+/* The help lines of the workload options, with their defaults. */
+void ck_workload_options_help(FILE *out);
+
+/* Parses a whole number in [min, max] given to option `flag`. */
+int ck_parse_count(const char *text, const char *flag, uint64_t min, uint64_t max, uint64_t *out,
+                   ck_err *err);
+
+/* The message for what getopt_long returned as '?' or ':' (argv as given to getopt). */
+int ck_option_error(const char *cmd, char **argv, int code, ck_err *err);
+
+#endif

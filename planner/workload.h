@@ -1,0 +1,38 @@
+/* workload: what is planned, loaded from one file: a chain with the static memory beside
+ * it, either read from a chain file (`ckplan-chain/1`, static memory 0) or derived from an
+ * op-graph model (`ckplan-model/1`), plus the file's identity for the plan. */
+#ifndef CK_WORKLOAD_H
+#define CK_WORKLOAD_H
+
+#include <stdbool.h>
+
+#include "planner/chain.h"
+#include "planner/derive.h"
+#include "planner/err.h"
+#include "planner/model.h"
+
+typedef struct {
+    ck_granularity granularity;
+    ck_cost_model cost;
+} ck_workload_opts;
+
+typedef struct {
+    char *path;
+    char sha256[65];   /* of the file's bytes */
+    ck_model *model;   /* NULL for a chain file */
+    ck_chain chain;
+    ck_static_mem statics; /* all zero for a chain file */
+} ck_workload;
+
+/* Defaults: block granularity, the default cost model. */
+void ck_workload_opts_default(ck_workload_opts *o);
+
+/* Loads path, detecting its format from the "format" field. */
+int ck_workload_load(const char *path, const ck_workload_opts *opts, ck_workload *out, ck_err *err);
+void ck_workload_free(ck_workload *w);
+
+const char *ck_granularity_name(ck_granularity g);
+/* Parses "op" or "block"; false otherwise. */
+bool ck_granularity_parse(const char *name, ck_granularity *out);
+
+#endif

@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""An independent replay of a ckplan-plan/1 file against a ckplan-chain/1 file, written from
+../shared/spec/chain-model.md section 2 alone (not from ckplan's C code), as an outside
+reader of plan files would. Checks the plan's predicted figures; exits 1 on any mismatch.
+
+usage: replay.py PLAN CHAIN
+"""
+import json
+import sys
+
+
+def replay(chain, schedule):
+    L = len(chain["stages"])
+    st = chain["stages"]
+    x = lambda i: chain["input_bytes"] if i == 0 else st[i - 1]["out_bytes"]
+    xbar = lambda i: chain["input_bytes"] if i == 0 else st[i - 1]["saved_bytes"]
+    loss = chain.get("loss", {})
+    live = {("x", 0)}
+    size = {}
+    held = chain["input_bytes"]
+    peak = held
+    time = 0.0
+
+    def alloc(name, nbytes):
+        nonlocal held
+        assert name not in live, f"{name} already live"
+        live.add(name)
+        size[name] = nbytes
+        held += nbytes
+
+    def free(name):
+        nonlocal held
+        live.discard(name)
+        held -= size.get(name, chain["input_bytes"] if name == ("x", 0) else 0)
+
+    def has_input(i):
+        return ("x", i) in live or (i > 0 and ("xbar", i) in live)
+
+    for k, op in enumerate(schedule):
+        kind, i = op["op"], op.get("stage")
+        if kind in ("F_all", "F_ck", "F_none"):
+            assert has_input(i), f"op {k}: input of stage {i} not live"
+            if kind == "F_all":
+                alloc(("xbar", i + 1), xbar(i + 1))
+            else:
+                alloc(("x", i + 1), x(i + 1))
+            peak = max(peak, held + st[i].get("fwd_tmp_bytes", 0))
+            if kind == "F_none":
+                free(("x", i) if ("x", i) in live else ("xbar", i))
+            time += st[i]["fwd_time"]
+        elif kind == "loss":
+            assert has_input(L), f"op {k}: x_L not live"
+            alloc(("y", L), x(L))
+            peak = max(peak, held + loss.get("bwd_tmp_bytes", 0))
+            time += loss.get("bwd_time", 0)
+        elif kind == "B":
+            assert ("y", i + 1) in live and ("xbar", i + 1) in live and has_input(i), f"op {k}: B {i} lacks inputs"
+            alloc(("y", i), x(i))
+            peak = max(peak, held + st[i].get("bwd_tmp_bytes", 0))
+            if ("x", i) in live:
+                free(("x", i))
+            free(("y", i + 1))
+            free(("xbar", i + 1))
+            time += st[i]["bwd_time"]
+        else:
+            raise AssertionError(f"op {k}: unknown op {kind}")
+    assert ("y", 0) in live, "schedule does not end with y_0"
+    return peak, time
+
+
+def main():
+    plan = json.load(open(sys.argv[1]))
+    chain = json.load(open(sys.argv[2]))
+    L = len(chain["stages"])
+    peak, time = replay(chain, plan["schedule"])
+    base = [{"op": "F_all", "stage": i} for i in range(L)] + [{"op": "loss"}] + \
+           [{"op": "B", "stage": i} for i in reversed(range(L))]
+    base_peak, base_time = replay(chain, base)
+    p = plan["predicted"]
+    checks = [
+        ("format", plan["format"], "ckplan-plan/1"),
+        ("stages", plan["stages"], L),
+        ("activation_peak_bytes", p["activation_peak_bytes"], peak),
+        ("peak_bytes", p["peak_bytes"], p["static_bytes"] + peak),
+        ("baseline_activation_peak_bytes", p["baseline_activation_peak_bytes"], base_peak),
+        ("baseline_peak_bytes", p["baseline_peak_bytes"], p["static_bytes"] + base_peak),
+    ]
+    bad = [f"{name}: plan says {got}, replay gives {want}" for name, got, want in checks if got != want]
+    for name, got, want in [("time", p["time"], time), ("baseline_time", p["baseline_time"], base_time),
+                            ("overhead", p["overhead"], time / base_time - 1 if base_time else 0)]:
+        if abs(got - want) > 1e-9 * max(1.0, abs(want)):
+            bad.append(f"{name}: plan says {got}, replay gives {want}")
+    if peak > plan["budget_bytes"] - p["static_bytes"]:
+        bad.append(f"peak {peak} exceeds the activation budget")
+    for line in bad:
+        print(line, file=sys.stderr)
+    print(f"peak {peak} time {time}")
+    sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main()
