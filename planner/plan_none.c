@@ -6,15 +6,7 @@ static int plan_none(const ck_chain *c, uint64_t budget, const ck_planner_opts *
 {
     (void)opts;
     int rc = ck_schedule_baseline(c, &result->schedule, err);
-    if (rc != CK_OK)
-        return rc;
-    ck_replay r;
-    rc = ck_schedule_replay(c, &result->schedule, &r, NULL, NULL, err);
-    if (rc == CK_OK && r.peak_bytes > budget) {
-        *min_budget = r.peak_bytes;
-        rc = CK_ERR_INFEASIBLE;
-    }
-    return rc;
+    return rc == CK_OK ? ck_planner_check_fit(c, &result->schedule, budget, min_budget, err) : rc;
 }
 
 const ck_planner ck_planner_none = {

@@ -24,14 +24,7 @@ static int plan_sqrt(const ck_chain *c, uint64_t budget, const ck_planner_opts *
     int rc = ck_schedule_segments(c, starts, n, &result->schedule, err);
     free(starts);
     result->segments = (long)n;
-    ck_replay r;
-    if (rc == CK_OK)
-        rc = ck_schedule_replay(c, &result->schedule, &r, NULL, NULL, err);
-    if (rc == CK_OK && r.peak_bytes > budget) {
-        *min_budget = r.peak_bytes;
-        rc = CK_ERR_INFEASIBLE;
-    }
-    return rc;
+    return rc == CK_OK ? ck_planner_check_fit(c, &result->schedule, budget, min_budget, err) : rc;
 }
 
 const ck_planner ck_planner_sqrt = {

@@ -13,6 +13,18 @@ const ck_planner *ck_planner_find(const char *name)
     return NULL;
 }
 
+int ck_planner_check_fit(const ck_chain *c, const ck_schedule *s, uint64_t budget,
+                         uint64_t *min_budget, ck_err *err)
+{
+    ck_replay r;
+    int rc = ck_schedule_replay(c, s, &r, NULL, NULL, err);
+    if (rc == CK_OK && r.peak_bytes > budget) {
+        *min_budget = r.peak_bytes;
+        rc = CK_ERR_INFEASIBLE;
+    }
+    return rc;
+}
+
 void ck_plan_result_init(ck_plan_result *r)
 {
     memset(r, 0, sizeof *r);

@@ -46,6 +46,11 @@ extern const ck_planner *const ck_planners[];
 /* The planner called name, or NULL. */
 const ck_planner *ck_planner_find(const char *name);
 
+/* For planners whose schedule does not depend on the budget: replays s and returns CK_OK
+ * when it fits, else CK_ERR_INFEASIBLE with *min_budget set to its peak. */
+int ck_planner_check_fit(const ck_chain *c, const ck_schedule *s, uint64_t budget,
+                         uint64_t *min_budget, ck_err *err);
+
 /* Sets the result's fields to "not applicable" and its schedule to empty. */
 void ck_plan_result_init(ck_plan_result *r);
 void ck_plan_result_free(ck_plan_result *r);
