@@ -481,6 +481,7 @@ static int read_scope(loader *ld, scope *s, const cJSON *nodes, const char *bloc
     s->e = calloc(s->n, sizeof *s->e);
     if (!s->e)
         return ck_fail_oom(ld->err);
+    /* Names first, so that a use before definition can be told from an unknown name. */
     size_t k = 0;
     for (const cJSON *js = nodes->child; js; js = js->next, k++) {
         char path[CK_JSON_PATH_MAX];
@@ -496,10 +497,14 @@ static int read_scope(loader *ld, scope *s, const cJSON *nodes, const char *bloc
         for (size_t j = 0; j < k; j++)
             if (strcmp(s->e[j].name, s->e[k].name) == 0)
                 return fail_at(ld, path, "duplicate name \"%s\" (also %s[%zu])", s->e[k].name, s->path, j);
-        if (cJSON_GetObjectItemCaseSensitive(js, "block"))
-            rc = read_block_instance(ld, s, block_input, k, js, path);
-        else
-            rc = read_op_entry(ld, s, block_input, k, js, path);
+    }
+    k = 0;
+    for (const cJSON *js = nodes->child; js; js = js->next, k++) {
+        char path[CK_JSON_PATH_MAX];
+        ck_json_path_index(path, s->path, k);
+        int rc = cJSON_GetObjectItemCaseSensitive(js, "block")
+                     ? read_block_instance(ld, s, block_input, k, js, path)
+                     : read_op_entry(ld, s, block_input, k, js, path);
         if (rc != CK_OK)
             return rc;
     }
