@@ -50,6 +50,7 @@ START_TEST(gpt_layer_matches_korthikanti)
     check_korthikanti(2, 64, 128, 4, "bf16");
     check_korthikanti(1, 128, 256, 8, "f16");
     check_korthikanti(4, 256, 512, 16, "bf16");
+    check_korthikanti(1, 2048, 12288, 96, "bf16"); /* a GPT-3 175B layer, docs/model-format.md */
 }
 END_TEST
 
