@@ -55,6 +55,9 @@ static bool saved_union(const ck_model *m, size_t first, size_t end, size_t *mar
 
 int ck_model_saved_bytes(const ck_model *m, size_t first, size_t end, uint64_t *out, ck_err *err)
 {
+    if (first > end || end > m->n_nodes)
+        return ck_fail(err, CK_ERR_RUNTIME, "saved bytes of nodes [%zu, %zu): the model has %zu nodes",
+                       first, end, m->n_nodes);
     size_t *mark = calloc(m->n_tensors, sizeof *mark);
     if (!mark)
         return ck_fail_oom(err);

@@ -43,7 +43,8 @@ typedef struct {
 int ck_model_static_memory(const ck_model *m, ck_static_mem *out, ck_err *err);
 
 /* Bytes the nodes [first, end) save for backward: each saved tensor once, the range's
- * input included, inputs other than the first (static memory) excluded. */
+ * input included, inputs other than the first (static memory) excluded. A range outside
+ * the model is CK_ERR_RUNTIME (a caller's mistake). */
 int ck_model_saved_bytes(const ck_model *m, size_t first, size_t end, uint64_t *out, ck_err *err);
 
 #endif

@@ -84,6 +84,7 @@ START_TEST(mlp_stage_by_hand)
     ck_err err = {{0}};
     ck_assert_int_eq(ck_model_saved_bytes(m, first[3], first[4], &with_input, &err), CK_OK);
     ck_assert_uint_eq(with_input, c.stages[3].saved_bytes - sbh * 4 + sbh * 4); /* res1 in, res2 out */
+    ck_assert_int_eq(ck_model_saved_bytes(m, 3, m->n_nodes + 1, &with_input, &err), CK_ERR_RUNTIME);
     free(first);
     ck_chain_free(&c);
     ck_model_free(m);
@@ -241,6 +242,123 @@ START_TEST(bad_cost_model)
 }
 END_TEST
 
+/* ---- the stage rules, recomputed from scratch node by node ---- */
+
+typedef struct {
+    const ck_model *m;
+    size_t a, b, in, out;
+} span;
+
+static bool made_in(const span *sp, size_t t)
+{
+    size_t p = sp->m->tensors[t].producer;
+    return p != CK_NO_NODE && p >= sp->a && p < sp->b;
+}
+
+static size_t last_reader(const ck_model *m, size_t t)
+{
+    size_t last = 0;
+    for (size_t k = 0; k < m->n_nodes; k++)
+        for (size_t i = 0; i < m->nodes[k].op->arity; i++)
+            if (m->nodes[k].inputs[i] == t)
+                last = k;
+    return last;
+}
+
+static bool saved_in_span(const span *sp, size_t t)
+{
+    for (size_t k = sp->a; k < sp->b; k++) {
+        const ck_node *n = &sp->m->nodes[k];
+        for (size_t s = 0; s < n->info.n_saved; s++) {
+            const ck_saved *sv = &n->info.saved[s];
+            if ((sv->kind == CK_SAVE_OUTPUT && n->output == t) ||
+                (sv->kind == CK_SAVE_INPUT && n->inputs[sv->input] == t))
+                return true;
+        }
+    }
+    return false;
+}
+
+static uint64_t internals(const ck_node *n)
+{
+    uint64_t sum = 0;
+    for (size_t s = 0; s < n->info.n_saved; s++)
+        if (n->info.saved[s].kind == CK_SAVE_INTERNAL)
+            sum += n->info.saved[s].bytes;
+    return sum;
+}
+
+/* The live bytes beyond what the spec's accounting already holds, at node k, recomputed
+ * from the sets the rules describe; the stage's tmp must be their maximum exactly. */
+static void check_stage(const span *sp, const ck_stage *st)
+{
+    const ck_model *m = sp->m;
+    uint64_t save_max = 0, plain_max = 0, bwd_max = 0;
+    for (size_t k = sp->a; k < sp->b; k++) {
+        uint64_t unsaved = 0, live = 0, grads = 0;
+        for (size_t t = 0; t < m->n_tensors; t++) {
+            if (!made_in(sp, t) || m->tensors[t].producer > k)
+                continue;
+            bool alive = last_reader(m, t) >= k || t == sp->out;
+            if (alive)
+                live += m->tensors[t].bytes;
+            if (alive && t != sp->out && !saved_in_span(sp, t))
+                unsaved += m->tensors[t].bytes;
+        }
+        for (size_t t = 0; t < m->n_tensors; t++)
+            if (made_in(sp, t) && t != sp->out && m->tensors[t].producer <= k && last_reader(m, t) >= k &&
+                ck_dtype_is_float(m->tensors[t].type.dtype))
+                grads += m->tensors[t].bytes;
+        const ck_node *n = &m->nodes[k];
+        uint64_t save = unsaved + n->info.fwd_ws_bytes;
+        uint64_t plain = live + internals(n) + n->info.fwd_ws_bytes;
+        uint64_t bwd = grads + n->info.bwd_ws_bytes;
+        save_max = save > save_max ? save : save_max;
+        plain_max = plain > plain_max ? plain : plain_max;
+        bwd_max = bwd > bwd_max ? bwd : bwd_max;
+    }
+    uint64_t out = m->tensors[sp->out].bytes;
+    uint64_t plain_excess = plain_max > out ? plain_max - out : 0;
+    ck_assert_msg(st->fwd_tmp_bytes == (save_max > plain_excess ? save_max : plain_excess),
+                  "%s: fwd_tmp %llu", st->name, (unsigned long long)st->fwd_tmp_bytes);
+    ck_assert_msg(st->bwd_tmp_bytes == bwd_max, "%s: bwd_tmp %llu, expected %llu", st->name,
+                  (unsigned long long)st->bwd_tmp_bytes, (unsigned long long)bwd_max);
+    ck_assert_uint_ge(st->saved_bytes, st->out_bytes);
+}
+
+static void check_all_stages(ck_model *m)
+{
+    for (int g = CK_GRAN_OP; g <= CK_GRAN_BLOCK; g++) {
+        size_t *first = NULL;
+        ck_chain c = chain_of(m, (ck_granularity)g, NULL, &first);
+        for (size_t i = 0; i < c.n_stages; i++) {
+            span sp = {m, first[i], first[i + 1], i == 0 ? 0 : m->nodes[first[i] - 1].output,
+                       m->nodes[first[i + 1] - 1].output};
+            ck_assert_uint_eq(c.stages[i].out_bytes, m->tensors[sp.out].bytes);
+            check_stage(&sp, &c.stages[i]);
+        }
+        free(first);
+        ck_chain_free(&c);
+    }
+    ck_model_free(m);
+}
+
+START_TEST(stage_tmp_follows_the_rules)
+{
+    check_all_stages(fx_load_file("models/gpt2-tiny.json"));
+    check_all_stages(fx_load_file("models/llama-tiny.json"));
+    check_all_stages(fx_load_file("models/mlp-deep.json"));
+    check_all_stages(fx_gpt(2, 16, 32, 2, "bf16", true, 2));
+    /* a diamond with a tensor read twice by one node */
+    check_all_stages(fx_load(FX_BASE "'nodes': [{'name': 'a', 'op': 'linear', 'out': 'C', 'inputs': ['x']},"
+                             " {'name': 'sq', 'op': 'mul', 'inputs': ['a', 'a']},"
+                             " {'name': 'r', 'op': 'relu', 'inputs': ['a']},"
+                             " {'name': 's', 'op': 'add', 'inputs': ['sq', 'r']},"
+                             " {'name': 'd', 'op': 'dropout', 'p': 0.5, 'inputs': ['s']},"
+                             " {'name': 'loss', 'op': 'mse', 'inputs': ['d', 'y']}]}"));
+}
+END_TEST
+
 static Suite *derive_suite(void)
 {
     Suite *s = suite_create("derive");
@@ -254,6 +372,7 @@ static Suite *derive_suite(void)
     tcase_add_test(tc, static_memory_per_optimizer);
     tcase_add_test(tc, gpt2_small_chain_and_static_memory);
     tcase_add_test(tc, bad_cost_model);
+    tcase_add_test(tc, stage_tmp_follows_the_rules);
     suite_add_tcase(s, tc);
     return s;
 }

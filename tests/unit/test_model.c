@@ -143,6 +143,8 @@ START_TEST(err_wrong_type)
     fx_assert_has(fx_refuse(FX_BASE "'nodes': [{'name': 'l', 'op': 'linear', 'out': 8, 'bias': 'no',"
                             " 'inputs': ['x']}, {'name': 'loss', 'op': 'mse', 'inputs': ['l', 'y']}]}"),
                   FX_FILE ": nodes[0].bias: expected true or false, got the string \"no\"", NULL);
+    fx_assert_has(fx_refuse(FX_BASE "'nodes': [{'name': 'r', 'op': 'add', 'inputs': ['x']}]}"),
+                  FX_FILE ": nodes[0].inputs: expected 2 inputs (add), got 1", NULL);
     fx_assert_has(fx_refuse(FX_BASE "'nodes': [{'name': 'r', 'op': 'relu', 'inputs': [3]}]}"),
                   FX_FILE ": nodes[0].inputs[0]: expected a tensor name, got the number 3", NULL);
     fx_assert_has(fx_refuse(FX_BASE "'nodes': [{'name': 'd', 'op': 'dropout', 'p': 1.5, 'inputs': ['x']},"
