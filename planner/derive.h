@@ -1,0 +1,50 @@
+/* derive: from an op graph to the chain of ../shared/spec/chain-model.md, and the memory a
+ * training step needs whatever the schedule (static memory).
+ *
+ * Stages end where one tensor carries all the state (an articulation point of the forward
+ * graph); their sizes and transient bytes come from simulating their ops one by one under
+ * the rules of docs/model-format.md, which the executor follows. */
+#ifndef CK_DERIVE_H
+#define CK_DERIVE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "planner/chain.h"
+#include "planner/err.h"
+#include "planner/model.h"
+
+typedef enum {
+    CK_GRAN_OP,   /* a stage ends at every articulation point */
+    CK_GRAN_BLOCK /* only where a top-level op or block instance ends */
+} ck_granularity;
+
+/* Roofline without overlap: time = FLOPs / gemm_flops + bytes moved / mem_bandwidth. */
+typedef struct {
+    double gemm_flops;    /* FLOP/s, > 0 */
+    double mem_bandwidth; /* bytes/s, > 0 */
+} ck_cost_model;
+
+/* 100 GFLOP/s and 20 GB/s: a few CPU cores. */
+void ck_cost_model_default(ck_cost_model *cm);
+
+/* Derives the chain of m. When stage_first_node is non-NULL it receives a malloc'ed array
+ * of L+1 entries: stage i is nodes [first[i], first[i+1]) and first[L] is the loss node. */
+int ck_model_to_chain(const ck_model *m, ck_granularity g, const ck_cost_model *cm,
+                      ck_chain *out, size_t **stage_first_node, ck_err *err);
+
+typedef struct {
+    uint64_t n_params;  /* a count, not bytes */
+    uint64_t params, grads, optimizer, master, held_inputs, total; /* bytes */
+} ck_static_mem;
+
+/* Parameters, their gradients, optimizer state (adam 8 bytes per parameter, momentum 4),
+ * f32 master weights, and the inputs other than the first (held for the whole step). */
+int ck_model_static_memory(const ck_model *m, ck_static_mem *out, ck_err *err);
+
+/* Bytes the nodes [first, end) save for backward: each saved tensor once, the range's
+ * input included, inputs other than the first (static memory) excluded. A range outside
+ * the model is CK_ERR_RUNTIME (a caller's mistake). */
+int ck_model_saved_bytes(const ck_model *m, size_t first, size_t end, uint64_t *out, ck_err *err);
+
+#endif

@@ -1,0 +1,823 @@
+#include "planner/model.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "planner/json.h"
+#include "planner/size.h"
+
+/* The file is read in two passes. The first turns the top-level node list and each block
+ * into a scope: entries whose inputs are resolved to indices and whose attributes are
+ * numbers. The second expands the top-level scope, instantiating blocks, into nodes and
+ * tensors, inferring shapes as it goes. */
+
+typedef struct {
+    bool outer;   /* a scope input: a graph input, or the block's input */
+    size_t index; /* of the scope input, or of an earlier entry */
+} ref;
+
+typedef struct {
+    const char *name;
+    const ck_op_def *op; /* NULL: an instance of block `block` */
+    ck_attrs attrs;
+    size_t block;
+    uint64_t repeat;
+    ref in[CK_OP_MAX_ARITY];
+} entry;
+
+typedef struct {
+    const char *name;     /* blocks only */
+    char path[CK_JSON_PATH_MAX]; /* of its node list: "nodes", "blocks.layer.nodes" */
+    size_t n;
+    entry *e;
+} scope;
+
+typedef struct {
+    const char *name;
+    uint64_t value;
+} dim;
+
+typedef struct {
+    const char *file;
+    ck_err *err;
+    dim dims[CK_MODEL_MAX_DIMS];
+    size_t n_dims;
+    const char **input_names;
+    size_t n_inputs;
+    scope *blocks;
+    size_t n_blocks;
+    scope top;
+    ck_model *m;
+} loader;
+
+static int fail_at(loader *ld, const char *path, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int fail_at(loader *ld, const char *path, const char *fmt, ...)
+{
+    char why[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    return ck_fail(ld->err, CK_ERR_INPUT, "%s: %s: %s", ld->file, path[0] ? path : "(top level)", why);
+}
+
+static int expected(loader *ld, const char *path, const char *what, const cJSON *got)
+{
+    char shown[96];
+    ck_json_describe(got, shown, sizeof shown);
+    return fail_at(ld, path, "expected %s, got %s", what, shown);
+}
+
+static bool is_identifier(const char *s)
+{
+    if (!isalpha((unsigned char)s[0]) && s[0] != '_')
+        return false;
+    for (const char *p = s; *p; p++)
+        if (!isalnum((unsigned char)*p) && *p != '_')
+            return false;
+    return true;
+}
+
+static int get_name(loader *ld, const cJSON *obj, const char *key, const char *path, const char **out)
+{
+    int rc = ck_json_get_string(obj, key, true, out, ld->file, path, ld->err);
+    if (rc == CK_OK && !is_identifier(*out)) {
+        char mpath[CK_JSON_PATH_MAX];
+        ck_json_path_key(mpath, path, key);
+        return fail_at(ld, mpath, "expected a name made of letters, digits and '_' not starting "
+                                  "with a digit, got \"%s\"", *out);
+    }
+    return rc;
+}
+
+/* ---- dims and dim expressions ---- */
+
+#define DIM_EXPECTED "a positive integer, a dim name or a product like \"4*C\""
+
+static bool find_dim(const loader *ld, const char *name, size_t len, uint64_t *out)
+{
+    for (size_t i = 0; i < ld->n_dims; i++)
+        if (strlen(ld->dims[i].name) == len && strncmp(ld->dims[i].name, name, len) == 0) {
+            *out = ld->dims[i].value;
+            return true;
+        }
+    return false;
+}
+
+static int parse_dim(loader *ld, const cJSON *v, const char *path, uint64_t *out)
+{
+    if (cJSON_IsNumber(v)) {
+        double d = v->valuedouble;
+        if (!isfinite(d) || d != floor(d) || d < 1 || d > CK_JSON_MAX_EXACT_INT)
+            return expected(ld, path, DIM_EXPECTED, v);
+        *out = (uint64_t)d;
+        return CK_OK;
+    }
+    if (!cJSON_IsString(v))
+        return expected(ld, path, DIM_EXPECTED, v);
+    uint64_t value = 1;
+    const char *p = v->valuestring;
+    for (;;) {
+        while (*p == ' ')
+            p++;
+        const char *start = p;
+        uint64_t factor = 0;
+        if (isdigit((unsigned char)*p)) {
+            while (isdigit((unsigned char)*p))
+                if (!ck_mul(factor, 10, &factor) || !ck_add(factor, (uint64_t)(*p++ - '0'), &factor))
+                    return fail_at(ld, path, "\"%s\" overflows 64 bits", v->valuestring);
+        } else {
+            while (isalnum((unsigned char)*p) || *p == '_')
+                p++;
+            if (p == start)
+                return expected(ld, path, DIM_EXPECTED, v);
+            if (!find_dim(ld, start, (size_t)(p - start), &factor))
+                return fail_at(ld, path, "unknown dim \"%.*s\" (dims are defined in \"dims\", "
+                                         "before their use)", (int)(p - start), start);
+        }
+        if (!ck_mul(value, factor, &value))
+            return fail_at(ld, path, "\"%s\" overflows 64 bits", v->valuestring);
+        while (*p == ' ')
+            p++;
+        if (*p == '\0')
+            break;
+        if (*p++ != '*')
+            return expected(ld, path, DIM_EXPECTED, v);
+    }
+    if (value == 0)
+        return fail_at(ld, path, "expected a positive size, got \"%s\" = 0", v->valuestring);
+    *out = value;
+    return CK_OK;
+}
+
+static int read_dims(loader *ld, const cJSON *root)
+{
+    const cJSON *dims = cJSON_GetObjectItemCaseSensitive(root, "dims");
+    if (!dims)
+        return CK_OK;
+    if (!cJSON_IsObject(dims))
+        return expected(ld, "dims", "an object of named sizes", dims);
+    for (const cJSON *d = dims->child; d; d = d->next) {
+        char path[CK_JSON_PATH_MAX];
+        ck_json_path_key(path, "dims", d->string);
+        if (!is_identifier(d->string))
+            return fail_at(ld, path, "expected a dim name made of letters, digits and '_'");
+        uint64_t ignored;
+        if (find_dim(ld, d->string, strlen(d->string), &ignored))
+            return fail_at(ld, path, "duplicate dim name");
+        if (ld->n_dims == CK_MODEL_MAX_DIMS)
+            return fail_at(ld, path, "more than %d dims", CK_MODEL_MAX_DIMS);
+        uint64_t value;
+        int rc = parse_dim(ld, d, path, &value);
+        if (rc != CK_OK)
+            return rc;
+        ld->dims[ld->n_dims++] = (dim){d->string, value};
+    }
+    return CK_OK;
+}
+
+static int get_dtype(loader *ld, const cJSON *obj, const char *key, const char *path,
+                     bool float_only, ck_dtype *out)
+{
+    const char *name = NULL;
+    int rc = ck_json_get_string(obj, key, false, &name, ld->file, path, ld->err);
+    if (rc != CK_OK || !name)
+        return rc;
+    char mpath[CK_JSON_PATH_MAX];
+    ck_json_path_key(mpath, path, key);
+    if (!ck_dtype_parse(name, out) || (float_only && !ck_dtype_is_float(*out)))
+        return fail_at(ld, mpath, "expected %s, got \"%s\"",
+                       float_only ? "f32, bf16 or f16" : "f32, bf16, f16, int32 or u8", name);
+    return CK_OK;
+}
+
+static int read_training(loader *ld, const cJSON *root, ck_training *t)
+{
+    static const char *const keys[] = {"optimizer", "param_dtype", "grad_dtype", "master_weights", NULL};
+    static const char *const optimizers[] = {"none", "sgd", "momentum", "adam"};
+    *t = (ck_training){CK_OPT_NONE, CK_F32, CK_F32, false};
+    const cJSON *tr = cJSON_GetObjectItemCaseSensitive(root, "training");
+    if (!tr)
+        return CK_OK;
+    const char *opt = NULL;
+    int rc = ck_json_expect_object(tr, keys, ld->file, "training", ld->err);
+    if (rc == CK_OK) rc = ck_json_get_string(tr, "optimizer", false, &opt, ld->file, "training", ld->err);
+    if (rc == CK_OK) rc = get_dtype(ld, tr, "param_dtype", "training", true, &t->param_dtype);
+    t->grad_dtype = t->param_dtype;
+    if (rc == CK_OK) rc = get_dtype(ld, tr, "grad_dtype", "training", true, &t->grad_dtype);
+    if (rc == CK_OK) rc = ck_json_get_bool(tr, "master_weights", false, &t->master_weights, ld->file, "training", ld->err);
+    if (rc != CK_OK)
+        return rc;
+    if (opt) {
+        size_t i = 0;
+        while (i < 4 && strcmp(opt, optimizers[i]) != 0)
+            i++;
+        if (i == 4)
+            return fail_at(ld, "training.optimizer", "expected none, sgd, momentum or adam, got \"%s\"", opt);
+        t->optimizer = (ck_optimizer)i;
+    }
+    if (t->master_weights && t->param_dtype == CK_F32)
+        return fail_at(ld, "training.master_weights",
+                       "expected false with f32 parameters (master weights are an f32 copy of "
+                       "16-bit parameters)");
+    return CK_OK;
+}
+
+const char *ck_optimizer_name(ck_optimizer o)
+{
+    static const char *const names[] = {"none", "sgd", "momentum", "adam"};
+    return names[o];
+}
+
+/* ---- graph inputs ---- */
+
+static int read_shape(loader *ld, const cJSON *js, const char *path, ck_ttype *t)
+{
+    const cJSON *shape = NULL;
+    char spath[CK_JSON_PATH_MAX];
+    ck_json_path_key(spath, path, "shape");
+    int rc = ck_json_get_array(js, "shape", true, &shape, ld->file, path, ld->err);
+    if (rc != CK_OK)
+        return rc;
+    int n = cJSON_GetArraySize(shape);
+    if (n < 1 || n > CK_MAX_RANK)
+        return fail_at(ld, spath, "expected 1 to %d dimensions, got %d", CK_MAX_RANK, n);
+    t->rank = 0;
+    for (const cJSON *d = shape->child; d; d = d->next) {
+        char dpath[CK_JSON_PATH_MAX];
+        ck_json_path_index(dpath, spath, t->rank);
+        rc = parse_dim(ld, d, dpath, &t->dim[t->rank++]);
+        if (rc != CK_OK)
+            return rc;
+    }
+    uint64_t bytes;
+    if (!ck_ttype_bytes(t, &bytes))
+        return fail_at(ld, spath, "the tensor's size in bytes overflows 64 bits");
+    return CK_OK;
+}
+
+static int read_inputs(loader *ld, const cJSON *root, ck_ttype **types)
+{
+    static const char *const keys[] = {"name", "shape", "dtype", NULL};
+    const cJSON *inputs = NULL;
+    int rc = ck_json_get_array(root, "inputs", true, &inputs, ld->file, "", ld->err);
+    if (rc != CK_OK)
+        return rc;
+    size_t n = (size_t)cJSON_GetArraySize(inputs);
+    if (n == 0)
+        return fail_at(ld, "inputs", "expected at least one input (the first is the chain's x_0)");
+    ld->input_names = calloc(n, sizeof *ld->input_names);
+    *types = calloc(n, sizeof **types);
+    if (!ld->input_names || !*types)
+        return ck_fail_oom(ld->err);
+    for (const cJSON *js = inputs->child; js; js = js->next, ld->n_inputs++) {
+        char path[CK_JSON_PATH_MAX];
+        ck_json_path_index(path, "inputs", ld->n_inputs);
+        ck_ttype *t = &(*types)[ld->n_inputs];
+        t->dtype = ld->m->dtype;
+        const char **name = &ld->input_names[ld->n_inputs];
+        rc = ck_json_expect_object(js, keys, ld->file, path, ld->err);
+        if (rc == CK_OK) rc = get_name(ld, js, "name", path, name);
+        if (rc == CK_OK) rc = get_dtype(ld, js, "dtype", path, false, &t->dtype);
+        if (rc == CK_OK) rc = read_shape(ld, js, path, t);
+        if (rc != CK_OK)
+            return rc;
+        for (size_t j = 0; j < ld->n_inputs; j++)
+            if (strcmp(ld->input_names[j], *name) == 0)
+                return fail_at(ld, path, "duplicate name \"%s\" (also inputs[%zu])", *name, j);
+    }
+    return CK_OK;
+}
+
+/* ---- scopes: the top-level node list and blocks ---- */
+
+static const char *outer_name(const loader *ld, const scope *s, const char *block_input, size_t i)
+{
+    return s == &ld->top ? ld->input_names[i] : block_input;
+}
+
+static size_t n_outer(const loader *ld, const scope *s)
+{
+    return s == &ld->top ? ld->n_inputs : 1;
+}
+
+static int resolve(loader *ld, const scope *s, const char *block_input, size_t k, const char *name,
+                   const char *path, ref *out)
+{
+    for (size_t i = 0; i < n_outer(ld, s); i++)
+        if (strcmp(outer_name(ld, s, block_input, i), name) == 0) {
+            *out = (ref){true, i};
+            return CK_OK;
+        }
+    for (size_t j = 0; j < s->n; j++)
+        if (strcmp(s->e[j].name, name) == 0) {
+            if (j >= k)
+                return fail_at(ld, path,
+                               "\"%s\" is defined later, by %s[%zu]: a node may only use %s and "
+                               "earlier nodes, which also rules out cycles",
+                               name, s->path, j, s == &ld->top ? "inputs" : "the block's input");
+            *out = (ref){false, j};
+            return CK_OK;
+        }
+    return fail_at(ld, path, "unknown tensor \"%s\" (expected the name of %s or of an earlier node)",
+                   name, s == &ld->top ? "an input" : "the block's input");
+}
+
+static int read_attrs(loader *ld, const cJSON *js, const ck_op_def *op, const char *path, ck_attrs *a)
+{
+    ck_op_default_attrs(op, a);
+    for (size_t i = 0; i < op->n_attrs; i++) {
+        const ck_attr_spec *spec = &op->attrs[i];
+        void *field = (char *)a + spec->offset;
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(js, spec->name);
+        char apath[CK_JSON_PATH_MAX];
+        ck_json_path_key(apath, path, spec->name);
+        int rc = CK_OK;
+        if (!v) {
+            if (spec->required)
+                return fail_at(ld, apath, "missing (%s needs it)", op->name);
+        } else if (spec->kind == CK_ATTR_DIM) {
+            rc = parse_dim(ld, v, apath, field);
+        } else if (spec->kind == CK_ATTR_BOOL) {
+            rc = ck_json_get_bool(js, spec->name, true, field, ld->file, path, ld->err);
+        } else if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0 && v->valuedouble < 1)) {
+            rc = expected(ld, apath, "a probability in [0, 1)", v);
+        } else {
+            *(double *)field = v->valuedouble;
+        }
+        if (rc != CK_OK)
+            return rc;
+    }
+    return CK_OK;
+}
+
+static int read_entry_inputs(loader *ld, scope *s, const char *block_input, size_t k,
+                             const cJSON *js, const char *path, size_t arity, const char *what)
+{
+    const cJSON *inputs = NULL;
+    char ipath[CK_JSON_PATH_MAX];
+    ck_json_path_key(ipath, path, "inputs");
+    int rc = ck_json_get_array(js, "inputs", true, &inputs, ld->file, path, ld->err);
+    if (rc != CK_OK)
+        return rc;
+    if ((size_t)cJSON_GetArraySize(inputs) != arity)
+        return fail_at(ld, ipath, "expected %zu input%s (%s), got %d", arity, arity == 1 ? "" : "s",
+                       what, cJSON_GetArraySize(inputs));
+    size_t i = 0;
+    for (const cJSON *v = inputs->child; v; v = v->next, i++) {
+        char vpath[CK_JSON_PATH_MAX];
+        ck_json_path_index(vpath, ipath, i);
+        if (!cJSON_IsString(v))
+            return expected(ld, vpath, "a tensor name", v);
+        rc = resolve(ld, s, block_input, k, v->valuestring, vpath, &s->e[k].in[i]);
+        if (rc != CK_OK)
+            return rc;
+    }
+    return CK_OK;
+}
+
+static int read_block_instance(loader *ld, scope *s, const char *block_input, size_t k,
+                               const cJSON *js, const char *path)
+{
+    static const char *const keys[] = {"name", "block", "repeat", "inputs", NULL};
+    entry *e = &s->e[k];
+    const char *block = NULL;
+    if (s != &ld->top)
+        return fail_at(ld, path, "a block's nodes cannot instantiate blocks");
+    int rc = ck_json_expect_object(js, keys, ld->file, path, ld->err);
+    if (rc == CK_OK) rc = ck_json_get_string(js, "block", true, &block, ld->file, path, ld->err);
+    if (rc != CK_OK)
+        return rc;
+    char bpath[CK_JSON_PATH_MAX], rpath[CK_JSON_PATH_MAX];
+    ck_json_path_key(bpath, path, "block");
+    ck_json_path_key(rpath, path, "repeat");
+    for (e->block = 0; e->block < ld->n_blocks; e->block++)
+        if (strcmp(ld->blocks[e->block].name, block) == 0)
+            break;
+    if (e->block == ld->n_blocks)
+        return fail_at(ld, bpath, "unknown block \"%s\" (expected a key of \"blocks\")", block);
+    e->repeat = 1;
+    const cJSON *repeat = cJSON_GetObjectItemCaseSensitive(js, "repeat");
+    if (repeat && (rc = parse_dim(ld, repeat, rpath, &e->repeat)) != CK_OK)
+        return rc;
+    if (e->repeat > CK_MODEL_MAX_REPEAT)
+        return fail_at(ld, rpath, "%llu is more than the limit of %d repeats (CK_MODEL_MAX_REPEAT "
+                                  "in planner/model.h)", (unsigned long long)e->repeat,
+                       CK_MODEL_MAX_REPEAT);
+    return read_entry_inputs(ld, s, block_input, k, js, path, 1, "a block has one input");
+}
+
+static int read_op_entry(loader *ld, scope *s, const char *block_input, size_t k, const cJSON *js,
+                         const char *path)
+{
+    entry *e = &s->e[k];
+    const char *op = NULL;
+    int rc = ck_json_get_string(js, "op", true, &op, ld->file, path, ld->err);
+    if (rc != CK_OK)
+        return rc;
+    char opath[CK_JSON_PATH_MAX];
+    ck_json_path_key(opath, path, "op");
+    e->op = ck_op_find(op);
+    if (!e->op)
+        return fail_at(ld, opath, "unknown op \"%s\" (expected one of: %s)", op, ck_op_names());
+    const char *keys[3 + CK_OP_MAX_ATTRS + 1] = {"name", "op", "inputs"};
+    for (size_t i = 0; i < e->op->n_attrs; i++)
+        keys[3 + i] = e->op->attrs[i].name;
+    rc = ck_json_expect_object(js, keys, ld->file, path, ld->err);
+    if (rc == CK_OK) rc = read_attrs(ld, js, e->op, path, &e->attrs);
+    if (rc != CK_OK)
+        return rc;
+    if (e->op->is_loss && s != &ld->top)
+        return fail_at(ld, opath, "a loss cannot be inside a block (it must be the model's last node)");
+    if (e->op->is_loss && k + 1 != s->n)
+        return fail_at(ld, opath, "a loss must be the last node, and there is exactly one");
+    return read_entry_inputs(ld, s, block_input, k, js, path, e->op->arity, e->op->name);
+}
+
+/* Every tensor a scope makes or receives must be read by a later node: an unused output is
+ * a mistake in the file, and would also break the chain into pieces. */
+static int check_all_used(loader *ld, const scope *s, const char *block_input)
+{
+    size_t n_out = n_outer(ld, s);
+    bool *used = calloc(s->n + n_out, sizeof *used);
+    if (!used)
+        return ck_fail_oom(ld->err);
+    for (size_t k = 0; k < s->n; k++) {
+        size_t arity = s->e[k].op ? s->e[k].op->arity : 1;
+        for (size_t i = 0; i < arity; i++)
+            used[s->e[k].in[i].outer ? s->n + s->e[k].in[i].index : s->e[k].in[i].index] = true;
+    }
+    int rc = CK_OK;
+    char path[CK_JSON_PATH_MAX];
+    for (size_t k = 0; k + 1 < s->n && rc == CK_OK; k++)
+        if (!used[k]) {
+            ck_json_path_index(path, s->path, k);
+            rc = fail_at(ld, path, "the output of \"%s\" is never used (every node but the %s "
+                         "must feed a later node)", s->e[k].name, s == &ld->top ? "loss" : "block's last");
+        }
+    for (size_t i = 0; i < n_out && rc == CK_OK; i++)
+        if (!used[s->n + i]) {
+            if (s == &ld->top)
+                ck_json_path_index(path, "inputs", i);
+            else
+                snprintf(path, sizeof path, "blocks.%s.input", s->name);
+            rc = fail_at(ld, path, "input \"%s\" is never used", outer_name(ld, s, block_input, i));
+        }
+    free(used);
+    return rc;
+}
+
+static int read_scope(loader *ld, scope *s, const cJSON *nodes, const char *block_input)
+{
+    s->n = (size_t)cJSON_GetArraySize(nodes);
+    if (s->n == 0)
+        return fail_at(ld, s->path, "expected at least one node, got an empty array");
+    s->e = calloc(s->n, sizeof *s->e);
+    if (!s->e)
+        return ck_fail_oom(ld->err);
+    /* Names first, so that a use before definition can be told from an unknown name. */
+    size_t k = 0;
+    for (const cJSON *js = nodes->child; js; js = js->next, k++) {
+        char path[CK_JSON_PATH_MAX];
+        ck_json_path_index(path, s->path, k);
+        if (!cJSON_IsObject(js))
+            return expected(ld, path, "a node object", js);
+        int rc = get_name(ld, js, "name", path, &s->e[k].name);
+        if (rc != CK_OK)
+            return rc;
+        for (size_t i = 0; i < n_outer(ld, s); i++)
+            if (strcmp(outer_name(ld, s, block_input, i), s->e[k].name) == 0)
+                return fail_at(ld, path, "duplicate name \"%s\" (also an input)", s->e[k].name);
+        for (size_t j = 0; j < k; j++)
+            if (strcmp(s->e[j].name, s->e[k].name) == 0)
+                return fail_at(ld, path, "duplicate name \"%s\" (also %s[%zu])", s->e[k].name, s->path, j);
+    }
+    k = 0;
+    for (const cJSON *js = nodes->child; js; js = js->next, k++) {
+        char path[CK_JSON_PATH_MAX];
+        ck_json_path_index(path, s->path, k);
+        int rc = cJSON_GetObjectItemCaseSensitive(js, "block")
+                     ? read_block_instance(ld, s, block_input, k, js, path)
+                     : read_op_entry(ld, s, block_input, k, js, path);
+        if (rc != CK_OK)
+            return rc;
+    }
+    return CK_OK;
+}
+
+static int read_blocks(loader *ld, const cJSON *root)
+{
+    static const char *const keys[] = {"input", "nodes", NULL};
+    const cJSON *blocks = cJSON_GetObjectItemCaseSensitive(root, "blocks");
+    if (!blocks)
+        return CK_OK;
+    if (!cJSON_IsObject(blocks))
+        return expected(ld, "blocks", "an object of named blocks", blocks);
+    ld->blocks = calloc((size_t)cJSON_GetArraySize(blocks) + 1, sizeof *ld->blocks);
+    if (!ld->blocks)
+        return ck_fail_oom(ld->err);
+    for (const cJSON *b = blocks->child; b; b = b->next) {
+        char path[CK_JSON_PATH_MAX];
+        ck_json_path_key(path, "blocks", b->string);
+        if (!is_identifier(b->string))
+            return fail_at(ld, path, "expected a block name made of letters, digits and '_'");
+        for (size_t j = 0; j < ld->n_blocks; j++)
+            if (strcmp(ld->blocks[j].name, b->string) == 0)
+                return fail_at(ld, path, "duplicate block name");
+        scope *s = &ld->blocks[ld->n_blocks++];
+        s->name = b->string;
+        ck_json_path_key(s->path, path, "nodes");
+        const char *input = NULL;
+        const cJSON *nodes = NULL;
+        int rc = ck_json_expect_object(b, keys, ld->file, path, ld->err);
+        if (rc == CK_OK) rc = get_name(ld, b, "input", path, &input);
+        if (rc == CK_OK) rc = ck_json_get_array(b, "nodes", true, &nodes, ld->file, path, ld->err);
+        if (rc == CK_OK) rc = read_scope(ld, s, nodes, input);
+        if (rc == CK_OK) rc = check_all_used(ld, s, input);
+        if (rc != CK_OK)
+            return rc;
+    }
+    return CK_OK;
+}
+
+/* The chain ends with the loss: its prediction must be the node just before it, and its
+ * other inputs the targets, held for the whole step. */
+static int check_loss(loader *ld)
+{
+    const scope *s = &ld->top;
+    const entry *last = &s->e[s->n - 1];
+    char path[CK_JSON_PATH_MAX], ipath[CK_JSON_PATH_MAX];
+    ck_json_path_index(path, "nodes", s->n - 1);
+    if (!last->op || !last->op->is_loss)
+        return fail_at(ld, path, "expected the loss (cross_entropy or mse) as the last node, got %s",
+                       last->op ? last->op->name : "a block instance");
+    if (s->n < 2)
+        return fail_at(ld, path, "expected at least one node before the loss");
+    ck_json_path_key(ipath, path, "inputs[0]");
+    if (last->in[0].outer || last->in[0].index != s->n - 2)
+        return fail_at(ld, ipath, "expected the output of the node just before the loss (\"%s\")",
+                       s->e[s->n - 2].name);
+    for (size_t i = 1; i < last->op->arity; i++)
+        if (!last->in[i].outer || last->in[i].index == 0) {
+            char inputs[CK_JSON_PATH_MAX];
+            ck_json_path_key(inputs, path, "inputs");
+            ck_json_path_index(ipath, inputs, i);
+            return fail_at(ld, ipath, "expected an input other than the first (the targets)");
+        }
+    return CK_OK;
+}
+
+/* ---- expansion into nodes and tensors ---- */
+
+static int count_nodes(loader *ld, size_t *n_nodes, size_t *n_groups)
+{
+    uint64_t nodes = 0, groups = 0;
+    for (size_t k = 0; k < ld->top.n; k++) {
+        const entry *e = &ld->top.e[k];
+        uint64_t size = 1, count = 1;
+        if (!e->op) {
+            count = e->repeat;
+            size = ld->blocks[e->block].n;
+        }
+        uint64_t added;
+        if (!ck_mul(size, count, &added) || !ck_add(nodes, added, &nodes) ||
+            nodes > CK_MODEL_MAX_NODES) {
+            char path[CK_JSON_PATH_MAX];
+            ck_json_path_index(path, "nodes", k);
+            return fail_at(ld, path, "the model expands to more than %d nodes (CK_MODEL_MAX_NODES "
+                           "in planner/model.h)", CK_MODEL_MAX_NODES);
+        }
+        groups += count;
+    }
+    *n_nodes = (size_t)nodes;
+    *n_groups = (size_t)groups;
+    return CK_OK;
+}
+
+static int tied_table_exists(loader *ld, const ck_node *n, const char *path)
+{
+    const ck_ttype *in = &ld->m->tensors[n->inputs[0]].type;
+    for (size_t k = 0; k < ld->m->n_nodes; k++) {
+        const ck_node *e = &ld->m->nodes[k];
+        if (e->op->kind == CK_OP_EMBEDDING && e->attrs.vocab == n->attrs.out &&
+            e->attrs.dim == in->dim[in->rank - 1])
+            return CK_OK;
+    }
+    char tpath[CK_JSON_PATH_MAX];
+    ck_json_path_key(tpath, path, "tied");
+    return fail_at(ld, tpath, "expected an earlier embedding with vocab = out (%llu) and dim = %llu, "
+                   "whose table this head shares", (unsigned long long)n->attrs.out,
+                   (unsigned long long)in->dim[in->rank - 1]);
+}
+
+/* Appends the node `name` (owned by the node afterwards, freed by the caller on failure). */
+static int add_node(loader *ld, char *name, const entry *e, const size_t *inputs, size_t group,
+                    const char *path)
+{
+    ck_model *m = ld->m;
+    ck_node *n = &m->nodes[m->n_nodes];
+    ck_tensor *t = &m->tensors[m->n_inputs + m->n_nodes];
+    *n = (ck_node){.name = name, .op = e->op, .output = m->n_inputs + m->n_nodes,
+                   .attrs = e->attrs, .group = group};
+    ck_ttype in[CK_OP_MAX_ARITY];
+    for (size_t i = 0; i < e->op->arity; i++) {
+        n->inputs[i] = inputs[i];
+        in[i] = m->tensors[inputs[i]].type;
+    }
+    t->name = strdup(name);
+    if (!t->name) {
+        free(name);
+        n->name = NULL;
+        return ck_fail_oom(ld->err);
+    }
+    m->n_nodes++; /* from here the model owns the names */
+    t->producer = m->n_nodes - 1;
+    int rc = ck_op_infer(e->op, &n->attrs, m->dtype, in, &t->type, ld->file, path, ld->err);
+    if (rc == CK_OK && !ck_ttype_bytes(&t->type, &t->bytes))
+        rc = fail_at(ld, path, "the output's size in bytes overflows 64 bits");
+    if (rc == CK_OK && n->attrs.tied)
+        rc = tied_table_exists(ld, n, path);
+    if (rc == CK_OK)
+        rc = ck_op_describe(e->op, &n->attrs, in, &t->type, &n->info, ld->file, path, ld->err);
+    if (rc != CK_OK && strchr(name, '.') && ld->err) {
+        size_t used = strlen(ld->err->msg);
+        snprintf(ld->err->msg + used, sizeof ld->err->msg - used, " (in %s)", m->groups[group].name);
+    }
+    return rc;
+}
+
+static char *joined(const char *a, const char *sep, const char *b)
+{
+    size_t len = strlen(a) + strlen(sep) + strlen(b) + 1;
+    char *s = malloc(len);
+    if (s)
+        snprintf(s, len, "%s%s%s", a, sep, b);
+    return s;
+}
+
+static int add_group(loader *ld, char *name)
+{
+    ck_model *m = ld->m;
+    if (!name)
+        return ck_fail_oom(ld->err);
+    m->groups[m->n_groups++] = (ck_group){name, m->n_nodes, m->n_nodes};
+    return CK_OK;
+}
+
+static int expand_block(loader *ld, const entry *e, size_t input, size_t *output)
+{
+    const scope *b = &ld->blocks[e->block];
+    size_t *local = calloc(b->n, sizeof *local);
+    if (!local)
+        return ck_fail_oom(ld->err);
+    int rc = CK_OK;
+    for (uint64_t r = 0; r < e->repeat && rc == CK_OK; r++) {
+        char index[24];
+        snprintf(index, sizeof index, "%llu", (unsigned long long)r);
+        rc = add_group(ld, joined(e->name, ".", index));
+        for (size_t j = 0; j < b->n && rc == CK_OK; j++) {
+            const entry *be = &b->e[j];
+            size_t ins[CK_OP_MAX_ARITY];
+            for (size_t i = 0; i < be->op->arity; i++)
+                ins[i] = be->in[i].outer ? input : local[be->in[i].index];
+            char path[CK_JSON_PATH_MAX];
+            ck_json_path_index(path, b->path, j);
+            char *name = joined(ld->m->groups[ld->m->n_groups - 1].name, ".", be->name);
+            rc = name ? add_node(ld, name, be, ins, ld->m->n_groups - 1, path) : ck_fail_oom(ld->err);
+            local[j] = ld->m->n_inputs + ld->m->n_nodes - 1;
+        }
+        ld->m->groups[ld->m->n_groups - 1].end = ld->m->n_nodes;
+        input = local[b->n - 1];
+    }
+    *output = input;
+    free(local);
+    return rc;
+}
+
+static int expand(loader *ld, const ck_ttype *input_types)
+{
+    ck_model *m = ld->m;
+    size_t n_nodes = 0, n_groups = 0;
+    int rc = count_nodes(ld, &n_nodes, &n_groups);
+    if (rc != CK_OK)
+        return rc;
+    m->n_inputs = ld->n_inputs;
+    m->n_tensors = ld->n_inputs + n_nodes;
+    m->tensors = calloc(m->n_tensors, sizeof *m->tensors);
+    m->nodes = calloc(n_nodes, sizeof *m->nodes);
+    m->groups = calloc(n_groups, sizeof *m->groups);
+    size_t *entry_out = calloc(ld->top.n, sizeof *entry_out);
+    if (!m->tensors || !m->nodes || !m->groups || !entry_out) {
+        free(entry_out);
+        return ck_fail_oom(ld->err);
+    }
+    for (size_t i = 0; i < ld->n_inputs && rc == CK_OK; i++) {
+        ck_tensor *t = &m->tensors[i];
+        *t = (ck_tensor){.name = strdup(ld->input_names[i]), .type = input_types[i],
+                         .producer = CK_NO_NODE};
+        ck_ttype_bytes(&t->type, &t->bytes); /* checked by read_shape */
+        if (!t->name)
+            rc = ck_fail_oom(ld->err);
+    }
+    for (size_t k = 0; k < ld->top.n && rc == CK_OK; k++) {
+        const entry *e = &ld->top.e[k];
+        size_t ins[CK_OP_MAX_ARITY];
+        size_t arity = e->op ? e->op->arity : 1;
+        for (size_t i = 0; i < arity; i++)
+            ins[i] = e->in[i].outer ? e->in[i].index : entry_out[e->in[i].index];
+        if (!e->op) {
+            rc = expand_block(ld, e, ins[0], &entry_out[k]);
+            continue;
+        }
+        char path[CK_JSON_PATH_MAX];
+        ck_json_path_index(path, "nodes", k);
+        rc = add_group(ld, strdup(e->name));
+        char *name = rc == CK_OK ? strdup(e->name) : NULL;
+        if (rc == CK_OK)
+            rc = name ? add_node(ld, name, e, ins, m->n_groups - 1, path) : ck_fail_oom(ld->err);
+        if (rc == CK_OK)
+            m->groups[m->n_groups - 1].end = m->n_nodes;
+        entry_out[k] = m->n_inputs + m->n_nodes - 1;
+    }
+    free(entry_out);
+    return rc;
+}
+
+static int load(loader *ld, const cJSON *root)
+{
+    static const char *const keys[] = {"format", "name", "dtype", "dims", "training", "inputs",
+                                       "blocks", "nodes", NULL};
+    const char *format = NULL, *name = "";
+    const cJSON *nodes = NULL;
+    ck_ttype *input_types = NULL;
+    int rc = ck_json_expect_object(root, keys, ld->file, "", ld->err);
+    if (rc == CK_OK) rc = ck_json_get_string(root, "format", true, &format, ld->file, "", ld->err);
+    if (rc == CK_OK && strcmp(format, CK_MODEL_FORMAT) != 0)
+        rc = fail_at(ld, "format", "expected \"%s\", got \"%s\"", CK_MODEL_FORMAT, format);
+    if (rc == CK_OK) rc = ck_json_get_string(root, "name", false, &name, ld->file, "", ld->err);
+    ld->m->dtype = CK_F32;
+    if (rc == CK_OK) rc = get_dtype(ld, root, "dtype", "", true, &ld->m->dtype);
+    if (rc == CK_OK) rc = read_dims(ld, root);
+    if (rc == CK_OK) rc = read_training(ld, root, &ld->m->training);
+    if (rc == CK_OK) rc = read_inputs(ld, root, &input_types);
+    if (rc == CK_OK) rc = read_blocks(ld, root);
+    if (rc == CK_OK) rc = ck_json_get_array(root, "nodes", true, &nodes, ld->file, "", ld->err);
+    snprintf(ld->top.path, sizeof ld->top.path, "nodes");
+    if (rc == CK_OK) rc = read_scope(ld, &ld->top, nodes, NULL);
+    if (rc == CK_OK) rc = check_all_used(ld, &ld->top, NULL);
+    if (rc == CK_OK) rc = check_loss(ld);
+    if (rc == CK_OK) {
+        ld->m->file = strdup(ld->file);
+        ld->m->name = strdup(name);
+        if (!ld->m->file || !ld->m->name)
+            rc = ck_fail_oom(ld->err);
+    }
+    if (rc == CK_OK) rc = expand(ld, input_types);
+    free(input_types);
+    return rc;
+}
+
+int ck_model_from_json(const cJSON *root, const char *file, ck_model **out, ck_err *err)
+{
+    loader ld = {.file = file, .err = err};
+    ld.m = calloc(1, sizeof *ld.m);
+    if (!ld.m)
+        return ck_fail_oom(err);
+    int rc = load(&ld, root);
+    for (size_t b = 0; b < ld.n_blocks; b++)
+        free(ld.blocks[b].e);
+    free(ld.blocks);
+    free(ld.top.e);
+    free(ld.input_names);
+    if (rc != CK_OK) {
+        ck_model_free(ld.m);
+        return rc;
+    }
+    *out = ld.m;
+    return CK_OK;
+}
+
+void ck_model_free(ck_model *m)
+{
+    if (!m)
+        return;
+    if (m->tensors)
+        for (size_t i = 0; i < m->n_tensors; i++)
+            free(m->tensors[i].name);
+    for (size_t k = 0; k < m->n_nodes; k++)
+        free(m->nodes[k].name);
+    for (size_t g = 0; g < m->n_groups; g++)
+        free(m->groups[g].name);
+    free(m->tensors);
+    free(m->nodes);
+    free(m->groups);
+    free(m->file);
+    free(m->name);
+    free(m);
+}

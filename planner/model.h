@@ -1,0 +1,78 @@
+/* model: `ckplan-model/1` op graphs (docs/model-format.md): loading, validation, shape
+ * inference, and the expanded graph that chain derivation and the executor walk.
+ *
+ * Block instances are expanded: a node `h` repeating block `layer` 4 times becomes the
+ * nodes `h.0.<node>` .. `h.3.<node>`. Nodes are in execution order and the last one is the
+ * loss. Every tensor is a graph input or the output of exactly one node. */
+#ifndef CK_MODEL_H
+#define CK_MODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "planner/err.h"
+#include "planner/ops.h"
+
+#define CK_MODEL_FORMAT "ckplan-model/1"
+/* Limits on what one file may expand to; raise them here if a real model needs more. */
+#define CK_MODEL_MAX_REPEAT 10000
+#define CK_MODEL_MAX_NODES 200000
+#define CK_MODEL_MAX_DIMS 64
+
+typedef enum { CK_OPT_NONE, CK_OPT_SGD, CK_OPT_MOMENTUM, CK_OPT_ADAM } ck_optimizer;
+
+typedef struct {
+    ck_optimizer optimizer;
+    ck_dtype param_dtype, grad_dtype;
+    bool master_weights; /* an f32 copy of 16-bit parameters */
+} ck_training;
+
+#define CK_NO_NODE SIZE_MAX
+
+typedef struct {
+    char *name;
+    ck_ttype type;
+    uint64_t bytes;
+    size_t producer; /* node index, or CK_NO_NODE for a graph input */
+} ck_tensor;
+
+typedef struct {
+    char *name; /* also its output tensor's name */
+    const ck_op_def *op;
+    size_t inputs[CK_OP_MAX_ARITY]; /* tensor ids, op->arity of them */
+    size_t output;                  /* tensor id */
+    ck_attrs attrs;                 /* resolved, defaults filled */
+    ck_op_info info;
+    size_t group; /* the top-level op or block instance it comes from */
+} ck_node;
+
+/* A top-level op (one node) or one instance of a block (its nodes, named like `h.3`). */
+typedef struct {
+    char *name;
+    size_t first, end; /* nodes [first, end) */
+} ck_group;
+
+typedef struct {
+    char *file, *name;
+    ck_dtype dtype; /* of activations */
+    ck_training training;
+    size_t n_inputs; /* tensors [0, n_inputs) are the graph inputs; tensor 0 is x_0 */
+    size_t n_tensors;
+    ck_tensor *tensors;
+    size_t n_nodes;
+    ck_node *nodes;
+    size_t n_groups;
+    ck_group *groups;
+} ck_model;
+
+/* Reads and validates a `ckplan-model/1` document; `file` names it in messages. */
+int ck_model_from_json(const cJSON *root, const char *file, ck_model **out, ck_err *err);
+void ck_model_free(ck_model *m);
+
+/* "none", "sgd", "momentum", "adam". */
+const char *ck_optimizer_name(ck_optimizer o);
+
+#endif

@@ -1,0 +1,476 @@
+#include "planner/ops.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "planner/size.h"
+
+static const struct {
+    const char *name;
+    uint64_t bytes;
+    bool is_float;
+} dtypes[] = {
+    [CK_F32] = {"f32", 4, true},  [CK_BF16] = {"bf16", 2, true}, [CK_F16] = {"f16", 2, true},
+    [CK_I32] = {"int32", 4, false}, [CK_U8] = {"u8", 1, false},
+};
+#define N_DTYPES (sizeof dtypes / sizeof dtypes[0])
+
+const char *ck_dtype_name(ck_dtype d) { return dtypes[d].name; }
+uint64_t ck_dtype_bytes(ck_dtype d) { return dtypes[d].bytes; }
+bool ck_dtype_is_float(ck_dtype d) { return dtypes[d].is_float; }
+
+bool ck_dtype_parse(const char *name, ck_dtype *out)
+{
+    for (size_t d = 0; d < N_DTYPES; d++)
+        if (strcmp(name, dtypes[d].name) == 0) {
+            *out = (ck_dtype)d;
+            return true;
+        }
+    return false;
+}
+
+bool ck_ttype_numel(const ck_ttype *t, uint64_t *out)
+{
+    uint64_t n = 1;
+    for (size_t i = 0; i < t->rank; i++)
+        if (!ck_mul(n, t->dim[i], &n))
+            return false;
+    *out = n;
+    return true;
+}
+
+bool ck_ttype_bytes(const ck_ttype *t, uint64_t *out)
+{
+    uint64_t n;
+    return ck_ttype_numel(t, &n) && ck_mul(n, ck_dtype_bytes(t->dtype), out);
+}
+
+void ck_ttype_format(const ck_ttype *t, char *buf, size_t len)
+{
+    size_t used = (size_t)snprintf(buf, len, "%s [", ck_dtype_name(t->dtype));
+    for (size_t i = 0; i < t->rank && used < len; i++)
+        used += (size_t)snprintf(buf + used, len - used, "%s%llu", i ? ", " : "",
+                                 (unsigned long long)t->dim[i]);
+    if (used < len)
+        snprintf(buf + used, len - used, "]");
+}
+
+#define ATTR(n, k, req, d, field) {n, k, req, d, offsetof(ck_attrs, field)}
+
+static const ck_op_def op_table[] = {
+    {CK_OP_EMBEDDING, "embedding", 1, false, 3,
+     {ATTR("vocab", CK_ATTR_DIM, true, 0, vocab), ATTR("dim", CK_ATTR_DIM, true, 0, dim),
+      ATTR("positions", CK_ATTR_DIM, false, 0, positions)}},
+    {CK_OP_LINEAR, "linear", 1, false, 3,
+     {ATTR("out", CK_ATTR_DIM, true, 0, out), ATTR("bias", CK_ATTR_BOOL, false, 1, bias),
+      ATTR("tied", CK_ATTR_BOOL, false, 0, tied)}},
+    {CK_OP_LAYERNORM, "layernorm", 1, false, 0, {{0}}},
+    {CK_OP_RMSNORM, "rmsnorm", 1, false, 0, {{0}}},
+    {CK_OP_GELU, "gelu", 1, false, 0, {{0}}},
+    {CK_OP_RELU, "relu", 1, false, 0, {{0}}},
+    {CK_OP_SILU, "silu", 1, false, 0, {{0}}},
+    {CK_OP_ADD, "add", 2, false, 0, {{0}}},
+    {CK_OP_MUL, "mul", 2, false, 0, {{0}}},
+    {CK_OP_DROPOUT, "dropout", 1, false, 1, {ATTR("p", CK_ATTR_PROB, true, 0, p)}},
+    {CK_OP_ATTENTION, "attention", 1, false, 4,
+     {ATTR("heads", CK_ATTR_DIM, true, 0, heads), ATTR("kv_heads", CK_ATTR_DIM, false, 0, kv_heads),
+      ATTR("dropout", CK_ATTR_PROB, false, 0, p), ATTR("flash", CK_ATTR_BOOL, false, 0, flash)}},
+    {CK_OP_CROSS_ENTROPY, "cross_entropy", 2, true, 0, {{0}}},
+    {CK_OP_MSE, "mse", 2, true, 0, {{0}}},
+};
+#define N_OPS (sizeof op_table / sizeof op_table[0])
+_Static_assert(N_OPS == CK_N_OP_KINDS, "one op table entry per op kind");
+
+const ck_op_def *ck_op_find(const char *name)
+{
+    for (size_t i = 0; i < N_OPS; i++)
+        if (strcmp(op_table[i].name, name) == 0)
+            return &op_table[i];
+    return NULL;
+}
+
+const char *ck_op_names(void)
+{
+    return "embedding, linear, layernorm, rmsnorm, gelu, relu, silu, add, mul, dropout, "
+           "attention, cross_entropy, mse";
+}
+
+void ck_op_default_attrs(const ck_op_def *op, ck_attrs *a)
+{
+    memset(a, 0, sizeof *a);
+    for (size_t i = 0; i < op->n_attrs; i++) {
+        const ck_attr_spec *s = &op->attrs[i];
+        char *field = (char *)a + s->offset;
+        if (s->kind == CK_ATTR_DIM)
+            *(uint64_t *)(void *)field = (uint64_t)s->dflt;
+        else if (s->kind == CK_ATTR_BOOL)
+            *(bool *)(void *)field = s->dflt != 0;
+        else
+            *(double *)(void *)field = s->dflt;
+    }
+}
+
+/* ---- shape inference ---- */
+
+static int bad_input(const char *file, const char *path, size_t i, const char *expected,
+                     const ck_ttype *got, ck_err *err)
+{
+    char shown[128];
+    ck_ttype_format(got, shown, sizeof shown);
+    return ck_fail(err, CK_ERR_INPUT, "%s: %s.inputs[%zu]: expected %s, got %s", file, path, i,
+                   expected, shown);
+}
+
+static int bad_attr(const char *file, const char *path, const char *attr, ck_err *err,
+                    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+static int bad_attr(const char *file, const char *path, const char *attr, ck_err *err,
+                    const char *fmt, ...)
+{
+    char why[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    return ck_fail(err, CK_ERR_INPUT, "%s: %s.%s: %s", file, path, attr, why);
+}
+
+static bool same_type(const ck_ttype *a, const ck_ttype *b)
+{
+    if (a->dtype != b->dtype || a->rank != b->rank)
+        return false;
+    for (size_t i = 0; i < a->rank; i++)
+        if (a->dim[i] != b->dim[i])
+            return false;
+    return true;
+}
+
+static uint64_t last_dim(const ck_ttype *t) { return t->dim[t->rank - 1]; }
+
+/* Inputs every float op shares: a float tensor of rank >= 1. */
+static int check_float(const char *file, const char *path, size_t i, const ck_ttype *t, ck_err *err)
+{
+    if (!ck_dtype_is_float(t->dtype) || t->rank == 0)
+        return bad_input(file, path, i, "a float tensor (f32, bf16 or f16) of rank >= 1", t, err);
+    return CK_OK;
+}
+
+static int check_same(const char *file, const char *path, const ck_ttype *in, ck_err *err)
+{
+    if (same_type(&in[1], &in[0]))
+        return CK_OK;
+    char want[160], shown[128];
+    ck_ttype_format(&in[0], shown, sizeof shown);
+    snprintf(want, sizeof want, "the type of inputs[0], %s", shown);
+    return bad_input(file, path, 1, want, &in[1], err);
+}
+
+static int infer_embedding(const ck_attrs *a, ck_dtype act, const ck_ttype *in, ck_ttype *out,
+                           const char *file, const char *path, ck_err *err)
+{
+    if (in[0].dtype != CK_I32 || in[0].rank == 0 || in[0].rank >= CK_MAX_RANK)
+        return bad_input(file, path, 0, "int32 token ids of rank 1 to 3", &in[0], err);
+    if (a->positions && last_dim(&in[0]) > a->positions)
+        return bad_input(file, path, 0, "at most `positions` tokens in the last dimension",
+                         &in[0], err);
+    *out = in[0];
+    out->dtype = act;
+    out->dim[out->rank++] = a->dim;
+    return CK_OK;
+}
+
+static int infer_attention(ck_attrs *a, const ck_ttype *in, ck_ttype *out, const char *file,
+                           const char *path, ck_err *err)
+{
+    if (in[0].rank != 3 || !ck_dtype_is_float(in[0].dtype))
+        return bad_input(file, path, 0, "a float tensor [B, T, (heads + 2*kv_heads) * head_dim]",
+                         &in[0], err);
+    if (a->kv_heads == 0)
+        a->kv_heads = a->heads;
+    if (a->heads % a->kv_heads != 0)
+        return bad_attr(file, path, "kv_heads", err,
+                        "expected a divisor of heads (%llu), got %llu",
+                        (unsigned long long)a->heads, (unsigned long long)a->kv_heads);
+    uint64_t groups; /* heads + 2*kv_heads: heads <= 2^53 keeps this exact */
+    if (!ck_mul(a->kv_heads, 2, &groups) || !ck_add(groups, a->heads, &groups))
+        return bad_attr(file, path, "heads", err, "heads + 2*kv_heads overflows 64 bits");
+    if (last_dim(&in[0]) % groups != 0) {
+        char want[160];
+        snprintf(want, sizeof want,
+                 "a last dimension divisible by heads + 2*kv_heads = %llu (packed q, k, v)",
+                 (unsigned long long)groups);
+        return bad_input(file, path, 0, want, &in[0], err);
+    }
+    *out = in[0];
+    out->dim[2] = last_dim(&in[0]) / groups * a->heads;
+    return CK_OK;
+}
+
+static int infer_loss(const ck_op_def *op, const ck_ttype *in, ck_ttype *out, const char *file,
+                      const char *path, ck_err *err)
+{
+    int rc = check_float(file, path, 0, &in[0], err);
+    if (rc != CK_OK)
+        return rc;
+    if (op->kind == CK_OP_MSE) {
+        rc = check_same(file, path, in, err);
+    } else {
+        bool ok = in[1].dtype == CK_I32 && in[1].rank + 1 == in[0].rank;
+        for (size_t i = 0; ok && i < in[1].rank; i++)
+            ok = in[1].dim[i] == in[0].dim[i];
+        if (!ok)
+            rc = bad_input(file, path, 1,
+                           "int32 targets shaped like inputs[0] without its last (class) dimension",
+                           &in[1], err);
+    }
+    *out = (ck_ttype){.dtype = CK_F32, .rank = 0};
+    return rc;
+}
+
+int ck_op_infer(const ck_op_def *op, ck_attrs *a, ck_dtype act, const ck_ttype *in,
+                ck_ttype *out, const char *file, const char *path, ck_err *err)
+{
+    int rc;
+    switch (op->kind) {
+    case CK_OP_EMBEDDING:
+        return infer_embedding(a, act, in, out, file, path, err);
+    case CK_OP_ATTENTION:
+        return infer_attention(a, in, out, file, path, err);
+    case CK_OP_CROSS_ENTROPY:
+    case CK_OP_MSE:
+        return infer_loss(op, in, out, file, path, err);
+    case CK_OP_LINEAR:
+        if (a->tied && a->bias)
+            return bad_attr(file, path, "bias", err,
+                            "expected false with \"tied\": true (a tied head reuses the "
+                            "embedding table, which has no bias)");
+        rc = check_float(file, path, 0, &in[0], err);
+        if (rc != CK_OK)
+            return rc;
+        *out = in[0];
+        out->dim[out->rank - 1] = a->out;
+        return CK_OK;
+    case CK_OP_ADD:
+    case CK_OP_MUL:
+        rc = check_float(file, path, 0, &in[0], err);
+        if (rc == CK_OK)
+            rc = check_same(file, path, in, err);
+        *out = in[0];
+        return rc;
+    default: /* norms and element-wise ops keep their input's type */
+        *out = in[0];
+        return check_float(file, path, 0, &in[0], err);
+    }
+}
+
+/* ---- costs ---- */
+
+/* Checked arithmetic that remembers whether anything overflowed, so the formulas below read
+ * like formulas and the overflow is reported once at the end. */
+typedef struct {
+    bool ok;
+} ovf;
+
+static uint64_t mul(ovf *o, uint64_t a, uint64_t b)
+{
+    uint64_t r = 0;
+    if (!ck_mul(a, b, &r))
+        o->ok = false;
+    return r;
+}
+
+static uint64_t add(ovf *o, uint64_t a, uint64_t b)
+{
+    uint64_t r = 0;
+    if (!ck_add(a, b, &r))
+        o->ok = false;
+    return r;
+}
+
+static uint64_t numel(ovf *o, const ck_ttype *t)
+{
+    uint64_t n = 0;
+    if (!ck_ttype_numel(t, &n))
+        o->ok = false;
+    return n;
+}
+
+static uint64_t bytes_of(ovf *o, const ck_ttype *t)
+{
+    return mul(o, numel(o, t), ck_dtype_bytes(t->dtype));
+}
+
+static void save_ref(ovf *o, ck_op_info *info, ck_save_kind kind, size_t input, const ck_ttype *t)
+{
+    ck_saved *s = &info->saved[info->n_saved++];
+    *s = (ck_saved){.kind = kind, .input = input, .type = *t, .bytes = bytes_of(o, t)};
+}
+
+static void save_internal(ovf *o, ck_op_info *info, const char *name, const ck_ttype *t)
+{
+    save_ref(o, info, CK_SAVE_INTERNAL, 0, t);
+    info->saved[info->n_saved - 1].name = name;
+}
+
+/* A tensor shaped like t without its last dimension (per-row statistics). */
+static ck_ttype rows_of(const ck_ttype *t, ck_dtype dtype)
+{
+    ck_ttype r = *t;
+    r.rank--;
+    r.dtype = dtype;
+    return r;
+}
+
+/* FLOPs per output element of the ops whose cost is proportional to their size:
+ * forward, backward. */
+static const uint64_t elementwise_flops[CK_N_OP_KINDS][2] = {
+    [CK_OP_LAYERNORM] = {7, 12}, [CK_OP_RMSNORM] = {4, 8}, [CK_OP_GELU] = {8, 12},
+    [CK_OP_RELU] = {1, 1},       [CK_OP_SILU] = {4, 6},    [CK_OP_ADD] = {1, 0},
+    [CK_OP_MUL] = {1, 2},        [CK_OP_DROPOUT] = {2, 1}, [CK_OP_CROSS_ENTROPY] = {4, 3},
+    [CK_OP_MSE] = {3, 3},        [CK_OP_EMBEDDING] = {0, 1},
+};
+
+static void describe_attention(ovf *o, const ck_attrs *a, const ck_ttype *in,
+                               const ck_ttype *out, ck_op_info *info)
+{
+    uint64_t b = in[0].dim[0], t = in[0].dim[1];
+    uint64_t head_dim = out->dim[2] / a->heads;
+    ck_ttype scores = {.dtype = out->dtype, .rank = 4, .dim = {b, a->heads, t, t}};
+    uint64_t s = numel(o, &scores);
+    uint64_t sd = mul(o, s, head_dim);
+    save_ref(o, info, CK_SAVE_INPUT, 0, &in[0]);
+    save_ref(o, info, CK_SAVE_OUTPUT, 0, out);
+    /* Q K^T and P V: two products of 2*S*D; softmax about 5 FLOPs per score. */
+    info->fwd_flops = add(o, mul(o, sd, 4), mul(o, s, 5));
+    info->bwd_flops = add(o, mul(o, sd, 8), mul(o, s, 5));
+    if (a->flash) {
+        ck_ttype lse = {.dtype = CK_F32, .rank = 3, .dim = {b, a->heads, t}};
+        save_internal(o, info, "lse", &lse);
+        /* Row by row: one row of f32 scores forward; backward recomputes a row of
+         * probabilities and its gradient. */
+        info->fwd_ws_bytes = mul(o, t, 4);
+        info->bwd_ws_bytes = mul(o, t, 8);
+        info->bwd_flops = add(o, info->bwd_flops, add(o, mul(o, sd, 2), mul(o, s, 5)));
+    } else {
+        save_internal(o, info, "probs", &scores);
+        if (a->p > 0) {
+            ck_ttype mask = scores;
+            mask.dtype = CK_U8;
+            save_internal(o, info, "mask", &mask);
+            save_internal(o, info, "dropped", &scores);
+            info->fwd_flops = add(o, info->fwd_flops, mul(o, s, 2));
+            info->bwd_flops = add(o, info->bwd_flops, s);
+        }
+        /* Forward: the raw scores before softmax. Backward: the gradient of the
+         * probabilities, turned into that of the scores in place. */
+        info->fwd_ws_bytes = bytes_of(o, &scores);
+        info->bwd_ws_bytes = info->fwd_ws_bytes;
+    }
+}
+
+static void describe_linear(ovf *o, const ck_attrs *a, const ck_ttype *in, const ck_ttype *out,
+                            ck_op_info *info)
+{
+    uint64_t in_f = last_dim(&in[0]);
+    uint64_t rows = numel(o, out) / a->out;
+    uint64_t macs = mul(o, mul(o, rows, in_f), a->out);
+    uint64_t bias_flops = a->bias ? mul(o, rows, a->out) : 0;
+    save_ref(o, info, CK_SAVE_INPUT, 0, &in[0]);
+    info->n_params = add(o, a->tied ? 0 : mul(o, in_f, a->out), a->bias ? a->out : 0);
+    info->fwd_flops = add(o, mul(o, macs, 2), bias_flops);
+    info->bwd_flops = add(o, mul(o, macs, 4), bias_flops); /* dX and dW */
+}
+
+int ck_op_describe(const ck_op_def *op, const ck_attrs *a, const ck_ttype *in,
+                   const ck_ttype *out, ck_op_info *info, const char *file, const char *path,
+                   ck_err *err)
+{
+    ovf o = {true};
+    memset(info, 0, sizeof *info);
+    uint64_t n = numel(&o, out);
+    if (op->is_loss)
+        n = numel(&o, &in[0]);
+    info->fwd_flops = mul(&o, n, elementwise_flops[op->kind][0]);
+    info->bwd_flops = mul(&o, n, elementwise_flops[op->kind][1]);
+    switch (op->kind) {
+    case CK_OP_EMBEDDING:
+        save_ref(&o, info, CK_SAVE_INPUT, 0, &in[0]);
+        info->n_params = mul(&o, add(&o, a->vocab, a->positions), a->dim);
+        if (a->positions) { /* adding the position rows, and their gradient */
+            info->fwd_flops = add(&o, info->fwd_flops, n);
+            info->bwd_flops = add(&o, info->bwd_flops, n);
+        }
+        break;
+    case CK_OP_LINEAR:
+        describe_linear(&o, a, in, out, info);
+        break;
+    case CK_OP_LAYERNORM:
+    case CK_OP_RMSNORM: {
+        ck_ttype stats = rows_of(&in[0], CK_F32);
+        uint64_t c = last_dim(&in[0]);
+        save_ref(&o, info, CK_SAVE_INPUT, 0, &in[0]);
+        if (op->kind == CK_OP_LAYERNORM)
+            save_internal(&o, info, "mean", &stats);
+        save_internal(&o, info, "rstd", &stats);
+        info->n_params = op->kind == CK_OP_LAYERNORM ? mul(&o, c, 2) : c;
+        break;
+    }
+    case CK_OP_GELU:
+    case CK_OP_SILU:
+        save_ref(&o, info, CK_SAVE_INPUT, 0, &in[0]);
+        break;
+    case CK_OP_RELU:
+        save_ref(&o, info, CK_SAVE_OUTPUT, 0, out);
+        break;
+    case CK_OP_MUL:
+    case CK_OP_MSE:
+        save_ref(&o, info, CK_SAVE_INPUT, 0, &in[0]);
+        save_ref(&o, info, CK_SAVE_INPUT, 1, &in[1]);
+        break;
+    case CK_OP_DROPOUT: {
+        ck_ttype mask = *out;
+        mask.dtype = CK_U8;
+        save_internal(&o, info, "mask", &mask);
+        break;
+    }
+    case CK_OP_ATTENTION:
+        describe_attention(&o, a, in, out, info);
+        break;
+    case CK_OP_CROSS_ENTROPY: {
+        ck_ttype lse = rows_of(&in[0], CK_F32);
+        save_ref(&o, info, CK_SAVE_INPUT, 0, &in[0]);
+        save_ref(&o, info, CK_SAVE_INPUT, 1, &in[1]);
+        save_internal(&o, info, "lse", &lse);
+        break;
+    }
+    default: /* add saves nothing */
+        break;
+    }
+    /* Bytes moved, the same rule for every op: the forward reads its inputs and parameters
+     * and writes its output and internal saved tensors; the backward reads the output's
+     * gradient and what was saved and writes the inputs' gradients, reading and writing
+     * the parameters' gradients; workspace is written once and read once. Parameters are
+     * counted in the activation dtype, the precision the kernels compute in. */
+    uint64_t param_bytes = mul(&o, info->n_params, ck_dtype_bytes(out->dtype));
+    uint64_t out_bytes = bytes_of(&o, out);
+    uint64_t fwd = add(&o, add(&o, out_bytes, param_bytes), mul(&o, info->fwd_ws_bytes, 2));
+    uint64_t bwd = add(&o, add(&o, out_bytes, mul(&o, param_bytes, 3)), mul(&o, info->bwd_ws_bytes, 2));
+    for (size_t i = 0; i < op->arity; i++) {
+        fwd = add(&o, fwd, bytes_of(&o, &in[i]));
+        if (ck_dtype_is_float(in[i].dtype))
+            bwd = add(&o, bwd, bytes_of(&o, &in[i]));
+    }
+    for (size_t i = 0; i < info->n_saved; i++) {
+        bwd = add(&o, bwd, info->saved[i].bytes);
+        if (info->saved[i].kind == CK_SAVE_INTERNAL)
+            fwd = add(&o, fwd, info->saved[i].bytes);
+    }
+    info->fwd_bytes_moved = fwd;
+    info->bwd_bytes_moved = bwd;
+    if (!o.ok)
+        return ck_fail(err, CK_ERR_INPUT,
+                       "%s: %s: the sizes or FLOP counts of this %s overflow 64 bits", file, path,
+                       op->name);
+    return CK_OK;
+}

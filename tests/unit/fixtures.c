@@ -1,0 +1,101 @@
+#include "tests/unit/fixtures.h"
+
+#include <check.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "planner/json.h"
+
+static int load_text(const char *text, ck_model **m, ck_err *err)
+{
+    cJSON *root = NULL;
+    int rc = ck_json_parse(FX_FILE, text, strlen(text), &root, err);
+    if (rc == CK_OK)
+        rc = ck_model_from_json(root, FX_FILE, m, err);
+    cJSON_Delete(root);
+    return rc;
+}
+
+static int load_fmt(const char *fmt, va_list ap, ck_model **m, ck_err *err)
+{
+    static char text[16384];
+    vsnprintf(text, sizeof text, fmt, ap);
+    for (char *p = text; *p; p++)
+        if (*p == '\'')
+            *p = '"';
+    return load_text(text, m, err);
+}
+
+ck_model *fx_load(const char *fmt, ...)
+{
+    ck_model *m = NULL;
+    ck_err err = {{0}};
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = load_fmt(fmt, ap, &m, &err);
+    va_end(ap);
+    ck_assert_msg(rc == CK_OK, "%s", err.msg);
+    return m;
+}
+
+const char *fx_refuse(const char *fmt, ...)
+{
+    static ck_err err;
+    ck_model *m = NULL;
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = load_fmt(fmt, ap, &m, &err);
+    va_end(ap);
+    ck_assert_msg(rc == CK_ERR_INPUT, "expected an input error, got status %d", rc);
+    ck_assert_ptr_null(m);
+    return err.msg;
+}
+
+ck_model *fx_load_file(const char *path)
+{
+    cJSON *root = NULL;
+    ck_model *m = NULL;
+    ck_err err = {{0}};
+    int rc = ck_json_load_file(path, &root, NULL, NULL, &err);
+    if (rc == CK_OK)
+        rc = ck_model_from_json(root, path, &m, &err);
+    cJSON_Delete(root);
+    ck_assert_msg(rc == CK_OK, "%s", err.msg);
+    return m;
+}
+
+ck_model *fx_gpt(unsigned b, unsigned s, unsigned h, unsigned a, const char *dtype, bool flash,
+                 unsigned layers)
+{
+    return fx_load(
+        "{'format': 'ckplan-model/1', 'name': 'gpt', 'dtype': '%s',"
+        " 'dims': {'B': %u, 'S': %u, 'C': %u, 'A': %u, 'L': %u},"
+        " 'inputs': [{'name': 'x', 'shape': ['B', 'S', 'C']}, {'name': 'y', 'shape': ['B', 'S', 'C']}],"
+        " 'blocks': {'layer': {'input': 'x', 'nodes': ["
+        "  {'name': 'ln1', 'op': 'layernorm', 'inputs': ['x']},"
+        "  {'name': 'qkv', 'op': 'linear', 'out': '3*C', 'inputs': ['ln1']},"
+        "  {'name': 'attn', 'op': 'attention', 'heads': 'A', 'dropout': 0.1, 'flash': %s, 'inputs': ['qkv']},"
+        "  {'name': 'proj', 'op': 'linear', 'out': 'C', 'inputs': ['attn']},"
+        "  {'name': 'drop1', 'op': 'dropout', 'p': 0.1, 'inputs': ['proj']},"
+        "  {'name': 'res1', 'op': 'add', 'inputs': ['x', 'drop1']},"
+        "  {'name': 'ln2', 'op': 'layernorm', 'inputs': ['res1']},"
+        "  {'name': 'fc1', 'op': 'linear', 'out': '4*C', 'inputs': ['ln2']},"
+        "  {'name': 'gelu', 'op': 'gelu', 'inputs': ['fc1']},"
+        "  {'name': 'fc2', 'op': 'linear', 'out': 'C', 'inputs': ['gelu']},"
+        "  {'name': 'drop2', 'op': 'dropout', 'p': 0.1, 'inputs': ['fc2']},"
+        "  {'name': 'res2', 'op': 'add', 'inputs': ['res1', 'drop2']}]}},"
+        " 'nodes': [{'name': 'h', 'block': 'layer', 'repeat': 'L', 'inputs': ['x']},"
+        "  {'name': 'loss', 'op': 'mse', 'inputs': ['h', 'y']}]}",
+        dtype, b, s, h, a, layers, flash ? "true" : "false");
+}
+
+void fx_assert_has(const char *haystack, ...)
+{
+    va_list ap;
+    va_start(ap, haystack);
+    for (const char *needle = va_arg(ap, const char *); needle; needle = va_arg(ap, const char *))
+        ck_assert_msg(strstr(haystack, needle), "\"%s\" not in: %s", needle, haystack);
+    va_end(ap);
+}

@@ -1,0 +1,35 @@
+/* Small models for the unit tests, written in JSON with single quotes (turned into double
+ * quotes before parsing) so that they read well inside C strings. */
+#ifndef CK_TEST_FIXTURES_H
+#define CK_TEST_FIXTURES_H
+
+#include <stdbool.h>
+
+#include "planner/model.h"
+
+/* The file name every fixture is loaded as, so messages can be checked for it. */
+#define FX_FILE "t.json"
+
+/* Loads a model from printf-formatted JSON; fails the test if it does not load. */
+ck_model *fx_load(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Loads a model that must be refused with CK_ERR_INPUT; returns the message. */
+const char *fx_refuse(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Loads a file of models/ (tests run from the project's root). */
+ck_model *fx_load_file(const char *path);
+
+/* The body of a model (dims, inputs, blocks, nodes) with x: f32 [B, T, C] and y like it,
+ * B=2 T=4 C=8, to wrap as fx_load(FX_BASE "'nodes': [...]}"). */
+#define FX_BASE                                                                                 \
+    "{'format': 'ckplan-model/1', 'name': 't', 'dims': {'B': 2, 'T': 4, 'C': 8},"               \
+    " 'inputs': [{'name': 'x', 'shape': ['B', 'T', 'C']}, {'name': 'y', 'shape': ['B', 'T', 'C']}],"
+
+/* A GPT model of `layers` transformer layers (the block `layer`, instances h.0 ..) on an
+ * input x [b, s, h] of dtype, a heads, dropout 0.1 after attention probabilities, attention
+ * output and MLP, flash attention or not, then an mse loss. */
+ck_model *fx_gpt(unsigned b, unsigned s, unsigned h, unsigned a, const char *dtype, bool flash,
+                 unsigned layers);
+
+/* Asserts that haystack contains each of the NULL-terminated needles. */
+void fx_assert_has(const char *haystack, ...);
+
+#endif

@@ -1,0 +1,380 @@
+#include "planner/derive.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/unit/check_main.h"
+#include "tests/unit/fixtures.h"
+
+static ck_chain chain_of(const ck_model *m, ck_granularity g, const ck_cost_model *cm, size_t **first)
+{
+    ck_chain c;
+    ck_err err = {{0}};
+    ck_cost_model dflt;
+    ck_cost_model_default(&dflt);
+    ck_assert_msg(ck_model_to_chain(m, g, cm ? cm : &dflt, &c, first, &err) == CK_OK, "%s", err.msg);
+    return c;
+}
+
+static uint64_t group_saved(const ck_model *m, size_t group)
+{
+    uint64_t bytes = 0;
+    ck_err err = {{0}};
+    ck_assert_int_eq(ck_model_saved_bytes(m, m->groups[group].first, m->groups[group].end, &bytes, &err), CK_OK);
+    return bytes;
+}
+
+/* Korthikanti et al. 2022, eq. 2: sbh(34 + 5as/h) bytes per layer with 16-bit activations
+ * and dropout after the attention probabilities, the attention output and the MLP. They
+ * leave out the layernorms' statistics; ckplan keeps mean and rstd in f32: 2 * 2 * 4 * sb. */
+static void check_korthikanti(uint64_t b, uint64_t s, uint64_t h, uint64_t a, const char *dtype)
+{
+    ck_model *m = fx_gpt((unsigned)b, (unsigned)s, (unsigned)h, (unsigned)a, dtype, false, 2);
+    uint64_t paper = s * b * h * 34 + 5 * a * s * s * b;
+    uint64_t stats = 16 * s * b;
+    ck_assert_uint_eq(group_saved(m, 0), paper + stats);
+    ck_assert_uint_eq(group_saved(m, 1), paper + stats);
+    /* As a chain stage: less its input (saved by ln1), plus its output (saved by the next
+     * layer's ln1, not by this one): the same bytes. */
+    ck_chain c = chain_of(m, CK_GRAN_BLOCK, NULL, NULL);
+    ck_assert_uint_eq(c.n_stages, 2);
+    ck_assert_uint_eq(c.stages[0].saved_bytes, paper + stats);
+    ck_assert_uint_eq(c.stages[0].out_bytes, s * b * h * 2);
+    ck_assert_str_eq(c.stages[1].name, "h.1");
+    ck_chain_free(&c);
+    ck_model_free(m);
+}
+
+START_TEST(gpt_layer_matches_korthikanti)
+{
+    check_korthikanti(2, 64, 128, 4, "bf16");
+    check_korthikanti(1, 128, 256, 8, "f16");
+    check_korthikanti(4, 256, 512, 16, "bf16");
+    check_korthikanti(1, 2048, 12288, 96, "bf16"); /* a GPT-3 175B layer, docs/model-format.md */
+}
+END_TEST
+
+/* Flash attention keeps no [B, H, T, T] tensor: 34sbh, the statistics, and the f32
+ * log-sum-exp [B, H, T]. */
+START_TEST(flash_removes_quadratic_terms)
+{
+    const uint64_t b = 2, s = 64, h = 128, a = 4;
+    ck_model *m = fx_gpt(b, s, h, a, "bf16", true, 1);
+    ck_assert_uint_eq(group_saved(m, 0), s * b * h * 34 + 16 * s * b + 4 * a * s * b);
+    ck_model_free(m);
+}
+END_TEST
+
+/* gpt2-tiny (f32, B=4 T=64 C=128) at op granularity: the MLP half of a layer, from ln2 to
+ * the second residual add, is one stage. Its input (res1) is held already; it keeps
+ * ln2's mean and rstd (2 * sb * 4 bytes), ln2's output (fc1's input, sbh f32), fc1's output
+ * (gelu's input, 4sbh f32), gelu's output (fc2's input, 4sbh f32), the dropout mask (sbh
+ * u8) and the stage's output (sbh f32). */
+START_TEST(mlp_stage_by_hand)
+{
+    ck_model *m = fx_load_file("models/gpt2-tiny.json");
+    const uint64_t sb = 64 * 4, sbh = sb * 128;
+    size_t *first = NULL;
+    ck_chain c = chain_of(m, CK_GRAN_OP, NULL, &first);
+    ck_assert_str_eq(c.stages[3].name, "h.0.ln2..h.0.res2");
+    ck_assert_uint_eq(first[4] - first[3], 6);
+    ck_assert_uint_eq(c.stages[3].saved_bytes, 2 * sb * 4 + sbh * 4 * (1 + 4 + 4) + sbh + sbh * 4);
+    ck_assert_uint_eq(c.stages[3].out_bytes, sbh * 4);
+    uint64_t with_input = 0;
+    ck_err err = {{0}};
+    ck_assert_int_eq(ck_model_saved_bytes(m, first[3], first[4], &with_input, &err), CK_OK);
+    ck_assert_uint_eq(with_input, c.stages[3].saved_bytes - sbh * 4 + sbh * 4); /* res1 in, res2 out */
+    ck_assert_int_eq(ck_model_saved_bytes(m, 3, m->n_nodes + 1, &with_input, &err), CK_ERR_RUNTIME);
+    free(first);
+    ck_chain_free(&c);
+    ck_model_free(m);
+}
+END_TEST
+
+/* x [2,4] -> fc1 (linear 4->8) -> relu -> fc2 (linear 8->4, no bias) -> add x -> gelu -> mse.
+ * x crosses fc1..fc2, so the first articulation point is after the add: two stages.
+ * With 1 FLOP/s and 1 B/s a time is FLOPs + bytes. Worked out in docs/model-format.md. */
+START_TEST(tiny_chain_by_hand)
+{
+    ck_model *m = fx_load(
+        "{'format': 'ckplan-model/1', 'inputs': [{'name': 'x', 'shape': [2, 4]}, {'name': 'y', 'shape': [2, 4]}],"
+        " 'nodes': [{'name': 'fc1', 'op': 'linear', 'out': 8, 'inputs': ['x']},"
+        "  {'name': 'act', 'op': 'relu', 'inputs': ['fc1']},"
+        "  {'name': 'fc2', 'op': 'linear', 'out': 4, 'bias': false, 'inputs': ['act']},"
+        "  {'name': 'res', 'op': 'add', 'inputs': ['fc2', 'x']},"
+        "  {'name': 'g', 'op': 'gelu', 'inputs': ['res']},"
+        "  {'name': 'loss', 'op': 'mse', 'inputs': ['g', 'y']}]}");
+    ck_cost_model unit = {1, 1};
+    size_t *first = NULL;
+    ck_chain c = chain_of(m, CK_GRAN_OP, &unit, &first);
+    ck_assert_uint_eq(c.input_bytes, 32);
+    ck_assert_uint_eq(c.n_stages, 2);
+    ck_assert(first[0] == 0 && first[1] == 4 && first[2] == 5);
+    const ck_stage *s0 = &c.stages[0], *s1 = &c.stages[1];
+    ck_assert_str_eq(s0->name, "fc1..res");
+    ck_assert_uint_eq(s0->out_bytes, 32);
+    ck_assert_uint_eq(s0->saved_bytes, 64 + 32); /* act (relu's output, fc2's input) + res */
+    ck_assert_uint_eq(s0->fwd_tmp_bytes, 96);    /* not saving: fc1 + act live at relu, less res */
+    ck_assert_uint_eq(s0->bwd_tmp_bytes, 128);   /* grads of act and fc1 during relu's backward */
+    ck_assert_double_eq(s0->fwd_time, 1000);
+    ck_assert_double_eq(s0->bwd_time, 1984);
+    ck_assert_str_eq(s1->name, "g");
+    ck_assert_uint_eq(s1->out_bytes, 32);
+    ck_assert_uint_eq(s1->saved_bytes, 32); /* its input res is held; plus its output */
+    ck_assert_uint_eq(s1->fwd_tmp_bytes, 0);
+    ck_assert_uint_eq(s1->bwd_tmp_bytes, 0);
+    ck_assert_double_eq(s1->fwd_time, 128);
+    ck_assert_double_eq(s1->bwd_time, 192);
+    ck_assert_double_eq(c.loss_bwd_time, 92 + 156);
+    ck_assert_uint_eq(c.loss_bwd_tmp_bytes, 4);
+
+    ck_static_mem sm;
+    ck_err err = {{0}};
+    ck_assert_int_eq(ck_model_static_memory(m, &sm, &err), CK_OK);
+    ck_assert_uint_eq(sm.n_params, 4 * 8 + 8 + 8 * 4);
+    ck_assert_uint_eq(sm.held_inputs, 32);
+    free(first);
+    ck_chain_free(&c);
+    ck_model_free(m);
+}
+END_TEST
+
+static void check_stage_count(const char *file, size_t by_op, size_t by_block)
+{
+    ck_model *m = fx_load_file(file);
+    ck_chain op = chain_of(m, CK_GRAN_OP, NULL, NULL), block = chain_of(m, CK_GRAN_BLOCK, NULL, NULL);
+    ck_assert_msg(op.n_stages == by_op, "%s: %zu stages by op", file, op.n_stages);
+    ck_assert_msg(block.n_stages == by_block, "%s: %zu stages by block", file, block.n_stages);
+    /* Cutting more finely never changes what x_L and x_0 are. */
+    ck_assert_uint_eq(op.input_bytes, block.input_bytes);
+    ck_assert_uint_eq(op.stages[op.n_stages - 1].out_bytes, block.stages[block.n_stages - 1].out_bytes);
+    ck_chain_free(&op);
+    ck_chain_free(&block);
+    ck_model_free(m);
+}
+
+START_TEST(op_and_block_granularity)
+{
+    /* embed, drop_embed, two stages per layer (the residual crosses each half), ln_f, lm_head */
+    check_stage_count("models/gpt2-tiny.json", 2 + 2 * 4 + 2, 2 + 4 + 2);
+    check_stage_count("models/gpt2-small.json", 2 + 2 * 12 + 2, 2 + 12 + 2);
+    check_stage_count("models/llama-tiny.json", 1 + 2 * 4 + 2, 1 + 4 + 2);
+    check_stage_count("models/mlp-deep.json", 2 * 16 + 1, 16 + 1);
+
+    ck_model *m = fx_load_file("models/gpt2-tiny.json");
+    size_t *first = NULL;
+    ck_chain c = chain_of(m, CK_GRAN_BLOCK, NULL, &first);
+    const char *names[] = {"embed", "drop_embed", "h.0", "h.1", "h.2", "h.3", "ln_f", "lm_head"};
+    for (size_t i = 0; i < 8; i++)
+        ck_assert_str_eq(c.stages[i].name, names[i]);
+    ck_assert_uint_eq(first[2], 2);
+    ck_assert_uint_eq(first[3], 14);
+    ck_assert_uint_eq(first[8], m->n_nodes - 1);
+    free(first);
+    ck_chain_free(&c);
+    ck_model_free(m);
+}
+END_TEST
+
+static ck_static_mem static_of(const char *training)
+{
+    ck_model *m = fx_load(FX_BASE "'training': %s, 'nodes': [{'name': 'l', 'op': 'linear', 'out': 'C',"
+                          " 'inputs': ['x']}, {'name': 'loss', 'op': 'mse', 'inputs': ['l', 'y']}]}",
+                          training);
+    ck_static_mem sm;
+    ck_err err = {{0}};
+    ck_assert_int_eq(ck_model_static_memory(m, &sm, &err), CK_OK);
+    ck_model_free(m);
+    ck_assert_uint_eq(sm.n_params, 8 * 8 + 8);
+    ck_assert_uint_eq(sm.held_inputs, 2 * 4 * 8 * 4); /* y */
+    ck_assert_uint_eq(sm.total, sm.params + sm.grads + sm.optimizer + sm.master + sm.held_inputs);
+    return sm;
+}
+
+/* Mixed precision with Adam: bf16 parameters and gradients (2 + 2), an f32 master copy (4),
+ * f32 first and second moments (8): 16 bytes per parameter. */
+START_TEST(static_memory_per_optimizer)
+{
+    ck_static_mem sm = static_of("{'optimizer': 'adam', 'param_dtype': 'bf16', 'master_weights': true}");
+    ck_assert_uint_eq(sm.params, 72 * 2);
+    ck_assert_uint_eq(sm.grads, 72 * 2);
+    ck_assert_uint_eq(sm.master, 72 * 4);
+    ck_assert_uint_eq(sm.optimizer, 72 * 8);
+    ck_assert_uint_eq(sm.total - sm.held_inputs, 72 * 16);
+    sm = static_of("{'optimizer': 'adam'}");
+    ck_assert_uint_eq(sm.total - sm.held_inputs, 72 * 16); /* f32: 4 + 4 + 8 */
+    ck_assert_uint_eq(sm.master, 0);
+    sm = static_of("{'optimizer': 'momentum', 'param_dtype': 'f16', 'grad_dtype': 'f32'}");
+    ck_assert_uint_eq(sm.total - sm.held_inputs, 72 * (2 + 4 + 4));
+    sm = static_of("{'optimizer': 'sgd'}");
+    ck_assert_uint_eq(sm.total - sm.held_inputs, 72 * 8);
+}
+END_TEST
+
+START_TEST(gpt2_small_chain_and_static_memory)
+{
+    ck_model *m = fx_load_file("models/gpt2-small.json");
+    ck_static_mem sm;
+    ck_err err = {{0}};
+    ck_assert_int_eq(ck_model_static_memory(m, &sm, &err), CK_OK);
+    ck_assert_uint_eq(sm.n_params, 124439808);
+    ck_assert_uint_eq(sm.total, 124439808ULL * 16 + 8 * 1024 * 4); /* f32 adam + targets */
+    ck_chain c = chain_of(m, CK_GRAN_BLOCK, NULL, NULL);
+    /* A layer in f32 with dropout everywhere: Korthikanti's count doubled, except the three
+     * one-byte masks (2sbh + as^2b), plus the statistics. */
+    const uint64_t s = 1024, b = 8, h = 768, a = 12;
+    ck_assert_uint_eq(c.stages[2].saved_bytes,
+                      2 * (s * b * h * 34 + 5 * a * s * s * b) - (2 * s * b * h + a * s * s * b) + 16 * s * b);
+    ck_chain_free(&c);
+    ck_model_free(m);
+}
+END_TEST
+
+START_TEST(bad_cost_model)
+{
+    ck_model *m = fx_load_file("models/mlp-deep.json");
+    ck_cost_model cm = {0, 20e9};
+    ck_chain c;
+    ck_err err = {{0}};
+    ck_assert_int_eq(ck_model_to_chain(m, CK_GRAN_OP, &cm, &c, NULL, &err), CK_ERR_INPUT);
+    ck_assert(strstr(err.msg, "cost model: expected a positive finite FLOP rate"));
+    ck_model_free(m);
+}
+END_TEST
+
+/* ---- the stage rules, recomputed from scratch node by node ---- */
+
+typedef struct {
+    const ck_model *m;
+    size_t a, b, in, out;
+} span;
+
+static bool made_in(const span *sp, size_t t)
+{
+    size_t p = sp->m->tensors[t].producer;
+    return p != CK_NO_NODE && p >= sp->a && p < sp->b;
+}
+
+static size_t last_reader(const ck_model *m, size_t t)
+{
+    size_t last = 0;
+    for (size_t k = 0; k < m->n_nodes; k++)
+        for (size_t i = 0; i < m->nodes[k].op->arity; i++)
+            if (m->nodes[k].inputs[i] == t)
+                last = k;
+    return last;
+}
+
+static bool saved_in_span(const span *sp, size_t t)
+{
+    for (size_t k = sp->a; k < sp->b; k++) {
+        const ck_node *n = &sp->m->nodes[k];
+        for (size_t s = 0; s < n->info.n_saved; s++) {
+            const ck_saved *sv = &n->info.saved[s];
+            if ((sv->kind == CK_SAVE_OUTPUT && n->output == t) ||
+                (sv->kind == CK_SAVE_INPUT && n->inputs[sv->input] == t))
+                return true;
+        }
+    }
+    return false;
+}
+
+static uint64_t internals(const ck_node *n)
+{
+    uint64_t sum = 0;
+    for (size_t s = 0; s < n->info.n_saved; s++)
+        if (n->info.saved[s].kind == CK_SAVE_INTERNAL)
+            sum += n->info.saved[s].bytes;
+    return sum;
+}
+
+/* The live bytes beyond what the spec's accounting already holds, at node k, recomputed
+ * from the sets the rules describe; the stage's tmp must be their maximum exactly. */
+static void check_stage(const span *sp, const ck_stage *st)
+{
+    const ck_model *m = sp->m;
+    uint64_t save_max = 0, plain_max = 0, bwd_max = 0;
+    for (size_t k = sp->a; k < sp->b; k++) {
+        uint64_t unsaved = 0, live = 0, grads = 0;
+        for (size_t t = 0; t < m->n_tensors; t++) {
+            if (!made_in(sp, t) || m->tensors[t].producer > k)
+                continue;
+            bool alive = last_reader(m, t) >= k || t == sp->out;
+            if (alive)
+                live += m->tensors[t].bytes;
+            if (alive && t != sp->out && !saved_in_span(sp, t))
+                unsaved += m->tensors[t].bytes;
+        }
+        for (size_t t = 0; t < m->n_tensors; t++)
+            if (made_in(sp, t) && t != sp->out && m->tensors[t].producer <= k && last_reader(m, t) >= k &&
+                ck_dtype_is_float(m->tensors[t].type.dtype))
+                grads += m->tensors[t].bytes;
+        const ck_node *n = &m->nodes[k];
+        uint64_t save = unsaved + n->info.fwd_ws_bytes;
+        uint64_t plain = live + internals(n) + n->info.fwd_ws_bytes;
+        uint64_t bwd = grads + n->info.bwd_ws_bytes;
+        save_max = save > save_max ? save : save_max;
+        plain_max = plain > plain_max ? plain : plain_max;
+        bwd_max = bwd > bwd_max ? bwd : bwd_max;
+    }
+    uint64_t out = m->tensors[sp->out].bytes;
+    uint64_t plain_excess = plain_max > out ? plain_max - out : 0;
+    ck_assert_msg(st->fwd_tmp_bytes == (save_max > plain_excess ? save_max : plain_excess),
+                  "%s: fwd_tmp %llu", st->name, (unsigned long long)st->fwd_tmp_bytes);
+    ck_assert_msg(st->bwd_tmp_bytes == bwd_max, "%s: bwd_tmp %llu, expected %llu", st->name,
+                  (unsigned long long)st->bwd_tmp_bytes, (unsigned long long)bwd_max);
+    ck_assert_uint_ge(st->saved_bytes, st->out_bytes);
+}
+
+static void check_all_stages(ck_model *m)
+{
+    for (int g = CK_GRAN_OP; g <= CK_GRAN_BLOCK; g++) {
+        size_t *first = NULL;
+        ck_chain c = chain_of(m, (ck_granularity)g, NULL, &first);
+        for (size_t i = 0; i < c.n_stages; i++) {
+            span sp = {m, first[i], first[i + 1], i == 0 ? 0 : m->nodes[first[i] - 1].output,
+                       m->nodes[first[i + 1] - 1].output};
+            ck_assert_uint_eq(c.stages[i].out_bytes, m->tensors[sp.out].bytes);
+            check_stage(&sp, &c.stages[i]);
+        }
+        free(first);
+        ck_chain_free(&c);
+    }
+    ck_model_free(m);
+}
+
+START_TEST(stage_tmp_follows_the_rules)
+{
+    check_all_stages(fx_load_file("models/gpt2-tiny.json"));
+    check_all_stages(fx_load_file("models/llama-tiny.json"));
+    check_all_stages(fx_load_file("models/mlp-deep.json"));
+    check_all_stages(fx_gpt(2, 16, 32, 2, "bf16", true, 2));
+    /* a diamond with a tensor read twice by one node */
+    check_all_stages(fx_load(FX_BASE "'nodes': [{'name': 'a', 'op': 'linear', 'out': 'C', 'inputs': ['x']},"
+                             " {'name': 'sq', 'op': 'mul', 'inputs': ['a', 'a']},"
+                             " {'name': 'r', 'op': 'relu', 'inputs': ['a']},"
+                             " {'name': 's', 'op': 'add', 'inputs': ['sq', 'r']},"
+                             " {'name': 'd', 'op': 'dropout', 'p': 0.5, 'inputs': ['s']},"
+                             " {'name': 'loss', 'op': 'mse', 'inputs': ['d', 'y']}]}"));
+}
+END_TEST
+
+static Suite *derive_suite(void)
+{
+    Suite *s = suite_create("derive");
+    TCase *tc = tcase_create("derive");
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, gpt_layer_matches_korthikanti);
+    tcase_add_test(tc, flash_removes_quadratic_terms);
+    tcase_add_test(tc, mlp_stage_by_hand);
+    tcase_add_test(tc, tiny_chain_by_hand);
+    tcase_add_test(tc, op_and_block_granularity);
+    tcase_add_test(tc, static_memory_per_optimizer);
+    tcase_add_test(tc, gpt2_small_chain_and_static_memory);
+    tcase_add_test(tc, bad_cost_model);
+    tcase_add_test(tc, stage_tmp_follows_the_rules);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+CK_TEST_MAIN(derive_suite)

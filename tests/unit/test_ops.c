@@ -1,0 +1,270 @@
+#include "planner/ops.h"
+
+#include <string.h>
+
+#include "tests/unit/check_main.h"
+
+static ck_ttype tt(ck_dtype d, size_t rank, uint64_t d0, uint64_t d1, uint64_t d2)
+{
+    ck_ttype t = {.dtype = d, .rank = rank, .dim = {d0, d1, d2}};
+    return t;
+}
+
+/* Runs inference and description of op `name` with attributes set by the caller. */
+static ck_ttype infer_ok(const char *name, ck_attrs *a, const ck_ttype *in, ck_op_info *info)
+{
+    const ck_op_def *op = ck_op_find(name);
+    ck_assert_ptr_nonnull(op);
+    ck_ttype out;
+    ck_err err = {{0}};
+    ck_assert_msg(ck_op_infer(op, a, CK_BF16, in, &out, "f", "n", &err) == CK_OK, "%s", err.msg);
+    ck_assert_msg(ck_op_describe(op, a, in, &out, info, "f", "n", &err) == CK_OK, "%s", err.msg);
+    return out;
+}
+
+static const char *infer_bad(const char *name, ck_attrs *a, const ck_ttype *in)
+{
+    static ck_err err;
+    ck_ttype out;
+    ck_assert_int_eq(ck_op_infer(ck_op_find(name), a, CK_F32, in, &out, "f.json", "nodes[3]", &err),
+                     CK_ERR_INPUT);
+    return err.msg;
+}
+
+static ck_attrs defaults(const char *name)
+{
+    ck_attrs a;
+    ck_op_default_attrs(ck_op_find(name), &a);
+    return a;
+}
+
+static void assert_shape(const ck_ttype *t, ck_dtype d, size_t rank, uint64_t d0, uint64_t d1, uint64_t d2)
+{
+    ck_assert_int_eq(t->dtype, d);
+    ck_assert_uint_eq(t->rank, rank);
+    const uint64_t want[3] = {d0, d1, d2};
+    for (size_t i = 0; i < rank && i < 3; i++)
+        ck_assert_uint_eq(t->dim[i], want[i]);
+}
+
+START_TEST(dtypes)
+{
+    ck_dtype d;
+    ck_assert(ck_dtype_parse("bf16", &d) && d == CK_BF16);
+    ck_assert(ck_dtype_parse("int32", &d) && d == CK_I32);
+    ck_assert(!ck_dtype_parse("f64", &d));
+    ck_assert_uint_eq(ck_dtype_bytes(CK_F32), 4);
+    ck_assert_uint_eq(ck_dtype_bytes(CK_F16), 2);
+    ck_assert_uint_eq(ck_dtype_bytes(CK_U8), 1);
+    ck_assert(ck_dtype_is_float(CK_BF16) && !ck_dtype_is_float(CK_I32));
+    char buf[64];
+    ck_ttype t = tt(CK_F16, 3, 4, 64, 128);
+    ck_ttype_format(&t, buf, sizeof buf);
+    ck_assert_str_eq(buf, "f16 [4, 64, 128]");
+    uint64_t bytes;
+    ck_assert(ck_ttype_bytes(&t, &bytes) && bytes == 4 * 64 * 128 * 2);
+    ck_ttype huge = tt(CK_F32, 2, 1ULL << 32, 1ULL << 31, 0);
+    ck_assert(!ck_ttype_bytes(&huge, &bytes));
+    ck_assert_ptr_null(ck_op_find("conv"));
+}
+END_TEST
+
+START_TEST(embedding)
+{
+    ck_attrs a = defaults("embedding");
+    a.vocab = 100, a.dim = 16, a.positions = 32;
+    ck_ttype in = tt(CK_I32, 2, 4, 32, 0);
+    ck_op_info info;
+    ck_ttype out = infer_ok("embedding", &a, &in, &info);
+    assert_shape(&out, CK_BF16, 3, 4, 32, 16); /* takes the activation dtype */
+    ck_assert_uint_eq(info.n_params, (100 + 32) * 16);
+    ck_assert_uint_eq(info.n_saved, 1);
+    ck_assert_int_eq(info.saved[0].kind, CK_SAVE_INPUT);
+    ck_assert_uint_eq(info.saved[0].bytes, 4 * 32 * 4);
+    ck_ttype long_in = tt(CK_I32, 2, 4, 33, 0);
+    ck_assert(strstr(infer_bad("embedding", &a, &long_in),
+                     "f.json: nodes[3].inputs[0]: expected at most `positions` tokens"));
+}
+END_TEST
+
+START_TEST(linear)
+{
+    ck_attrs a = defaults("linear");
+    ck_assert(a.bias && !a.tied);
+    a.out = 48;
+    ck_ttype in = tt(CK_BF16, 3, 2, 5, 16);
+    ck_op_info info;
+    ck_ttype out = infer_ok("linear", &a, &in, &info);
+    assert_shape(&out, CK_BF16, 3, 2, 5, 48);
+    ck_assert_uint_eq(info.n_params, 16 * 48 + 48);
+    ck_assert_uint_eq(info.fwd_flops, 2 * 10 * 16 * 48 + 10 * 48);
+    ck_assert_uint_eq(info.bwd_flops, 4 * 10 * 16 * 48 + 10 * 48);
+    ck_assert_uint_eq(info.n_saved, 1);
+    ck_assert_int_eq(info.saved[0].kind, CK_SAVE_INPUT);
+    ck_assert_uint_eq(info.saved[0].input, 0);
+    /* bytes: in + out + weights (bf16) forward; dY, dX, saved X, 3x weights backward */
+    uint64_t x = 10 * 16 * 2, y = 10 * 48 * 2, w = (16 * 48 + 48) * 2;
+    ck_assert_uint_eq(info.fwd_bytes_moved, x + y + w);
+    ck_assert_uint_eq(info.bwd_bytes_moved, y + 3 * w + x + x);
+    a.bias = false, a.tied = true;
+    infer_ok("linear", &a, &in, &info);
+    ck_assert_uint_eq(info.n_params, 0);
+    ck_ttype ids = tt(CK_I32, 2, 2, 5, 0);
+    ck_assert(strstr(infer_bad("linear", &a, &ids), "f.json: nodes[3].inputs[0]: expected a float tensor"));
+}
+END_TEST
+
+START_TEST(norms_save_input_and_f32_statistics)
+{
+    ck_ttype in = tt(CK_BF16, 3, 2, 5, 16);
+    ck_attrs a = defaults("layernorm");
+    ck_op_info info;
+    ck_ttype out = infer_ok("layernorm", &a, &in, &info);
+    assert_shape(&out, CK_BF16, 3, 2, 5, 16);
+    ck_assert_uint_eq(info.n_params, 32);
+    ck_assert_uint_eq(info.n_saved, 3);
+    ck_assert_int_eq(info.saved[0].kind, CK_SAVE_INPUT);
+    ck_assert_str_eq(info.saved[1].name, "mean");
+    ck_assert_str_eq(info.saved[2].name, "rstd");
+    assert_shape(&info.saved[2].type, CK_F32, 2, 2, 5, 0);
+    ck_assert_uint_eq(info.saved[2].bytes, 10 * 4);
+    a = defaults("rmsnorm");
+    infer_ok("rmsnorm", &a, &in, &info);
+    ck_assert_uint_eq(info.n_params, 16);
+    ck_assert_uint_eq(info.n_saved, 2);
+    ck_assert_str_eq(info.saved[1].name, "rstd");
+}
+END_TEST
+
+START_TEST(elementwise)
+{
+    ck_ttype in[2] = {tt(CK_F16, 2, 3, 7, 0), tt(CK_F16, 2, 3, 7, 0)};
+    ck_op_info info;
+    ck_attrs a = defaults("gelu");
+    ck_ttype out = infer_ok("gelu", &a, in, &info);
+    assert_shape(&out, CK_F16, 2, 3, 7, 0);
+    ck_assert(info.n_saved == 1 && info.saved[0].kind == CK_SAVE_INPUT);
+    infer_ok("silu", &a, in, &info);
+    ck_assert(info.n_saved == 1 && info.saved[0].kind == CK_SAVE_INPUT);
+    infer_ok("relu", &a, in, &info);
+    ck_assert(info.n_saved == 1 && info.saved[0].kind == CK_SAVE_OUTPUT);
+    out = infer_ok("add", &a, in, &info);
+    assert_shape(&out, CK_F16, 2, 3, 7, 0);
+    ck_assert_uint_eq(info.n_saved, 0);
+    infer_ok("mul", &a, in, &info);
+    ck_assert(info.n_saved == 2 && info.saved[0].input == 0 && info.saved[1].input == 1);
+    a = defaults("dropout");
+    a.p = 0.5;
+    infer_ok("dropout", &a, in, &info);
+    ck_assert(info.n_saved == 1 && info.saved[0].kind == CK_SAVE_INTERNAL);
+    assert_shape(&info.saved[0].type, CK_U8, 2, 3, 7, 0);
+    ck_assert_uint_eq(info.saved[0].bytes, 21);
+    in[1].dtype = CK_F32;
+    ck_assert(strstr(infer_bad("mul", &a, in), "f.json: nodes[3].inputs[1]: expected the type of "
+                                               "inputs[0], f16 [3, 7], got f32 [3, 7]"));
+}
+END_TEST
+
+START_TEST(attention_grouped_query)
+{
+    ck_attrs a = defaults("attention");
+    ck_assert(a.p == 0 && !a.flash);
+    a.heads = 4, a.kv_heads = 2;
+    ck_ttype in = tt(CK_BF16, 3, 2, 8, (4 + 2 * 2) * 16);
+    ck_op_info info;
+    ck_ttype out = infer_ok("attention", &a, &in, &info);
+    assert_shape(&out, CK_BF16, 3, 2, 8, 4 * 16);
+    ck_assert_uint_eq(info.n_params, 0);
+    /* qkv, output, probabilities [B, H, T, T] */
+    ck_assert_uint_eq(info.n_saved, 3);
+    ck_assert_int_eq(info.saved[0].kind, CK_SAVE_INPUT);
+    ck_assert_int_eq(info.saved[1].kind, CK_SAVE_OUTPUT);
+    ck_assert_str_eq(info.saved[2].name, "probs");
+    ck_assert_uint_eq(info.saved[2].bytes, 2 * 4 * 8 * 8 * 2);
+    ck_assert_uint_eq(info.fwd_ws_bytes, 2 * 4 * 8 * 8 * 2);
+    ck_assert_uint_eq(info.fwd_flops, 4 * (2 * 4 * 8 * 8) * 16 + 5 * (2 * 4 * 8 * 8));
+
+    a.p = 0.1;
+    infer_ok("attention", &a, &in, &info);
+    ck_assert_uint_eq(info.n_saved, 5);
+    ck_assert_str_eq(info.saved[3].name, "mask");
+    ck_assert_uint_eq(info.saved[3].bytes, 2 * 4 * 8 * 8);
+    ck_assert_str_eq(info.saved[4].name, "dropped");
+
+    a.flash = true;
+    infer_ok("attention", &a, &in, &info);
+    ck_assert_uint_eq(info.n_saved, 3);
+    ck_assert_str_eq(info.saved[2].name, "lse");
+    assert_shape(&info.saved[2].type, CK_F32, 3, 2, 4, 8);
+    ck_assert_uint_eq(info.fwd_ws_bytes, 8 * 4);
+
+    a = defaults("attention");
+    a.heads = 4; /* kv_heads defaults to heads: width 3 * 4 * 16 */
+    ck_ttype mha = tt(CK_BF16, 3, 2, 8, 192);
+    out = infer_ok("attention", &a, &mha, &info);
+    ck_assert_uint_eq(a.kv_heads, 4);
+    ck_assert_uint_eq(out.dim[2], 64);
+    ck_assert(strstr(infer_bad("attention", &a, &in),
+                     "f.json: nodes[3].inputs[0]: expected a last dimension divisible by heads + "
+                     "2*kv_heads = 12 (packed q, k, v), got bf16 [2, 8, 128]"));
+    a.kv_heads = 3;
+    ck_assert(strstr(infer_bad("attention", &a, &mha),
+                     "f.json: nodes[3].kv_heads: expected a divisor of heads (4), got 3"));
+}
+END_TEST
+
+START_TEST(losses_make_scalars)
+{
+    ck_ttype in[2] = {tt(CK_BF16, 3, 2, 8, 50), tt(CK_I32, 2, 2, 8, 0)};
+    ck_attrs a = defaults("cross_entropy");
+    ck_op_info info;
+    ck_ttype out = infer_ok("cross_entropy", &a, in, &info);
+    ck_assert(ck_op_find("cross_entropy")->is_loss);
+    assert_shape(&out, CK_F32, 0, 0, 0, 0);
+    ck_assert_uint_eq(info.n_saved, 3);
+    ck_assert_str_eq(info.saved[2].name, "lse");
+    ck_assert_uint_eq(info.saved[2].bytes, 16 * 4);
+    ck_assert_uint_eq(info.fwd_flops, 4 * 800);
+    in[1] = tt(CK_I32, 2, 2, 9, 0);
+    ck_assert(strstr(infer_bad("cross_entropy", &a, in),
+                     "f.json: nodes[3].inputs[1]: expected int32 targets shaped like inputs[0] "
+                     "without its last (class) dimension, got int32 [2, 9]"));
+    ck_ttype same[2] = {tt(CK_F32, 1, 6, 0, 0), tt(CK_F32, 1, 6, 0, 0)};
+    out = infer_ok("mse", &a, same, &info);
+    assert_shape(&out, CK_F32, 0, 0, 0, 0);
+    ck_assert_uint_eq(info.n_saved, 2);
+}
+END_TEST
+
+START_TEST(overflowing_costs_are_input_errors)
+{
+    ck_attrs a = defaults("attention");
+    a.heads = 1;
+    ck_ttype in = tt(CK_F32, 3, 1, 1ULL << 33, 3);
+    ck_ttype out;
+    ck_op_info info;
+    ck_err err = {{0}};
+    const ck_op_def *op = ck_op_find("attention");
+    ck_assert_int_eq(ck_op_infer(op, &a, CK_F32, &in, &out, "f.json", "nodes[1]", &err), CK_OK);
+    ck_assert_int_eq(ck_op_describe(op, &a, &in, &out, &info, "f.json", "nodes[1]", &err), CK_ERR_INPUT);
+    ck_assert(strstr(err.msg, "f.json: nodes[1]: the sizes or FLOP counts of this attention overflow 64 bits"));
+}
+END_TEST
+
+static Suite *ops_suite(void)
+{
+    Suite *s = suite_create("ops");
+    TCase *tc = tcase_create("ops");
+    tcase_add_test(tc, dtypes);
+    tcase_add_test(tc, embedding);
+    tcase_add_test(tc, linear);
+    tcase_add_test(tc, norms_save_input_and_f32_statistics);
+    tcase_add_test(tc, elementwise);
+    tcase_add_test(tc, attention_grouped_query);
+    tcase_add_test(tc, losses_make_scalars);
+    tcase_add_test(tc, overflowing_costs_are_input_errors);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+CK_TEST_MAIN(ops_suite)
