@@ -11,7 +11,7 @@
 
 /* C(c+t, t) from prev = C(c+t-1, t-1), saturating at UINT64_MAX. prev * (c+t) is a
  * multiple of t; splitting prev = q*t + r keeps the intermediate products small. Exact
- * while r * (c+t) fits, which holds for the n <= 2^31 the callers pass. */
+ * while r * (c+t) fits in 64 bits, which holds for n, c <= 2^31. */
 static uint64_t binom_next(uint64_t prev, uint64_t c, uint64_t t)
 {
     uint64_t whole, part, next;
@@ -34,9 +34,6 @@ uint64_t ck_revolve_advances(uint64_t n, uint64_t c)
 {
     if (n <= 1)
         return 0;
-    /* With n-1 snapshots every x_i can be kept; more change nothing. */
-    if (c > n - 1)
-        c = n - 1;
     if (c == 1)
         return n % 2 ? n * ((n - 1) / 2) : n / 2 * (n - 1);
     uint64_t t = 0, reach = 1; /* reach = C(c+t, c): stages reversible with t advances each */
@@ -78,6 +75,11 @@ static void revolve_decide(void *ctx, size_t s, size_t t, uint64_t snapshots, ck
                                .left = snapshots};
 }
 
+int ck_revolve_schedule(const ck_chain *c, uint64_t snapshots, ck_schedule *out, ck_err *err)
+{
+    return ck_persistent_emit(c, revolve_decide, NULL, snapshots, out, err);
+}
+
 static int plan_revolve(const ck_chain *c, uint64_t budget, const ck_planner_opts *opts,
                         ck_plan_result *result, uint64_t *min_budget, ck_err *err)
 {
@@ -88,7 +90,7 @@ static int plan_revolve(const ck_chain *c, uint64_t budget, const ck_planner_opt
     for (size_t snapshots = c->n_stages; snapshots >= 1; snapshots--) {
         ck_schedule s = {0};
         ck_replay replay;
-        int rc = ck_persistent_emit(c, revolve_decide, NULL, snapshots, &s, err);
+        int rc = ck_revolve_schedule(c, snapshots, &s, err);
         if (rc == CK_OK)
             rc = ck_schedule_replay(c, &s, &replay, NULL, NULL, err);
         if (rc == CK_OK && replay.peak_bytes <= budget) {

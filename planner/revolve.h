@@ -9,12 +9,20 @@
 
 #include <stdint.h>
 
+#include "planner/chain.h"
+#include "planner/err.h"
+#include "planner/schedule.h"
+
 /* p(n, c) for n, c >= 1 by the closed form t*n - C(c+t, c+1), t the least integer with
- * C(c+t, c) >= n; exact whenever the result fits in 64 bits. */
+ * C(c+t, c) >= n; exact for n, c <= 2^31. */
 uint64_t ck_revolve_advances(uint64_t n, uint64_t c);
 
 /* The smallest m, 1 <= m < n, reaching p(n, c) with c >= 2 (the first snapshot taken m
  * stages ahead). Needs n >= 2. */
 uint64_t ck_revolve_split(uint64_t n, uint64_t c);
+
+/* Appends to out the revolve schedule of the whole chain with `snapshots` >= 1 snapshots:
+ * L F_all operations and p(L, snapshots) advances. */
+int ck_revolve_schedule(const ck_chain *c, uint64_t snapshots, ck_schedule *out, ck_err *err);
 
 #endif

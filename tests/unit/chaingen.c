@@ -62,7 +62,8 @@ int ck_chaingen_random(ck_chain *c, size_t L, uint64_t max_size, unsigned max_ti
     for (size_t i = 0; i < L; i++) {
         ck_stage *s = &c->stages[i];
         s->out_bytes = ck_rng_below(rng, max_size + 1);
-        s->saved_bytes = s->out_bytes + ck_rng_below(rng, max_size + 1);
+        /* Often a stage keeps nothing beyond its output, as for an elementwise stage. */
+        s->saved_bytes = s->out_bytes + (ck_rng_below(rng, 3) ? ck_rng_below(rng, max_size + 1) : 0);
         s->fwd_tmp_bytes = random_tmp(rng, max_size);
         s->bwd_tmp_bytes = random_tmp(rng, max_size);
         s->fwd_time = random_time(rng, max_time);

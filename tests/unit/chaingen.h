@@ -24,9 +24,9 @@ int ck_chaingen_hetero3(ck_chain *c, ck_err *err);
  * time 1; input_bytes `size`. */
 int ck_chaingen_uniform(ck_chain *c, size_t L, uint64_t size, ck_err *err);
 
-/* L stages with out_bytes and input_bytes in 0 .. max_size, saved_bytes up to max_size
- * more, temporaries usually 0 .. max_size but now and then up to 4 * max_size, times in
- * 0 .. max_time in steps of 0.1 (zero included). */
+/* L stages with out_bytes and input_bytes in 0 .. max_size, saved_bytes often equal to
+ * out_bytes and otherwise up to max_size more, temporaries usually 0 .. max_size but now
+ * and then up to 4 * max_size, times in 0 .. max_time in steps of 0.1 (zero included). */
 int ck_chaingen_random(ck_chain *c, size_t L, uint64_t max_size, unsigned max_time, ck_rng *rng,
                        ck_err *err);
 
