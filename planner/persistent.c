@@ -1,0 +1,57 @@
+#include "planner/persistent.h"
+
+#include <stdbool.h>
+#include <stdlib.h>
+
+/* Work still to do, last in first out: a subproblem, or the B s that closes a chain. */
+typedef struct {
+    bool close; /* B s only */
+    size_t s, t;
+    uint64_t value;
+} seg_task;
+
+static bool push_forward(ck_schedule *out, ck_opkind kind, size_t from, size_t to)
+{
+    bool ok = ck_schedule_push(out, kind, from);
+    for (size_t k = from + 1; ok && k < to; k++)
+        ok = ck_schedule_push(out, CK_F_NONE, k);
+    return ok;
+}
+
+int ck_persistent_emit(const ck_chain *c, ck_seg_decide decide, void *ctx, uint64_t value,
+                       ck_schedule *out, ck_err *err)
+{
+    size_t L = c->n_stages;
+    /* The pending tasks cover disjoint ranges of stages, so there are at most L of them. */
+    seg_task *stack = malloc(L * sizeof *stack);
+    if (!stack)
+        return ck_fail_oom(err);
+    size_t depth = 0;
+    stack[depth++] = (seg_task){false, 0, L - 1, value};
+    bool ok = true;
+    while (ok && depth > 0) {
+        seg_task task = stack[--depth];
+        size_t s = task.s, t = task.t;
+        if (task.close) {
+            ok = ck_schedule_push(out, CK_B, s);
+        } else if (s == t) {
+            ok = ck_schedule_push(out, CK_F_ALL, s) &&
+                 (s + 1 < L || ck_schedule_push(out, CK_LOSS, 0)) &&
+                 ck_schedule_push(out, CK_B, s);
+        } else {
+            ck_seg_choice ch;
+            decide(ctx, s, t, task.value, &ch);
+            if (ch.leaf == 0) {
+                ok = ck_schedule_push(out, CK_F_ALL, s);
+                stack[depth++] = (seg_task){true, s, s, 0};
+                stack[depth++] = (seg_task){false, s + 1, t, ch.right};
+            } else {
+                ok = push_forward(out, CK_F_CK, s, ch.leaf);
+                stack[depth++] = (seg_task){false, s, ch.leaf - 1, ch.left};
+                stack[depth++] = (seg_task){false, ch.leaf, t, ch.right};
+            }
+        }
+    }
+    free(stack);
+    return ok ? CK_OK : ck_fail_oom(err);
+}
