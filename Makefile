@@ -31,13 +31,17 @@ TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 .PHONY: all check check-unit check-cli demo deps clean
 all: ckplan
 
+# Objects are never intermediate: keep test support objects between runs.
+.SECONDARY:
+
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) -MMD -MP -c $< -o $@
+	@echo "  CC      $<"
+	@$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) -MMD -MP -c $< -o $@
 
 $(BUILD)/libckplan.a: $(LIB_OBJ)
 	@rm -f $@
-	ar rcs $@ $^
+	@ar rcs $@ $^
 
 # The sanitizer build lives in build-san/, with its binary there too.
 ifeq ($(BUILD),build)
@@ -47,11 +51,13 @@ CKPLAN := $(BUILD)/ckplan
 endif
 
 $(CKPLAN): $(CLI_OBJ) $(BUILD)/libckplan.a
-	$(CC) $(ALL_CFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libckplan.a $(LDLIBS_ALL)
+	@echo "  LINK    $@"
+	@$(CC) $(ALL_CFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libckplan.a $(LDLIBS_ALL)
 
 $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(TEST_SUPPORT_OBJ) $(BUILD)/libckplan.a
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -o $@ $< $(TEST_SUPPORT_OBJ) $(BUILD)/libckplan.a $(CHECK_LIBS) $(LDLIBS_ALL)
+	@echo "  LINK    $@"
+	@$(CC) $(ALL_CFLAGS) -o $@ $< $(TEST_SUPPORT_OBJ) $(BUILD)/libckplan.a $(CHECK_LIBS) $(LDLIBS_ALL)
 
 # Every test: unit tests and command-line tests, then both again under AddressSanitizer and
 # UndefinedBehaviorSanitizer; the last line adds them all up.

@@ -1,18 +1,9 @@
 /* Properties that hold across planners, checked by replay on random chains. */
 #include "planner/planners.h"
 
-#include "tests/unit/chains.h"
+#include "tests/unit/chaingen.h"
+#include "tests/unit/plan_run.h"
 #include "tests/unit/check_main.h"
-
-static uint64_t baseline_peak(const ck_chain *c)
-{
-    ck_schedule s = {0};
-    ck_replay r;
-    ck_assert_int_eq(ck_schedule_baseline(c, &s, NULL), CK_OK);
-    ck_assert_int_eq(ck_schedule_replay(c, &s, &r, NULL, NULL, NULL), CK_OK);
-    ck_schedule_free(&s);
-    return r.peak_bytes;
-}
 
 /* Plans c with p under budget; returns whether it fit, with the replayed time in *time. */
 static bool plan_time(const ck_chain *c, const ck_planner *p, uint64_t budget, double *time)
@@ -39,11 +30,12 @@ static bool plan_time(const ck_chain *c, const ck_planner *p, uint64_t budget, d
 START_TEST(dp_is_never_slower_than_the_others)
 {
     const ck_planner *others[] = {&ck_planner_sqrt, &ck_planner_chen, &ck_planner_revolve};
-    unsigned seed = 2019;
+    ck_rng rng;
+    ck_rng_seed(&rng, 2019);
     for (int trial = 0; trial < 60; trial++) {
         ck_chain c;
-        test_chain_random(&c, 1 + (size_t)(trial % 12), &seed, 9);
-        uint64_t top = baseline_peak(&c);
+        ck_assert_int_eq(ck_chaingen_random(&c, 1 + (size_t)(trial % 12), 9, 10, &rng, NULL), CK_OK);
+        uint64_t top = ck_test_baseline(&c).peak_bytes;
         for (uint64_t budget = 0; budget <= top; budget++) {
             double dp_time = 0;
             bool dp_fits = plan_time(&c, &ck_planner_dp, budget, &dp_time);
@@ -66,11 +58,12 @@ END_TEST
  * to the baseline's peak, and the minimum it reports is exactly where it starts to fit. */
 START_TEST(every_planner_fits_from_its_minimum_up)
 {
-    unsigned seed = 42;
+    ck_rng rng;
+    ck_rng_seed(&rng, 42);
     for (int trial = 0; trial < 40; trial++) {
         ck_chain c;
-        test_chain_random(&c, 1 + (size_t)(trial % 10), &seed, 7);
-        uint64_t top = baseline_peak(&c);
+        ck_assert_int_eq(ck_chaingen_random(&c, 1 + (size_t)(trial % 10), 7, 10, &rng, NULL), CK_OK);
+        uint64_t top = ck_test_baseline(&c).peak_bytes;
         for (const ck_planner *const *p = ck_planners; *p; p++) {
             ck_planner_opts opts = {CK_DEFAULT_SLOTS};
             ck_plan_result res;

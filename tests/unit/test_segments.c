@@ -5,7 +5,8 @@
 #include <stdlib.h>
 
 #include "planner/planners.h"
-#include "tests/unit/chains.h"
+#include "tests/unit/chaingen.h"
+#include "tests/unit/plan_run.h"
 #include "tests/unit/check_main.h"
 
 static ck_replay replay_ok(const ck_chain *c, const ck_schedule *s)
@@ -16,23 +17,16 @@ static ck_replay replay_ok(const ck_chain *c, const ck_schedule *s)
     return r;
 }
 
-static double baseline_time(const ck_chain *c)
-{
-    double t = c->loss_bwd_time;
-    for (size_t i = 0; i < c->n_stages; i++)
-        t += c->stages[i].fwd_time + c->stages[i].bwd_time;
-    return t;
-}
-
 /* Every way to cut chains of up to 7 stages gives a valid schedule that runs each stage
  * with F_all once, keeps each segment input with one F_ck, and recomputes exactly the
  * stages before the last segment once. */
 START_TEST(every_segmentation_is_valid_and_recomputes_once)
 {
-    unsigned seed = 7;
+    ck_rng rng;
+    ck_rng_seed(&rng, 7);
     for (size_t L = 1; L <= 7; L++) {
         ck_chain c;
-        test_chain_random(&c, L, &seed, 6);
+        ck_assert_int_eq(ck_chaingen_random(&c, L, 6, 10, &rng, NULL), CK_OK);
         for (unsigned mask = 0; mask < 1u << (L - 1); mask++) {
             size_t starts[8], n = 0;
             starts[n++] = 0;
@@ -50,7 +44,7 @@ START_TEST(every_segmentation_is_valid_and_recomputes_once)
             ck_assert_uint_eq(r.count[CK_F_CK], n - 1);
             ck_assert_uint_eq(r.count[CK_F_CK] + r.count[CK_F_NONE], recomputed);
             ck_assert_uint_eq(r.count[CK_B], L);
-            ck_assert_double_eq_tol(r.time, baseline_time(&c) + extra, 1e-9);
+            ck_assert_double_eq_tol(r.time, ck_test_baseline(&c).time + extra, 1e-9);
             ck_schedule_free(&s);
         }
         ck_chain_free(&c);
@@ -65,7 +59,7 @@ END_TEST
 START_TEST(sqrt_cuts_equal_segments)
 {
     ck_chain c;
-    test_chain_uniform(&c, 16, 1, 0);
+    ck_assert_int_eq(ck_chaingen_uniform(&c, 16, 1, NULL), CK_OK);
     ck_plan_result res;
     ck_plan_result_init(&res);
     uint64_t min_budget = 0;
@@ -120,14 +114,12 @@ static void best_greedy_by_oracle(const ck_chain *c, uint64_t budget, bool *foun
 
 START_TEST(chen_finds_the_best_greedy_segmentation)
 {
-    unsigned seed = 2016;
+    ck_rng rng;
+    ck_rng_seed(&rng, 2016);
     for (int trial = 0; trial < 150; trial++) {
         ck_chain c;
-        test_chain_random(&c, 1 + (size_t)(trial % 9), &seed, 8);
-        ck_schedule base = {0};
-        ck_assert_int_eq(ck_schedule_baseline(&c, &base, NULL), CK_OK);
-        uint64_t top = replay_ok(&c, &base).peak_bytes;
-        ck_schedule_free(&base);
+        ck_assert_int_eq(ck_chaingen_random(&c, 1 + (size_t)(trial % 9), 8, 10, &rng, NULL), CK_OK);
+        uint64_t top = ck_test_baseline(&c).peak_bytes;
         for (uint64_t budget = 0; budget <= top; budget++) {
             bool found;
             double want_time;
@@ -158,7 +150,9 @@ END_TEST
 START_TEST(driver_returns_baseline_when_it_fits)
 {
     ck_chain c;
-    test_chain_uniform(&c, 9, 4, 4);
+    ck_assert_int_eq(ck_chaingen_uniform(&c, 9, 4, NULL), CK_OK);
+    for (size_t i = 0; i < c.n_stages; i++)
+        c.stages[i].saved_bytes = 8;
     ck_schedule base = {0};
     ck_assert_int_eq(ck_schedule_baseline(&c, &base, NULL), CK_OK);
     ck_replay b = replay_ok(&c, &base);
