@@ -28,7 +28,7 @@ CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_SUPPORT_OBJ := $(TEST_SUPPORT_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all check check-unit check-cli demo deps clean
+.PHONY: all check check-unit check-cli demo deps bench clean
 all: ckplan
 
 # Objects are never intermediate: keep test support objects between runs.
@@ -73,6 +73,24 @@ check-unit: $(TEST_BIN)
 
 check-cli: $(CKPLAN)
 	@tests/cli/run build/results/cli-$(notdir $(BUILD)) ./$(CKPLAN)
+
+# Benchmarks: planner speed, written with the command and machine to docs/benchmarks.md.
+$(BUILD)/bench/%: $(BUILD)/tests/bench/%.o $(TEST_SUPPORT_OBJ) $(BUILD)/libckplan.a
+	@mkdir -p $(dir $@)
+	@echo "  LINK    $@"
+	@$(CC) $(ALL_CFLAGS) -o $@ $< $(TEST_SUPPORT_OBJ) $(BUILD)/libckplan.a $(CHECK_LIBS) $(LDLIBS_ALL)
+
+bench: deps $(BUILD)/bench/bench_planners
+	@{ echo "# Benchmarks"; echo; \
+	  echo "Written by \`make bench\` on $$(date -u +%Y-%m-%d), on $$(nproc) cores of"; \
+	  echo "$$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1), build flags \`$(OPT)\`."; \
+	  echo; echo "## Planner speed"; echo; \
+	  echo "Each planner plans at the budget half-way between dp's minimum and the"; \
+	  echo "store-everything peak (\`$(BUILD)/bench/bench_planners\`, source"; \
+	  echo "\`tests/bench/bench_planners.c\`): the random chain is 100 heterogeneous stages with"; \
+	  echo "500 memory slots; the models use the default cost model."; echo; \
+	  $(BUILD)/bench/bench_planners; } > docs/benchmarks.md.tmp && mv docs/benchmarks.md.tmp docs/benchmarks.md
+	@cat docs/benchmarks.md
 
 demo: deps ckplan
 	./ckplan plan models/gpt2-tiny.json --budget 64M

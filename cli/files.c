@@ -5,10 +5,41 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+static const char *write_all(int fd, const char *data, size_t len)
+{
+    while (len > 0) {
+        ssize_t n = write(fd, data, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return "write";
+        data += n;
+        len -= (size_t)n;
+    }
+    return NULL;
+}
+
+static int write_in_place(const char *path, const char *data, size_t len, ck_err *err)
+{
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return ck_fail(err, CK_ERR_RUNTIME, "%s: cannot open for writing: %s", path, strerror(errno));
+    const char *failed = write_all(fd, data, len);
+    if (close(fd) != 0 && !failed)
+        failed = "close";
+    if (failed)
+        return ck_fail(err, CK_ERR_RUNTIME, "%s: cannot write (%s: %s)", path, failed, strerror(errno));
+    return CK_OK;
+}
 
 int ck_write_file_atomic(const char *path, const char *data, size_t len, ck_err *err)
 {
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+        return write_in_place(path, data, len, err);
     size_t tmp_len = strlen(path) + 32;
     char *tmp = malloc(tmp_len);
     if (!tmp)
@@ -20,18 +51,7 @@ int ck_write_file_atomic(const char *path, const char *data, size_t len, ck_err 
         free(tmp);
         return rc;
     }
-    const char *p = data;
-    size_t left = len;
-    const char *failed = NULL;
-    while (left > 0 && !failed) {
-        ssize_t n = write(fd, p, left);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            failed = "write";
-        else
-            p += n, left -= (size_t)n;
-    }
+    const char *failed = write_all(fd, data, len);
     if (!failed && fsync(fd) != 0)
         failed = "fsync";
     if (close(fd) != 0 && !failed)

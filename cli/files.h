@@ -7,7 +7,9 @@
 #include "planner/err.h"
 
 /* Writes data to a temporary file next to path, flushes it to disk and renames it over
- * path. On failure the temporary file is removed and path is untouched. */
+ * path. On failure the temporary file is removed and path is untouched. A path that
+ * exists and is not a regular file (/dev/stdout, /dev/null, a FIFO) is written in place:
+ * renaming over it would replace the device or pipe with a file. */
 int ck_write_file_atomic(const char *path, const char *data, size_t len, ck_err *err);
 
 #endif

@@ -1,6 +1,6 @@
 /* dp: the fastest persistent schedule within the budget (Beaumont et al. 2019), by dynamic
  * programming over subproblems Seg(s, t) (see persistent.h) and the memory m they may use.
- * docs/planners-dp-revolve.md derives the recurrence and its memory accounting. */
+ * docs/planners.md derives the recurrence and its memory accounting. */
 #include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
