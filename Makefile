@@ -93,7 +93,7 @@ bench: deps $(BUILD)/bench/bench_planners
 	@cat docs/benchmarks.md
 
 demo: deps ckplan
-	./ckplan plan models/gpt2-tiny.json --budget 64M
+	./ckplan plan models/gpt2-tiny.json --budget 22M
 
 deps:
 	@missing=""; \

@@ -180,7 +180,7 @@ static int print_checkpoints(FILE *out, const ck_chain *c, const ck_schedule *s)
     fprintf(out, "checkpointed stages (activations dropped, recomputed in backward): %zu of %zu\n  ",
             n_recomputed, L);
     print_stage_runs(out, c, recomputed);
-    fprintf(out, "\ncheckpoints (stage inputs kept during the forward pass):\n  ");
+    fprintf(out, "\ncheckpoints: the inputs of these stages are kept during the forward pass:\n  ");
     print_stage_runs(out, c, kept_input);
     fprintf(out, "\n");
     free(recomputed);
