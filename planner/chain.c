@@ -75,14 +75,12 @@ int ck_chain_from_json(const cJSON *root, const char *file, ck_chain *out, ck_er
 {
     static const char *const keys[] = {"format", "name", "input_bytes", "stages", "loss", NULL};
     static const char *const loss_keys[] = {"bwd_time", "bwd_tmp_bytes", NULL};
+    static const char *const chain_format[] = {CK_CHAIN_FORMAT, NULL};
     const char *format = NULL, *name = NULL;
     const cJSON *stages = NULL;
     uint64_t input_bytes = 0;
     int rc = ck_json_expect_object(root, keys, file, "", err);
-    if (rc == CK_OK) rc = ck_json_get_string(root, "format", true, &format, file, "", err);
-    if (rc == CK_OK && strcmp(format, CK_CHAIN_FORMAT) != 0)
-        rc = ck_fail(err, CK_ERR_INPUT, "%s: format: expected \"%s\", got \"%s\"", file,
-                     CK_CHAIN_FORMAT, format);
+    if (rc == CK_OK) rc = ck_json_expect_format(root, chain_format, file, &format, err);
     if (rc == CK_OK) rc = ck_json_get_string(root, "name", false, &name, file, "", err);
     if (rc == CK_OK) rc = ck_json_get_u64(root, "input_bytes", true, &input_bytes, file, "", err);
     if (rc == CK_OK) rc = ck_json_get_array(root, "stages", true, &stages, file, "", err);

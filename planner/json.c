@@ -246,6 +246,25 @@ int ck_json_get_array(const cJSON *obj, const char *key, bool required, const cJ
     return CK_OK;
 }
 
+int ck_json_expect_format(const cJSON *root, const char *const *formats, const char *file,
+                          const char **format, ck_err *err)
+{
+    char wanted[256] = "";
+    size_t used = 0;
+    for (const char *const *f = formats; *f; f++)
+        used += (size_t)snprintf(wanted + used, used < sizeof wanted ? sizeof wanted - used : 0,
+                                 "%s\"%s\"", f == formats ? "" : f[1] ? ", " : " or ", *f);
+    if (!cJSON_IsObject(root))
+        return expected(root, "an object", file, "", err);
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "format");
+    for (const char *const *f = formats; cJSON_IsString(v) && *f; f++)
+        if (strcmp(v->valuestring, *f) == 0) {
+            *format = *f;
+            return CK_OK;
+        }
+    return expected(v, wanted, file, "format", err);
+}
+
 char *ck_json_print(const cJSON *root)
 {
     char *text = cJSON_Print(root);

@@ -753,13 +753,12 @@ static int load(loader *ld, const cJSON *root)
 {
     static const char *const keys[] = {"format", "name", "dtype", "dims", "training", "inputs",
                                        "blocks", "nodes", NULL};
+    static const char *const model_format[] = {CK_MODEL_FORMAT, NULL};
     const char *format = NULL, *name = "";
     const cJSON *nodes = NULL;
     ck_ttype *input_types = NULL;
     int rc = ck_json_expect_object(root, keys, ld->file, "", ld->err);
-    if (rc == CK_OK) rc = ck_json_get_string(root, "format", true, &format, ld->file, "", ld->err);
-    if (rc == CK_OK && strcmp(format, CK_MODEL_FORMAT) != 0)
-        rc = fail_at(ld, "format", "expected \"%s\", got \"%s\"", CK_MODEL_FORMAT, format);
+    if (rc == CK_OK) rc = ck_json_expect_format(root, model_format, ld->file, &format, ld->err);
     if (rc == CK_OK) rc = ck_json_get_string(root, "name", false, &name, ld->file, "", ld->err);
     ld->m->dtype = CK_F32;
     if (rc == CK_OK) rc = get_dtype(ld, root, "dtype", "", true, &ld->m->dtype);

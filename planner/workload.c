@@ -6,7 +6,7 @@
 #include "planner/json.h"
 #include "planner/sha256.h"
 
-#define CK_MODEL_FORMAT "ckplan-model/1"
+static const char *const file_formats[] = {CK_CHAIN_FORMAT, CK_MODEL_FORMAT, NULL};
 
 void ck_workload_opts_default(ck_workload_opts *o)
 {
@@ -55,25 +55,13 @@ int ck_workload_load(const char *path, const ck_workload_opts *opts, ck_workload
     out->path = strdup(path);
     if (!out->path)
         rc = ck_fail_oom(err);
-    const cJSON *format = cJSON_GetObjectItemCaseSensitive(root, "format");
-    if (rc != CK_OK) {
-        /* out of memory, reported above */
-    } else if (!cJSON_IsObject(root) || !cJSON_IsString(format)) {
-        char got[96];
-        ck_json_describe(cJSON_IsObject(root) ? format : root, got, sizeof got);
-        rc = ck_fail(err, CK_ERR_INPUT, "%s: %s: expected %s, got %s", path,
-                     cJSON_IsObject(root) ? "format" : "(top level)",
-                     cJSON_IsObject(root) ? "\"" CK_CHAIN_FORMAT "\" or \"" CK_MODEL_FORMAT "\""
-                                          : "an object",
-                     got);
-    } else if (strcmp(format->valuestring, CK_MODEL_FORMAT) == 0) {
+    const char *format = NULL;
+    if (rc == CK_OK)
+        rc = ck_json_expect_format(root, file_formats, path, &format, err);
+    if (rc == CK_OK && strcmp(format, CK_MODEL_FORMAT) == 0)
         rc = load_model(root, path, opts, out, err);
-    } else if (strcmp(format->valuestring, CK_CHAIN_FORMAT) == 0) {
+    else if (rc == CK_OK)
         rc = ck_chain_from_json(root, path, &out->chain, err);
-    } else {
-        rc = ck_fail(err, CK_ERR_INPUT, "%s: format: expected \"%s\" or \"%s\", got \"%.40s\"", path,
-                     CK_CHAIN_FORMAT, CK_MODEL_FORMAT, format->valuestring);
-    }
     cJSON_Delete(root);
     if (rc != CK_OK)
         ck_workload_free(out);
