@@ -80,7 +80,10 @@ $(BUILD)/bench/%: $(BUILD)/tests/bench/%.o $(TEST_SUPPORT_OBJ) $(BUILD)/libckpla
 	@echo "  LINK    $@"
 	@$(CC) $(ALL_CFLAGS) -o $@ $< $(TEST_SUPPORT_OBJ) $(BUILD)/libckplan.a $(CHECK_LIBS) $(LDLIBS_ALL)
 
-bench: deps $(BUILD)/bench/bench_planners
+# deps first, then a fresh make: pkg-config flags are read when make starts, so targets
+# that install dependencies must build in a second invocation.
+bench: deps
+	@$(MAKE) --no-print-directory $(BUILD)/bench/bench_planners
 	@{ echo "# Benchmarks"; echo; \
 	  echo "Written by \`make bench\` on $$(date -u +%Y-%m-%d), on $$(nproc) cores of"; \
 	  echo "$$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1), build flags \`$(OPT)\`."; \
@@ -92,7 +95,8 @@ bench: deps $(BUILD)/bench/bench_planners
 	  $(BUILD)/bench/bench_planners; } > docs/benchmarks.md.tmp && mv docs/benchmarks.md.tmp docs/benchmarks.md
 	@cat docs/benchmarks.md
 
-demo: deps ckplan
+demo: deps
+	@$(MAKE) --no-print-directory ckplan
 	./ckplan plan models/gpt2-tiny.json --budget 22M
 
 deps:
