@@ -1,0 +1,63 @@
+/* exec: runs training steps of a model, or of a chain file's synthetic stages, under any
+ * valid schedule of the five operations of ../shared/spec/chain-model.md.
+ *
+ * Every tensor is allocated through sim/memory following the rules of
+ * docs/model-format.md section 4 (the same rules chain derivation used to size stages),
+ * so the tracked activation peak of a schedule equals, or stays just under, the peak that
+ * ck_schedule_replay predicts. */
+#ifndef CK_EXEC_H
+#define CK_EXEC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "planner/chain.h"
+#include "planner/err.h"
+#include "planner/model.h"
+#include "planner/schedule.h"
+#include "sim/memory.h"
+
+typedef struct ck_exec ck_exec;
+
+typedef struct {
+    uint64_t seed;      /* parameters, inputs, targets and dropout all derive from it */
+    bool stateful_rng;  /* demonstrates the bug --verify exists for: dropout draws from one
+                           sequential generator that recomputation does not rewind */
+} ck_exec_opts;
+
+/* What one training step measured. */
+typedef struct {
+    double loss;
+    double seconds;                 /* wall time of the schedule and the optimizer step */
+    uint64_t activation_peak_bytes; /* tracked: activations + gradients + workspace */
+    uint64_t static_bytes;          /* tracked static memory */
+} ck_step_stats;
+
+/* Prepares to run model m (or, with m NULL, the synthetic stages of chain c) whose chain is
+ * c and whose stage i is nodes [stage_first[i], stage_first[i+1]) (NULL for a chain file).
+ * Allocates and initialises parameters, optimizer state and inputs from opts->seed.
+ * Refuses (CK_ERR_INPUT) models it cannot execute, such as non-f32 activations. */
+int ck_exec_create(const ck_model *m, const ck_chain *c, const size_t *stage_first,
+                   const ck_exec_opts *opts, ck_exec **out, ck_err *err);
+void ck_exec_free(ck_exec *e);
+
+/* Puts parameters and optimizer state back to their initial values, so that runs of
+ * different schedules start from the same state. */
+void ck_exec_reset(ck_exec *e);
+
+/* One training step number `step` (>= 0): zeroes parameter gradients, executes s, applies
+ * the optimizer. A schedule that asks for a tensor that is not live returns CK_ERR_INPUT
+ * naming the operation; nothing crashes. When op_seconds is non-NULL it receives the wall
+ * time of each of the s->n operations. */
+int ck_exec_step(ck_exec *e, const ck_schedule *s, uint64_t step, ck_step_stats *stats,
+                 double *op_seconds, ck_err *err);
+
+/* The gradients of the last step: every parameter gradient, concatenated in node order
+ * (for a chain file: y_0 and the loss). Owned by e; n receives the count. */
+const float *ck_exec_gradients(const ck_exec *e, size_t *n);
+
+/* The tracker (for its per-kind peaks). */
+const ck_mem *ck_exec_memory(const ck_exec *e);
+
+#endif

@@ -1,0 +1,41 @@
+/* memory: the tracking allocator every executor buffer goes through, and the process's
+ * resident-memory high-water mark.
+ *
+ * Bytes are counted at the tensor sizes the op table declares (not malloc's rounding), by
+ * category, so that the tracked activation peak can be compared to the byte with the
+ * schedule replay's prediction. */
+#ifndef CK_MEMORY_H
+#define CK_MEMORY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "planner/err.h"
+
+typedef enum {
+    CK_MEM_ACTIVATION, /* x, x̄, tensors made during a forward */
+    CK_MEM_GRADIENT,   /* y and intermediate gradients of activations */
+    CK_MEM_WORKSPACE,  /* kernel workspace and loss internals, within one operation */
+    CK_MEM_STATIC,     /* parameters, their gradients, optimizer state, held inputs */
+    CK_MEM_N_KINDS
+} ck_mem_kind;
+
+typedef struct {
+    uint64_t live[CK_MEM_N_KINDS], peak[CK_MEM_N_KINDS];
+    uint64_t live_activation_total; /* activation + gradient + workspace */
+    uint64_t peak_activation_total; /* the figure compared with activation_peak_bytes */
+} ck_mem;
+
+/* Zeroed memory of `bytes` bytes counted under kind; NULL when out of memory (nothing is
+ * counted then). A zero-byte request returns a valid pointer to free. */
+void *ck_mem_alloc(ck_mem *m, ck_mem_kind kind, uint64_t bytes);
+void ck_mem_free(ck_mem *m, ck_mem_kind kind, void *p, uint64_t bytes);
+/* Forgets the peaks (live counts stay). */
+void ck_mem_reset_peaks(ck_mem *m);
+
+/* Resets the kernel's resident-set high-water mark (/proc/self/clear_refs, "5"). */
+int ck_rss_reset_peak(ck_err *err);
+/* The resident-set high-water mark since the last reset (VmHWM of /proc/self/status). */
+int ck_rss_peak(uint64_t *bytes, ck_err *err);
+
+#endif
