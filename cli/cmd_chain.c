@@ -45,7 +45,7 @@ int ck_cmd_chain(int argc, char **argv)
             return 0;
         } else if (code == 'o') {
             output = optarg;
-        } else if (code >= CK_OPT_GRANULARITY && code <= CK_OPT_MEM_BANDWIDTH) {
+        } else if (CK_IS_WORKLOAD_OPTION(code)) {
             rc = ck_workload_option(code, optarg, &opts, &err);
         } else {
             rc = ck_option_error("chain", argv, code, &err);

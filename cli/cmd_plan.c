@@ -104,13 +104,9 @@ static int parse_args(int argc, char **argv, plan_args *a, ck_err *err)
         case CK_OPT_JSON:
             a->json = true;
             break;
-        case CK_OPT_GRANULARITY:
-        case CK_OPT_GEMM_FLOPS:
-        case CK_OPT_MEM_BANDWIDTH:
-            rc = ck_workload_option(code, optarg, &a->workload_opts, err);
-            break;
         default:
-            rc = ck_option_error("plan", argv, code, err);
+            rc = CK_IS_WORKLOAD_OPTION(code) ? ck_workload_option(code, optarg, &a->workload_opts, err)
+                                             : ck_option_error("plan", argv, code, err);
         }
     }
     if (rc != CK_OK)
@@ -229,7 +225,9 @@ static int print_summary(FILE *out, const ck_workload *w, const ck_plan_doc *d, 
     format_time(d->baseline.time, seconds, s2, sizeof s2);
     fprintf(out, "  %-13s %12s %12s   %+.1f%% overhead%s\n\n", "step time", s1, s2,
             100 * ck_plan_overhead(d->predicted.time, d->baseline.time),
-            seconds ? " (roofline cost model)" : " (in the chain's time unit)");
+            !seconds                   ? " (in the chain's time unit)"
+            : d->costs_path            ? " (measured stage times)"
+                                       : " (roofline cost model)");
     if (print_checkpoints(out, c, &d->result->schedule) != CK_OK)
         return CK_ERR_RUNTIME;
     const ck_plan_result *r = d->result;
@@ -347,6 +345,7 @@ int ck_cmd_plan(int argc, char **argv)
             .granularity = w.model ? ck_granularity_name(a.workload_opts.granularity) : NULL,
             .time_unit = w.model ? "s" : NULL,
             .slots = a.planner_opts.slots,
+            .costs_path = w.model ? a.workload_opts.costs_path : NULL,
         };
         cJSON *json = ck_plan_to_json(&doc);
         text = json ? ck_json_print(json) : NULL;

@@ -1,6 +1,7 @@
 #include "cli/files.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +34,53 @@ static int write_in_place(const char *path, const char *data, size_t len, ck_err
     if (failed)
         return ck_fail(err, CK_ERR_RUNTIME, "%s: cannot write (%s: %s)", path, failed, strerror(errno));
     return CK_OK;
+}
+
+int ck_append_line_atomic(const char *path, const char *line, ck_err *err)
+{
+    FILE *f = fopen(path, "rb");
+    size_t old_len = 0, cap = 0, line_len = strlen(line);
+    char *buf = NULL;
+    if (!f && errno != ENOENT)
+        return ck_fail(err, CK_ERR_RUNTIME, "%s: cannot read: %s", path, strerror(errno));
+    if (f) {
+        /* read the whole file, growing the buffer as needed */
+        for (;;) {
+            if (old_len == cap) {
+                cap = cap ? 2 * cap : 1 << 16;
+                char *grown = realloc(buf, cap + line_len + 2);
+                if (!grown) {
+                    free(buf);
+                    fclose(f);
+                    return ck_fail_oom(err);
+                }
+                buf = grown;
+            }
+            size_t got = fread(buf + old_len, 1, cap - old_len, f);
+            old_len += got;
+            if (got == 0)
+                break;
+        }
+        bool failed = ferror(f);
+        fclose(f);
+        if (failed) {
+            free(buf);
+            return ck_fail(err, CK_ERR_RUNTIME, "%s: read error", path);
+        }
+    } else {
+        buf = malloc(line_len + 2);
+        if (!buf)
+            return ck_fail_oom(err);
+    }
+    size_t len = old_len;
+    if (len > 0 && buf[len - 1] != '\n')
+        buf[len++] = '\n'; /* a file cut short keeps its lines apart from the new one */
+    memcpy(buf + len, line, line_len);
+    len += line_len;
+    buf[len++] = '\n';
+    int rc = ck_write_file_atomic(path, buf, len, err);
+    free(buf);
+    return rc;
 }
 
 int ck_write_file_atomic(const char *path, const char *data, size_t len, ck_err *err)

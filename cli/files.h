@@ -12,4 +12,9 @@
  * renaming over it would replace the device or pipe with a file. */
 int ck_write_file_atomic(const char *path, const char *data, size_t len, ck_err *err);
 
+/* Appends one line (a newline is added) to the file at path, creating it if needed, by
+ * writing the old contents plus the line to a new file and renaming it: an interrupted
+ * append leaves the old file as it was. */
+int ck_append_line_atomic(const char *path, const char *line, ck_err *err);
+
 #endif

@@ -28,6 +28,9 @@ int ck_workload_option(int code, const char *arg, ck_workload_opts *o, ck_err *e
         return parse_rate(arg, "--gemm-flops", &o->cost.gemm_flops, err);
     case CK_OPT_MEM_BANDWIDTH:
         return parse_rate(arg, "--mem-bandwidth", &o->cost.mem_bandwidth, err);
+    case CK_OPT_COSTS:
+        o->costs_path = arg;
+        return CK_OK;
     default:
         return ck_fail(err, CK_ERR_INPUT, "internal error: option code %d", code);
     }
@@ -44,7 +47,9 @@ void ck_workload_options_help(FILE *out)
             "  --gemm-flops RATE     for model files: the cost model's matrix-product rate in\n"
             "                        FLOP/s (default %g)\n"
             "  --mem-bandwidth RATE  for model files: the cost model's memory bandwidth in\n"
-            "                        bytes/s (default %g)\n",
+            "                        bytes/s (default %g)\n"
+            "  --costs FILE          for model files: stage times measured by 'ckplan profile'\n"
+            "                        instead of the cost model\n",
             cost.gemm_flops, cost.mem_bandwidth);
 }
 

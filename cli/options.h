@@ -15,6 +15,7 @@ enum {
     CK_OPT_GRANULARITY = 1000,
     CK_OPT_GEMM_FLOPS,
     CK_OPT_MEM_BANDWIDTH,
+    CK_OPT_COSTS,
     CK_OPT_BUDGET,
     CK_OPT_PLANNER,
     CK_OPT_SLOTS,
@@ -24,7 +25,11 @@ enum {
 #define CK_WORKLOAD_LONG_OPTIONS                                                                   \
     {"granularity", required_argument, NULL, CK_OPT_GRANULARITY},                                  \
         {"gemm-flops", required_argument, NULL, CK_OPT_GEMM_FLOPS},                                \
-        {"mem-bandwidth", required_argument, NULL, CK_OPT_MEM_BANDWIDTH}
+        {"mem-bandwidth", required_argument, NULL, CK_OPT_MEM_BANDWIDTH},                          \
+        {"costs", required_argument, NULL, CK_OPT_COSTS}
+
+/* Whether getopt code is one of CK_WORKLOAD_LONG_OPTIONS. */
+#define CK_IS_WORKLOAD_OPTION(code) ((code) >= CK_OPT_GRANULARITY && (code) <= CK_OPT_COSTS)
 
 /* Applies a workload option; CK_OK, or CK_ERR_INPUT naming the option and what it takes. */
 int ck_workload_option(int code, const char *arg, ck_workload_opts *o, ck_err *err);

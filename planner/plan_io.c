@@ -1,5 +1,10 @@
 #include "planner/plan_io.h"
 
+#include <stdlib.h>
+#include <string.h>
+
+#include "planner/json.h"
+
 double ck_plan_overhead(double time, double baseline_time)
 {
     return baseline_time > 0 ? time / baseline_time - 1 : 0;
@@ -27,6 +32,8 @@ static bool add_details(cJSON *root, const ck_plan_doc *d)
         ok = cJSON_AddNumberToObject(details, "snapshots", (double)r->snapshots) != NULL;
     if (ok && r->segments >= 0)
         ok = cJSON_AddNumberToObject(details, "segments", (double)r->segments) != NULL;
+    if (ok && d->costs_path)
+        ok = cJSON_AddStringToObject(details, "costs", d->costs_path) != NULL;
     if (ok && r->memory_unit > 0)
         ok = add_u64(details, "memory_unit_bytes", r->memory_unit) && add_u64(details, "slots", d->slots);
     return ok;
@@ -68,4 +75,95 @@ cJSON *ck_plan_to_json(const ck_plan_doc *d)
         return NULL;
     }
     return root;
+}
+
+static int read_schedule(const cJSON *list, const char *file, size_t stages, ck_schedule *out,
+                         ck_err *err)
+{
+    static const char *const keys[] = {"op", "stage", NULL};
+    size_t k = 0;
+    for (const cJSON *js = list->child; js; js = js->next, k++) {
+        char path[CK_JSON_PATH_MAX];
+        ck_json_path_index(path, "schedule", k);
+        const char *name = NULL;
+        uint64_t stage = 0;
+        ck_opkind kind;
+        int rc = ck_json_expect_object(js, keys, file, path, err);
+        if (rc == CK_OK) rc = ck_json_get_string(js, "op", true, &name, file, path, err);
+        if (rc != CK_OK)
+            return rc;
+        if (!ck_opkind_parse(name, &kind))
+            return ck_fail(err, CK_ERR_INPUT, "%s: %s.op: expected F_all, F_ck, F_none, loss or B, "
+                                              "got \"%.40s\"", file, path, name);
+        rc = ck_json_get_u64(js, "stage", kind != CK_LOSS, &stage, file, path, err);
+        if (rc != CK_OK)
+            return rc;
+        if (kind != CK_LOSS && stage >= stages)
+            return ck_fail(err, CK_ERR_INPUT, "%s: %s.stage: expected a stage below %zu, got %llu",
+                           file, path, stages, (unsigned long long)stage);
+        if (!ck_schedule_push(out, kind, kind == CK_LOSS ? 0 : (size_t)stage))
+            return ck_fail_oom(err);
+    }
+    return CK_OK;
+}
+
+static int dup_string(const char *s, char **out, ck_err *err)
+{
+    *out = strdup(s);
+    return *out ? CK_OK : ck_fail_oom(err);
+}
+
+int ck_plan_from_json(const cJSON *root, const char *file, ck_plan_file *out, ck_err *err)
+{
+    static const char *const formats[] = {CK_PLAN_FORMAT, NULL};
+    static const char *const model_keys[] = {"path", "sha256", NULL};
+    memset(out, 0, sizeof *out);
+    const char *format, *planner = NULL, *path = NULL, *sha = NULL, *granularity = NULL;
+    const cJSON *model = NULL, *pred = NULL, *details = NULL, *schedule = NULL;
+    uint64_t stages = 0;
+    int rc = ck_json_expect_format(root, formats, file, &format, err);
+    if (rc == CK_OK) rc = ck_json_get_string(root, "planner", true, &planner, file, "", err);
+    if (rc == CK_OK && !(model = cJSON_GetObjectItemCaseSensitive(root, "model")))
+        rc = ck_fail(err, CK_ERR_INPUT, "%s: model: missing (expected an object)", file);
+    if (rc == CK_OK) rc = ck_json_expect_object(model, model_keys, file, "model", err);
+    if (rc == CK_OK) rc = ck_json_get_string(model, "path", true, &path, file, "model", err);
+    if (rc == CK_OK) rc = ck_json_get_string(model, "sha256", true, &sha, file, "model", err);
+    if (rc == CK_OK) rc = ck_json_get_u64(root, "budget_bytes", true, &out->budget_bytes, file, "", err);
+    if (rc == CK_OK) rc = ck_json_get_u64(root, "stages", true, &stages, file, "", err);
+    if (rc == CK_OK && (stages == 0 || stages > CK_CHAIN_MAX_STAGES))
+        rc = ck_fail(err, CK_ERR_INPUT, "%s: stages: expected 1 to %d, got %llu", file,
+                     CK_CHAIN_MAX_STAGES, (unsigned long long)stages);
+    if (rc == CK_OK && !cJSON_IsObject(pred = cJSON_GetObjectItemCaseSensitive(root, "predicted")))
+        rc = ck_fail(err, CK_ERR_INPUT, "%s: predicted: missing or not an object", file);
+    if (rc == CK_OK) rc = ck_json_get_u64(pred, "static_bytes", true, &out->static_bytes, file, "predicted", err);
+    if (rc == CK_OK) rc = ck_json_get_u64(pred, "activation_peak_bytes", true, &out->activation_peak_bytes, file, "predicted", err);
+    if (rc == CK_OK) rc = ck_json_get_u64(pred, "baseline_activation_peak_bytes", true, &out->baseline_activation_peak_bytes, file, "predicted", err);
+    if (rc == CK_OK) rc = ck_json_get_time(pred, "time", true, &out->time, file, "predicted", err);
+    if (rc == CK_OK) rc = ck_json_get_time(pred, "baseline_time", true, &out->baseline_time, file, "predicted", err);
+    if (rc == CK_OK) rc = ck_json_get_array(root, "schedule", true, &schedule, file, "", err);
+    details = cJSON_GetObjectItemCaseSensitive(root, "details");
+    if (rc == CK_OK && cJSON_IsObject(details))
+        rc = ck_json_get_string(details, "granularity", false, &granularity, file, "details", err);
+    if (rc == CK_OK) rc = dup_string(planner, &out->planner, err);
+    if (rc == CK_OK) rc = dup_string(path, &out->model_path, err);
+    if (rc == CK_OK) rc = dup_string(sha, &out->model_sha256, err);
+    if (rc == CK_OK && granularity) rc = dup_string(granularity, &out->granularity, err);
+    if (rc == CK_OK) {
+        out->stages = (size_t)stages;
+        out->overhead = ck_plan_overhead(out->time, out->baseline_time);
+        rc = read_schedule(schedule, file, out->stages, &out->schedule, err);
+    }
+    if (rc != CK_OK)
+        ck_plan_file_free(out);
+    return rc;
+}
+
+void ck_plan_file_free(ck_plan_file *p)
+{
+    free(p->planner);
+    free(p->model_path);
+    free(p->model_sha256);
+    free(p->granularity);
+    ck_schedule_free(&p->schedule);
+    memset(p, 0, sizeof *p);
 }

@@ -26,12 +26,28 @@ typedef struct {
     const char *granularity; /* NULL for a chain file */
     const char *time_unit;   /* "s" for models; NULL when the chain's own unit */
     uint32_t slots;          /* dp only */
+    const char *costs_path;  /* the profiled costs the times came from, or NULL */
 } ck_plan_doc;
+
+/* A plan file as read back: what `ckplan run` needs to execute and check it. */
+typedef struct {
+    char *planner, *model_path, *model_sha256;
+    char *granularity; /* NULL when the plan was made from a chain file */
+    uint64_t budget_bytes, static_bytes, activation_peak_bytes, baseline_activation_peak_bytes;
+    double time, baseline_time, overhead;
+    size_t stages;
+    ck_schedule schedule;
+} ck_plan_file;
 
 /* time / baseline_time - 1, and 0 when the baseline takes no time. */
 double ck_plan_overhead(double time, double baseline_time);
 
 /* The plan as a JSON document; NULL when out of memory. */
 cJSON *ck_plan_to_json(const ck_plan_doc *d);
+
+/* Reads a `ckplan-plan/1` document; `file` names it in messages. The schedule is checked
+ * for form (known operations, stages below `stages`), not replayed: that needs the chain. */
+int ck_plan_from_json(const cJSON *root, const char *file, ck_plan_file *out, ck_err *err);
+void ck_plan_file_free(ck_plan_file *p);
 
 #endif

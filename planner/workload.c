@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "planner/costs.h"
 #include "planner/json.h"
 #include "planner/sha256.h"
 
@@ -11,6 +12,7 @@ static const char *const file_formats[] = {CK_CHAIN_FORMAT, CK_MODEL_FORMAT, NUL
 void ck_workload_opts_default(ck_workload_opts *o)
 {
     o->granularity = CK_GRAN_BLOCK;
+    o->costs_path = NULL;
     ck_cost_model_default(&o->cost);
 }
 
@@ -30,6 +32,22 @@ bool ck_granularity_parse(const char *name, ck_granularity *out)
     return true;
 }
 
+static int apply_costs(const ck_workload_opts *opts, ck_workload *w, ck_err *err)
+{
+    cJSON *root = NULL;
+    ck_costs costs;
+    int rc = ck_json_load_file(opts->costs_path, &root, NULL, NULL, err);
+    if (rc == CK_OK)
+        rc = ck_costs_from_json(root, opts->costs_path, &costs, err);
+    cJSON_Delete(root);
+    if (rc != CK_OK)
+        return rc;
+    rc = ck_costs_apply(&costs, opts->costs_path, w->sha256, ck_granularity_name(opts->granularity),
+                        &w->chain, err);
+    ck_costs_free(&costs);
+    return rc;
+}
+
 static int load_model(const cJSON *root, const char *path, const ck_workload_opts *opts,
                       ck_workload *w, ck_err *err)
 {
@@ -38,6 +56,8 @@ static int load_model(const cJSON *root, const char *path, const ck_workload_opt
         rc = ck_model_to_chain(w->model, opts->granularity, &opts->cost, &w->chain, NULL, err);
     if (rc == CK_OK)
         rc = ck_model_static_memory(w->model, &w->statics, err);
+    if (rc == CK_OK && opts->costs_path)
+        rc = apply_costs(opts, w, err);
     return rc;
 }
 
@@ -60,6 +80,9 @@ int ck_workload_load(const char *path, const ck_workload_opts *opts, ck_workload
         rc = ck_json_expect_format(root, file_formats, path, &format, err);
     if (rc == CK_OK && strcmp(format, CK_MODEL_FORMAT) == 0)
         rc = load_model(root, path, opts, out, err);
+    else if (rc == CK_OK && opts->costs_path)
+        rc = ck_fail(err, CK_ERR_INPUT, "%s: --costs applies to model files; a chain file "
+                                        "carries its own times", path);
     else if (rc == CK_OK)
         rc = ck_chain_from_json(root, path, &out->chain, err);
     cJSON_Delete(root);

@@ -14,6 +14,7 @@
 typedef struct {
     ck_granularity granularity;
     ck_cost_model cost;
+    const char *costs_path; /* measured stage times replacing the cost model, or NULL */
 } ck_workload_opts;
 
 typedef struct {

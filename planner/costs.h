@@ -1,0 +1,32 @@
+/* costs: stage times measured on this machine (`ckplan profile`), in `ckplan-costs/1`
+ * files, and their use in place of the roofline model (`ckplan plan --costs`). */
+#ifndef CK_COSTS_H
+#define CK_COSTS_H
+
+#include <cjson/cJSON.h>
+
+#include "planner/chain.h"
+#include "planner/err.h"
+
+#define CK_COSTS_FORMAT "ckplan-costs/1"
+
+/* The measured times of a chain's stages, in seconds. */
+typedef struct {
+    char *model_path, *model_sha256, *granularity;
+    ck_chain chain; /* names and times; sizes as derived (for reference) */
+    uint64_t measured_activation_peak_bytes; /* tracked peak of a store-everything step */
+} ck_costs;
+
+/* The document for chain c of the model at path with digest sha256 (caller's strings). */
+cJSON *ck_costs_to_json(const ck_chain *c, const char *model_path, const char *sha256,
+                        const char *granularity, uint64_t measured_activation_peak_bytes);
+int ck_costs_from_json(const cJSON *root, const char *file, ck_costs *out, ck_err *err);
+void ck_costs_free(ck_costs *c);
+
+/* Replaces the times of chain with the measured ones. Refuses (CK_ERR_INPUT, naming
+ * costs_file) costs measured on another model file (sha256), at another granularity, or
+ * on a chain whose stages differ. */
+int ck_costs_apply(const ck_costs *costs, const char *costs_file, const char *sha256,
+                   const char *granularity, ck_chain *chain, ck_err *err);
+
+#endif
