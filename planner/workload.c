@@ -53,7 +53,8 @@ static int load_model(const cJSON *root, const char *path, const ck_workload_opt
 {
     int rc = ck_model_from_json(root, path, &w->model, err);
     if (rc == CK_OK)
-        rc = ck_model_to_chain(w->model, opts->granularity, &opts->cost, &w->chain, NULL, err);
+        rc = ck_model_to_chain(w->model, opts->granularity, &opts->cost, &w->chain, &w->stage_first,
+                               err);
     if (rc == CK_OK)
         rc = ck_model_static_memory(w->model, &w->statics, err);
     if (rc == CK_OK && opts->costs_path)
@@ -95,6 +96,7 @@ void ck_workload_free(ck_workload *w)
 {
     ck_model_free(w->model);
     ck_chain_free(&w->chain);
+    free(w->stage_first);
     free(w->path);
     memset(w, 0, sizeof *w);
 }

@@ -22,6 +22,8 @@ typedef struct {
     char sha256[65];   /* of the file's bytes */
     ck_model *model;   /* NULL for a chain file */
     ck_chain chain;
+    size_t *stage_first;   /* model: stage i is nodes [stage_first[i], stage_first[i+1]); NULL
+                              for a chain file */
     ck_static_mem statics; /* all zero for a chain file */
 } ck_workload;
 

@@ -24,6 +24,8 @@ typedef struct {
     uint64_t seed;      /* parameters, inputs, targets and dropout all derive from it */
     bool stateful_rng;  /* demonstrates the bug --verify exists for: dropout draws from one
                            sequential generator that recomputation does not rewind */
+    bool skip_chain_work; /* chain files: no GEMMs giving operations their declared time
+                             (tests that check memory and gradients only) */
 } ck_exec_opts;
 
 /* What one training step measured. */

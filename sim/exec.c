@@ -1,0 +1,1016 @@
+#include "sim/exec.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "planner/size.h"
+#include "planner/stage.h"
+#include "sim/kernels.h"
+
+/* Streams of the counter-based generator that are not dropout (node) streams: parameters
+ * use step INIT_STEP, inputs node INPUT_NODE - tensor, stateful draws node STATEFUL + n. */
+#define INIT_STEP UINT64_MAX
+#define INPUT_NODE (UINT64_MAX - 1)
+#define STATEFUL_NODE (UINT64_C(1) << 62)
+
+/* Chain files: a store-everything step is made to take about this long. */
+#define CHAIN_STEP_SECONDS 0.2
+#define GEMM_DIM 64
+
+#define ADAM_LR 1e-3f
+#define SGD_LR 1e-2f
+#define MOMENTUM 0.9f
+
+struct ck_exec {
+    const ck_model *m; /* NULL for a chain file */
+    const ck_chain *c;
+    size_t L;
+    ck_exec_opts opts;
+    ck_mem mem;
+    uint64_t step, draws, adam_t;
+    double loss;
+
+    /* Live boundary tensors: x_i plain, x̄_i (chain files: xbar_buf; models: the keep[]
+     * tensors of stage i-1), y_i. */
+    void **x, **y, **xbar_buf;
+    bool *xbar;
+
+    /* Models. */
+    size_t *first, *last_use, *mark;
+    ck_stage_rules *rules;
+    size_t n_params;
+    float *params, *grads, *opt_m, *opt_v;
+    size_t *param_off;  /* per node, into params */
+    size_t *weight_off; /* per node: a linear's weight (a tied one's is an embedding's table) */
+    void **held;        /* per tensor: inputs other than x_0 */
+    int32_t *id_limit;  /* per input: token ids and targets lie in [0, limit) */
+    void **work, **keep, **grad; /* per tensor */
+    void **work_int, **keep_int; /* per node, CK_OP_MAX_SAVED each */
+    ck_rng_key *keys;            /* per node: the dropout stream its saving forward used */
+    void *ws;
+    uint64_t ws_bytes;
+
+    /* Chain files: y_0 as floats, then the loss. */
+    float *chain_grads;
+    size_t n_chain_grads;
+    float *gemm; /* three GEMM_DIM^2 operands */
+    double gemm_seconds_per_unit;
+};
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static float uniform(ck_rng_key key, uint64_t element)
+{
+    return (float)(ck_rng_u32(key, element) >> 8) * (1.0f / 16777216.0f);
+}
+
+/* Sum of four uniforms, centred and scaled to unit variance: normal enough for weights. */
+static float normalish(ck_rng_key key, uint64_t element)
+{
+    float s = 0.0f;
+    for (uint64_t d = 0; d < 4; d++)
+        s += uniform(key, 4 * element + d);
+    return (s - 2.0f) * 1.7320508f;
+}
+
+static uint64_t numel(const ck_model *m, size_t t)
+{
+    uint64_t n = 0;
+    ck_ttype_numel(&m->tensors[t].type, &n); /* checked when the model was loaded */
+    return n;
+}
+
+static size_t last_dim(const ck_model *m, size_t t)
+{
+    const ck_ttype *ty = &m->tensors[t].type;
+    return (size_t)ty->dim[ty->rank - 1];
+}
+
+/* ---- releasing ---- */
+
+static void release(ck_exec *e, ck_mem_kind kind, void **p, uint64_t bytes)
+{
+    ck_mem_free(&e->mem, kind, *p, bytes);
+    *p = NULL;
+}
+
+static uint64_t x_bytes(const ck_exec *e, size_t i)
+{
+    return ck_chain_x_bytes(e->c, i);
+}
+
+static void release_internals(ck_exec *e, void **slots, size_t k)
+{
+    const ck_op_info *info = &e->m->nodes[k].info;
+    for (size_t s = 0; s < info->n_saved; s++)
+        release(e, CK_MEM_ACTIVATION, &slots[k * CK_OP_MAX_SAVED + s], info->saved[s].bytes);
+}
+
+/* x̄_i, i >= 1: for a model, what stage i-1 kept. */
+static void release_xbar(ck_exec *e, size_t i)
+{
+    e->xbar[i] = false;
+    if (!e->m) {
+        release(e, CK_MEM_ACTIVATION, &e->xbar_buf[i], ck_chain_xbar_bytes(e->c, i));
+        return;
+    }
+    const ck_stage_rules *r = &e->rules[i - 1];
+    for (size_t k = r->first; k < r->end; k++) {
+        size_t t = e->m->nodes[k].output;
+        release(e, CK_MEM_ACTIVATION, &e->keep[t], e->m->tensors[t].bytes);
+        release_internals(e, e->keep_int, k);
+    }
+}
+
+/* Everything a step allocated, whether it finished or failed half-way. */
+static void release_step(ck_exec *e)
+{
+    for (size_t i = 0; i <= e->L; i++) {
+        release(e, CK_MEM_ACTIVATION, &e->x[i], x_bytes(e, i));
+        release(e, CK_MEM_GRADIENT, &e->y[i], x_bytes(e, i));
+        if (i > 0)
+            release_xbar(e, i);
+    }
+    release(e, CK_MEM_WORKSPACE, &e->ws, e->ws_bytes);
+    if (!e->m)
+        return;
+    for (size_t t = 0; t < e->m->n_tensors; t++) {
+        uint64_t b = e->m->tensors[t].bytes;
+        release(e, CK_MEM_ACTIVATION, &e->work[t], b);
+        release(e, CK_MEM_GRADIENT, &e->grad[t], b);
+    }
+    for (size_t k = 0; k < e->m->n_nodes; k++)
+        release_internals(e, e->work_int, k);
+}
+
+/* ---- allocating ---- */
+
+static int alloc(ck_exec *e, ck_mem_kind kind, void **p, uint64_t bytes, ck_err *err)
+{
+    *p = ck_mem_alloc(&e->mem, kind, bytes);
+    return *p ? CK_OK : ck_fail_oom(err);
+}
+
+/* ---- parameters, inputs, optimizer ---- */
+
+static void init_params(ck_exec *e)
+{
+    const ck_model *m = e->m;
+    for (size_t k = 0; k < m->n_nodes; k++) {
+        const ck_node *n = &m->nodes[k];
+        float *p = e->params + e->param_off[k];
+        ck_rng_key key = {e->opts.seed, INIT_STEP, k};
+        size_t c = n->op->kind == CK_OP_EMBEDDING ? 0 : last_dim(m, n->inputs[0]);
+        size_t weights = 0, ones = 0; /* then zeros up to the node's count */
+        switch (n->op->kind) {
+        case CK_OP_EMBEDDING:
+            weights = (size_t)n->info.n_params;
+            break;
+        case CK_OP_LINEAR:
+            weights = n->attrs.tied ? 0 : c * (size_t)n->attrs.out;
+            break;
+        case CK_OP_LAYERNORM:
+        case CK_OP_RMSNORM:
+            ones = c;
+            break;
+        default:
+            break;
+        }
+        for (size_t j = 0; j < weights; j++)
+            p[j] = 0.02f * normalish(key, j);
+        for (size_t j = weights; j < weights + ones; j++)
+            p[j] = 1.0f;
+        for (size_t j = weights + ones; j < (size_t)n->info.n_params; j++)
+            p[j] = 0.0f;
+    }
+}
+
+/* x_0 (into buf) or a held input, from (seed, step). */
+static void fill_input(const ck_exec *e, size_t t, void *buf)
+{
+    ck_rng_key key = {e->opts.seed, e->step, INPUT_NODE - t};
+    uint64_t n = numel(e->m, t);
+    if (e->m->tensors[t].type.dtype == CK_I32) {
+        int32_t *ids = buf;
+        for (uint64_t j = 0; j < n; j++)
+            ids[j] = (int32_t)(ck_rng_u32(key, j) % (uint32_t)e->id_limit[t]);
+    } else {
+        float *v = buf;
+        for (uint64_t j = 0; j < n; j++)
+            v[j] = normalish(key, j);
+    }
+}
+
+static void optimizer_step(ck_exec *e)
+{
+    float *p = e->params, *g = e->grads, *mo = e->opt_m, *v = e->opt_v;
+    switch (e->m->training.optimizer) {
+    case CK_OPT_NONE:
+        break;
+    case CK_OPT_SGD:
+        for (size_t j = 0; j < e->n_params; j++)
+            p[j] -= SGD_LR * g[j];
+        break;
+    case CK_OPT_MOMENTUM:
+        for (size_t j = 0; j < e->n_params; j++) {
+            mo[j] = MOMENTUM * mo[j] + g[j];
+            p[j] -= SGD_LR * mo[j];
+        }
+        break;
+    case CK_OPT_ADAM: {
+        e->adam_t++;
+        float b1 = 0.9f, b2 = 0.999f;
+        float c1 = 1.0f - powf(b1, (float)e->adam_t), c2 = 1.0f - powf(b2, (float)e->adam_t);
+        for (size_t j = 0; j < e->n_params; j++) {
+            mo[j] = b1 * mo[j] + (1.0f - b1) * g[j];
+            v[j] = b2 * v[j] + (1.0f - b2) * g[j] * g[j];
+            p[j] -= ADAM_LR * (mo[j] / c1) / (sqrtf(v[j] / c2) + 1e-8f);
+        }
+        break;
+    }
+    }
+}
+
+void ck_exec_reset(ck_exec *e)
+{
+    e->draws = 0;
+    e->adam_t = 0;
+    if (!e->m)
+        return;
+    init_params(e);
+    size_t bytes = e->n_params * sizeof(float);
+    if (e->opt_m)
+        memset(e->opt_m, 0, bytes);
+    if (e->opt_v)
+        memset(e->opt_v, 0, bytes);
+}
+
+/* ---- running a model's nodes ---- */
+
+/* The next dropout stream for node k: a pure function of (seed, step, node), or with
+ * stateful_rng the next stream of one sequential generator that nothing rewinds. */
+static ck_rng_key next_key(ck_exec *e, size_t k)
+{
+    if (e->opts.stateful_rng)
+        return (ck_rng_key){e->opts.seed, e->step, STATEFUL_NODE + e->draws++};
+    return (ck_rng_key){e->opts.seed, e->step, k};
+}
+
+typedef enum { WALK_SAVING, WALK_PLAIN, WALK_BACKWARD, WALK_LOSS } walk_mode;
+
+/* One operation's walk: which stage, how, and where its input x_i lives. */
+typedef struct {
+    ck_exec *e;
+    const ck_stage_rules *r; /* NULL for the loss */
+    walk_mode mode;
+    const void *input;
+    size_t stage;
+} walk;
+
+/* Where tensor t is during the walk: made by this forward (work[], or keep[] for what a
+ * saving forward keeps), or kept by the saving forward a backward reads (keep[]). */
+static void *value(const walk *w, size_t t)
+{
+    ck_exec *e = w->e;
+    if (t == w->r->in)
+        return (void *)w->input;
+    if (ck_model_is_held(e->m, t))
+        return e->held[t];
+    bool kept = w->mode == WALK_BACKWARD || (w->mode == WALK_SAVING && ck_stage_keeps(w->r, t));
+    return kept ? e->keep[t] : e->work[t];
+}
+
+static float *gradient(const walk *w, size_t t)
+{
+    ck_exec *e = w->e;
+    if (t == w->r->out)
+        return e->y[w->stage + 1];
+    if (t == w->r->in)
+        return e->y[w->stage];
+    return e->grad[t];
+}
+
+static void *internal(const walk *w, size_t k, const char *name)
+{
+    const ck_op_info *info = &w->e->m->nodes[k].info;
+    void **slots = w->mode == WALK_BACKWARD || w->mode == WALK_SAVING ? w->e->keep_int
+                                                                        : w->e->work_int;
+    for (size_t s = 0; s < info->n_saved; s++)
+        if (info->saved[s].kind == CK_SAVE_INTERNAL && strcmp(info->saved[s].name, name) == 0)
+            return slots[k * CK_OP_MAX_SAVED + s];
+    return NULL;
+}
+
+/* The dropout stream of node k's forward, kept with x̄ by a saving forward for the
+ * backward (flash attention redraws its mask). */
+static ck_rng_key dropout_key(const walk *w, size_t k)
+{
+    ck_rng_key key = next_key(w->e, k);
+    if (w->mode == WALK_SAVING)
+        w->e->keys[k] = key;
+    return key;
+}
+
+typedef struct {
+    size_t B, T, H, KV, D;
+} attn_dims;
+
+static attn_dims attention_dims(const ck_model *m, const ck_node *n)
+{
+    const ck_ttype *q = &m->tensors[n->inputs[0]].type;
+    size_t H = (size_t)n->attrs.heads;
+    return (attn_dims){(size_t)q->dim[0], (size_t)q->dim[1], H, (size_t)n->attrs.kv_heads,
+                       last_dim(m, n->output) / H};
+}
+
+static void forward_node(const walk *w, size_t k)
+{
+    ck_exec *e = w->e;
+    const ck_model *m = e->m;
+    const ck_node *n = &m->nodes[k];
+    float *out = value(w, n->output);
+    const float *a = value(w, n->inputs[0]);
+    const float *b = n->op->arity > 1 ? value(w, n->inputs[1]) : NULL;
+    float *p = e->params + e->param_off[k];
+    size_t len = (size_t)numel(m, n->output), c = last_dim(m, n->inputs[0]);
+    float prob = (float)n->attrs.p;
+    switch (n->op->kind) {
+    case CK_OP_EMBEDDING: {
+        size_t C = (size_t)n->attrs.dim, T = c, rows = (size_t)numel(m, n->inputs[0]);
+        ck_embedding_forward(out, (const int32_t *)a, p,
+                             n->attrs.positions ? p + (size_t)n->attrs.vocab * C : NULL,
+                             rows / T, T, C);
+        break;
+    }
+    case CK_OP_LINEAR: {
+        size_t oc = (size_t)n->attrs.out, weights = n->attrs.tied ? 0 : oc * c;
+        ck_linear_forward(out, a, e->params + e->weight_off[k], n->attrs.bias ? p + weights : NULL,
+                          len / oc, c, oc);
+        break;
+    }
+    case CK_OP_LAYERNORM:
+        ck_layernorm_forward(out, internal(w, k, "mean"), internal(w, k, "rstd"), a, p,
+                             p + c, len / c, c);
+        break;
+    case CK_OP_RMSNORM:
+        ck_rmsnorm_forward(out, internal(w, k, "rstd"), a, p, len / c, c);
+        break;
+    case CK_OP_GELU:
+        ck_gelu_forward(out, a, len);
+        break;
+    case CK_OP_RELU:
+        ck_relu_forward(out, a, len);
+        break;
+    case CK_OP_SILU:
+        ck_silu_forward(out, a, len);
+        break;
+    case CK_OP_ADD:
+        ck_add_forward(out, a, b, len);
+        break;
+    case CK_OP_MUL:
+        ck_mul_forward(out, a, b, len);
+        break;
+    case CK_OP_DROPOUT:
+        ck_dropout_forward(out, internal(w, k, "mask"), a, prob, dropout_key(w, k), len);
+        break;
+    case CK_OP_ATTENTION: {
+        attn_dims d = attention_dims(m, n);
+        ck_rng_key key = dropout_key(w, k);
+        if (n->attrs.flash)
+            ck_attention_flash_forward(out, internal(w, k, "lse"), a, e->ws, d.B, d.T, d.H,
+                                       d.KV, d.D, prob, key);
+        else
+            ck_attention_forward(out, internal(w, k, "probs"), internal(w, k, "mask"),
+                                 internal(w, k, "dropped"), a, e->ws, d.B, d.T, d.H, d.KV,
+                                 d.D, prob, key);
+        break;
+    }
+    default: /* losses run in the loss operation */
+        break;
+    }
+}
+
+static void backward_node(const walk *w, size_t k)
+{
+    ck_exec *e = w->e;
+    const ck_model *m = e->m;
+    const ck_node *n = &m->nodes[k];
+    const float *out = value(w, n->output), *dout = gradient(w, n->output);
+    const float *a = value(w, n->inputs[0]);
+    const float *b = n->op->arity > 1 ? value(w, n->inputs[1]) : NULL;
+    float *da = gradient(w, n->inputs[0]);
+    float *db = n->op->arity > 1 ? gradient(w, n->inputs[1]) : NULL;
+    float *p = e->params + e->param_off[k], *dp = e->grads + e->param_off[k];
+    size_t len = (size_t)numel(m, n->output), c = last_dim(m, n->inputs[0]);
+    float prob = (float)n->attrs.p;
+    switch (n->op->kind) {
+    case CK_OP_EMBEDDING: {
+        size_t C = (size_t)n->attrs.dim, T = c, rows = (size_t)numel(m, n->inputs[0]);
+        ck_embedding_backward(dp, n->attrs.positions ? dp + (size_t)n->attrs.vocab * C : NULL, dout,
+                              (const int32_t *)a, rows / T, T, C);
+        break;
+    }
+    case CK_OP_LINEAR: {
+        size_t oc = (size_t)n->attrs.out, weights = n->attrs.tied ? 0 : oc * c;
+        ck_linear_backward(da, e->grads + e->weight_off[k], n->attrs.bias ? dp + weights : NULL,
+                           dout, a, e->params + e->weight_off[k], len / oc, c, oc);
+        break;
+    }
+    case CK_OP_LAYERNORM:
+        ck_layernorm_backward(da, dp, dp + c, dout, a, p, internal(w, k, "mean"),
+                              internal(w, k, "rstd"), len / c, c);
+        break;
+    case CK_OP_RMSNORM:
+        ck_rmsnorm_backward(da, dp, dout, a, p, internal(w, k, "rstd"), len / c, c);
+        break;
+    case CK_OP_GELU:
+        ck_gelu_backward(da, a, dout, len);
+        break;
+    case CK_OP_RELU:
+        ck_relu_backward(da, out, dout, len);
+        break;
+    case CK_OP_SILU:
+        ck_silu_backward(da, a, dout, len);
+        break;
+    case CK_OP_ADD:
+        ck_add_backward(da, db, dout, len);
+        break;
+    case CK_OP_MUL:
+        ck_mul_backward(da, db, dout, a, b, len);
+        break;
+    case CK_OP_DROPOUT:
+        ck_dropout_backward(da, dout, internal(w, k, "mask"), prob, len);
+        break;
+    case CK_OP_ATTENTION: {
+        attn_dims d = attention_dims(m, n);
+        if (n->attrs.flash)
+            ck_attention_flash_backward(da, dout, a, out, internal(w, k, "lse"), e->ws, d.B,
+                                        d.T, d.H, d.KV, d.D, prob, e->keys[k]);
+        else
+            ck_attention_backward(da, dout, a, internal(w, k, "probs"),
+                                  internal(w, k, "mask"), internal(w, k, "dropped"),
+                                  e->ws, d.B, d.T, d.H, d.KV, d.D, prob, e->keys[k]);
+        break;
+    }
+    default:
+        break;
+    }
+}
+
+/* The loss node, forward and backward: y_L receives the gradient of x_L. */
+static void loss_node(const walk *w, size_t k)
+{
+    ck_exec *e = w->e;
+    const ck_model *m = e->m;
+    const ck_node *n = &m->nodes[k];
+    const float *pred = w->input;
+    size_t len = (size_t)numel(m, n->inputs[0]);
+    float *loss = e->work[n->output];
+    if (n->op->kind == CK_OP_CROSS_ENTROPY) {
+        size_t v = last_dim(m, n->inputs[0]);
+        *loss = ck_cross_entropy(e->y[e->L], internal(w, k, "lse"), pred,
+                                 e->held[n->inputs[1]], len / v, v);
+    } else {
+        *loss = ck_mse(e->y[e->L], pred, e->held[n->inputs[1]], len);
+    }
+    e->loss = *loss;
+}
+
+/* Allocates and frees on the events of a stage walk, and runs nodes on CK_EV_RUN. Loss
+ * tensors live only during the loss operation: workspace, as the chain counts them. */
+static int on_event(void *ctx, const ck_stage_ev *ev, ck_err *err)
+{
+    walk *w = ctx;
+    ck_exec *e = w->e;
+    bool to_keep = w->mode == WALK_SAVING && ev->kept;
+    ck_mem_kind kind = w->mode == WALK_LOSS ? CK_MEM_WORKSPACE : CK_MEM_ACTIVATION;
+    void **tensor = &(to_keep ? e->keep : e->work)[ev->tensor];
+    void **slot = &(to_keep ? e->keep_int : e->work_int)[ev->node * CK_OP_MAX_SAVED + ev->saved];
+    switch (ev->kind) {
+    case CK_EV_ALLOC:
+        return alloc(e, kind, tensor, ev->bytes, err);
+    case CK_EV_ALLOC_INTERNAL:
+        return alloc(e, kind, slot, ev->bytes, err);
+    case CK_EV_FREE:
+        release(e, kind, tensor, ev->bytes);
+        break;
+    case CK_EV_FREE_INTERNAL:
+        release(e, kind, slot, ev->bytes);
+        break;
+    case CK_EV_ALLOC_GRAD:
+        return alloc(e, CK_MEM_GRADIENT, &e->grad[ev->tensor], ev->bytes, err);
+    case CK_EV_FREE_GRAD:
+        release(e, CK_MEM_GRADIENT, &e->grad[ev->tensor], ev->bytes);
+        break;
+    case CK_EV_ALLOC_WS:
+        e->ws_bytes = ev->bytes;
+        return alloc(e, CK_MEM_WORKSPACE, &e->ws, ev->bytes, err);
+    case CK_EV_FREE_WS:
+        release(e, CK_MEM_WORKSPACE, &e->ws, ev->bytes);
+        break;
+    case CK_EV_RUN:
+        if (w->mode == WALK_BACKWARD)
+            backward_node(w, ev->node);
+        else if (w->mode == WALK_LOSS)
+            loss_node(w, ev->node);
+        else
+            forward_node(w, ev->node);
+        break;
+    }
+    return CK_OK;
+}
+
+/* ---- the operations on a model ---- */
+
+/* The content of x_i: plain, or the output inside x̄_i. */
+static const void *model_input(const ck_exec *e, size_t i)
+{
+    return e->x[i] ? e->x[i] : e->keep[e->rules[i - 1].out];
+}
+
+static int model_forward(ck_exec *e, size_t i, bool saving, ck_err *err)
+{
+    walk w = {e, &e->rules[i], saving ? WALK_SAVING : WALK_PLAIN, model_input(e, i), i};
+    int rc = ck_stage_forward(w.r, saving, on_event, &w, err);
+    if (rc == CK_OK && !saving) {
+        e->x[i + 1] = e->work[w.r->out];
+        e->work[w.r->out] = NULL;
+    }
+    return rc;
+}
+
+static int model_loss(ck_exec *e, ck_err *err)
+{
+    walk w = {e, NULL, WALK_LOSS, model_input(e, e->L), e->L};
+    return ck_stage_loss(e->m, on_event, &w, err);
+}
+
+static int model_backward(ck_exec *e, size_t i, ck_err *err)
+{
+    walk w = {e, &e->rules[i], WALK_BACKWARD, model_input(e, i), i};
+    return ck_stage_backward(w.r, on_event, &w, err);
+}
+
+/* ---- the operations on a chain file's synthetic stages ---- */
+
+static uint64_t mix(uint64_t z)
+{
+    z += 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static uint64_t checksum(const void *p, uint64_t bytes, uint64_t h)
+{
+    const unsigned char *b = p;
+    uint64_t j = 0;
+    for (; j + 8 <= bytes; j += 8) {
+        uint64_t word;
+        memcpy(&word, b + j, 8);
+        h = (h ^ word) * 0x100000001b3ULL;
+    }
+    for (; j < bytes; j++)
+        h = (h ^ b[j]) * 0x100000001b3ULL;
+    return mix(h);
+}
+
+/* A deterministic stream of bytes from seed: the same prefix whatever the length, so x_{i+1}
+ * is the beginning of x̄_{i+1}. */
+static void fill(void *p, uint64_t bytes, uint64_t seed)
+{
+    unsigned char *b = p;
+    for (uint64_t j = 0; j < bytes; j += 8) {
+        uint64_t word = mix(seed + j);
+        memcpy(b + j, &word, bytes - j < 8 ? bytes - j : 8);
+    }
+}
+
+/* About `units` of the chain's time in GEMMs on fixed operands. */
+static void gemm_work(const ck_exec *e, double units)
+{
+    if (!e->gemm)
+        return;
+    double calls = units * e->gemm_seconds_per_unit;
+    const float *a = e->gemm, *b = e->gemm + GEMM_DIM * GEMM_DIM;
+    float *c = e->gemm + 2 * GEMM_DIM * GEMM_DIM;
+    for (double n = 0.5; n < calls; n += 1.0)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, GEMM_DIM, GEMM_DIM, GEMM_DIM, 1.0f,
+                    a, GEMM_DIM, b, GEMM_DIM, 0.0f, c, GEMM_DIM);
+}
+
+/* The operation's transient bytes, really written, and its time. */
+static int chain_transient(ck_exec *e, uint64_t bytes, double time, uint64_t seed, ck_err *err)
+{
+    int rc = alloc(e, CK_MEM_WORKSPACE, &e->ws, bytes, err);
+    if (rc != CK_OK)
+        return rc;
+    e->ws_bytes = bytes;
+    fill(e->ws, bytes, seed);
+    gemm_work(e, time);
+    release(e, CK_MEM_WORKSPACE, &e->ws, bytes);
+    return CK_OK;
+}
+
+static const void *chain_input(const ck_exec *e, size_t i)
+{
+    return e->x[i] ? e->x[i] : e->xbar_buf[i];
+}
+
+static int chain_forward(ck_exec *e, size_t i, bool saving, ck_err *err)
+{
+    const ck_stage *st = &e->c->stages[i];
+    uint64_t h = checksum(chain_input(e, i), x_bytes(e, i), mix(i));
+    void **result = saving ? &e->xbar_buf[i + 1] : &e->x[i + 1];
+    uint64_t bytes = saving ? st->saved_bytes : st->out_bytes;
+    int rc = alloc(e, CK_MEM_ACTIVATION, result, bytes, err);
+    if (rc != CK_OK)
+        return rc;
+    fill(*result, bytes, h);
+    return chain_transient(e, st->fwd_tmp_bytes, st->fwd_time, h, err);
+}
+
+static int chain_loss(ck_exec *e, ck_err *err)
+{
+    uint64_t h = checksum(chain_input(e, e->L), x_bytes(e, e->L), mix(e->L) ^ 1);
+    fill(e->y[e->L], x_bytes(e, e->L), h);
+    e->loss = (double)(h >> 11) * 0x1p-53;
+    return chain_transient(e, e->c->loss_bwd_tmp_bytes, e->c->loss_bwd_time, h, err);
+}
+
+static int chain_backward(ck_exec *e, size_t i, ck_err *err)
+{
+    uint64_t h = checksum(e->y[i + 1], x_bytes(e, i + 1), mix(i) ^ 2);
+    h = checksum(e->xbar_buf[i + 1], ck_chain_xbar_bytes(e->c, i + 1), h);
+    h = checksum(chain_input(e, i), x_bytes(e, i), h);
+    fill(e->y[i], x_bytes(e, i), h);
+    const ck_stage *st = &e->c->stages[i];
+    return chain_transient(e, st->bwd_tmp_bytes, st->bwd_time, h, err);
+}
+
+/* ---- one operation ---- */
+
+/* The executor's own check of what operation k needs, so that it is safe whatever it is
+ * given; ck_exec_step has already replayed the schedule, which words the same problems for
+ * users. */
+static int guard(const ck_exec *e, size_t k, const ck_op *op, ck_err *err)
+{
+    size_t i = op->kind == CK_LOSS ? e->L : op->stage;
+    const char *name = ck_opkind_name(op->kind);
+    if (op->kind >= CK_N_OPKINDS || (op->kind != CK_LOSS && i >= e->L))
+        return ck_fail(err, CK_ERR_INPUT, "schedule[%zu] (%s %zu): no such operation", k, name, i);
+    bool input = e->x[i] || (i > 0 && e->xbar[i]);
+    bool needs = input && (op->kind != CK_B || (e->y[i + 1] && e->xbar[i + 1]));
+    bool exists = op->kind == CK_F_ALL  ? e->xbar[i + 1]
+                  : op->kind == CK_LOSS ? e->y[i] != NULL
+                  : op->kind == CK_B    ? e->y[i] != NULL
+                                        : e->x[i + 1] != NULL;
+    if (!needs || exists)
+        return ck_fail(err, CK_ERR_INPUT, "schedule[%zu] (%s %zu): %s", k, name, i,
+                       exists ? "computes a tensor that is already live"
+                              : "needs a tensor that is not live");
+    return CK_OK;
+}
+
+static int run_op(ck_exec *e, size_t k, const ck_op *op, ck_err *err)
+{
+    int rc = guard(e, k, op, err);
+    if (rc != CK_OK)
+        return rc;
+    size_t i = op->stage;
+    switch (op->kind) {
+    case CK_F_ALL:
+    case CK_F_CK:
+    case CK_F_NONE: {
+        bool saving = op->kind == CK_F_ALL;
+        rc = e->m ? model_forward(e, i, saving, err) : chain_forward(e, i, saving, err);
+        if (rc == CK_OK && saving)
+            e->xbar[i + 1] = true;
+        if (rc == CK_OK && op->kind == CK_F_NONE) {
+            if (e->x[i])
+                release(e, CK_MEM_ACTIVATION, &e->x[i], x_bytes(e, i));
+            else
+                release_xbar(e, i);
+        }
+        return rc;
+    }
+    case CK_LOSS:
+        rc = alloc(e, CK_MEM_GRADIENT, &e->y[e->L], x_bytes(e, e->L), err);
+        if (rc == CK_OK)
+            rc = e->m ? model_loss(e, err) : chain_loss(e, err);
+        return rc;
+    default:
+        rc = alloc(e, CK_MEM_GRADIENT, &e->y[i], x_bytes(e, i), err);
+        if (rc == CK_OK)
+            rc = e->m ? model_backward(e, i, err) : chain_backward(e, i, err);
+        if (rc == CK_OK) {
+            release_xbar(e, i + 1);
+            release(e, CK_MEM_GRADIENT, &e->y[i + 1], x_bytes(e, i + 1));
+            release(e, CK_MEM_ACTIVATION, &e->x[i], x_bytes(e, i));
+        }
+        return rc;
+    }
+}
+
+/* ---- a step ---- */
+
+static int start_step(ck_exec *e, ck_err *err)
+{
+    int rc = alloc(e, CK_MEM_ACTIVATION, &e->x[0], x_bytes(e, 0), err);
+    if (rc != CK_OK)
+        return rc;
+    if (!e->m) {
+        fill(e->x[0], x_bytes(e, 0), mix(e->opts.seed) ^ mix(e->step + 3));
+        return CK_OK;
+    }
+    memset(e->grads, 0, e->n_params * sizeof *e->grads);
+    fill_input(e, 0, e->x[0]);
+    for (size_t t = 1; t < e->m->n_inputs; t++)
+        fill_input(e, t, e->held[t]);
+    return CK_OK;
+}
+
+/* y_0's bytes as floats in [0, 1), then the loss. */
+static void keep_chain_gradients(ck_exec *e)
+{
+    size_t n = e->n_chain_grads - 1;
+    const unsigned char *y = e->y[0];
+    for (size_t j = 0; j < n; j++) {
+        uint32_t word;
+        memcpy(&word, y + 4 * j, 4);
+        e->chain_grads[j] = (float)(word >> 8) * (1.0f / 16777216.0f);
+    }
+    e->chain_grads[n] = (float)e->loss;
+}
+
+int ck_exec_step(ck_exec *e, const ck_schedule *s, uint64_t step, ck_step_stats *stats,
+                 double *op_seconds, ck_err *err)
+{
+    ck_replay replay;
+    int rc = ck_schedule_replay(e->c, s, &replay, NULL, NULL, err);
+    if (rc != CK_OK)
+        return rc;
+    e->step = step;
+    ck_mem_reset_peaks(&e->mem);
+    double t0 = now();
+    rc = start_step(e, err);
+    for (size_t k = 0; k < s->n && rc == CK_OK; k++) {
+        double t = now();
+        rc = run_op(e, k, &s->ops[k], err);
+        if (op_seconds)
+            op_seconds[k] = now() - t;
+    }
+    if (rc == CK_OK && !e->y[0])
+        rc = ck_fail(err, CK_ERR_INPUT, "schedule: ends without y_0 being live");
+    if (rc == CK_OK && !e->m)
+        keep_chain_gradients(e);
+    release_step(e);
+    if (rc == CK_OK && e->m)
+        optimizer_step(e);
+    if (rc == CK_OK && stats)
+        *stats = (ck_step_stats){.loss = e->loss, .seconds = now() - t0,
+                                 .activation_peak_bytes = e->mem.peak_activation_total,
+                                 .static_bytes = e->mem.live[CK_MEM_STATIC]};
+    return rc;
+}
+
+const float *ck_exec_gradients(const ck_exec *e, size_t *n)
+{
+    *n = e->m ? e->n_params : e->n_chain_grads;
+    return e->m ? e->grads : e->chain_grads;
+}
+
+const ck_mem *ck_exec_memory(const ck_exec *e)
+{
+    return &e->mem;
+}
+
+/* ---- creating ---- */
+
+/* What the kernels cannot run, refused with the reason. */
+static int check_model(const ck_model *m, ck_err *err)
+{
+    if (m->dtype != CK_F32 || m->training.param_dtype != CK_F32 ||
+        m->training.grad_dtype != CK_F32)
+        return ck_fail(err, CK_ERR_INPUT, "%s: the executor runs f32 models only (activations %s, "
+                       "parameters %s, gradients %s)", m->file, ck_dtype_name(m->dtype),
+                       ck_dtype_name(m->training.param_dtype),
+                       ck_dtype_name(m->training.grad_dtype));
+    for (size_t t = 0; t < m->n_inputs; t++) {
+        ck_dtype d = m->tensors[t].type.dtype;
+        if (d != CK_F32 && d != CK_I32)
+            return ck_fail(err, CK_ERR_INPUT, "%s: input %s is %s; the executor takes f32 and "
+                           "int32 inputs only", m->file, m->tensors[t].name, ck_dtype_name(d));
+    }
+    for (size_t k = 0; k + 1 < m->n_nodes; k++)
+        for (size_t i = 0; i < m->nodes[k].op->arity; i++)
+            if (ck_model_is_held(m, m->nodes[k].inputs[i]))
+                return ck_fail(err, CK_ERR_INPUT, "%s: node %s reads input %s: the executor "
+                               "lets only the loss read inputs other than the first", m->file,
+                               m->nodes[k].name, m->tensors[m->nodes[k].inputs[i]].name);
+    return CK_OK;
+}
+
+/* Token ids and class targets lie below the smallest vocabulary that reads them. */
+static int find_id_limits(ck_exec *e, ck_err *err)
+{
+    const ck_model *m = e->m;
+    for (size_t k = 0; k < m->n_nodes; k++) {
+        const ck_node *n = &m->nodes[k];
+        size_t t = n->inputs[n->op->arity - 1];
+        uint64_t limit = n->op->kind == CK_OP_EMBEDDING       ? n->attrs.vocab
+                         : n->op->kind == CK_OP_CROSS_ENTROPY ? last_dim(m, n->inputs[0])
+                                                               : 0;
+        if (limit && t < m->n_inputs && (e->id_limit[t] == 0 || limit < (uint64_t)e->id_limit[t]))
+            e->id_limit[t] = limit > INT32_MAX ? INT32_MAX : (int32_t)limit;
+    }
+    for (size_t t = 0; t < m->n_inputs; t++)
+        if (m->tensors[t].type.dtype == CK_I32 && e->id_limit[t] == 0)
+            return ck_fail(err, CK_ERR_INPUT, "%s: int32 input %s is read by no embedding or "
+                           "cross_entropy: the executor cannot tell what values it takes",
+                           m->file, m->tensors[t].name);
+    return CK_OK;
+}
+
+/* Parameter offsets; a tied linear's weight is the table of the first embedding it fits. */
+static int lay_out_params(ck_exec *e, ck_err *err)
+{
+    const ck_model *m = e->m;
+    uint64_t total = 0;
+    for (size_t k = 0; k < m->n_nodes; k++) {
+        const ck_node *n = &m->nodes[k];
+        e->param_off[k] = (size_t)total;
+        e->weight_off[k] = (size_t)total;
+        if (n->op->kind == CK_OP_LINEAR && n->attrs.tied)
+            for (size_t j = 0; j < k; j++) {
+                const ck_node *t = &m->nodes[j];
+                if (t->op->kind == CK_OP_EMBEDDING && t->attrs.vocab == n->attrs.out &&
+                    t->attrs.dim == last_dim(m, n->inputs[0])) {
+                    e->weight_off[k] = e->param_off[j];
+                    break;
+                }
+            }
+        if (!ck_add(total, n->info.n_params, &total) || total > SIZE_MAX / sizeof(float))
+            return ck_fail(err, CK_ERR_INPUT, "%s: too many parameters", m->file);
+    }
+    e->n_params = (size_t)total;
+    return CK_OK;
+}
+
+static int create_model(ck_exec *e, const size_t *stage_first, ck_err *err)
+{
+    const ck_model *m = e->m;
+    size_t nt = m->n_tensors, nn = m->n_nodes, L = e->L;
+    int rc = check_model(m, err);
+    if (rc != CK_OK)
+        return rc;
+    e->first = calloc(L + 1, sizeof *e->first);
+    e->last_use = calloc(nt, sizeof *e->last_use);
+    e->mark = calloc(nt, sizeof *e->mark);
+    e->rules = calloc(L, sizeof *e->rules);
+    e->param_off = calloc(nn, sizeof *e->param_off);
+    e->weight_off = calloc(nn, sizeof *e->weight_off);
+    e->held = calloc(nt, sizeof *e->held);
+    e->id_limit = calloc(m->n_inputs, sizeof *e->id_limit);
+    e->work = calloc(nt, sizeof *e->work);
+    e->keep = calloc(nt, sizeof *e->keep);
+    e->grad = calloc(nt, sizeof *e->grad);
+    e->work_int = calloc(nn * CK_OP_MAX_SAVED, sizeof *e->work_int);
+    e->keep_int = calloc(nn * CK_OP_MAX_SAVED, sizeof *e->keep_int);
+    e->keys = calloc(nn, sizeof *e->keys);
+    if (!e->first || !e->last_use || !e->mark || !e->rules || !e->param_off || !e->weight_off ||
+        !e->held || !e->id_limit || !e->work || !e->keep || !e->grad || !e->work_int ||
+        !e->keep_int || !e->keys)
+        return ck_fail_oom(err);
+    memcpy(e->first, stage_first, (L + 1) * sizeof *e->first);
+    ck_model_last_uses(m, e->last_use);
+    for (size_t i = 0; i < L; i++)
+        if (!ck_stage_rules_init(&e->rules[i], m, e->first, i, e->last_use, e->mark))
+            return ck_fail(err, CK_ERR_INPUT, "%s: a stage's saved bytes overflow", m->file);
+    rc = find_id_limits(e, err);
+    if (rc == CK_OK)
+        rc = lay_out_params(e, err);
+    if (rc != CK_OK)
+        return rc;
+    uint64_t bytes = (uint64_t)e->n_params * sizeof(float);
+    ck_optimizer o = m->training.optimizer;
+    rc = alloc(e, CK_MEM_STATIC, (void **)&e->params, bytes, err);
+    if (rc == CK_OK)
+        rc = alloc(e, CK_MEM_STATIC, (void **)&e->grads, bytes, err);
+    if (rc == CK_OK && (o == CK_OPT_MOMENTUM || o == CK_OPT_ADAM))
+        rc = alloc(e, CK_MEM_STATIC, (void **)&e->opt_m, bytes, err);
+    if (rc == CK_OK && o == CK_OPT_ADAM)
+        rc = alloc(e, CK_MEM_STATIC, (void **)&e->opt_v, bytes, err);
+    for (size_t t = 1; t < m->n_inputs && rc == CK_OK; t++)
+        rc = alloc(e, CK_MEM_STATIC, &e->held[t], m->tensors[t].bytes, err);
+    return rc;
+}
+
+/* GEMM calls per unit of chain time, so that the store-everything step takes about
+ * CHAIN_STEP_SECONDS. */
+static int calibrate(ck_exec *e, ck_err *err)
+{
+    const ck_chain *c = e->c;
+    double total = c->loss_bwd_time;
+    for (size_t i = 0; i < c->n_stages; i++)
+        total += c->stages[i].fwd_time + c->stages[i].bwd_time;
+    if (!(total > 0))
+        return CK_OK;
+    e->gemm = malloc(3 * GEMM_DIM * GEMM_DIM * sizeof *e->gemm);
+    if (!e->gemm)
+        return ck_fail_oom(err);
+    for (size_t j = 0; j < 3 * GEMM_DIM * GEMM_DIM; j++)
+        e->gemm[j] = (float)(j % 7) * 0.125f;
+    e->gemm_seconds_per_unit = 3; /* a warm-up of three calls */
+    gemm_work(e, 1);
+    enum { CALLS = 64 };
+    e->gemm_seconds_per_unit = CALLS;
+    double t = now();
+    gemm_work(e, 1);
+    double per_call = (now() - t) / CALLS;
+    e->gemm_seconds_per_unit = per_call > 0 ? CHAIN_STEP_SECONDS / total / per_call : 0;
+    return CK_OK;
+}
+
+static int create_chain(ck_exec *e, ck_err *err)
+{
+    e->xbar_buf = calloc(e->L + 1, sizeof *e->xbar_buf);
+    e->n_chain_grads = (size_t)(x_bytes(e, 0) / 4) + 1;
+    e->chain_grads = calloc(e->n_chain_grads, sizeof *e->chain_grads);
+    if (!e->xbar_buf || !e->chain_grads)
+        return ck_fail_oom(err);
+    return e->opts.skip_chain_work ? CK_OK : calibrate(e, err);
+}
+
+int ck_exec_create(const ck_model *m, const ck_chain *c, const size_t *stage_first,
+                   const ck_exec_opts *opts, ck_exec **out, ck_err *err)
+{
+    *out = NULL;
+    if (m && !stage_first)
+        return ck_fail(err, CK_ERR_RUNTIME, "executor: a model needs its stages' first nodes");
+    ck_exec *e = calloc(1, sizeof *e);
+    if (!e)
+        return ck_fail_oom(err);
+    e->m = m;
+    e->c = c;
+    e->L = c->n_stages;
+    e->opts = *opts;
+    e->x = calloc(e->L + 1, sizeof *e->x);
+    e->y = calloc(e->L + 1, sizeof *e->y);
+    e->xbar = calloc(e->L + 1, sizeof *e->xbar);
+    int rc = e->x && e->y && e->xbar ? CK_OK : ck_fail_oom(err);
+    if (rc == CK_OK)
+        rc = m ? create_model(e, stage_first, err) : create_chain(e, err);
+    if (rc != CK_OK) {
+        ck_exec_free(e);
+        return rc;
+    }
+    ck_exec_reset(e);
+    *out = e;
+    return CK_OK;
+}
+
+/* Steps release what they allocate, so only static memory is left. */
+void ck_exec_free(ck_exec *e)
+{
+    if (!e)
+        return;
+    if (e->m) {
+        uint64_t bytes = (uint64_t)e->n_params * sizeof(float);
+        release(e, CK_MEM_STATIC, (void **)&e->params, bytes);
+        release(e, CK_MEM_STATIC, (void **)&e->grads, bytes);
+        release(e, CK_MEM_STATIC, (void **)&e->opt_m, bytes);
+        release(e, CK_MEM_STATIC, (void **)&e->opt_v, bytes);
+        for (size_t t = 1; e->held && t < e->m->n_inputs; t++)
+            release(e, CK_MEM_STATIC, &e->held[t], e->m->tensors[t].bytes);
+    }
+    free(e->x);
+    free(e->y);
+    free(e->xbar);
+    free(e->xbar_buf);
+    free(e->first);
+    free(e->last_use);
+    free(e->mark);
+    free(e->rules);
+    free(e->param_off);
+    free(e->weight_off);
+    free(e->held);
+    free(e->id_limit);
+    free(e->work);
+    free(e->keep);
+    free(e->grad);
+    free(e->work_int);
+    free(e->keep_int);
+    free(e->keys);
+    free(e->chain_grads);
+    free(e->gemm);
+    free(e);
+}

@@ -1,0 +1,558 @@
+#include "sim/kernels.h"
+
+#include <assert.h>
+#include <cblas.h>
+#include <limits.h>
+#include <math.h>
+#include <string.h>
+
+/* cblas takes int dimensions; a size beyond INT_MAX is a caller error (no tensor of the
+ * shipped models comes close), caught here rather than silently wrapped. */
+static int bdim(size_t n)
+{
+    assert(n <= (size_t)INT_MAX);
+    return (int)n;
+}
+
+/* ---- embedding ---- */
+
+/* out[b,t,:] = wte[ids[b,t],:] + wpe[t,:]. ids must lie in [0, V): the caller validates
+ * token ids when it loads them, so the kernel does not pay for a check per row. */
+void ck_embedding_forward(float *out, const int32_t *ids, const float *wte, const float *wpe,
+                          size_t B, size_t T, size_t C)
+{
+    for (size_t b = 0; b < B; b++)
+        for (size_t t = 0; t < T; t++) {
+            float *o = out + (b * T + t) * C;
+            const float *e = wte + (size_t)ids[b * T + t] * C;
+            if (wpe) {
+                const float *pos = wpe + t * C;
+                for (size_t c = 0; c < C; c++)
+                    o[c] = e[c] + pos[c];
+            } else {
+                memcpy(o, e, C * sizeof *o);
+            }
+        }
+}
+
+/* dwte[ids[b,t],:] += dout[b,t,:]; dwpe[t,:] += dout[b,t,:]. Rows are visited in a fixed
+ * order, so a token repeated in the batch accumulates identically on every call. */
+void ck_embedding_backward(float *dwte, float *dwpe, const float *dout, const int32_t *ids,
+                           size_t B, size_t T, size_t C)
+{
+    for (size_t b = 0; b < B; b++)
+        for (size_t t = 0; t < T; t++) {
+            const float *d = dout + (b * T + t) * C;
+            float *e = dwte + (size_t)ids[b * T + t] * C;
+            for (size_t c = 0; c < C; c++)
+                e[c] += d[c];
+            if (dwpe) {
+                float *pos = dwpe + t * C;
+                for (size_t c = 0; c < C; c++)
+                    pos[c] += d[c];
+            }
+        }
+}
+
+/* ---- linear ---- */
+
+/* out = inp W^T + bias. The bias is broadcast into out first so that a single sgemm with
+ * beta = 1 adds the product: one pass over out instead of two. */
+void ck_linear_forward(float *out, const float *inp, const float *weight, const float *bias,
+                       size_t N, size_t C, size_t OC)
+{
+    float beta = 0.0f;
+    if (bias) {
+        for (size_t n = 0; n < N; n++)
+            memcpy(out + n * OC, bias, OC * sizeof *out);
+        beta = 1.0f;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bdim(N), bdim(OC), bdim(C), 1.0f, inp,
+                bdim(C), weight, bdim(C), beta, out, bdim(OC));
+}
+
+/* dinp += dout W; dW += dout^T inp; dbias += sum over rows of dout. dinp may be NULL when
+ * the input needs no gradient (a model input). */
+void ck_linear_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+                        const float *inp, const float *weight, size_t N, size_t C, size_t OC)
+{
+    if (dinp)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bdim(N), bdim(C), bdim(OC), 1.0f,
+                    dout, bdim(OC), weight, bdim(C), 1.0f, dinp, bdim(C));
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bdim(OC), bdim(C), bdim(N), 1.0f, dout,
+                bdim(OC), inp, bdim(C), 1.0f, dweight, bdim(C));
+    if (dbias)
+        for (size_t n = 0; n < N; n++) {
+            const float *d = dout + n * OC;
+            for (size_t o = 0; o < OC; o++)
+                dbias[o] += d[o];
+        }
+}
+
+/* ---- normalisation ---- */
+
+#define NORM_EPS 1e-5
+
+/* mean = sum x / C, var = sum (x - mean)^2 / C (two passes, in double: no cancellation
+ * for rows with a large mean), rstd = 1/sqrt(var + eps), out = (x - mean) rstd w + b. */
+void ck_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
+                          const float *weight, const float *bias, size_t N, size_t C)
+{
+    for (size_t n = 0; n < N; n++) {
+        const float *x = inp + n * C;
+        double s = 0.0;
+        for (size_t c = 0; c < C; c++)
+            s += x[c];
+        double m = s / (double)C, v = 0.0;
+        for (size_t c = 0; c < C; c++) {
+            double d = x[c] - m;
+            v += d * d;
+        }
+        float r = (float)(1.0 / sqrt(v / (double)C + NORM_EPS)), mf = (float)m;
+        float *o = out + n * C;
+        for (size_t c = 0; c < C; c++)
+            o[c] = (x[c] - mf) * r * weight[c] + bias[c];
+        mean[n] = mf;
+        rstd[n] = r;
+    }
+}
+
+/* With xhat = (x - mean) rstd and g = dout w:
+ *   dx = rstd (g - mean(g) - xhat mean(g xhat)),  dw += dout xhat,  db += dout. */
+void ck_layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+                           const float *inp, const float *weight, const float *mean,
+                           const float *rstd, size_t N, size_t C)
+{
+    for (size_t n = 0; n < N; n++) {
+        const float *x = inp + n * C, *d = dout + n * C;
+        float m = mean[n], r = rstd[n];
+        float sum_g = 0.0f, sum_gx = 0.0f;
+        for (size_t c = 0; c < C; c++) {
+            float xhat = (x[c] - m) * r, g = d[c] * weight[c];
+            sum_g += g;
+            sum_gx += g * xhat;
+        }
+        float mean_g = sum_g / (float)C, mean_gx = sum_gx / (float)C;
+        float *dx = dinp + n * C;
+        for (size_t c = 0; c < C; c++) {
+            float xhat = (x[c] - m) * r, g = d[c] * weight[c];
+            dx[c] += r * (g - mean_g - xhat * mean_gx);
+            dweight[c] += d[c] * xhat;
+            dbias[c] += d[c];
+        }
+    }
+}
+
+/* rstd = 1/sqrt(mean(x^2) + eps), out = x rstd w. */
+void ck_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, size_t N,
+                        size_t C)
+{
+    for (size_t n = 0; n < N; n++) {
+        const float *x = inp + n * C;
+        double ss = 0.0;
+        for (size_t c = 0; c < C; c++)
+            ss += (double)x[c] * x[c];
+        float r = (float)(1.0 / sqrt(ss / (double)C + NORM_EPS));
+        float *o = out + n * C;
+        for (size_t c = 0; c < C; c++)
+            o[c] = x[c] * r * weight[c];
+        rstd[n] = r;
+    }
+}
+
+/* With g = dout w, d rstd / dx_k = -rstd^3 x_k / C, so
+ *   dx = rstd (g - x rstd^2 mean(g x)),  dw += dout x rstd. */
+void ck_rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp,
+                         const float *weight, const float *rstd, size_t N, size_t C)
+{
+    for (size_t n = 0; n < N; n++) {
+        const float *x = inp + n * C, *d = dout + n * C;
+        float r = rstd[n], sum_gx = 0.0f;
+        for (size_t c = 0; c < C; c++)
+            sum_gx += d[c] * weight[c] * x[c];
+        float k = r * r * sum_gx / (float)C;
+        float *dx = dinp + n * C;
+        for (size_t c = 0; c < C; c++) {
+            dx[c] += r * (d[c] * weight[c] - x[c] * k);
+            dweight[c] += d[c] * x[c] * r;
+        }
+    }
+}
+
+/* ---- element-wise ---- */
+
+#define GELU_S 0.7978845608028654f /* sqrt(2/pi) */
+#define GELU_A 0.044715f
+
+/* gelu(x) = x/2 (1 + tanh(s (x + a x^3))). */
+void ck_gelu_forward(float *out, const float *inp, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float x = inp[i];
+        out[i] = 0.5f * x * (1.0f + tanhf(GELU_S * (x + GELU_A * x * x * x)));
+    }
+}
+
+/* gelu'(x) = (1 + t)/2 + x/2 (1 - t^2) s (1 + 3 a x^2), t = tanh(s (x + a x^3)). */
+void ck_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float x = inp[i];
+        float t = tanhf(GELU_S * (x + GELU_A * x * x * x));
+        float grad = 0.5f * (1.0f + t) +
+                     0.5f * x * (1.0f - t * t) * GELU_S * (1.0f + 3.0f * GELU_A * x * x);
+        dinp[i] += grad * dout[i];
+    }
+}
+
+/* relu(x) = max(x, 0). */
+void ck_relu_forward(float *out, const float *inp, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = inp[i] > 0.0f ? inp[i] : 0.0f;
+}
+
+/* relu'(x) = [out > 0]: the output alone decides, which is why relu saves it. */
+void ck_relu_backward(float *dinp, const float *out, const float *dout, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (out[i] > 0.0f)
+            dinp[i] += dout[i];
+}
+
+/* silu(x) = x sigmoid(x). */
+void ck_silu_forward(float *out, const float *inp, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = inp[i] / (1.0f + expf(-inp[i]));
+}
+
+/* silu'(x) = sig(x) (1 + x (1 - sig(x))). */
+void ck_silu_backward(float *dinp, const float *inp, const float *dout, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float x = inp[i], sig = 1.0f / (1.0f + expf(-x));
+        dinp[i] += dout[i] * sig * (1.0f + x * (1.0f - sig));
+    }
+}
+
+/* out = a + b. */
+void ck_add_forward(float *out, const float *a, const float *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = a[i] + b[i];
+}
+
+/* da += dout, db += dout (da == db when a node adds a tensor to itself). */
+void ck_add_backward(float *da, float *db, const float *dout, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        da[i] += dout[i];
+        db[i] += dout[i];
+    }
+}
+
+/* out = a b. */
+void ck_mul_forward(float *out, const float *a, const float *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = a[i] * b[i];
+}
+
+/* da += dout b, db += dout a. */
+void ck_mul_backward(float *da, float *db, const float *dout, const float *a, const float *b,
+                     size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float ai = a[i], bi = b[i];
+        da[i] += dout[i] * bi;
+        db[i] += dout[i] * ai;
+    }
+}
+
+/* ---- dropout ---- */
+
+/* out = x keep / (1 - p), so the expected output equals x and evaluation needs no
+ * rescaling. */
+void ck_dropout_forward(float *out, uint8_t *mask, const float *inp, float p, ck_rng_key key,
+                        size_t n)
+{
+    float scale = 1.0f / (1.0f - p);
+    for (size_t i = 0; i < n; i++) {
+        int keep = ck_rng_keep(key, i, p);
+        mask[i] = (uint8_t)keep;
+        out[i] = keep ? inp[i] * scale : 0.0f;
+    }
+}
+
+/* dx += dout keep / (1 - p). */
+void ck_dropout_backward(float *dinp, const float *dout, const uint8_t *mask, float p, size_t n)
+{
+    float scale = 1.0f / (1.0f - p);
+    for (size_t i = 0; i < n; i++)
+        if (mask[i])
+            dinp[i] += dout[i] * scale;
+}
+
+/* ---- attention ---- */
+
+/* Where head h's q, k and v start in the packed rows of batch b, with row stride w. */
+typedef struct {
+    size_t w, q, k, v;
+} head_cols;
+
+static head_cols cols_of(size_t h, size_t H, size_t KV, size_t D)
+{
+    size_t g = h / (H / KV); /* grouped-query: H/KV query heads share one kv head */
+    return (head_cols){(H + 2 * KV) * D, h * D, (H + g) * D, (H + KV + g) * D};
+}
+
+static float dot(const float *a, const float *b, size_t n)
+{
+    float s = 0.0f;
+    for (size_t i = 0; i < n; i++)
+        s += a[i] * b[i];
+    return s;
+}
+
+/* Per (b, h): S = Q K^T / sqrt(D) (sgemm, full square; the masked half is ignored),
+ * P = softmax over j <= i with the row max subtracted, Z = P keep / (1 - p) with keep drawn
+ * for element ((b H + h) T + i) T + j, out_h = Z V (sgemm). Above the diagonal probs,
+ * dropped and mask are 0, so the full-square products see zeros there. */
+void ck_attention_forward(float *out, float *probs, uint8_t *mask, float *dropped,
+                          const float *qkv, float *ws, size_t B, size_t T, size_t H, size_t KV,
+                          size_t D, float p, ck_rng_key key)
+{
+    float scale = 1.0f / sqrtf((float)D), keep_scale = 1.0f / (1.0f - p);
+    size_t HD = H * D;
+    for (size_t b = 0; b < B; b++)
+        for (size_t h = 0; h < H; h++) {
+            head_cols hc = cols_of(h, H, KV, D);
+            const float *base = qkv + b * T * hc.w;
+            size_t bh = (b * H + h) * T * T;
+            float *S = ws + bh, *P = probs + bh;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bdim(T), bdim(T), bdim(D),
+                        scale, base + hc.q, bdim(hc.w), base + hc.k, bdim(hc.w), 0.0f, S,
+                        bdim(T));
+            for (size_t i = 0; i < T; i++) {
+                const float *s = S + i * T;
+                float *pr = P + i * T;
+                float mx = s[0];
+                for (size_t j = 1; j <= i; j++)
+                    mx = s[j] > mx ? s[j] : mx;
+                float sum = 0.0f;
+                for (size_t j = 0; j <= i; j++) {
+                    pr[j] = expf(s[j] - mx);
+                    sum += pr[j];
+                }
+                float inv = 1.0f / sum;
+                for (size_t j = 0; j <= i; j++)
+                    pr[j] *= inv;
+                for (size_t j = i + 1; j < T; j++)
+                    pr[j] = 0.0f;
+                if (p > 0.0f) {
+                    uint8_t *m = mask + bh + i * T;
+                    float *z = dropped + bh + i * T;
+                    for (size_t j = 0; j <= i; j++) {
+                        m[j] = (uint8_t)ck_rng_keep(key, bh + i * T + j, p);
+                        z[j] = m[j] ? pr[j] * keep_scale : 0.0f;
+                    }
+                    for (size_t j = i + 1; j < T; j++) {
+                        m[j] = 0;
+                        z[j] = 0.0f;
+                    }
+                }
+            }
+            const float *Z = p > 0.0f ? dropped + bh : P;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bdim(T), bdim(D), bdim(T),
+                        1.0f, Z, bdim(T), base + hc.v, bdim(hc.w), 0.0f,
+                        out + b * T * HD + h * D, bdim(HD));
+        }
+}
+
+/* Per (b, h), with s = 1/sqrt(D):
+ *   dZ = dO V^T,  dV += Z^T dO,  dP = dZ keep / (1 - p),
+ *   dS = P (dP - rowsum(P dP)) s   (softmax backward, the scale folded in),
+ *   dQ += dS K,  dK += dS^T Q.
+ * dZ lives in the workspace and is turned into dS in place. */
+void ck_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *probs,
+                           const uint8_t *mask, const float *dropped, float *ws, size_t B,
+                           size_t T, size_t H, size_t KV, size_t D, float p, ck_rng_key key)
+{
+    (void)key; /* the mask was saved by the forward */
+    float scale = 1.0f / sqrtf((float)D), keep_scale = 1.0f / (1.0f - p);
+    size_t HD = H * D;
+    for (size_t b = 0; b < B; b++)
+        for (size_t h = 0; h < H; h++) {
+            head_cols hc = cols_of(h, H, KV, D);
+            const float *base = qkv + b * T * hc.w;
+            float *dbase = dqkv + b * T * hc.w;
+            const float *dO = dout + b * T * HD + h * D;
+            size_t bh = (b * H + h) * T * T;
+            const float *P = probs + bh, *Z = p > 0.0f ? dropped + bh : P;
+            float *dS = ws + bh;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bdim(T), bdim(T), bdim(D), 1.0f,
+                        dO, bdim(HD), base + hc.v, bdim(hc.w), 0.0f, dS, bdim(T));
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bdim(T), bdim(D), bdim(T), 1.0f,
+                        Z, bdim(T), dO, bdim(HD), 1.0f, dbase + hc.v, bdim(hc.w));
+            for (size_t i = 0; i < T; i++) {
+                float *ds = dS + i * T;
+                const float *pr = P + i * T;
+                if (p > 0.0f) {
+                    const uint8_t *m = mask + bh + i * T;
+                    for (size_t j = 0; j <= i; j++)
+                        ds[j] = m[j] ? ds[j] * keep_scale : 0.0f;
+                }
+                float r = 0.0f;
+                for (size_t j = 0; j <= i; j++)
+                    r += pr[j] * ds[j];
+                for (size_t j = 0; j <= i; j++)
+                    ds[j] = pr[j] * (ds[j] - r) * scale;
+                for (size_t j = i + 1; j < T; j++)
+                    ds[j] = 0.0f;
+            }
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bdim(T), bdim(D), bdim(T), 1.0f,
+                        dS, bdim(T), base + hc.k, bdim(hc.w), 1.0f, dbase + hc.q, bdim(hc.w));
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bdim(T), bdim(D), bdim(T), 1.0f,
+                        dS, bdim(T), base + hc.q, bdim(hc.w), 1.0f, dbase + hc.k, bdim(hc.w));
+        }
+}
+
+/* Row i of (b, h): s_j = q_i . k_j / sqrt(D) for j <= i in the workspace, m = max s,
+ * lse_i = m + log sum exp(s_j - m), out_i = sum_j exp(s_j - lse_i) keep_j / (1 - p) v_j.
+ * The dropout draws use the same element numbering as the standard form, so both forms
+ * drop the same probabilities. */
+void ck_attention_flash_forward(float *out, float *lse, const float *qkv, float *ws, size_t B,
+                                size_t T, size_t H, size_t KV, size_t D, float p, ck_rng_key key)
+{
+    float scale = 1.0f / sqrtf((float)D), keep_scale = 1.0f / (1.0f - p);
+    size_t HD = H * D;
+    for (size_t b = 0; b < B; b++)
+        for (size_t h = 0; h < H; h++) {
+            head_cols hc = cols_of(h, H, KV, D);
+            const float *base = qkv + b * T * hc.w;
+            size_t bh = (b * H + h) * T;
+            for (size_t i = 0; i < T; i++) {
+                const float *q = base + i * hc.w + hc.q;
+                float mx = -INFINITY;
+                for (size_t j = 0; j <= i; j++) {
+                    ws[j] = dot(q, base + j * hc.w + hc.k, D) * scale;
+                    mx = ws[j] > mx ? ws[j] : mx;
+                }
+                float sum = 0.0f;
+                for (size_t j = 0; j <= i; j++) {
+                    ws[j] = expf(ws[j] - mx);
+                    sum += ws[j];
+                }
+                lse[bh + i] = mx + logf(sum);
+                float inv = 1.0f / sum;
+                float *o = out + (b * T + i) * HD + h * D;
+                for (size_t d = 0; d < D; d++)
+                    o[d] = 0.0f;
+                for (size_t j = 0; j <= i; j++) {
+                    float z = ws[j] * inv;
+                    if (p > 0.0f)
+                        z = ck_rng_keep(key, (bh + i) * T + j, p) ? z * keep_scale : 0.0f;
+                    const float *v = base + j * hc.w + hc.v;
+                    for (size_t d = 0; d < D; d++)
+                        o[d] += z * v[d];
+                }
+            }
+        }
+}
+
+/* Row i of (b, h), P_j = exp(s_j - lse_i) recomputed into ws[0, T), keep_j redrawn:
+ *   Delta_i = dout_i . out_i  (= sum_j P_j dP_j, since out_i = sum_j Z_j v_j),
+ *   dv_j += Z_j dout_i,  dS_j = P_j (dout_i . v_j keep_j / (1 - p) - Delta_i) / sqrt(D)
+ * into ws[T, 2T), then dq_i += sum_j dS_j k_j and dk_j += dS_j q_i. */
+void ck_attention_flash_backward(float *dqkv, const float *dout, const float *qkv,
+                                 const float *out, const float *lse, float *ws, size_t B,
+                                 size_t T, size_t H, size_t KV, size_t D, float p,
+                                 ck_rng_key key)
+{
+    float scale = 1.0f / sqrtf((float)D), keep_scale = 1.0f / (1.0f - p);
+    size_t HD = H * D;
+    float *P = ws, *dS = ws + T;
+    for (size_t b = 0; b < B; b++)
+        for (size_t h = 0; h < H; h++) {
+            head_cols hc = cols_of(h, H, KV, D);
+            const float *base = qkv + b * T * hc.w;
+            float *dbase = dqkv + b * T * hc.w;
+            size_t bh = (b * H + h) * T;
+            for (size_t i = 0; i < T; i++) {
+                const float *q = base + i * hc.w + hc.q;
+                const float *dO = dout + (b * T + i) * HD + h * D;
+                const float *o = out + (b * T + i) * HD + h * D;
+                float delta = dot(dO, o, D), l = lse[bh + i];
+                for (size_t j = 0; j <= i; j++)
+                    P[j] = expf(dot(q, base + j * hc.w + hc.k, D) * scale - l);
+                for (size_t j = 0; j <= i; j++) {
+                    float ks = 1.0f;
+                    if (p > 0.0f)
+                        ks = ck_rng_keep(key, (bh + i) * T + j, p) ? keep_scale : 0.0f;
+                    float z = P[j] * ks;
+                    float *dv = dbase + j * hc.w + hc.v;
+                    for (size_t d = 0; d < D; d++)
+                        dv[d] += z * dO[d];
+                    float dp = dot(dO, base + j * hc.w + hc.v, D) * ks;
+                    dS[j] = P[j] * (dp - delta) * scale;
+                }
+                float *dq = dbase + i * hc.w + hc.q;
+                for (size_t j = 0; j <= i; j++) {
+                    const float *k = base + j * hc.w + hc.k;
+                    float *dk = dbase + j * hc.w + hc.k;
+                    for (size_t d = 0; d < D; d++) {
+                        dq[d] += dS[j] * k[d];
+                        dk[d] += dS[j] * q[d];
+                    }
+                }
+            }
+        }
+}
+
+/* ---- losses ---- */
+
+/* loss_n = lse_n - logits[n, target_n], lse_n = m + log sum_v exp(logits[n,v] - m) with m
+ * the row max; dlogits[n,v] += (exp(logits[n,v] - lse_n) - [v == target_n]) / N. Targets
+ * must lie in [0, V) (validated by the caller with the data). */
+float ck_cross_entropy(float *dlogits, float *lse, const float *logits, const int32_t *targets,
+                       size_t N, size_t V)
+{
+    if (N == 0)
+        return 0.0f;
+    double total = 0.0;
+    float invN = 1.0f / (float)N;
+    for (size_t n = 0; n < N; n++) {
+        const float *x = logits + n * V;
+        float mx = x[0];
+        for (size_t v = 1; v < V; v++)
+            mx = x[v] > mx ? x[v] : mx;
+        float sum = 0.0f;
+        for (size_t v = 0; v < V; v++)
+            sum += expf(x[v] - mx);
+        float l = mx + logf(sum);
+        lse[n] = l;
+        size_t t = (size_t)targets[n];
+        total += (double)l - x[t];
+        float *d = dlogits + n * V;
+        for (size_t v = 0; v < V; v++)
+            d[v] += expf(x[v] - l) * invN;
+        d[t] -= invN;
+    }
+    return (float)(total / (double)N);
+}
+
+/* loss = mean (pred - target)^2, dpred += 2 (pred - target) / n. */
+float ck_mse(float *dpred, const float *pred, const float *target, size_t n)
+{
+    if (n == 0)
+        return 0.0f;
+    double total = 0.0;
+    float k = 2.0f / (float)n;
+    for (size_t i = 0; i < n; i++) {
+        float e = pred[i] - target[i];
+        total += (double)e * e;
+        dpred[i] += k * e;
+    }
+    return (float)(total / (double)n);
+}

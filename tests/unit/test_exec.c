@@ -1,0 +1,437 @@
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "planner/planners.h"
+#include "planner/workload.h"
+#include "sim/exec.h"
+#include "tests/unit/chaingen.h"
+#include "tests/unit/check_main.h"
+#include "tests/unit/plan_run.h"
+
+/* A step's results kept for comparison. */
+typedef struct {
+    ck_step_stats stats;
+    float *grads;
+    size_t n;
+} run_result;
+
+static void run_free(run_result *r)
+{
+    free(r->grads);
+}
+
+static run_result run(ck_exec *e, const ck_schedule *s, uint64_t step)
+{
+    run_result r = {0};
+    ck_err err = {{0}};
+    ck_assert_msg(ck_exec_step(e, s, step, &r.stats, NULL, &err) == CK_OK, "%s", err.msg);
+    const float *g = ck_exec_gradients(e, &r.n);
+    r.grads = malloc(r.n * sizeof *r.grads + 1);
+    ck_assert_ptr_nonnull(r.grads);
+    memcpy(r.grads, g, r.n * sizeof *g);
+    return r;
+}
+
+static bool same_grads(const run_result *a, const run_result *b)
+{
+    return a->n == b->n && memcmp(a->grads, b->grads, a->n * sizeof *a->grads) == 0 &&
+           memcmp(&a->stats.loss, &b->stats.loss, sizeof a->stats.loss) == 0;
+}
+
+static void assert_only_static_live(const ck_exec *e)
+{
+    const ck_mem *mem = ck_exec_memory(e);
+    ck_assert_uint_eq(mem->live_activation_total, 0);
+    ck_assert_uint_eq(mem->live[CK_MEM_ACTIVATION] + mem->live[CK_MEM_GRADIENT] +
+                          mem->live[CK_MEM_WORKSPACE], 0);
+}
+
+/* The smallest budget dp accepts. */
+static uint64_t dp_minimum(const ck_chain *c)
+{
+    ck_plan_result r;
+    ck_replay replay;
+    uint64_t min = 0;
+    ck_err err = {{0}};
+    ck_planner_opts opts = {.slots = CK_DEFAULT_SLOTS};
+    ck_assert_int_eq(ck_plan_chain(c, &ck_planner_dp, 0, &opts, &r, &replay, &min, &err),
+                     CK_ERR_INFEASIBLE);
+    ck_plan_result_free(&r);
+    return min;
+}
+
+/* Plans c with p under budget; false when p cannot meet it. */
+static bool plan(const ck_chain *c, const ck_planner *p, uint64_t budget, ck_plan_result *r,
+                 ck_replay *replay)
+{
+    uint64_t min = 0;
+    ck_err err = {{0}};
+    ck_planner_opts opts = {.slots = CK_DEFAULT_SLOTS};
+    int rc = ck_plan_chain(c, p, budget, &opts, r, replay, &min, &err);
+    ck_assert_msg(rc == CK_OK || rc == CK_ERR_INFEASIBLE, "%s: %s", p->name, err.msg);
+    if (rc != CK_OK)
+        ck_plan_result_free(r);
+    return rc == CK_OK;
+}
+
+/* ---- chain files ---- */
+
+START_TEST(chain_peak_equals_replay)
+{
+    ck_rng rng;
+    ck_rng_seed(&rng, 7);
+    size_t plans = 0;
+    for (int n = 0; n < 12; n++) {
+        ck_chain c;
+        ck_err err = {{0}};
+        size_t L = 2 + (size_t)ck_rng_below(&rng, 10);
+        ck_assert_int_eq(ck_chaingen_random(&c, L, 4000, 10, &rng, &err), CK_OK);
+        ck_exec *e;
+        ck_exec_opts opts = {.seed = 3, .skip_chain_work = true};
+        ck_assert_msg(ck_exec_create(NULL, &c, NULL, &opts, &e, &err) == CK_OK, "%s", err.msg);
+        ck_schedule base = {0};
+        ck_assert_int_eq(ck_schedule_baseline(&c, &base, &err), CK_OK);
+        ck_replay base_replay;
+        ck_assert_int_eq(ck_schedule_replay(&c, &base, &base_replay, NULL, NULL, &err), CK_OK);
+        run_result want = run(e, &base, 0);
+        ck_assert_uint_eq(want.stats.activation_peak_bytes, base_replay.peak_bytes);
+        uint64_t lo = dp_minimum(&c), hi = base_replay.peak_bytes;
+        uint64_t budgets[] = {lo, lo + (hi - lo) / 3, lo + 2 * (hi - lo) / 3};
+        for (size_t b = 0; b < 3; b++)
+            for (const ck_planner *const *p = ck_planners; *p; p++) {
+                ck_plan_result r;
+                ck_replay replay;
+                if (!plan(&c, *p, budgets[b], &r, &replay))
+                    continue;
+                run_result got = run(e, &r.schedule, 0);
+                ck_assert_msg(got.stats.activation_peak_bytes == replay.peak_bytes,
+                              "chain %d, %s at %llu: tracked %llu, replayed %llu", n, (*p)->name,
+                              (unsigned long long)budgets[b],
+                              (unsigned long long)got.stats.activation_peak_bytes,
+                              (unsigned long long)replay.peak_bytes);
+                ck_assert_msg(same_grads(&want, &got), "chain %d, %s: y_0 differs", n, (*p)->name);
+                assert_only_static_live(e);
+                run_free(&got);
+                ck_plan_result_free(&r);
+                plans++;
+            }
+        run_free(&want);
+        ck_schedule_free(&base);
+        ck_exec_free(e);
+        ck_chain_free(&c);
+    }
+    ck_assert_uint_gt(plans, 100);
+}
+END_TEST
+
+/* y_0 follows its inputs: a step on other input data gives other gradients. */
+START_TEST(chain_gradient_depends_on_data)
+{
+    ck_chain c;
+    ck_err err = {{0}};
+    ck_assert_int_eq(ck_chaingen_hetero3(&c, &err), CK_OK);
+    c.input_bytes = 64;
+    ck_exec *e;
+    ck_exec_opts opts = {.seed = 1, .skip_chain_work = true};
+    ck_assert_int_eq(ck_exec_create(NULL, &c, NULL, &opts, &e, &err), CK_OK);
+    ck_schedule base = {0};
+    ck_assert_int_eq(ck_schedule_baseline(&c, &base, &err), CK_OK);
+    run_result a = run(e, &base, 0), b = run(e, &base, 1), a2 = run(e, &base, 0);
+    ck_assert_uint_eq(a.n, 64 / 4 + 1);
+    ck_assert(!same_grads(&a, &b));
+    ck_assert(same_grads(&a, &a2));
+    run_free(&a);
+    run_free(&b);
+    run_free(&a2);
+    ck_schedule_free(&base);
+    ck_exec_free(e);
+    ck_chain_free(&c);
+}
+END_TEST
+
+/* Operations take about their declared time: the baseline of a chain about 0.2 s. */
+START_TEST(chain_step_takes_its_time)
+{
+    ck_chain c;
+    ck_err err = {{0}};
+    ck_assert_int_eq(ck_chaingen_uniform(&c, 8, 1000, &err), CK_OK);
+    ck_exec *e;
+    ck_exec_opts opts = {.seed = 1};
+    ck_assert_int_eq(ck_exec_create(NULL, &c, NULL, &opts, &e, &err), CK_OK);
+    ck_schedule base = {0};
+    ck_assert_int_eq(ck_schedule_baseline(&c, &base, &err), CK_OK);
+    double op_seconds[17];
+    ck_step_stats stats;
+    ck_assert_int_eq(ck_exec_step(e, &base, 0, &stats, op_seconds, &err), CK_OK);
+    ck_assert_msg(stats.seconds > 0.05 && stats.seconds < 2.0, "baseline step %g s", stats.seconds);
+    double sum = 0;
+    for (size_t k = 0; k < base.n; k++)
+        sum += op_seconds[k];
+    ck_assert(sum <= stats.seconds);
+    ck_assert_msg(op_seconds[0] > 0.002, "F_all 0 took %g s", op_seconds[0]);
+    ck_schedule_free(&base);
+    ck_exec_free(e);
+    ck_chain_free(&c);
+}
+END_TEST
+
+/* ---- models ---- */
+
+typedef struct {
+    ck_workload w;
+    ck_exec *e;
+} loaded;
+
+/* In place: the executor keeps pointers to the workload's model and chain. */
+static void load(loaded *lp, const char *path, bool stateful)
+{
+    ck_err err = {{0}};
+    ck_workload_opts wo;
+    ck_workload_opts_default(&wo);
+    ck_assert_msg(ck_workload_load(path, &wo, &lp->w, &err) == CK_OK, "%s", err.msg);
+    ck_assert_ptr_nonnull(lp->w.stage_first);
+    ck_exec_opts opts = {.seed = 42, .stateful_rng = stateful};
+    ck_assert_msg(ck_exec_create(lp->w.model, &lp->w.chain, lp->w.stage_first, &opts, &lp->e,
+                                 &err) == CK_OK, "%s", err.msg);
+    ck_assert_uint_eq(ck_exec_memory(lp->e)->live[CK_MEM_STATIC], lp->w.statics.total);
+}
+
+static void unload(loaded *l)
+{
+    ck_exec_free(l->e);
+    ck_workload_free(&l->w);
+}
+
+static run_result run_baseline(loaded *l)
+{
+    ck_schedule base = {0};
+    ck_err err = {{0}};
+    ck_assert_int_eq(ck_schedule_baseline(&l->w.chain, &base, &err), CK_OK);
+    ck_replay replay;
+    ck_assert_int_eq(ck_schedule_replay(&l->w.chain, &base, &replay, NULL, NULL, &err), CK_OK);
+    ck_exec_reset(l->e);
+    run_result r = run(l->e, &base, 0);
+    fprintf(stderr, "%s baseline: tracked %llu, replayed %llu, %.3f s\n", l->w.model->name,
+            (unsigned long long)r.stats.activation_peak_bytes,
+            (unsigned long long)replay.peak_bytes, r.stats.seconds);
+    ck_assert_uint_le(r.stats.activation_peak_bytes, replay.peak_bytes);
+    ck_assert_uint_ge(r.stats.activation_peak_bytes, replay.peak_bytes * 0.95);
+    ck_assert_uint_eq(r.stats.static_bytes, l->w.statics.total);
+    ck_schedule_free(&base);
+    return r;
+}
+
+static uint64_t middle_budget(const loaded *l)
+{
+    ck_replay base = ck_test_baseline(&l->w.chain);
+    uint64_t lo = dp_minimum(&l->w.chain);
+    return lo + (base.peak_bytes - lo) / 2;
+}
+
+/* Every planner's plan at the middle budget gives the baseline's loss and gradients, bit for
+ * bit, with the tracked peak at most the replayed one and within 5% of it. */
+static void model_matches_baseline(const char *path)
+{
+    loaded l;
+    load(&l, path, false);
+    run_result want = run_baseline(&l);
+    uint64_t budget = middle_budget(&l);
+    const ck_planner *planners[] = {&ck_planner_dp, &ck_planner_revolve, &ck_planner_chen,
+                                    &ck_planner_sqrt};
+    for (size_t p = 0; p < 4; p++) {
+        ck_plan_result r;
+        ck_replay replay;
+        if (!plan(&l.w.chain, planners[p], budget, &r, &replay)) {
+            fprintf(stderr, "%s %s: infeasible at %llu\n", l.w.model->name, planners[p]->name,
+                    (unsigned long long)budget);
+            continue;
+        }
+        ck_exec_reset(l.e);
+        run_result got = run(l.e, &r.schedule, 0);
+        fprintf(stderr, "%s %s at %llu: tracked %llu, replayed %llu (%.4f), %.3f s\n",
+                l.w.model->name, planners[p]->name, (unsigned long long)budget,
+                (unsigned long long)got.stats.activation_peak_bytes,
+                (unsigned long long)replay.peak_bytes,
+                (double)got.stats.activation_peak_bytes / (double)replay.peak_bytes,
+                got.stats.seconds);
+        ck_assert_msg(replay.count[CK_F_CK] + replay.count[CK_F_NONE] > 0, "%s recomputes nothing",
+                      planners[p]->name);
+        ck_assert_msg(same_grads(&want, &got), "%s: %s changes the gradients", path,
+                      planners[p]->name);
+        ck_assert_uint_le(got.stats.activation_peak_bytes, replay.peak_bytes);
+        ck_assert_uint_ge(got.stats.activation_peak_bytes, replay.peak_bytes * 0.95);
+        assert_only_static_live(l.e);
+        run_free(&got);
+        ck_plan_result_free(&r);
+    }
+    run_free(&want);
+    unload(&l);
+}
+
+START_TEST(mlp_deep_plans_match_baseline)
+{
+    model_matches_baseline("models/mlp-deep.json");
+}
+END_TEST
+
+START_TEST(gpt2_tiny_plans_match_baseline)
+{
+    model_matches_baseline("models/gpt2-tiny.json");
+}
+END_TEST
+
+START_TEST(llama_tiny_plans_match_baseline)
+{
+    model_matches_baseline("models/llama-tiny.json");
+}
+END_TEST
+
+/* Recomputed dropout draws the first pass's masks again only with the counter-based
+ * generator; a sequential one gives other masks, hence other gradients. */
+START_TEST(dropout_under_recompute)
+{
+    for (int stateful = 0; stateful <= 1; stateful++) {
+        loaded l;
+    load(&l, "models/gpt2-tiny.json", stateful);
+        run_result want = run_baseline(&l);
+        ck_plan_result r;
+        ck_replay replay;
+        ck_assert(plan(&l.w.chain, &ck_planner_dp, middle_budget(&l), &r, &replay));
+        ck_assert_uint_gt(replay.count[CK_F_CK] + replay.count[CK_F_NONE], 0);
+        ck_exec_reset(l.e);
+        run_result got = run(l.e, &r.schedule, 0);
+        ck_assert_int_eq(same_grads(&want, &got), !stateful);
+        /* The first forward draws what the baseline drew: only the gradients move. */
+        ck_assert(memcmp(&want.stats.loss, &got.stats.loss, sizeof got.stats.loss) == 0);
+        run_free(&got);
+        run_free(&want);
+        ck_plan_result_free(&r);
+        unload(&l);
+    }
+}
+END_TEST
+
+START_TEST(missing_tensor_is_refused)
+{
+    loaded l;
+    load(&l, "models/gpt2-tiny.json", false);
+    size_t L = l.w.chain.n_stages;
+    ck_schedule s = {0};
+    for (size_t i = 0; i < L; i++)
+        ck_assert(ck_schedule_push(&s, i + 1 == L ? CK_F_CK : CK_F_ALL, i));
+    ck_assert(ck_schedule_push(&s, CK_LOSS, 0));
+    for (size_t i = L; i-- > 0;)
+        ck_assert(ck_schedule_push(&s, CK_B, i));
+    ck_err err = {{0}};
+    ck_step_stats stats;
+    ck_assert_int_eq(ck_exec_step(l.e, &s, 0, &stats, NULL, &err), CK_ERR_INPUT);
+    char want[64];
+    snprintf(want, sizeof want, "schedule[%zu] (B %zu): needs x̄_%zu", L + 1, L - 1, L);
+    ck_assert_msg(strstr(err.msg, want), "%s", err.msg);
+    assert_only_static_live(l.e);
+    /* Still usable afterwards. */
+    run_result r = run_baseline(&l);
+    run_free(&r);
+    ck_schedule_free(&s);
+    unload(&l);
+}
+END_TEST
+
+START_TEST(chain_refuses_out_of_range_stage)
+{
+    ck_chain c;
+    ck_err err = {{0}};
+    ck_assert_int_eq(ck_chaingen_hetero3(&c, &err), CK_OK);
+    ck_exec *e;
+    ck_exec_opts opts = {.seed = 1, .skip_chain_work = true};
+    ck_assert_int_eq(ck_exec_create(NULL, &c, NULL, &opts, &e, &err), CK_OK);
+    ck_schedule s = {0};
+    ck_assert(ck_schedule_push(&s, CK_F_ALL, 0) && ck_schedule_push(&s, CK_F_ALL, 0));
+    ck_assert_int_eq(ck_exec_step(e, &s, 0, NULL, NULL, &err), CK_ERR_INPUT);
+    ck_assert_msg(strstr(err.msg, "schedule[1] (F_all 0)"), "%s", err.msg);
+    s.n = 0;
+    ck_assert(ck_schedule_push(&s, CK_F_CK, 7));
+    ck_assert_int_eq(ck_exec_step(e, &s, 0, NULL, NULL, &err), CK_ERR_INPUT);
+    ck_assert_msg(strstr(err.msg, "schedule[0] (F_ck 7)"), "%s", err.msg);
+    assert_only_static_live(e);
+    ck_schedule_free(&s);
+    ck_exec_free(e);
+    ck_chain_free(&c);
+}
+END_TEST
+
+/* Two steps move the parameters (the same step's data gives other gradients); a reset puts
+ * them back exactly. */
+static void optimizer_trains(const char *path)
+{
+    loaded l;
+    load(&l, path, false);
+    ck_schedule base = {0};
+    ck_err err = {{0}};
+    ck_assert_int_eq(ck_schedule_baseline(&l.w.chain, &base, &err), CK_OK);
+    run_result first = run(l.e, &base, 0), second = run(l.e, &base, 0);
+    ck_assert(!same_grads(&first, &second));
+    ck_exec_reset(l.e);
+    run_result again = run(l.e, &base, 0);
+    ck_assert(same_grads(&first, &again));
+    run_free(&first);
+    run_free(&second);
+    run_free(&again);
+    ck_schedule_free(&base);
+    unload(&l);
+}
+
+START_TEST(optimizer_adam_and_reset)
+{
+    optimizer_trains("models/gpt2-tiny.json");
+}
+END_TEST
+
+START_TEST(optimizer_momentum_and_reset)
+{
+    optimizer_trains("models/mlp-deep.json");
+}
+END_TEST
+
+START_TEST(refuses_16_bit_models)
+{
+    ck_workload w;
+    ck_err err = {{0}};
+    ck_workload_opts wo;
+    ck_workload_opts_default(&wo);
+    ck_assert_int_eq(ck_workload_load("models/gpt2-tiny.json", &wo, &w, &err), CK_OK);
+    w.model->dtype = CK_BF16;
+    ck_exec *e = NULL;
+    ck_exec_opts opts = {.seed = 1};
+    ck_assert_int_eq(ck_exec_create(w.model, &w.chain, w.stage_first, &opts, &e, &err),
+                     CK_ERR_INPUT);
+    ck_assert_ptr_null(e);
+    ck_assert_msg(strstr(err.msg, "f32"), "%s", err.msg);
+    ck_workload_free(&w);
+}
+END_TEST
+
+static Suite *exec_suite(void)
+{
+    Suite *s = suite_create("exec");
+    TCase *tc = tcase_create("exec");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, chain_peak_equals_replay);
+    tcase_add_test(tc, chain_gradient_depends_on_data);
+    tcase_add_test(tc, chain_step_takes_its_time);
+    tcase_add_test(tc, chain_refuses_out_of_range_stage);
+    tcase_add_test(tc, mlp_deep_plans_match_baseline);
+    tcase_add_test(tc, gpt2_tiny_plans_match_baseline);
+    tcase_add_test(tc, llama_tiny_plans_match_baseline);
+    tcase_add_test(tc, dropout_under_recompute);
+    tcase_add_test(tc, missing_tensor_is_refused);
+    tcase_add_test(tc, optimizer_adam_and_reset);
+    tcase_add_test(tc, optimizer_momentum_and_reset);
+    tcase_add_test(tc, refuses_16_bit_models);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+CK_TEST_MAIN(exec_suite)
