@@ -462,6 +462,10 @@ static void linear_case(bool bias)
         assert_doubled("linear dbias", db, db1, OC_);
         assert_fd("linear dbias", &rc, 2, db1);
     }
+    /* A model input needs no gradient: dinp NULL still gives the parameters' gradients. */
+    float *dw_only = fbuf(OC_ * C_);
+    ck_linear_backward(NULL, dw_only, NULL, dout, x, w, N_, C_, OC_);
+    ck_assert(memcmp(dw_only, dw1, OC_ * C_ * sizeof *dw1) == 0);
     free_scratch();
 }
 
