@@ -4,9 +4,11 @@
  * (the bias broadcast and the bias-gradient column sums). Prints a markdown table.
  *
  * Usage: bench_kernels [tiny|small] (default both). The median of REPEATS timed calls
- * after WARMUP untimed ones; kernel and raw sgemm calls alternate so that a change of
- * clock speed or a noisy neighbour affects both columns alike. */
+ * after WARMUP untimed ones; kernel and raw sgemm calls alternate, and which goes first
+ * alternates too, so that cache warmth, a change of clock speed or a noisy neighbour
+ * affects both columns alike. */
 #include <cblas.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,24 +97,38 @@ static timings bench(const shape *s)
     float *dw = random_floats(OC * C, &state), *db = random_floats(OC, &state);
     double kf[MAX_REPEATS], rf[MAX_REPEATS], kb[MAX_REPEATS], rb[MAX_REPEATS];
     for (int r = -WARMUP; r < s->repeats; r++) {
-        double t0 = now();
-        ck_linear_forward(out, inp, w, bias, N, C, OC);
-        double t1 = now();
-        raw_forward(out, inp, w, N, C, OC);
-        double t2 = now();
-        ck_linear_backward(dinp, dw, db, dout, inp, w, N, C, OC);
-        double t3 = now();
-        raw_backward(dinp, dw, dout, inp, w, N, C, OC);
-        double t4 = now();
+        /* Whichever runs second finds the operands in cache: alternate the order. */
+        bool kernel_first = r % 2 == 0;
+        double tk_f = 0, tr_f = 0, tk_b = 0, tr_b = 0;
+        for (int turn = 0; turn < 2; turn++) {
+            double t0 = now();
+            if ((turn == 0) == kernel_first) {
+                ck_linear_forward(out, inp, w, bias, N, C, OC);
+                tk_f = now() - t0;
+            } else {
+                raw_forward(out, inp, w, N, C, OC);
+                tr_f = now() - t0;
+            }
+        }
+        for (int turn = 0; turn < 2; turn++) {
+            double t0 = now();
+            if ((turn == 0) == kernel_first) {
+                ck_linear_backward(dinp, dw, db, dout, inp, w, N, C, OC);
+                tk_b = now() - t0;
+            } else {
+                raw_backward(dinp, dw, dout, inp, w, N, C, OC);
+                tr_b = now() - t0;
+            }
+        }
         /* Zeroed between repetitions, outside the timed calls, so that the accumulated
          * gradients stay bounded. */
         memset(dinp, 0, N * C * sizeof *dinp);
         memset(dw, 0, OC * C * sizeof *dw);
         if (r >= 0) {
-            kf[r] = t1 - t0;
-            rf[r] = t2 - t1;
-            kb[r] = t3 - t2;
-            rb[r] = t4 - t3;
+            kf[r] = tk_f;
+            rf[r] = tr_f;
+            kb[r] = tk_b;
+            rb[r] = tr_b;
         }
     }
     timings t = {median(kf, s->repeats), median(rf, s->repeats), median(kb, s->repeats),
