@@ -71,6 +71,30 @@ void ck_linear_forward(float *out, const float *inp, const float *weight, const 
                 bdim(C), weight, bdim(C), beta, out, bdim(OC));
 }
 
+/* a[o] += sum over rows of x[n, o], in row order (deterministic). Written out in blocks
+ * of 8 columns with restrict parameters (the bias gradient never overlaps the upstream
+ * gradient) so that -O2 vectorises it: the plain loop stayed scalar and cost 10% of the
+ * backward on gpt2-tiny's shapes. */
+static void column_sums(float *restrict a, const float *restrict x, size_t N, size_t OC)
+{
+    for (size_t n = 0; n < N; n++) {
+        const float *row = x + n * OC;
+        size_t o = 0;
+        for (; o + 8 <= OC; o += 8) {
+            a[o + 0] += row[o + 0];
+            a[o + 1] += row[o + 1];
+            a[o + 2] += row[o + 2];
+            a[o + 3] += row[o + 3];
+            a[o + 4] += row[o + 4];
+            a[o + 5] += row[o + 5];
+            a[o + 6] += row[o + 6];
+            a[o + 7] += row[o + 7];
+        }
+        for (; o < OC; o++)
+            a[o] += row[o];
+    }
+}
+
 /* dinp += dout W; dW += dout^T inp; dbias += sum over rows of dout. dinp may be NULL when
  * the input needs no gradient (a model input). */
 void ck_linear_backward(float *dinp, float *dweight, float *dbias, const float *dout,
@@ -82,11 +106,7 @@ void ck_linear_backward(float *dinp, float *dweight, float *dbias, const float *
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bdim(OC), bdim(C), bdim(N), 1.0f, dout,
                 bdim(OC), inp, bdim(C), 1.0f, dweight, bdim(C));
     if (dbias)
-        for (size_t n = 0; n < N; n++) {
-            const float *d = dout + n * OC;
-            for (size_t o = 0; o < OC; o++)
-                dbias[o] += d[o];
-        }
+        column_sums(dbias, dout, N, OC);
 }
 
 /* ---- normalisation ---- */

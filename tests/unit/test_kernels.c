@@ -1,0 +1,1068 @@
+/* Kernel tests. Every backward is checked against central finite differences of a
+ * double-precision reference forward written here, independently of sim/kernels.c: the
+ * loss is sum(g * out) for a random upstream gradient g, the kernel's f32 gradient is
+ * compared with d loss / d x of the double reference for every element of every input and
+ * parameter. Every forward is compared with the same reference.
+ *
+ * Tolerances. The finite differences are taken in double with step 1e-5 on smooth
+ * functions of values of order 1: truncation ~h^2 = 1e-10 and cancellation ~1e-16 / h =
+ * 1e-11, so the reference gradient is exact far below f32 precision and what is measured
+ * is the kernel's f32 rounding: a few units of 2^-24 (6e-8) times the magnitude of the
+ * terms summed, with at most a few dozen terms here. An element passes when
+ * |got - want| <= rtol * (|want| + max |want| over the tensor): the second term keeps
+ * gradients that cancel to nearly zero from demanding an impossible relative accuracy.
+ * rtol is 1e-6 for forwards (largest error seen 8e-8) and 1e-5 for gradients (largest
+ * seen 1.5e-7, and under 1e-6 for cross-entropy, whose logits near 100 lose 7 bits in
+ * x - lse): 10x margin or more, while a wrong formula (a missing term, a wrong scale, a
+ * swapped head, a dropped element kept) gives errors of 1e-2 to 1.
+ *
+ * Accumulation: every backward is called twice on the same gradient buffers, and the
+ * second call must double what the first wrote (a kernel that assigns instead of adding
+ * fails), before the first result goes to the finite-difference check. */
+#include "sim/kernels.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/unit/check_main.h"
+
+#define RTOL_FWD 1e-6
+#define RTOL_GRAD 1e-5
+#define FD_STEP 1e-5
+
+/* ---- scratch memory: freed at the end of each test, exact sizes so ASan sees overruns ---- */
+
+static void *allocs[256];
+static size_t n_allocs;
+
+static void *scratch(size_t bytes)
+{
+    ck_assert_uint_lt(n_allocs, sizeof allocs / sizeof allocs[0]);
+    void *p = calloc(bytes ? bytes : 1, 1);
+    ck_assert_ptr_nonnull(p);
+    allocs[n_allocs++] = p;
+    return p;
+}
+
+static float *fbuf(size_t n) { return scratch(n * sizeof(float)); }
+
+/* Buffers a forward writes (outputs, saved tensors, workspace) start as NaN, so an element
+ * the kernel forgets to write, or workspace it reads before writing, shows up. Gradient
+ * buffers start at zero, as the callers allocate them. */
+static float *obuf(size_t n)
+{
+    float *x = fbuf(n);
+    for (size_t i = 0; i < n; i++)
+        x[i] = NAN;
+    return x;
+}
+static double *dbuf(size_t n) { return scratch(n * sizeof(double)); }
+
+static void free_scratch(void)
+{
+    for (size_t i = 0; i < n_allocs; i++)
+        free(allocs[i]);
+    n_allocs = 0;
+}
+
+/* ---- deterministic random numbers for the test data (not the RNG under test) ---- */
+
+static uint64_t lcg_state;
+
+static void seed_data(uint64_t s) { lcg_state = s * 2862933555777941757ULL + 1; }
+
+/* Uniform in [-1, 1). */
+static double urand(void)
+{
+    lcg_state = lcg_state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (double)(lcg_state >> 11) * 0x1p-53 * 2.0 - 1.0;
+}
+
+static float *frand(size_t n)
+{
+    float *x = fbuf(n);
+    for (size_t i = 0; i < n; i++)
+        x[i] = (float)urand();
+    return x;
+}
+
+static double *to_double(const float *x, size_t n)
+{
+    double *d = dbuf(n);
+    for (size_t i = 0; i < n; i++)
+        d[i] = x[i];
+    return d;
+}
+
+static float *copy_f(const float *x, size_t n)
+{
+    float *c = fbuf(n);
+    memcpy(c, x, n * sizeof *c);
+    return c;
+}
+
+/* ---- comparisons ---- */
+
+static double max_abs(const double *x, size_t n)
+{
+    double m = 0.0;
+    for (size_t i = 0; i < n; i++)
+        m = fmax(m, fabs(x[i]));
+    return m;
+}
+
+static void assert_close(const char *what, const float *got, const double *want, size_t n,
+                         double rtol)
+{
+    double scale = max_abs(want, n);
+    for (size_t i = 0; i < n; i++) {
+        double err = fabs((double)got[i] - want[i]);
+        ck_assert_msg(err <= rtol * (fabs(want[i]) + scale),
+                      "%s[%zu]: got %.9g, want %.9g (error %.3g, scale %.3g)", what, i,
+                      (double)got[i], want[i], err, scale);
+    }
+}
+
+/* The second backward call added as much as the first: got == 2 * once, up to the rounding
+ * of one addition per element (sgemm may add its partial sums in several steps). */
+static void assert_doubled(const char *what, const float *twice, const float *once, size_t n)
+{
+    double *w = dbuf(n);
+    for (size_t i = 0; i < n; i++)
+        w[i] = 2.0 * once[i];
+    assert_close(what, twice, w, n, 1e-6);
+}
+
+/* ---- the finite-difference harness ---- */
+
+typedef struct ref_case ref_case;
+typedef void (*ref_fn)(const ref_case *rc, double *out);
+
+/* A double reference forward with its inputs and dimensions; the loss is sum(g * out). */
+struct ref_case {
+    ref_fn fn;
+    double *in[3];
+    size_t len[3];
+    size_t n_out;
+    const double *g; /* NULL: a scalar loss, g = 1 */
+    size_t B, T, C, OC, V, H, KV, D, n;
+    const int32_t *ids;
+    bool bias, pos;
+    float p;
+    ck_rng_key key;
+};
+
+static double ref_loss(const ref_case *rc, double *out)
+{
+    rc->fn(rc, out);
+    double l = 0.0;
+    for (size_t i = 0; i < rc->n_out; i++)
+        l += (rc->g ? rc->g[i] : 1.0) * out[i];
+    return l;
+}
+
+/* d loss / d in[k], by central differences of the double reference. */
+static double *fd_grad(const ref_case *rc, size_t k)
+{
+    double *out = dbuf(rc->n_out), *grad = dbuf(rc->len[k]);
+    for (size_t e = 0; e < rc->len[k]; e++) {
+        double x = rc->in[k][e];
+        rc->in[k][e] = x + FD_STEP;
+        double lp = ref_loss(rc, out);
+        rc->in[k][e] = x - FD_STEP;
+        double lm = ref_loss(rc, out);
+        rc->in[k][e] = x;
+        grad[e] = (lp - lm) / (2.0 * FD_STEP);
+    }
+    return grad;
+}
+
+static void assert_fd(const char *what, const ref_case *rc, size_t k, const float *grad)
+{
+    assert_close(what, grad, fd_grad(rc, k), rc->len[k], RTOL_GRAD);
+}
+
+static void assert_forward(const char *what, const ref_case *rc, const float *out)
+{
+    double *want = dbuf(rc->n_out);
+    rc->fn(rc, want);
+    assert_close(what, out, want, rc->n_out, RTOL_FWD);
+}
+
+/* ---- double reference forwards, written from the math, not from kernels.c ---- */
+
+static void ref_embedding(const ref_case *rc, double *out)
+{
+    const double *wte = rc->in[0], *wpe = rc->in[1];
+    for (size_t bt = 0; bt < rc->B * rc->T; bt++)
+        for (size_t c = 0; c < rc->C; c++)
+            out[bt * rc->C + c] = wte[(size_t)rc->ids[bt] * rc->C + c] +
+                                  (rc->pos ? wpe[(bt % rc->T) * rc->C + c] : 0.0);
+}
+
+static void ref_linear(const ref_case *rc, double *out)
+{
+    const double *x = rc->in[0], *w = rc->in[1], *b = rc->in[2];
+    for (size_t n = 0; n < rc->n; n++)
+        for (size_t o = 0; o < rc->OC; o++) {
+            double s = rc->bias ? b[o] : 0.0;
+            for (size_t c = 0; c < rc->C; c++)
+                s += x[n * rc->C + c] * w[o * rc->C + c];
+            out[n * rc->OC + o] = s;
+        }
+}
+
+/* Layer norm, with its statistics written when asked. */
+static void ref_layernorm_stats(const ref_case *rc, double *out, double *mean, double *rstd)
+{
+    const double *x = rc->in[0], *w = rc->in[1], *b = rc->in[2];
+    size_t C = rc->C;
+    for (size_t n = 0; n < rc->n; n++) {
+        double m = 0.0, v = 0.0;
+        for (size_t c = 0; c < C; c++)
+            m += x[n * C + c] / (double)C;
+        for (size_t c = 0; c < C; c++)
+            v += (x[n * C + c] - m) * (x[n * C + c] - m) / (double)C;
+        double r = 1.0 / sqrt(v + 1e-5);
+        for (size_t c = 0; c < C; c++)
+            out[n * C + c] = (x[n * C + c] - m) * r * w[c] + b[c];
+        if (mean) {
+            mean[n] = m;
+            rstd[n] = r;
+        }
+    }
+}
+
+static void ref_layernorm(const ref_case *rc, double *out)
+{
+    ref_layernorm_stats(rc, out, NULL, NULL);
+}
+
+static void ref_rmsnorm_stats(const ref_case *rc, double *out, double *rstd)
+{
+    const double *x = rc->in[0], *w = rc->in[1];
+    size_t C = rc->C;
+    for (size_t n = 0; n < rc->n; n++) {
+        double ms = 0.0;
+        for (size_t c = 0; c < C; c++)
+            ms += x[n * C + c] * x[n * C + c] / (double)C;
+        double r = 1.0 / sqrt(ms + 1e-5);
+        for (size_t c = 0; c < C; c++)
+            out[n * C + c] = x[n * C + c] * r * w[c];
+        if (rstd)
+            rstd[n] = r;
+    }
+}
+
+static void ref_rmsnorm(const ref_case *rc, double *out) { ref_rmsnorm_stats(rc, out, NULL); }
+
+static void ref_gelu(const ref_case *rc, double *out)
+{
+    const double k = sqrt(2.0 / M_PI);
+    for (size_t i = 0; i < rc->n; i++) {
+        double x = rc->in[0][i];
+        out[i] = 0.5 * x * (1.0 + tanh(k * (x + 0.044715 * x * x * x)));
+    }
+}
+
+static void ref_relu(const ref_case *rc, double *out)
+{
+    for (size_t i = 0; i < rc->n; i++)
+        out[i] = fmax(rc->in[0][i], 0.0);
+}
+
+static void ref_silu(const ref_case *rc, double *out)
+{
+    for (size_t i = 0; i < rc->n; i++)
+        out[i] = rc->in[0][i] / (1.0 + exp(-rc->in[0][i]));
+}
+
+static void ref_add(const ref_case *rc, double *out)
+{
+    for (size_t i = 0; i < rc->n; i++)
+        out[i] = rc->in[0][i] + rc->in[1][i];
+}
+
+static void ref_mul(const ref_case *rc, double *out)
+{
+    for (size_t i = 0; i < rc->n; i++)
+        out[i] = rc->in[0][i] * rc->in[1][i];
+}
+
+/* The mask comes from the RNG under test (tested on its own below): a fixed function of
+ * (key, element), the same in the reference and the kernel. */
+static void ref_dropout(const ref_case *rc, double *out)
+{
+    for (size_t i = 0; i < rc->n; i++)
+        out[i] = ck_rng_keep(rc->key, i, rc->p) ? rc->in[0][i] / (1.0 - rc->p) : 0.0;
+}
+
+/* Causal grouped-query attention, straight from the definition: for each (b, h, i),
+ * softmax over j <= i of q_i . k_j / sqrt(D), dropout of element ((b H + h) T + i) T + j,
+ * weighted sum of v_j. Query head h reads kv head h / (H / KV). */
+static void ref_attention_full(const ref_case *rc, double *out, double *probs, double *lse)
+{
+    size_t B = rc->B, T = rc->T, H = rc->H, KV = rc->KV, D = rc->D;
+    size_t W = (H + 2 * KV) * D;
+    const double *qkv = rc->in[0];
+    double s[64];
+    ck_assert_uint_le(T, 64);
+    for (size_t b = 0; b < B; b++)
+        for (size_t h = 0; h < H; h++) {
+            size_t kvh = h / (H / KV);
+            for (size_t i = 0; i < T; i++) {
+                const double *q = qkv + (b * T + i) * W + h * D;
+                double mx = -INFINITY, sum = 0.0;
+                for (size_t j = 0; j <= i; j++) {
+                    const double *k = qkv + (b * T + j) * W + (H + kvh) * D;
+                    s[j] = 0.0;
+                    for (size_t d = 0; d < D; d++)
+                        s[j] += q[d] * k[d];
+                    s[j] /= sqrt((double)D);
+                    mx = fmax(mx, s[j]);
+                }
+                for (size_t j = 0; j <= i; j++)
+                    sum += exp(s[j] - mx);
+                size_t row = ((b * H + h) * T + i) * T;
+                if (lse)
+                    lse[(b * H + h) * T + i] = mx + log(sum);
+                double *o = out + (b * T + i) * H * D + h * D;
+                for (size_t d = 0; d < D; d++)
+                    o[d] = 0.0;
+                for (size_t j = 0; j < T; j++) {
+                    double pj = j <= i ? exp(s[j] - mx) / sum : 0.0;
+                    if (probs)
+                        probs[row + j] = pj;
+                    if (j > i)
+                        continue;
+                    if (rc->p > 0.0f)
+                        pj = ck_rng_keep(rc->key, row + j, rc->p) ? pj / (1.0 - rc->p) : 0.0;
+                    const double *v = qkv + (b * T + j) * W + (H + KV + kvh) * D;
+                    for (size_t d = 0; d < D; d++)
+                        o[d] += pj * v[d];
+                }
+            }
+        }
+}
+
+static void ref_attention(const ref_case *rc, double *out)
+{
+    ref_attention_full(rc, out, NULL, NULL);
+}
+
+/* Mean over rows of log sum_v exp(x_v) - x_target. */
+static void ref_cross_entropy_lse(const ref_case *rc, double *out, double *lse)
+{
+    double total = 0.0;
+    for (size_t n = 0; n < rc->n; n++) {
+        const double *x = rc->in[0] + n * rc->V;
+        double mx = -INFINITY, sum = 0.0;
+        for (size_t v = 0; v < rc->V; v++)
+            mx = fmax(mx, x[v]);
+        for (size_t v = 0; v < rc->V; v++)
+            sum += exp(x[v] - mx);
+        double l = mx + log(sum);
+        if (lse)
+            lse[n] = l;
+        total += l - x[rc->ids[n]];
+    }
+    out[0] = total / (double)rc->n;
+}
+
+static void ref_cross_entropy(const ref_case *rc, double *out)
+{
+    ref_cross_entropy_lse(rc, out, NULL);
+}
+
+static void ref_mse(const ref_case *rc, double *out)
+{
+    double total = 0.0;
+    for (size_t i = 0; i < rc->n; i++) {
+        double e = rc->in[0][i] - rc->in[1][i];
+        total += e * e;
+    }
+    out[0] = total / (double)rc->n;
+}
+
+/* ---- small sizes shared by the tests ---- */
+
+/* OC_ = 10: the bias gradient's column sums see a block of 8 columns and a remainder. */
+enum { B_ = 2, T_ = 5, C_ = 8, OC_ = 10, N_ = B_ * T_ };
+
+/* ---- embedding ---- */
+
+static void embedding_case(bool pos)
+{
+    enum { V = 7 };
+    seed_data(pos ? 1 : 2);
+    int32_t ids[N_];
+    for (size_t i = 0; i < N_; i++)
+        ids[i] = (int32_t)(i * 3 % 6); /* tokens repeat; token 6 is never used */
+    float *wte = frand(V * C_), *wpe = pos ? frand(T_ * C_) : NULL;
+    float *out = obuf(N_ * C_), *dout = frand(N_ * C_);
+    ck_embedding_forward(out, ids, wte, wpe, B_, T_, C_);
+
+    ref_case rc = {.fn = ref_embedding, .n_out = N_ * C_, .g = to_double(dout, N_ * C_),
+                   .B = B_, .T = T_, .C = C_, .ids = ids, .pos = pos};
+    rc.in[0] = to_double(wte, V * C_);
+    rc.len[0] = V * C_;
+    rc.in[1] = pos ? to_double(wpe, T_ * C_) : NULL;
+    rc.len[1] = T_ * C_;
+    assert_forward("embedding out", &rc, out);
+
+    float *dwte = fbuf(V * C_), *dwpe = pos ? fbuf(T_ * C_) : NULL;
+    ck_embedding_backward(dwte, dwpe, dout, ids, B_, T_, C_);
+    float *dwte1 = copy_f(dwte, V * C_), *dwpe1 = pos ? copy_f(dwpe, T_ * C_) : NULL;
+    ck_embedding_backward(dwte, dwpe, dout, ids, B_, T_, C_);
+    assert_doubled("dwte", dwte, dwte1, V * C_);
+    assert_fd("dwte", &rc, 0, dwte1);
+    if (pos) {
+        assert_doubled("dwpe", dwpe, dwpe1, T_ * C_);
+        assert_fd("dwpe", &rc, 1, dwpe1);
+    }
+    free_scratch();
+}
+
+START_TEST(embedding_with_positions) { embedding_case(true); }
+END_TEST
+
+START_TEST(embedding_without_positions) { embedding_case(false); }
+END_TEST
+
+/* ---- linear ---- */
+
+static void linear_case(bool bias)
+{
+    seed_data(bias ? 3 : 4);
+    float *x = frand(N_ * C_), *w = frand(OC_ * C_), *b = bias ? frand(OC_) : NULL;
+    float *out = obuf(N_ * OC_), *dout = frand(N_ * OC_);
+    ck_linear_forward(out, x, w, b, N_, C_, OC_);
+
+    ref_case rc = {.fn = ref_linear, .n_out = N_ * OC_, .g = to_double(dout, N_ * OC_),
+                   .n = N_, .C = C_, .OC = OC_, .bias = bias};
+    rc.in[0] = to_double(x, N_ * C_);
+    rc.len[0] = N_ * C_;
+    rc.in[1] = to_double(w, OC_ * C_);
+    rc.len[1] = OC_ * C_;
+    rc.in[2] = bias ? to_double(b, OC_) : NULL;
+    rc.len[2] = OC_;
+    assert_forward("linear out", &rc, out);
+
+    float *dx = fbuf(N_ * C_), *dw = fbuf(OC_ * C_), *db = bias ? fbuf(OC_) : NULL;
+    ck_linear_backward(dx, dw, db, dout, x, w, N_, C_, OC_);
+    float *dx1 = copy_f(dx, N_ * C_), *dw1 = copy_f(dw, OC_ * C_);
+    float *db1 = bias ? copy_f(db, OC_) : NULL;
+    ck_linear_backward(dx, dw, db, dout, x, w, N_, C_, OC_);
+    assert_doubled("linear dinp", dx, dx1, N_ * C_);
+    assert_doubled("linear dweight", dw, dw1, OC_ * C_);
+    assert_fd("linear dinp", &rc, 0, dx1);
+    assert_fd("linear dweight", &rc, 1, dw1);
+    if (bias) {
+        assert_doubled("linear dbias", db, db1, OC_);
+        assert_fd("linear dbias", &rc, 2, db1);
+    }
+    /* A model input needs no gradient: dinp NULL still gives the parameters' gradients. */
+    float *dw_only = fbuf(OC_ * C_);
+    ck_linear_backward(NULL, dw_only, NULL, dout, x, w, N_, C_, OC_);
+    ck_assert(memcmp(dw_only, dw1, OC_ * C_ * sizeof *dw1) == 0);
+    free_scratch();
+}
+
+START_TEST(linear_with_bias) { linear_case(true); }
+END_TEST
+
+START_TEST(linear_without_bias) { linear_case(false); }
+END_TEST
+
+/* ---- norms ---- */
+
+START_TEST(layernorm)
+{
+    seed_data(5);
+    float *x = frand(N_ * C_), *w = frand(C_), *b = frand(C_);
+    for (size_t i = 0; i < N_ * C_; i++)
+        x[i] = x[i] * 2.0f + 3.0f; /* a mean far from 0: the statistics matter */
+    float *out = obuf(N_ * C_), *mean = obuf(N_), *rstd = obuf(N_), *dout = frand(N_ * C_);
+    ck_layernorm_forward(out, mean, rstd, x, w, b, N_, C_);
+
+    ref_case rc = {.fn = ref_layernorm, .n_out = N_ * C_, .g = to_double(dout, N_ * C_),
+                   .n = N_, .C = C_};
+    rc.in[0] = to_double(x, N_ * C_);
+    rc.len[0] = N_ * C_;
+    rc.in[1] = to_double(w, C_);
+    rc.len[1] = C_;
+    rc.in[2] = to_double(b, C_);
+    rc.len[2] = C_;
+    assert_forward("layernorm out", &rc, out);
+    double *rout = dbuf(N_ * C_), *rmean = dbuf(N_), *rrstd = dbuf(N_);
+    ref_layernorm_stats(&rc, rout, rmean, rrstd);
+    assert_close("layernorm mean", mean, rmean, N_, RTOL_FWD);
+    assert_close("layernorm rstd", rstd, rrstd, N_, RTOL_FWD);
+
+    float *dx = fbuf(N_ * C_), *dw = fbuf(C_), *db = fbuf(C_);
+    ck_layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, N_, C_);
+    float *dx1 = copy_f(dx, N_ * C_), *dw1 = copy_f(dw, C_), *db1 = copy_f(db, C_);
+    ck_layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, N_, C_);
+    assert_doubled("layernorm dinp", dx, dx1, N_ * C_);
+    assert_doubled("layernorm dweight", dw, dw1, C_);
+    assert_doubled("layernorm dbias", db, db1, C_);
+    assert_fd("layernorm dinp", &rc, 0, dx1);
+    assert_fd("layernorm dweight", &rc, 1, dw1);
+    assert_fd("layernorm dbias", &rc, 2, db1);
+    free_scratch();
+}
+END_TEST
+
+START_TEST(rmsnorm)
+{
+    seed_data(6);
+    float *x = frand(N_ * C_), *w = frand(C_);
+    float *out = obuf(N_ * C_), *rstd = obuf(N_), *dout = frand(N_ * C_);
+    ck_rmsnorm_forward(out, rstd, x, w, N_, C_);
+
+    ref_case rc = {.fn = ref_rmsnorm, .n_out = N_ * C_, .g = to_double(dout, N_ * C_),
+                   .n = N_, .C = C_};
+    rc.in[0] = to_double(x, N_ * C_);
+    rc.len[0] = N_ * C_;
+    rc.in[1] = to_double(w, C_);
+    rc.len[1] = C_;
+    assert_forward("rmsnorm out", &rc, out);
+    double *rout = dbuf(N_ * C_), *rrstd = dbuf(N_);
+    ref_rmsnorm_stats(&rc, rout, rrstd);
+    assert_close("rmsnorm rstd", rstd, rrstd, N_, RTOL_FWD);
+
+    float *dx = fbuf(N_ * C_), *dw = fbuf(C_);
+    ck_rmsnorm_backward(dx, dw, dout, x, w, rstd, N_, C_);
+    float *dx1 = copy_f(dx, N_ * C_), *dw1 = copy_f(dw, C_);
+    ck_rmsnorm_backward(dx, dw, dout, x, w, rstd, N_, C_);
+    assert_doubled("rmsnorm dinp", dx, dx1, N_ * C_);
+    assert_doubled("rmsnorm dweight", dw, dw1, C_);
+    assert_fd("rmsnorm dinp", &rc, 0, dx1);
+    assert_fd("rmsnorm dweight", &rc, 1, dw1);
+    free_scratch();
+}
+END_TEST
+
+/* ---- element-wise ---- */
+
+enum { EW_N = N_ * C_ };
+
+/* Inputs in [-3, 3] (the curved part of gelu and silu), kept 0.01 away from relu's kink so
+ * the finite difference never straddles it. */
+static float *ew_input(void)
+{
+    float *x = frand(EW_N);
+    for (size_t i = 0; i < EW_N; i++) {
+        x[i] *= 3.0f;
+        if (fabsf(x[i]) < 0.01f)
+            x[i] = 0.02f;
+    }
+    return x;
+}
+
+typedef enum { EW_GELU, EW_RELU, EW_SILU } ew_kind;
+
+static void unary_case(ew_kind kind)
+{
+    static const ref_fn refs[] = {ref_gelu, ref_relu, ref_silu};
+    static const char *names[] = {"gelu", "relu", "silu"};
+    seed_data(7 + (uint64_t)kind);
+    float *x = ew_input(), *out = obuf(EW_N), *dout = frand(EW_N), *dx = fbuf(EW_N);
+    ref_case rc = {.fn = refs[kind], .n_out = EW_N, .g = to_double(dout, EW_N), .n = EW_N};
+    rc.in[0] = to_double(x, EW_N);
+    rc.len[0] = EW_N;
+    float *dx1 = NULL;
+    for (int call = 0; call < 2; call++) {
+        switch (kind) {
+        case EW_GELU:
+            ck_gelu_forward(out, x, EW_N);
+            ck_gelu_backward(dx, x, dout, EW_N);
+            break;
+        case EW_RELU:
+            ck_relu_forward(out, x, EW_N);
+            ck_relu_backward(dx, out, dout, EW_N);
+            break;
+        case EW_SILU:
+            ck_silu_forward(out, x, EW_N);
+            ck_silu_backward(dx, x, dout, EW_N);
+            break;
+        }
+        if (call == 0)
+            dx1 = copy_f(dx, EW_N);
+    }
+    assert_forward(names[kind], &rc, out);
+    assert_doubled(names[kind], dx, dx1, EW_N);
+    assert_fd(names[kind], &rc, 0, dx1);
+    free_scratch();
+}
+
+START_TEST(gelu) { unary_case(EW_GELU); }
+END_TEST
+
+START_TEST(relu) { unary_case(EW_RELU); }
+END_TEST
+
+START_TEST(silu) { unary_case(EW_SILU); }
+END_TEST
+
+static void binary_case(bool is_mul)
+{
+    seed_data(is_mul ? 10 : 11);
+    float *a = frand(EW_N), *b = frand(EW_N), *out = obuf(EW_N), *dout = frand(EW_N);
+    float *da = fbuf(EW_N), *db = fbuf(EW_N);
+    ref_case rc = {.fn = is_mul ? ref_mul : ref_add, .n_out = EW_N, .g = to_double(dout, EW_N),
+                   .n = EW_N};
+    rc.in[0] = to_double(a, EW_N);
+    rc.len[0] = EW_N;
+    rc.in[1] = to_double(b, EW_N);
+    rc.len[1] = EW_N;
+    if (is_mul) {
+        ck_mul_forward(out, a, b, EW_N);
+        ck_mul_backward(da, db, dout, a, b, EW_N);
+    } else {
+        ck_add_forward(out, a, b, EW_N);
+        ck_add_backward(da, db, dout, EW_N);
+    }
+    float *da1 = copy_f(da, EW_N), *db1 = copy_f(db, EW_N);
+    if (is_mul)
+        ck_mul_backward(da, db, dout, a, b, EW_N);
+    else
+        ck_add_backward(da, db, dout, EW_N);
+    assert_forward(is_mul ? "mul" : "add", &rc, out);
+    assert_doubled("da", da, da1, EW_N);
+    assert_doubled("db", db, db1, EW_N);
+    assert_fd("da", &rc, 0, da1);
+    assert_fd("db", &rc, 1, db1);
+    free_scratch();
+}
+
+START_TEST(add) { binary_case(false); }
+END_TEST
+
+START_TEST(mul) { binary_case(true); }
+END_TEST
+
+/* A node that reads one tensor twice passes the same gradient buffer for both inputs:
+ * x * x must give 2 x dout, x + x 2 dout. */
+START_TEST(binary_ops_with_one_input_twice)
+{
+    seed_data(12);
+    float *x = frand(EW_N), *dout = frand(EW_N), *dm = fbuf(EW_N), *da = fbuf(EW_N);
+    ck_mul_backward(dm, dm, dout, x, x, EW_N);
+    ck_add_backward(da, da, dout, EW_N);
+    double *wm = dbuf(EW_N), *wa = dbuf(EW_N);
+    for (size_t i = 0; i < EW_N; i++) {
+        wm[i] = 2.0 * x[i] * dout[i];
+        wa[i] = 2.0 * dout[i];
+    }
+    assert_close("x*x", dm, wm, EW_N, RTOL_FWD);
+    assert_close("x+x", da, wa, EW_N, RTOL_FWD);
+    free_scratch();
+}
+END_TEST
+
+/* ---- dropout ---- */
+
+static void dropout_case(float p)
+{
+    seed_data(13);
+    ck_rng_key key = {42, 7, 3};
+    float *x = frand(EW_N), *out = obuf(EW_N), *dout = frand(EW_N), *dx = fbuf(EW_N);
+    uint8_t *mask = scratch(EW_N);
+    ck_dropout_forward(out, mask, x, p, key, EW_N);
+    ref_case rc = {.fn = ref_dropout, .n_out = EW_N, .g = to_double(dout, EW_N), .n = EW_N,
+                   .p = p, .key = key};
+    rc.in[0] = to_double(x, EW_N);
+    rc.len[0] = EW_N;
+    assert_forward("dropout out", &rc, out);
+    size_t kept = 0;
+    for (size_t i = 0; i < EW_N; i++) {
+        ck_assert_uint_eq(mask[i], (unsigned)ck_rng_keep(key, i, p));
+        kept += mask[i];
+    }
+    if (p > 0.0f) /* the case is not vacuous: some dropped, most kept */
+        ck_assert(kept > EW_N / 2 && kept < EW_N);
+    else
+        ck_assert_uint_eq(kept, EW_N);
+    ck_dropout_backward(dx, dout, mask, p, EW_N);
+    float *dx1 = copy_f(dx, EW_N);
+    ck_dropout_backward(dx, dout, mask, p, EW_N);
+    assert_doubled("dropout dinp", dx, dx1, EW_N);
+    assert_fd("dropout dinp", &rc, 0, dx1);
+    free_scratch();
+}
+
+START_TEST(dropout) { dropout_case(0.3f); }
+END_TEST
+
+START_TEST(dropout_p0_is_identity)
+{
+    dropout_case(0.0f);
+    seed_data(14);
+    float *x = frand(EW_N), *out = obuf(EW_N);
+    uint8_t *mask = scratch(EW_N);
+    ck_dropout_forward(out, mask, x, 0.0f, (ck_rng_key){1, 2, 3}, EW_N);
+    ck_assert(memcmp(out, x, EW_N * sizeof *x) == 0);
+    free_scratch();
+}
+END_TEST
+
+/* ---- the RNG ---- */
+
+START_TEST(rng_keep_fraction)
+{
+    /* 1e5 Bernoulli(0.9) draws: standard deviation of the fraction sqrt(0.09 / 1e5) =
+     * 9.5e-4; 0.005 is over 5 of them (a false failure has probability < 1e-6, and the
+     * draws are fixed anyway), while a generator off by 1% in its threshold fails. */
+    enum { n = 100000 };
+    const float ps[] = {0.1f, 0.5f};
+    for (size_t k = 0; k < 2; k++) {
+        size_t kept = 0;
+        for (uint64_t i = 0; i < n; i++)
+            kept += (size_t)ck_rng_keep((ck_rng_key){1234, 5, 6}, i, ps[k]);
+        double frac = (double)kept / n;
+        ck_assert_msg(fabs(frac - (1.0 - ps[k])) < 0.005, "p=%g kept %g", (double)ps[k], frac);
+    }
+    for (uint64_t i = 0; i < 1000; i++) {
+        ck_assert(ck_rng_keep((ck_rng_key){1, 2, 3}, i, 0.0f));
+        ck_assert(!ck_rng_keep((ck_rng_key){1, 2, 3}, i, 1.0f));
+    }
+}
+END_TEST
+
+START_TEST(rng_bits_are_balanced)
+{
+    /* Each of the 32 bits is set about half the time over 1e5 consecutive elements
+     * (standard deviation 158 counts; 1000 is over 6 of them), so the low bits of a
+     * counter do not leak through. */
+    enum { n = 100000 };
+    size_t ones[32] = {0};
+    for (uint64_t i = 0; i < n; i++) {
+        uint32_t u = ck_rng_u32((ck_rng_key){9, 0, 0}, i);
+        for (int b = 0; b < 32; b++)
+            ones[b] += (u >> b) & 1u;
+    }
+    for (int b = 0; b < 32; b++)
+        ck_assert_msg(ones[b] > n / 2 - 1000 && ones[b] < n / 2 + 1000, "bit %d: %zu", b,
+                      ones[b]);
+}
+END_TEST
+
+/* Fraction of elements where two streams' dropout decisions differ: independent streams
+ * with p = 0.1 differ with probability 2 p (1 - p) = 0.18. */
+static double mask_difference(ck_rng_key a, ck_rng_key b, size_t n)
+{
+    size_t diff = 0;
+    for (uint64_t i = 0; i < n; i++)
+        diff += ck_rng_keep(a, i, 0.1f) != ck_rng_keep(b, i, 0.1f);
+    return (double)diff / (double)n;
+}
+
+START_TEST(rng_determinism_and_streams)
+{
+    enum { n = 100000 };
+    ck_rng_key key = {77, 10, 4};
+    float *x = frand(n), *o1 = fbuf(n), *o2 = fbuf(n);
+    uint8_t *m1 = scratch(n), *m2 = scratch(n);
+    ck_dropout_forward(o1, m1, x, 0.1f, key, n);
+    ck_dropout_forward(o2, m2, x, 0.1f, key, n);
+    ck_assert(memcmp(m1, m2, n) == 0);
+    ck_assert(memcmp(o1, o2, n * sizeof *o1) == 0);
+    ck_assert_uint_eq(ck_rng_u32(key, 12345), ck_rng_u32(key, 12345));
+    /* Every part of the key selects an independent stream (0.18 +- 0.01, the standard
+     * deviation being 0.0012), including swapping step and node. */
+    ck_rng_key others[] = {{78, 10, 4}, {77, 11, 4}, {77, 10, 5}, {77, 4, 10}};
+    for (size_t k = 0; k < 4; k++) {
+        double d = mask_difference(key, others[k], n);
+        ck_assert_msg(fabs(d - 0.18) < 0.01, "stream %zu differs on %g", k, d);
+    }
+    /* Neighbouring elements are not copies of each other either. */
+    size_t same = 0;
+    for (uint64_t i = 0; i + 1 < n; i++)
+        same += ck_rng_u32(key, i) == ck_rng_u32(key, i + 1);
+    ck_assert_uint_eq(same, 0);
+    free_scratch();
+}
+END_TEST
+
+/* ---- attention ---- */
+
+typedef struct {
+    size_t B, T, H, KV, D;
+    float p;
+} att_dims;
+
+typedef struct {
+    float *out, *probs, *dropped, *lse, *ws, *dqkv;
+    uint8_t *mask;
+} att_run;
+
+static size_t att_w(att_dims a) { return (a.H + 2 * a.KV) * a.D; }
+
+static ck_rng_key att_key(void) { return (ck_rng_key){2024, 3, 17}; }
+
+/* Runs the standard or flash forward and backward (backward twice when `twice`), with
+ * buffers of exactly the sizes planner/ops declares. */
+static att_run run_attention(att_dims a, bool flash, const float *qkv, const float *dout,
+                             bool twice, float **dqkv_once)
+{
+    att_run r = {0};
+    size_t S = a.B * a.H * a.T * a.T, n_qkv = a.B * a.T * att_w(a);
+    r.out = obuf(a.B * a.T * a.H * a.D);
+    r.dqkv = fbuf(n_qkv);
+    if (flash) {
+        r.lse = obuf(a.B * a.H * a.T);
+        float *fws = obuf(a.T), *bws = obuf(2 * a.T);
+        ck_attention_flash_forward(r.out, r.lse, qkv, fws, a.B, a.T, a.H, a.KV, a.D, a.p,
+                                   att_key());
+        for (int call = 0; call < (twice ? 2 : 1); call++) {
+            ck_attention_flash_backward(r.dqkv, dout, qkv, r.out, r.lse, bws, a.B, a.T, a.H,
+                                        a.KV, a.D, a.p, att_key());
+            if (call == 0 && dqkv_once)
+                *dqkv_once = copy_f(r.dqkv, n_qkv);
+        }
+    } else {
+        r.probs = obuf(S);
+        r.ws = obuf(S);
+        if (a.p > 0.0f) {
+            r.mask = scratch(S);
+            memset(r.mask, 0xab, S);
+            r.dropped = obuf(S);
+        }
+        ck_attention_forward(r.out, r.probs, r.mask, r.dropped, qkv, r.ws, a.B, a.T, a.H, a.KV,
+                             a.D, a.p, att_key());
+        for (int call = 0; call < (twice ? 2 : 1); call++) {
+            ck_attention_backward(r.dqkv, dout, qkv, r.probs, r.mask, r.dropped, r.ws, a.B, a.T,
+                                  a.H, a.KV, a.D, a.p, att_key());
+            if (call == 0 && dqkv_once)
+                *dqkv_once = copy_f(r.dqkv, n_qkv);
+        }
+    }
+    return r;
+}
+
+static void attention_fd_case(att_dims a, bool flash, uint64_t seed)
+{
+    seed_data(seed);
+    size_t n_qkv = a.B * a.T * att_w(a), n_out = a.B * a.T * a.H * a.D;
+    size_t S = a.B * a.H * a.T * a.T;
+    float *qkv = frand(n_qkv), *dout = frand(n_out);
+    for (size_t i = 0; i < n_qkv; i++)
+        qkv[i] *= 2.0f; /* scores of order 1: softmax far from uniform */
+    float *dqkv1 = NULL;
+    att_run r = run_attention(a, flash, qkv, dout, true, &dqkv1);
+
+    ref_case rc = {.fn = ref_attention, .n_out = n_out, .g = to_double(dout, n_out), .B = a.B,
+                   .T = a.T, .H = a.H, .KV = a.KV, .D = a.D, .p = a.p, .key = att_key()};
+    rc.in[0] = to_double(qkv, n_qkv);
+    rc.len[0] = n_qkv;
+    assert_forward("attention out", &rc, r.out);
+    double *rout = dbuf(n_out), *rprobs = dbuf(S), *rlse = dbuf(a.B * a.H * a.T);
+    ref_attention_full(&rc, rout, rprobs, rlse);
+    if (flash) {
+        assert_close("attention lse", r.lse, rlse, a.B * a.H * a.T, RTOL_FWD);
+    } else {
+        assert_close("attention probs", r.probs, rprobs, S, RTOL_FWD);
+        if (a.p > 0.0f) {
+            size_t dropped = 0;
+            for (size_t e = 0; e < S; e++) {
+                size_t i = e / a.T % a.T, j = e % a.T;
+                int keep = j <= i && ck_rng_keep(att_key(), e, a.p);
+                ck_assert_uint_eq(r.mask[e], (unsigned)keep);
+                double want = keep ? r.probs[e] / (1.0 - a.p) : 0.0;
+                ck_assert_msg(fabs(r.dropped[e] - want) <= RTOL_FWD * want, "dropped[%zu]", e);
+                dropped += j <= i && !keep;
+            }
+            ck_assert_uint_gt(dropped, 0); /* the dropout case drops something */
+        }
+    }
+    assert_doubled("attention dqkv", r.dqkv, dqkv1, n_qkv);
+    assert_fd(flash ? "flash dqkv" : "attention dqkv", &rc, 0, dqkv1);
+    free_scratch();
+}
+
+/* Grouped-query (H=4 over KV=2) and plain multi-head (H=KV=4), without and with dropout,
+ * in both forms: 8 cases, _i = (flash, dropout, grouped) bits. */
+START_TEST(attention_fd)
+{
+    bool flash = _i & 1, drop = _i & 2, grouped = _i & 4;
+    att_dims a = {B_, T_, 4, grouped ? 2 : 4, 3, drop ? 0.2f : 0.0f};
+    attention_fd_case(a, flash, 100 + (uint64_t)_i);
+}
+END_TEST
+
+/* The flash form agrees with the standard one on a size where sgemm blocks: out and dqkv
+ * to 1e-5 of the tensor's largest entry (2.2e-7 is the largest difference seen: the two
+ * forms sum in different orders and flash recomputes the probabilities from lse). */
+START_TEST(flash_matches_standard)
+{
+    const float ps[] = {0.0f, 0.1f};
+    for (size_t k = 0; k < 2; k++) {
+        att_dims a = {2, 33, 4, 2, 16, ps[k]};
+        seed_data(200 + k);
+        size_t n_qkv = a.B * a.T * att_w(a), n_out = a.B * a.T * a.H * a.D;
+        float *qkv = frand(n_qkv), *dout = frand(n_out);
+        att_run s = run_attention(a, false, qkv, dout, false, NULL);
+        att_run f = run_attention(a, true, qkv, dout, false, NULL);
+        double *so = to_double(s.out, n_out), *sd = to_double(s.dqkv, n_qkv);
+        double so_max = max_abs(so, n_out), sd_max = max_abs(sd, n_qkv);
+        for (size_t i = 0; i < n_out; i++)
+            ck_assert_msg(fabs(f.out[i] - so[i]) <= 1e-5 * so_max, "out[%zu]: %g vs %g", i,
+                          (double)f.out[i], so[i]);
+        for (size_t i = 0; i < n_qkv; i++)
+            ck_assert_msg(fabs(f.dqkv[i] - sd[i]) <= 1e-5 * sd_max, "dqkv[%zu]: %g vs %g", i,
+                          (double)f.dqkv[i], sd[i]);
+        free_scratch();
+    }
+}
+END_TEST
+
+/* Changing every q, k and v of the last token leaves the earlier outputs bit for bit
+ * unchanged (position t attends to 0..t only) and changes the last one. */
+START_TEST(attention_is_causal)
+{
+    bool flash = _i & 1;
+    att_dims a = {2, 6, 4, 2, 3, (_i & 2) ? 0.2f : 0.0f};
+    seed_data(300);
+    size_t W = att_w(a), n_qkv = a.B * a.T * W, n_out = a.B * a.T * a.H * a.D;
+    float *qkv = frand(n_qkv), *dout = frand(n_out);
+    att_run r1 = run_attention(a, flash, qkv, dout, false, NULL);
+    float *qkv2 = copy_f(qkv, n_qkv);
+    for (size_t b = 0; b < a.B; b++)
+        for (size_t c = 0; c < W; c++)
+            qkv2[(b * a.T + a.T - 1) * W + c] += 0.5f;
+    att_run r2 = run_attention(a, flash, qkv2, dout, false, NULL);
+    size_t row = a.H * a.D;
+    for (size_t b = 0; b < a.B; b++) {
+        const float *o1 = r1.out + b * a.T * row, *o2 = r2.out + b * a.T * row;
+        ck_assert(memcmp(o1, o2, (a.T - 1) * row * sizeof *o1) == 0);
+        ck_assert(memcmp(o1 + (a.T - 1) * row, o2 + (a.T - 1) * row, row * sizeof *o1) != 0);
+    }
+    if (!flash) /* nothing is stored above the diagonal */
+        for (size_t e = 0; e < a.B * a.H * a.T * a.T; e++)
+            if (e % a.T > e / a.T % a.T) {
+                ck_assert_float_eq(r1.probs[e], 0.0f);
+                if (a.p > 0.0f)
+                    ck_assert(r1.mask[e] == 0 && r1.dropped[e] == 0.0f);
+            }
+    free_scratch();
+}
+END_TEST
+
+/* The same inputs give the same bits, call after call. */
+START_TEST(kernels_are_deterministic)
+{
+    att_dims a = {2, 40, 4, 2, 16, 0.1f};
+    seed_data(400);
+    size_t n_qkv = a.B * a.T * att_w(a), n_out = a.B * a.T * a.H * a.D;
+    float *qkv = frand(n_qkv), *dout = frand(n_out);
+    for (int flash = 0; flash < 2; flash++) {
+        att_run r1 = run_attention(a, flash, qkv, dout, false, NULL);
+        att_run r2 = run_attention(a, flash, qkv, dout, false, NULL);
+        ck_assert(memcmp(r1.out, r2.out, n_out * sizeof(float)) == 0);
+        ck_assert(memcmp(r1.dqkv, r2.dqkv, n_qkv * sizeof(float)) == 0);
+    }
+    size_t N = 64, C = 48, OC = 80;
+    float *x = frand(N * C), *w = frand(OC * C), *b = frand(OC), *dy = frand(N * OC);
+    float *y1 = fbuf(N * OC), *y2 = fbuf(N * OC);
+    float *dx1 = fbuf(N * C), *dx2 = fbuf(N * C), *dw1 = fbuf(OC * C), *dw2 = fbuf(OC * C);
+    float *db1 = fbuf(OC), *db2 = fbuf(OC);
+    ck_linear_forward(y1, x, w, b, N, C, OC);
+    ck_linear_forward(y2, x, w, b, N, C, OC);
+    ck_linear_backward(dx1, dw1, db1, dy, x, w, N, C, OC);
+    ck_linear_backward(dx2, dw2, db2, dy, x, w, N, C, OC);
+    ck_assert(memcmp(y1, y2, N * OC * sizeof(float)) == 0);
+    ck_assert(memcmp(dx1, dx2, N * C * sizeof(float)) == 0);
+    ck_assert(memcmp(dw1, dw2, OC * C * sizeof(float)) == 0);
+    ck_assert(memcmp(db1, db2, OC * sizeof(float)) == 0);
+    free_scratch();
+}
+END_TEST
+
+/* ---- losses ---- */
+
+START_TEST(cross_entropy)
+{
+    enum { V = 11 };
+    seed_data(500);
+    float *logits = frand(N_ * V), *dlogits = fbuf(N_ * V), *lse = obuf(N_);
+    for (size_t i = 0; i < N_ * V; i++)
+        logits[i] = logits[i] * 4.0f + 100.0f; /* exp(100) overflows f32: the max must go */
+    int32_t targets[N_];
+    for (size_t n = 0; n < N_; n++)
+        targets[n] = (int32_t)(n * 7 % V);
+    float loss = ck_cross_entropy(dlogits, lse, logits, targets, N_, V);
+    float *d1 = copy_f(dlogits, N_ * V);
+    float loss2 = ck_cross_entropy(dlogits, lse, logits, targets, N_, V);
+    ck_assert_float_eq(loss, loss2);
+
+    ref_case rc = {.fn = ref_cross_entropy, .n_out = 1, .n = N_, .V = V, .ids = targets};
+    rc.in[0] = to_double(logits, N_ * V);
+    rc.len[0] = N_ * V;
+    double rloss, *rlse = dbuf(N_);
+    ref_cross_entropy_lse(&rc, &rloss, rlse);
+    ck_assert_msg(isfinite(loss) && fabs(loss - rloss) <= RTOL_FWD * fabs(rloss), "loss %g vs %g",
+                  (double)loss, rloss);
+    assert_close("cross-entropy lse", lse, rlse, N_, RTOL_FWD);
+    assert_doubled("dlogits", dlogits, d1, N_ * V);
+    assert_fd("dlogits", &rc, 0, d1);
+    free_scratch();
+}
+END_TEST
+
+START_TEST(mse)
+{
+    seed_data(501);
+    float *pred = frand(EW_N), *target = frand(EW_N), *dpred = fbuf(EW_N);
+    float loss = ck_mse(dpred, pred, target, EW_N);
+    float *d1 = copy_f(dpred, EW_N);
+    ck_mse(dpred, pred, target, EW_N);
+    ref_case rc = {.fn = ref_mse, .n_out = 1, .n = EW_N};
+    rc.in[0] = to_double(pred, EW_N);
+    rc.len[0] = EW_N;
+    rc.in[1] = to_double(target, EW_N);
+    rc.len[1] = EW_N;
+    double rloss;
+    ref_mse(&rc, &rloss);
+    ck_assert_msg(fabs(loss - rloss) <= RTOL_FWD * rloss, "loss %g vs %g", (double)loss, rloss);
+    assert_doubled("dpred", dpred, d1, EW_N);
+    assert_fd("dpred", &rc, 0, d1);
+    free_scratch();
+}
+END_TEST
+
+static Suite *kernels_suite(void)
+{
+    Suite *s = suite_create("kernels");
+    TCase *tc = tcase_create("kernels");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, embedding_with_positions);
+    tcase_add_test(tc, embedding_without_positions);
+    tcase_add_test(tc, linear_with_bias);
+    tcase_add_test(tc, linear_without_bias);
+    tcase_add_test(tc, layernorm);
+    tcase_add_test(tc, rmsnorm);
+    tcase_add_test(tc, gelu);
+    tcase_add_test(tc, relu);
+    tcase_add_test(tc, silu);
+    tcase_add_test(tc, add);
+    tcase_add_test(tc, mul);
+    tcase_add_test(tc, binary_ops_with_one_input_twice);
+    tcase_add_test(tc, dropout);
+    tcase_add_test(tc, dropout_p0_is_identity);
+    tcase_add_test(tc, rng_keep_fraction);
+    tcase_add_test(tc, rng_bits_are_balanced);
+    tcase_add_test(tc, rng_determinism_and_streams);
+    tcase_add_loop_test(tc, attention_fd, 0, 8);
+    tcase_add_test(tc, flash_matches_standard);
+    tcase_add_loop_test(tc, attention_is_causal, 0, 4);
+    tcase_add_test(tc, kernels_are_deterministic);
+    tcase_add_test(tc, cross_entropy);
+    tcase_add_test(tc, mse);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+CK_TEST_MAIN(kernels_suite)
