@@ -1,0 +1,181 @@
+/* ckplan profile: measure each stage's forward and backward time on this machine with the
+ * executor, and write them as a costs file for `ckplan plan --costs`. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/commands.h"
+#include "cli/files.h"
+#include "cli/options.h"
+#include "planner/costs.h"
+#include "planner/json.h"
+#include "planner/size.h"
+#include "planner/workload.h"
+#include "sim/blas.h"
+#include "sim/exec.h"
+
+#define DEFAULT_COSTS_FILE "ckplan.costs.json"
+
+static void profile_usage(FILE *out)
+{
+    fprintf(out, "usage: ckplan profile MODEL [options]\n"
+                 "\n"
+                 "Runs store-everything training steps of MODEL with the executor and measures,\n"
+                 "per stage, the median time of its forward (F_all) and backward (B) operations\n"
+                 "and of the loss. Writes them as a costs file: 'ckplan plan MODEL --costs FILE'\n"
+                 "then plans with these times instead of the roofline cost model.\n"
+                 "\n"
+                 "  --granularity G   op or block (default block); plan with the same\n"
+                 "  --steps N         measured steps, after one warm-up step (default 5)\n"
+                 "  --threads N       threads for matrix products (default: OpenBLAS's choice)\n"
+                 "  --seed S          seed of parameters and inputs (default 1)\n"
+                 "  -o, --output FILE where to write the costs (default %s)\n"
+                 "  -h, --help        show this help\n",
+            DEFAULT_COSTS_FILE);
+}
+
+enum { OPT_STEPS = 3000, OPT_THREADS, OPT_SEED };
+
+static int compare_doubles(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Runs `steps` measured steps of s and sets op_median[k] to the median time of op k. */
+static int time_ops(ck_exec *e, const ck_schedule *s, uint64_t steps, double *op_median,
+                    uint64_t *peak, ck_err *err)
+{
+    double *samples = calloc(s->n * steps, sizeof *samples);
+    double *column = calloc(steps, sizeof *column);
+    if (!samples || !column) {
+        free(samples);
+        free(column);
+        return ck_fail_oom(err);
+    }
+    int rc = CK_OK;
+    *peak = 0;
+    for (uint64_t k = 0; k <= steps && rc == CK_OK; k++) {
+        ck_step_stats st;
+        /* step 0 warms up; its times are written into row 0 and overwritten by step 1 */
+        rc = ck_exec_step(e, s, k, &st, samples + (k ? k - 1 : 0) * s->n, err);
+        if (rc == CK_OK && st.activation_peak_bytes > *peak)
+            *peak = st.activation_peak_bytes;
+    }
+    for (size_t op = 0; rc == CK_OK && op < s->n; op++) {
+        for (uint64_t k = 0; k < steps; k++)
+            column[k] = samples[k * s->n + op];
+        qsort(column, steps, sizeof *column, compare_doubles);
+        op_median[op] = column[steps / 2];
+    }
+    free(samples);
+    free(column);
+    return rc;
+}
+
+int ck_cmd_profile(int argc, char **argv)
+{
+    static const struct option longs[] = {
+        {"granularity", required_argument, NULL, CK_OPT_GRANULARITY},
+        {"steps", required_argument, NULL, OPT_STEPS},
+        {"threads", required_argument, NULL, OPT_THREADS},
+        {"seed", required_argument, NULL, OPT_SEED},
+        {"output", required_argument, NULL, 'o'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    ck_workload_opts opts;
+    ck_workload_opts_default(&opts);
+    const char *output = DEFAULT_COSTS_FILE;
+    uint64_t steps = 5, threads = 0, seed = 1;
+    ck_err err = {{0}};
+    int code, rc = CK_OK;
+    opterr = 0;
+    optind = 1;
+    while (rc == CK_OK && (code = getopt_long(argc, argv, ":o:h", longs, NULL)) != -1) {
+        switch (code) {
+        case 'h':
+            profile_usage(stdout);
+            return 0;
+        case 'o': output = optarg; break;
+        case CK_OPT_GRANULARITY: rc = ck_workload_option(code, optarg, &opts, &err); break;
+        case OPT_STEPS: rc = ck_parse_count(optarg, "--steps", 1, 1000, &steps, &err); break;
+        case OPT_THREADS: rc = ck_parse_count(optarg, "--threads", 1, 1024, &threads, &err); break;
+        case OPT_SEED: rc = ck_parse_count(optarg, "--seed", 0, UINT64_MAX, &seed, &err); break;
+        default: rc = ck_option_error("profile", argv, code, &err);
+        }
+    }
+    if (rc == CK_OK && optind != argc - 1)
+        rc = ck_fail(&err, CK_ERR_INPUT, "profile: expected exactly one MODEL; usage: ckplan "
+                                         "profile MODEL [-o FILE] (see --help)");
+    if (rc != CK_OK)
+        return ck_report(rc, err.msg);
+
+    ck_workload w;
+    rc = ck_workload_load(argv[optind], &opts, &w, &err);
+    if (rc != CK_OK)
+        return ck_report(rc, err.msg);
+    if (!w.model) {
+        ck_workload_free(&w);
+        return ck_report(CK_ERR_INPUT, "profile: a chain file has no ops to measure; profile the "
+                                       "model it came from");
+    }
+    if (threads)
+        ck_blas_set_threads((int)threads);
+    ck_exec *exec = NULL;
+    ck_schedule base = {0};
+    double *median = NULL;
+    uint64_t peak = 0;
+    ck_exec_opts eo = {.seed = seed};
+    rc = ck_exec_create(w.model, &w.chain, w.stage_first, &eo, &exec, &err);
+    if (rc == CK_OK)
+        rc = ck_schedule_baseline(&w.chain, &base, &err);
+    if (rc == CK_OK && !(median = calloc(base.n, sizeof *median)))
+        rc = ck_fail_oom(&err);
+    if (rc == CK_OK)
+        rc = time_ops(exec, &base, steps, median, &peak, &err);
+    ck_chain measured = w.chain; /* same stages; times replaced below */
+    ck_stage *stages = NULL;
+    if (rc == CK_OK && !(stages = malloc(w.chain.n_stages * sizeof *stages)))
+        rc = ck_fail_oom(&err);
+    if (rc == CK_OK) {
+        memcpy(stages, w.chain.stages, w.chain.n_stages * sizeof *stages);
+        measured.stages = stages;
+        for (size_t k = 0; k < base.n; k++) {
+            const ck_op *op = &base.ops[k];
+            if (op->kind == CK_F_ALL)
+                stages[op->stage].fwd_time = median[k];
+            else if (op->kind == CK_B)
+                stages[op->stage].bwd_time = median[k];
+            else
+                measured.loss_bwd_time = median[k];
+        }
+        cJSON *json = ck_costs_to_json(&measured, w.path, w.sha256,
+                                       ck_granularity_name(opts.granularity), peak);
+        char *text = json ? ck_json_print(json) : NULL;
+        cJSON_Delete(json);
+        rc = text ? ck_write_file_atomic(output, text, strlen(text), &err) : ck_fail_oom(&err);
+        free(text);
+    }
+    if (rc == CK_OK) {
+        printf("%-24s %14s %14s %14s %14s\n", "stage", "fwd model", "fwd measured", "bwd model",
+               "bwd measured");
+        for (size_t i = 0; i < w.chain.n_stages; i++)
+            printf("%-24.24s %12.3fms %12.3fms %12.3fms %12.3fms\n", stages[i].name,
+                   1e3 * w.chain.stages[i].fwd_time, 1e3 * stages[i].fwd_time,
+                   1e3 * w.chain.stages[i].bwd_time, 1e3 * stages[i].bwd_time);
+        printf("%-24s %14s %14s %12.3fms %12.3fms\n", "loss", "", "", 1e3 * w.chain.loss_bwd_time,
+               1e3 * measured.loss_bwd_time);
+        char p[32];
+        ck_size_format(peak, p, sizeof p);
+        printf("\ntracked activation peak of a store-everything step: %s\ncosts written to %s\n", p,
+               output);
+    }
+    free(stages);
+    free(median);
+    ck_schedule_free(&base);
+    ck_exec_free(exec);
+    ck_workload_free(&w);
+    return ck_report(rc, err.msg);
+}
