@@ -83,16 +83,35 @@ $(BUILD)/bench/%: $(BUILD)/tests/bench/%.o $(TEST_SUPPORT_OBJ) $(BUILD)/libckpla
 # deps first, then a fresh make: pkg-config flags are read when make starts, so targets
 # that install dependencies must build in a second invocation.
 bench: deps
-	@$(MAKE) --no-print-directory $(BUILD)/bench/bench_planners
+	@$(MAKE) --no-print-directory ckplan $(BUILD)/bench/bench_planners $(BUILD)/bench/bench_kernels
 	@{ echo "# Benchmarks"; echo; \
 	  echo "Written by \`make bench\` on $$(date -u +%Y-%m-%d), on $$(nproc) cores of"; \
 	  echo "$$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1), build flags \`$(OPT)\`."; \
+	  echo "Timings depend on what else the machine is doing: run it on a quiet machine."; \
 	  echo; echo "## Planner speed"; echo; \
 	  echo "Each planner plans at the budget half-way between dp's minimum and the"; \
 	  echo "store-everything peak (\`$(BUILD)/bench/bench_planners\`, source"; \
 	  echo "\`tests/bench/bench_planners.c\`): the random chain is 100 heterogeneous stages with"; \
 	  echo "500 memory slots; the models use the default cost model."; echo; \
-	  $(BUILD)/bench/bench_planners; } > docs/benchmarks.md.tmp && mv docs/benchmarks.md.tmp docs/benchmarks.md
+	  $(BUILD)/bench/bench_planners; \
+	  echo; echo "## Linear layers: kernels against cblas_sgemm alone"; echo; \
+	  echo "\`$(BUILD)/bench/bench_kernels\` (source \`tests/bench/bench_kernels.c\`) times"; \
+	  echo "ck_linear_forward and ck_linear_backward on the linear layers of gpt2-tiny and"; \
+	  echo "gpt2-small and the same sgemm calls made directly (GFLOP/s, median); target: the"; \
+	  echo "kernels reach at least 85% of sgemm alone."; echo; \
+	  $(BUILD)/bench/bench_kernels; \
+	  echo; echo "## Predicted against measured, gpt2-tiny"; echo; \
+	  echo "Each planner's plan runs with \`ckplan run --verify --steps 5\`"; \
+	  echo "(\`tests/bench/predicted_vs_measured.sh\`). First with the roofline cost model, then"; \
+	  echo "with stage times from \`ckplan profile --steps 9\` (target: predicted and measured"; \
+	  echo "overheads agree within 15%). A planner missing from a table has no plan that fits"; \
+	  echo "the budget."; echo; \
+	  echo "### Roofline cost model"; echo; \
+	  tests/bench/predicted_vs_measured.sh ./ckplan models/gpt2-tiny.json; \
+	  ./ckplan profile models/gpt2-tiny.json --steps 9 -o $(BUILD)/bench/gpt2-tiny.costs.json > /dev/null; \
+	  echo; echo "### Profiled costs"; echo; \
+	  tests/bench/predicted_vs_measured.sh ./ckplan models/gpt2-tiny.json $(BUILD)/bench/gpt2-tiny.costs.json; \
+	} > docs/benchmarks.md.tmp && mv docs/benchmarks.md.tmp docs/benchmarks.md
 	@cat docs/benchmarks.md
 
 demo: deps
