@@ -117,6 +117,7 @@ bench: deps
 demo: deps
 	@$(MAKE) --no-print-directory ckplan
 	./ckplan plan models/gpt2-tiny.json --budget 22M
+	./ckplan run --verify
 
 deps:
 	@missing=""; \
