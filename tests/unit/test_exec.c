@@ -76,6 +76,57 @@ static bool plan(const ck_chain *c, const ck_planner *p, uint64_t budget, ck_pla
     return rc == CK_OK;
 }
 
+/* ---- the tracking allocator ---- */
+
+START_TEST(memory_counts_by_kind)
+{
+    ck_mem m = {0};
+    void *a = ck_mem_alloc(&m, CK_MEM_ACTIVATION, 100);
+    void *g = ck_mem_alloc(&m, CK_MEM_GRADIENT, 30);
+    void *s = ck_mem_alloc(&m, CK_MEM_STATIC, 1000);
+    void *z = ck_mem_alloc(&m, CK_MEM_WORKSPACE, 0);
+    ck_assert(a && g && s && z);
+    ck_assert_int_eq(((unsigned char *)a)[99], 0);
+    ck_assert_uint_eq(m.live_activation_total, 130);
+    ck_mem_free(&m, CK_MEM_ACTIVATION, a, 100);
+    void *w = ck_mem_alloc(&m, CK_MEM_WORKSPACE, 50);
+    ck_assert_uint_eq(m.peak_activation_total, 130);
+    ck_assert_uint_eq(m.live_activation_total, 80);
+    ck_assert_uint_eq(m.peak[CK_MEM_ACTIVATION], 100);
+    ck_assert_uint_eq(m.peak[CK_MEM_STATIC], 1000);
+    ck_mem_reset_peaks(&m);
+    ck_assert_uint_eq(m.peak_activation_total, 80);
+    ck_assert_uint_eq(m.peak[CK_MEM_ACTIVATION], 0);
+    ck_mem_free(&m, CK_MEM_GRADIENT, g, 30);
+    ck_mem_free(&m, CK_MEM_WORKSPACE, w, 50);
+    ck_mem_free(&m, CK_MEM_WORKSPACE, z, 0);
+    ck_mem_free(&m, CK_MEM_STATIC, s, 1000);
+    ck_assert_uint_eq(m.live_activation_total + m.live[CK_MEM_STATIC], 0);
+}
+END_TEST
+
+/* After a reset, touching 64 MiB raises the resident high-water mark by about that much
+ * (where clear_refs is refused, the reset must say so). */
+START_TEST(rss_peak_follows_touched_memory)
+{
+    ck_err err = {{0}};
+    uint64_t before, after;
+    int reset = ck_rss_reset_peak(&err);
+    ck_assert_msg(reset == CK_OK || strstr(err.msg, "clear_refs"), "%s", err.msg);
+    ck_assert_msg(ck_rss_peak(&before, &err) == CK_OK, "%s", err.msg);
+    size_t n = 64u << 20;
+    /* volatile: stores to memory about to be freed are otherwise dropped. */
+    unsigned char *block = malloc(n);
+    ck_assert_ptr_nonnull(block);
+    volatile unsigned char *p = block;
+    for (size_t j = 0; j < n; j += 4096)
+        p[j] = 1;
+    ck_assert_int_eq(ck_rss_peak(&after, &err), CK_OK);
+    ck_assert_uint_ge(after, reset == CK_OK ? before + n / 2 : before);
+    free(block);
+}
+END_TEST
+
 /* ---- chain files ---- */
 
 START_TEST(chain_peak_equals_replay)
@@ -418,6 +469,8 @@ static Suite *exec_suite(void)
     Suite *s = suite_create("exec");
     TCase *tc = tcase_create("exec");
     tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, memory_counts_by_kind);
+    tcase_add_test(tc, rss_peak_follows_touched_memory);
     tcase_add_test(tc, chain_peak_equals_replay);
     tcase_add_test(tc, chain_gradient_depends_on_data);
     tcase_add_test(tc, chain_step_takes_its_time);
