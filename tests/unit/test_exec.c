@@ -236,17 +236,23 @@ typedef struct {
 } loaded;
 
 /* In place: the executor keeps pointers to the workload's model and chain. */
-static void load(loaded *lp, const char *path, bool stateful)
+static void load_at(loaded *lp, const char *path, ck_granularity g, bool stateful)
 {
     ck_err err = {{0}};
     ck_workload_opts wo;
     ck_workload_opts_default(&wo);
+    wo.granularity = g;
     ck_assert_msg(ck_workload_load(path, &wo, &lp->w, &err) == CK_OK, "%s", err.msg);
     ck_assert_ptr_nonnull(lp->w.stage_first);
     ck_exec_opts opts = {.seed = 42, .stateful_rng = stateful};
     ck_assert_msg(ck_exec_create(lp->w.model, &lp->w.chain, lp->w.stage_first, &opts, &lp->e,
                                  &err) == CK_OK, "%s", err.msg);
     ck_assert_uint_eq(ck_exec_memory(lp->e)->live[CK_MEM_STATIC], lp->w.statics.total);
+}
+
+static void load(loaded *lp, const char *path, bool stateful)
+{
+    load_at(lp, path, CK_GRAN_BLOCK, stateful);
 }
 
 static void unload(loaded *l)
@@ -283,10 +289,10 @@ static uint64_t middle_budget(const loaded *l)
 
 /* Every planner's plan at the middle budget gives the baseline's loss and gradients, bit for
  * bit, with the tracked peak at most the replayed one and within 5% of it. */
-static void model_matches_baseline(const char *path)
+static void model_matches_baseline(const char *path, ck_granularity g)
 {
     loaded l;
-    load(&l, path, false);
+    load_at(&l, path, g, false);
     run_result want = run_baseline(&l);
     uint64_t budget = middle_budget(&l);
     const ck_planner *planners[] = {&ck_planner_dp, &ck_planner_revolve, &ck_planner_chen,
@@ -301,8 +307,9 @@ static void model_matches_baseline(const char *path)
         }
         ck_exec_reset(l.e);
         run_result got = run(l.e, &r.schedule, 0);
-        fprintf(stderr, "%s %s at %llu: tracked %llu, replayed %llu (%.4f), %.3f s\n",
-                l.w.model->name, planners[p]->name, (unsigned long long)budget,
+        fprintf(stderr, "%s (%s stages) %s at %llu: tracked %llu, replayed %llu (%.4f), %.3f s\n",
+                l.w.model->name, ck_granularity_name(g), planners[p]->name,
+                (unsigned long long)budget,
                 (unsigned long long)got.stats.activation_peak_bytes,
                 (unsigned long long)replay.peak_bytes,
                 (double)got.stats.activation_peak_bytes / (double)replay.peak_bytes,
@@ -323,19 +330,26 @@ static void model_matches_baseline(const char *path)
 
 START_TEST(mlp_deep_plans_match_baseline)
 {
-    model_matches_baseline("models/mlp-deep.json");
+    model_matches_baseline("models/mlp-deep.json", CK_GRAN_BLOCK);
 }
 END_TEST
 
 START_TEST(gpt2_tiny_plans_match_baseline)
 {
-    model_matches_baseline("models/gpt2-tiny.json");
+    model_matches_baseline("models/gpt2-tiny.json", CK_GRAN_BLOCK);
+}
+END_TEST
+
+/* Stages inside a layer: the residual stream crosses each half. */
+START_TEST(gpt2_tiny_op_stages_match_baseline)
+{
+    model_matches_baseline("models/gpt2-tiny.json", CK_GRAN_OP);
 }
 END_TEST
 
 START_TEST(llama_tiny_plans_match_baseline)
 {
-    model_matches_baseline("models/llama-tiny.json");
+    model_matches_baseline("models/llama-tiny.json", CK_GRAN_BLOCK);
 }
 END_TEST
 
@@ -477,6 +491,7 @@ static Suite *exec_suite(void)
     tcase_add_test(tc, chain_refuses_out_of_range_stage);
     tcase_add_test(tc, mlp_deep_plans_match_baseline);
     tcase_add_test(tc, gpt2_tiny_plans_match_baseline);
+    tcase_add_test(tc, gpt2_tiny_op_stages_match_baseline);
     tcase_add_test(tc, llama_tiny_plans_match_baseline);
     tcase_add_test(tc, dropout_under_recompute);
     tcase_add_test(tc, missing_tensor_is_refused);
