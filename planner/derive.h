@@ -2,8 +2,8 @@
  * training step needs whatever the schedule (static memory).
  *
  * Stages end where one tensor carries all the state (an articulation point of the forward
- * graph); their sizes and transient bytes come from simulating their ops one by one under
- * the rules of docs/model-format.md, which the executor follows. */
+ * graph); their sizes and transient bytes come from tallying the walk of planner/stage over
+ * their ops (the rules of docs/model-format.md), the walk the executor allocates on. */
 #ifndef CK_DERIVE_H
 #define CK_DERIVE_H
 

@@ -53,7 +53,8 @@ typedef enum {
     CK_EV_RUN,            /* run node's forward or backward: the moment of its peak */
     CK_EV_FREE_WS,
     CK_EV_FREE_INTERNAL,
-    CK_EV_FREE,           /* tensor `tensor` after its last reader in the stage */
+    CK_EV_FREE,           /* tensor `tensor` after its last reader in the stage (the loss: its
+                             output, when it finishes) */
     CK_EV_ALLOC_GRAD,     /* zeroed gradient of `tensor`, by the backward of its last reader */
     CK_EV_FREE_GRAD       /* gradient of `tensor`, after the backward of its producer */
 } ck_stage_ev_kind;

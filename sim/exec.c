@@ -39,7 +39,7 @@ struct ck_exec {
     bool *xbar;
 
     /* Models. */
-    size_t *first, *last_use, *mark;
+    size_t *last_use, *mark;
     ck_stage_rules *rules;
     size_t n_params;
     float *params, *grads, *opt_m, *opt_v;
@@ -107,11 +107,18 @@ static uint64_t x_bytes(const ck_exec *e, size_t i)
     return ck_chain_x_bytes(e->c, i);
 }
 
+/* What node k makes is activation, except the loss's output and internal tensors, which
+ * live only during the loss operation: workspace, as the chain counts them. */
+static ck_mem_kind made_kind(const ck_model *m, size_t k)
+{
+    return m->nodes[k].op->is_loss ? CK_MEM_WORKSPACE : CK_MEM_ACTIVATION;
+}
+
 static void release_internals(ck_exec *e, void **slots, size_t k)
 {
     const ck_op_info *info = &e->m->nodes[k].info;
     for (size_t s = 0; s < info->n_saved; s++)
-        release(e, CK_MEM_ACTIVATION, &slots[k * CK_OP_MAX_SAVED + s], info->saved[s].bytes);
+        release(e, made_kind(e->m, k), &slots[k * CK_OP_MAX_SAVED + s], info->saved[s].bytes);
 }
 
 /* x̄_i, i >= 1: for a model, what stage i-1 kept. */
@@ -142,10 +149,10 @@ static void release_step(ck_exec *e)
     release(e, CK_MEM_WORKSPACE, &e->ws, e->ws_bytes);
     if (!e->m)
         return;
-    for (size_t t = 0; t < e->m->n_tensors; t++) {
-        uint64_t b = e->m->tensors[t].bytes;
-        release(e, CK_MEM_ACTIVATION, &e->work[t], b);
-        release(e, CK_MEM_GRADIENT, &e->grad[t], b);
+    for (size_t t = e->m->n_inputs; t < e->m->n_tensors; t++) {
+        const ck_tensor *ten = &e->m->tensors[t];
+        release(e, made_kind(e->m, ten->producer), &e->work[t], ten->bytes);
+        release(e, CK_MEM_GRADIENT, &e->grad[t], ten->bytes);
     }
     for (size_t k = 0; k < e->m->n_nodes; k++)
         release_internals(e, e->work_int, k);
@@ -484,14 +491,13 @@ static void loss_node(const walk *w, size_t k)
     e->loss = *loss;
 }
 
-/* Allocates and frees on the events of a stage walk, and runs nodes on CK_EV_RUN. Loss
- * tensors live only during the loss operation: workspace, as the chain counts them. */
+/* Allocates and frees on the events of a stage walk, and runs nodes on CK_EV_RUN. */
 static int on_event(void *ctx, const ck_stage_ev *ev, ck_err *err)
 {
     walk *w = ctx;
     ck_exec *e = w->e;
     bool to_keep = w->mode == WALK_SAVING && ev->kept;
-    ck_mem_kind kind = w->mode == WALK_LOSS ? CK_MEM_WORKSPACE : CK_MEM_ACTIVATION;
+    ck_mem_kind kind = made_kind(e->m, ev->node);
     void **tensor = &(to_keep ? e->keep : e->work)[ev->tensor];
     void **slot = &(to_keep ? e->keep_int : e->work_int)[ev->node * CK_OP_MAX_SAVED + ev->saved];
     switch (ev->kind) {
@@ -669,10 +675,9 @@ static int guard(const ck_exec *e, size_t k, const ck_op *op, ck_err *err)
         return ck_fail(err, CK_ERR_INPUT, "schedule[%zu] (%s %zu): no such operation", k, name, i);
     bool input = e->x[i] || (i > 0 && e->xbar[i]);
     bool needs = input && (op->kind != CK_B || (e->y[i + 1] && e->xbar[i + 1]));
-    bool exists = op->kind == CK_F_ALL  ? e->xbar[i + 1]
-                  : op->kind == CK_LOSS ? e->y[i] != NULL
-                  : op->kind == CK_B    ? e->y[i] != NULL
-                                        : e->x[i + 1] != NULL;
+    bool exists = op->kind == CK_F_ALL                        ? e->xbar[i + 1]
+                  : op->kind == CK_LOSS || op->kind == CK_B ? e->y[i] != NULL
+                                                            : e->x[i + 1] != NULL;
     if (!needs || exists)
         return ck_fail(err, CK_ERR_INPUT, "schedule[%zu] (%s %zu): %s", k, name, i,
                        exists ? "computes a tensor that is already live"
@@ -819,7 +824,8 @@ static int check_model(const ck_model *m, ck_err *err)
     return CK_OK;
 }
 
-/* Token ids and class targets lie below the smallest vocabulary that reads them. */
+/* Token ids and class targets lie below the smallest vocabulary that reads them. The
+ * integer input of both ops is their last: an embedding's ids, a cross_entropy's targets. */
 static int find_id_limits(ck_exec *e, ck_err *err)
 {
     const ck_model *m = e->m;
@@ -872,7 +878,6 @@ static int create_model(ck_exec *e, const size_t *stage_first, ck_err *err)
     int rc = check_model(m, err);
     if (rc != CK_OK)
         return rc;
-    e->first = calloc(L + 1, sizeof *e->first);
     e->last_use = calloc(nt, sizeof *e->last_use);
     e->mark = calloc(nt, sizeof *e->mark);
     e->rules = calloc(L, sizeof *e->rules);
@@ -886,14 +891,13 @@ static int create_model(ck_exec *e, const size_t *stage_first, ck_err *err)
     e->work_int = calloc(nn * CK_OP_MAX_SAVED, sizeof *e->work_int);
     e->keep_int = calloc(nn * CK_OP_MAX_SAVED, sizeof *e->keep_int);
     e->keys = calloc(nn, sizeof *e->keys);
-    if (!e->first || !e->last_use || !e->mark || !e->rules || !e->param_off || !e->weight_off ||
+    if (!e->last_use || !e->mark || !e->rules || !e->param_off || !e->weight_off ||
         !e->held || !e->id_limit || !e->work || !e->keep || !e->grad || !e->work_int ||
         !e->keep_int || !e->keys)
         return ck_fail_oom(err);
-    memcpy(e->first, stage_first, (L + 1) * sizeof *e->first);
     ck_model_last_uses(m, e->last_use);
     for (size_t i = 0; i < L; i++)
-        if (!ck_stage_rules_init(&e->rules[i], m, e->first, i, e->last_use, e->mark))
+        if (!ck_stage_rules_init(&e->rules[i], m, stage_first, i, e->last_use, e->mark))
             return ck_fail(err, CK_ERR_INPUT, "%s: a stage's saved bytes overflow", m->file);
     rc = find_id_limits(e, err);
     if (rc == CK_OK)
@@ -996,7 +1000,6 @@ void ck_exec_free(ck_exec *e)
     free(e->y);
     free(e->xbar);
     free(e->xbar_buf);
-    free(e->first);
     free(e->last_use);
     free(e->mark);
     free(e->rules);

@@ -56,7 +56,8 @@ int ck_exec_step(ck_exec *e, const ck_schedule *s, uint64_t step, ck_step_stats 
                  double *op_seconds, ck_err *err);
 
 /* The gradients of the last step: every parameter gradient, concatenated in node order
- * (for a chain file: y_0 and the loss). Owned by e; n receives the count. */
+ * (for a chain file: y_0, each 4 bytes as a float in [0, 1), then the loss). Owned by e; n
+ * receives the count. */
 const float *ck_exec_gradients(const ck_exec *e, size_t *n);
 
 /* The tracker (for its per-kind peaks). */

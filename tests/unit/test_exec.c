@@ -76,6 +76,57 @@ static bool plan(const ck_chain *c, const ck_planner *p, uint64_t budget, ck_pla
     return rc == CK_OK;
 }
 
+/* ---- the tracking allocator ---- */
+
+START_TEST(memory_counts_by_kind)
+{
+    ck_mem m = {0};
+    void *a = ck_mem_alloc(&m, CK_MEM_ACTIVATION, 100);
+    void *g = ck_mem_alloc(&m, CK_MEM_GRADIENT, 30);
+    void *s = ck_mem_alloc(&m, CK_MEM_STATIC, 1000);
+    void *z = ck_mem_alloc(&m, CK_MEM_WORKSPACE, 0);
+    ck_assert(a && g && s && z);
+    ck_assert_int_eq(((unsigned char *)a)[99], 0);
+    ck_assert_uint_eq(m.live_activation_total, 130);
+    ck_mem_free(&m, CK_MEM_ACTIVATION, a, 100);
+    void *w = ck_mem_alloc(&m, CK_MEM_WORKSPACE, 50);
+    ck_assert_uint_eq(m.peak_activation_total, 130);
+    ck_assert_uint_eq(m.live_activation_total, 80);
+    ck_assert_uint_eq(m.peak[CK_MEM_ACTIVATION], 100);
+    ck_assert_uint_eq(m.peak[CK_MEM_STATIC], 1000);
+    ck_mem_reset_peaks(&m);
+    ck_assert_uint_eq(m.peak_activation_total, 80);
+    ck_assert_uint_eq(m.peak[CK_MEM_ACTIVATION], 0);
+    ck_mem_free(&m, CK_MEM_GRADIENT, g, 30);
+    ck_mem_free(&m, CK_MEM_WORKSPACE, w, 50);
+    ck_mem_free(&m, CK_MEM_WORKSPACE, z, 0);
+    ck_mem_free(&m, CK_MEM_STATIC, s, 1000);
+    ck_assert_uint_eq(m.live_activation_total + m.live[CK_MEM_STATIC], 0);
+}
+END_TEST
+
+/* After a reset, touching 64 MiB raises the resident high-water mark by about that much
+ * (where clear_refs is refused, the reset must say so). */
+START_TEST(rss_peak_follows_touched_memory)
+{
+    ck_err err = {{0}};
+    uint64_t before, after;
+    int reset = ck_rss_reset_peak(&err);
+    ck_assert_msg(reset == CK_OK || strstr(err.msg, "clear_refs"), "%s", err.msg);
+    ck_assert_msg(ck_rss_peak(&before, &err) == CK_OK, "%s", err.msg);
+    size_t n = 64u << 20;
+    /* volatile: stores to memory about to be freed are otherwise dropped. */
+    unsigned char *block = malloc(n);
+    ck_assert_ptr_nonnull(block);
+    volatile unsigned char *p = block;
+    for (size_t j = 0; j < n; j += 4096)
+        p[j] = 1;
+    ck_assert_int_eq(ck_rss_peak(&after, &err), CK_OK);
+    ck_assert_uint_ge(after, reset == CK_OK ? before + n / 2 : before);
+    free(block);
+}
+END_TEST
+
 /* ---- chain files ---- */
 
 START_TEST(chain_peak_equals_replay)
@@ -185,17 +236,23 @@ typedef struct {
 } loaded;
 
 /* In place: the executor keeps pointers to the workload's model and chain. */
-static void load(loaded *lp, const char *path, bool stateful)
+static void load_at(loaded *lp, const char *path, ck_granularity g, bool stateful)
 {
     ck_err err = {{0}};
     ck_workload_opts wo;
     ck_workload_opts_default(&wo);
+    wo.granularity = g;
     ck_assert_msg(ck_workload_load(path, &wo, &lp->w, &err) == CK_OK, "%s", err.msg);
     ck_assert_ptr_nonnull(lp->w.stage_first);
     ck_exec_opts opts = {.seed = 42, .stateful_rng = stateful};
     ck_assert_msg(ck_exec_create(lp->w.model, &lp->w.chain, lp->w.stage_first, &opts, &lp->e,
                                  &err) == CK_OK, "%s", err.msg);
     ck_assert_uint_eq(ck_exec_memory(lp->e)->live[CK_MEM_STATIC], lp->w.statics.total);
+}
+
+static void load(loaded *lp, const char *path, bool stateful)
+{
+    load_at(lp, path, CK_GRAN_BLOCK, stateful);
 }
 
 static void unload(loaded *l)
@@ -232,10 +289,10 @@ static uint64_t middle_budget(const loaded *l)
 
 /* Every planner's plan at the middle budget gives the baseline's loss and gradients, bit for
  * bit, with the tracked peak at most the replayed one and within 5% of it. */
-static void model_matches_baseline(const char *path)
+static void model_matches_baseline(const char *path, ck_granularity g)
 {
     loaded l;
-    load(&l, path, false);
+    load_at(&l, path, g, false);
     run_result want = run_baseline(&l);
     uint64_t budget = middle_budget(&l);
     const ck_planner *planners[] = {&ck_planner_dp, &ck_planner_revolve, &ck_planner_chen,
@@ -250,8 +307,9 @@ static void model_matches_baseline(const char *path)
         }
         ck_exec_reset(l.e);
         run_result got = run(l.e, &r.schedule, 0);
-        fprintf(stderr, "%s %s at %llu: tracked %llu, replayed %llu (%.4f), %.3f s\n",
-                l.w.model->name, planners[p]->name, (unsigned long long)budget,
+        fprintf(stderr, "%s (%s stages) %s at %llu: tracked %llu, replayed %llu (%.4f), %.3f s\n",
+                l.w.model->name, ck_granularity_name(g), planners[p]->name,
+                (unsigned long long)budget,
                 (unsigned long long)got.stats.activation_peak_bytes,
                 (unsigned long long)replay.peak_bytes,
                 (double)got.stats.activation_peak_bytes / (double)replay.peak_bytes,
@@ -272,19 +330,26 @@ static void model_matches_baseline(const char *path)
 
 START_TEST(mlp_deep_plans_match_baseline)
 {
-    model_matches_baseline("models/mlp-deep.json");
+    model_matches_baseline("models/mlp-deep.json", CK_GRAN_BLOCK);
 }
 END_TEST
 
 START_TEST(gpt2_tiny_plans_match_baseline)
 {
-    model_matches_baseline("models/gpt2-tiny.json");
+    model_matches_baseline("models/gpt2-tiny.json", CK_GRAN_BLOCK);
+}
+END_TEST
+
+/* Stages inside a layer: the residual stream crosses each half. */
+START_TEST(gpt2_tiny_op_stages_match_baseline)
+{
+    model_matches_baseline("models/gpt2-tiny.json", CK_GRAN_OP);
 }
 END_TEST
 
 START_TEST(llama_tiny_plans_match_baseline)
 {
-    model_matches_baseline("models/llama-tiny.json");
+    model_matches_baseline("models/llama-tiny.json", CK_GRAN_BLOCK);
 }
 END_TEST
 
@@ -418,12 +483,15 @@ static Suite *exec_suite(void)
     Suite *s = suite_create("exec");
     TCase *tc = tcase_create("exec");
     tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, memory_counts_by_kind);
+    tcase_add_test(tc, rss_peak_follows_touched_memory);
     tcase_add_test(tc, chain_peak_equals_replay);
     tcase_add_test(tc, chain_gradient_depends_on_data);
     tcase_add_test(tc, chain_step_takes_its_time);
     tcase_add_test(tc, chain_refuses_out_of_range_stage);
     tcase_add_test(tc, mlp_deep_plans_match_baseline);
     tcase_add_test(tc, gpt2_tiny_plans_match_baseline);
+    tcase_add_test(tc, gpt2_tiny_op_stages_match_baseline);
     tcase_add_test(tc, llama_tiny_plans_match_baseline);
     tcase_add_test(tc, dropout_under_recompute);
     tcase_add_test(tc, missing_tensor_is_refused);
