@@ -27,6 +27,8 @@
 /* The tracked peak must reach this fraction of the prediction: a prediction far above what
  * is used would waste the memory it was meant to save. */
 #define PEAK_TOLERANCE 0.05
+/* Rounds of alternating baseline and plan steps that the times come from. */
+#define TIMING_ROUNDS(steps) (2 * (steps) + 1)
 
 static void run_usage(FILE *out)
 {
@@ -41,7 +43,9 @@ static void run_usage(FILE *out)
             "  --verify          check that the plan's loss and every gradient equal the\n"
             "                    baseline's bit for bit, and that its tracked activation peak\n"
             "                    stays within %.0f%% below its prediction; exit 1 if not\n"
-            "  --steps N         measured steps per run, after one warm-up step (default 3)\n"
+            "  --steps N         steps per run, after one warm-up step, for memory and\n"
+            "                    gradients (default 3); then 2N+1 rounds time one baseline\n"
+            "                    step and one plan step in turn\n"
             "  --threads N       threads for matrix products (default: OpenBLAS's choice)\n"
             "  --seed S          seed of parameters, inputs and dropout (default 1)\n"
             "  --runs FILE       append the run's record to FILE (default %s)\n"
@@ -108,7 +112,7 @@ static int parse_args(int argc, char **argv, run_args *a, ck_err *err)
 /* What one run (baseline or plan) measured over its steps. */
 typedef struct {
     uint64_t activation_peak, static_bytes, rss_peak;
-    double median_seconds;
+    double median_seconds; /* of its steps in the interleaved timing rounds */
     double *losses;      /* per measured step */
     char (*grad_sha)[65]; /* per measured step, digest of the gradients' bits */
     float *last_grads;
@@ -192,9 +196,44 @@ static int measure(ck_exec *e, const ck_schedule *s, uint64_t steps, const char 
     }
     if (rc == CK_OK)
         rc = ck_rss_peak(&m->rss_peak, err);
-    qsort(seconds, steps, sizeof *seconds, compare_doubles);
-    m->median_seconds = seconds[steps / 2];
     free(seconds);
+    return rc;
+}
+
+static double median_of(double *v, size_t n)
+{
+    qsort(v, n, sizeof *v, compare_doubles);
+    return v[n / 2];
+}
+
+/* Times the two schedules step by step in alternation, so that the machine's drift (turbo,
+ * other load) falls on both alike; the overhead is the median of the per-round ratios.
+ * Parameters keep training in between: the values do not change the time a step takes. */
+static int time_interleaved(ck_exec *e, const ck_schedule *base, const ck_schedule *plan,
+                            uint64_t rounds, run_measure *mb, run_measure *mp, double *overhead,
+                            ck_err *err)
+{
+    double *t = calloc(3 * rounds, sizeof *t);
+    if (!t)
+        return ck_fail_oom(err);
+    double *tb = t, *tp = t + rounds, *ratio = t + 2 * rounds;
+    int rc = CK_OK;
+    ck_exec_reset(e);
+    for (uint64_t k = 0; k < rounds && rc == CK_OK; k++) {
+        ck_step_stats sb, sp;
+        rc = ck_exec_step(e, base, k, &sb, NULL, err);
+        if (rc == CK_OK)
+            rc = ck_exec_step(e, plan, k, &sp, NULL, err);
+        tb[k] = sb.seconds;
+        tp[k] = sp.seconds;
+        ratio[k] = sp.seconds / sb.seconds;
+    }
+    if (rc == CK_OK) {
+        *overhead = median_of(ratio, rounds) - 1;
+        mb->median_seconds = median_of(tb, rounds);
+        mp->median_seconds = median_of(tp, rounds);
+    }
+    free(t);
     return rc;
 }
 
@@ -239,7 +278,7 @@ static bool add_measure(cJSON *parent, const char *key, const run_measure *m, ui
 /* The ckplan-run/1 record, one line of JSON (documented in docs/run-format.md). */
 static char *run_record(const run_args *a, const ck_plan_file *p, const char *plan_sha,
                         const ck_workload *w, const run_measure *base, const run_measure *plan,
-                        const verification *v)
+                        double measured_overhead, const verification *v)
 {
     char stamp[32];
     time_t t = time(NULL);
@@ -272,8 +311,7 @@ static char *run_record(const run_args *a, const ck_plan_file *p, const char *pl
               cJSON_AddNumberToObject(pred, "baseline_time", p->baseline_time) &&
               cJSON_AddNumberToObject(pred, "overhead", p->overhead) &&
               add_measure(root, "baseline", base, a->steps) && add_measure(root, "plan_run", plan, a->steps) &&
-              cJSON_AddNumberToObject(root, "measured_overhead",
-                                      ck_plan_overhead(plan->median_seconds, base->median_seconds)) &&
+              cJSON_AddNumberToObject(root, "measured_overhead", measured_overhead) &&
               (vo = cJSON_AddObjectToObject(root, "verification")) &&
               cJSON_AddBoolToObject(vo, "performed", a->verify) &&
               cJSON_AddBoolToObject(vo, "passed", v->passed) &&
@@ -288,7 +326,8 @@ static char *run_record(const run_args *a, const ck_plan_file *p, const char *pl
 }
 
 static void print_summary(const ck_plan_file *p, const ck_workload *w, const run_measure *base,
-                          const run_measure *plan, const verification *v, bool verified)
+                          const run_measure *plan, double measured_overhead,
+                          const verification *v, bool verified)
 {
     char a[32], b[32], c[32], d[32];
     printf("%s: planner %s, %zu stages, budget ", w->chain.name, p->planner, w->chain.n_stages);
@@ -313,7 +352,7 @@ static void print_summary(const ck_plan_file *p, const ck_workload *w, const run
     snprintf(d, sizeof d, "%.2f ms", 1e3 * plan->median_seconds);
     printf("  %-22s %12s %12s %12s %12s\n", "step time (median)", "", b, "", d);
     snprintf(c, sizeof c, "%+.1f%%", 100 * p->overhead);
-    snprintf(d, sizeof d, "%+.1f%%", 100 * ck_plan_overhead(plan->median_seconds, base->median_seconds));
+    snprintf(d, sizeof d, "%+.1f%%", 100 * measured_overhead);
     printf("  %-22s %12s %12s %12s %12s\n\n", "overhead", "", "", c, d);
     if (!seconds)
         printf("(a chain file's time unit is scaled so that the baseline step takes about 0.2 s)\n\n");
@@ -454,15 +493,21 @@ int ck_cmd_run(int argc, char **argv)
         rc = measure(exec, &baseline, a.steps, "baseline", &prog, &base, &err);
     if (rc == CK_OK)
         rc = measure(exec, &plan.schedule, a.steps, "plan", &prog, &planned, &err);
+    double overhead = 0;
+    if (rc == CK_OK) {
+        progress_update(&prog, "timing baseline and plan in turn", 0, TIMING_ROUNDS(a.steps));
+        rc = time_interleaved(exec, &baseline, &plan.schedule, TIMING_ROUNDS(a.steps), &base,
+                              &planned, &overhead, &err);
+    }
     progress_done(&prog);
     if (rc == CK_OK) {
         v = verify(&plan, &base, &planned, a.steps);
-        char *line = run_record(&a, &plan, plan_sha, &w, &base, &planned, &v);
+        char *line = run_record(&a, &plan, plan_sha, &w, &base, &planned, overhead, &v);
         rc = line ? ck_append_line_atomic(a.runs_path, line, &err) : ck_fail_oom(&err);
         free(line);
     }
     if (rc == CK_OK && !a.quiet)
-        print_summary(&plan, &w, &base, &planned, &v, a.verify);
+        print_summary(&plan, &w, &base, &planned, overhead, &v, a.verify);
     if (rc == CK_OK && a.verify && !v.passed) {
         rc = CK_ERR_RUNTIME;
         snprintf(err.msg, sizeof err.msg, "verification failed:%s%s%s",

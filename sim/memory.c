@@ -1,6 +1,7 @@
 #include "sim/memory.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,8 +45,17 @@ void ck_mem_reset_peaks(ck_mem *m)
     m->peak_activation_total = m->live_activation_total;
 }
 
+void ck_mem_keep_freed_memory(void)
+{
+    /* Blocks up to glibc's largest mmap threshold come from the heap, and the heap is
+     * never trimmed; larger blocks are mapped, and their page faults are amortized. */
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    mallopt(M_TRIM_THRESHOLD, -1);
+}
+
 int ck_rss_reset_peak(ck_err *err)
 {
+    malloc_trim(0);
     FILE *f = fopen("/proc/self/clear_refs", "w");
     if (!f)
         return ck_fail(err, CK_ERR_RUNTIME, "cannot reset the resident-memory peak: "

@@ -33,7 +33,15 @@ void ck_mem_free(ck_mem *m, ck_mem_kind kind, void *p, uint64_t bytes);
 /* Forgets the peaks (live counts stay). */
 void ck_mem_reset_peaks(ck_mem *m);
 
-/* Resets the kernel's resident-set high-water mark (/proc/self/clear_refs, "5"). */
+/* Keeps freed memory in the process instead of handing it back to the system, as the
+ * caching allocators of training frameworks do: the steps after the first then reuse
+ * pages instead of paying page faults for fresh ones, and a schedule's time does not
+ * depend on how much memory the step before it touched. Process-wide; idempotent. */
+void ck_mem_keep_freed_memory(void);
+
+/* Hands memory freed so far back to the system, then resets the kernel's resident-set
+ * high-water mark (/proc/self/clear_refs, "5"), so the next reading is of what comes
+ * after, not of memory kept from before. */
 int ck_rss_reset_peak(ck_err *err);
 /* The resident-set high-water mark since the last reset (VmHWM of /proc/self/status). */
 int ck_rss_peak(uint64_t *bytes, ck_err *err);
