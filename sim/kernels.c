@@ -327,14 +327,6 @@ static head_cols cols_of(size_t h, size_t H, size_t KV, size_t D)
     return (head_cols){(H + 2 * KV) * D, h * D, (H + g) * D, (H + KV + g) * D};
 }
 
-static float dot(const float *a, const float *b, size_t n)
-{
-    float s = 0.0f;
-    for (size_t i = 0; i < n; i++)
-        s += a[i] * b[i];
-    return s;
-}
-
 /* Per (b, h): S = Q K^T / sqrt(D) (sgemm, full square; the masked half is ignored),
  * P = softmax over j <= i with the row max subtracted, Z = P keep / (1 - p) with keep drawn
  * for element ((b H + h) T + i) T + j, out_h = Z V (sgemm). Above the diagonal probs,
@@ -440,6 +432,7 @@ void ck_attention_backward(float *dqkv, const float *dout, const float *qkv, con
 
 /* Row i of (b, h): s_j = q_i . k_j / sqrt(D) for j <= i in the workspace, m = max s,
  * lse_i = m + log sum exp(s_j - m), out_i = sum_j exp(s_j - lse_i) keep_j / (1 - p) v_j.
+ * Row by row, the products are matrix-vector ones (sgemv over the strided k and v rows).
  * The dropout draws use the same element numbering as the standard form, so both forms
  * drop the same probabilities. */
 void ck_attention_flash_forward(float *out, float *lse, const float *qkv, float *ws, size_t B,
@@ -454,11 +447,11 @@ void ck_attention_flash_forward(float *out, float *lse, const float *qkv, float 
             size_t bh = (b * H + h) * T;
             for (size_t i = 0; i < T; i++) {
                 const float *q = base + i * hc.w + hc.q;
+                cblas_sgemv(CblasRowMajor, CblasNoTrans, bdim(i + 1), bdim(D), scale, base + hc.k,
+                            bdim(hc.w), q, 1, 0.0f, ws, 1);
                 float mx = -INFINITY;
-                for (size_t j = 0; j <= i; j++) {
-                    ws[j] = dot(q, base + j * hc.w + hc.k, D) * scale;
+                for (size_t j = 0; j <= i; j++)
                     mx = ws[j] > mx ? ws[j] : mx;
-                }
                 float sum = 0.0f;
                 for (size_t j = 0; j <= i; j++) {
                     ws[j] = expf(ws[j] - mx);
@@ -466,25 +459,25 @@ void ck_attention_flash_forward(float *out, float *lse, const float *qkv, float 
                 }
                 lse[bh + i] = mx + logf(sum);
                 float inv = 1.0f / sum;
-                float *o = out + (b * T + i) * HD + h * D;
-                for (size_t d = 0; d < D; d++)
-                    o[d] = 0.0f;
                 for (size_t j = 0; j <= i; j++) {
-                    float z = ws[j] * inv;
+                    ws[j] *= inv;
                     if (p > 0.0f)
-                        z = ck_rng_keep(key, (bh + i) * T + j, p) ? z * keep_scale : 0.0f;
-                    const float *v = base + j * hc.w + hc.v;
-                    for (size_t d = 0; d < D; d++)
-                        o[d] += z * v[d];
+                        ws[j] = ck_rng_keep(key, (bh + i) * T + j, p) ? ws[j] * keep_scale : 0.0f;
                 }
+                float *o = out + (b * T + i) * HD + h * D;
+                for (size_t d = 0; d < D; d++) /* written, never read: beta = 0 alone may keep NaN */
+                    o[d] = 0.0f;
+                cblas_sgemv(CblasRowMajor, CblasTrans, bdim(i + 1), bdim(D), 1.0f, base + hc.v,
+                            bdim(hc.w), ws, 1, 1.0f, o, 1);
             }
         }
 }
 
 /* Row i of (b, h), P_j = exp(s_j - lse_i) recomputed into ws[0, T), keep_j redrawn:
  *   Delta_i = dout_i . out_i  (= sum_j P_j dP_j, since out_i = sum_j Z_j v_j),
- *   dv_j += Z_j dout_i,  dS_j = P_j (dout_i . v_j keep_j / (1 - p) - Delta_i) / sqrt(D)
- * into ws[T, 2T), then dq_i += sum_j dS_j k_j and dk_j += dS_j q_i. */
+ *   dS_j = P_j (dout_i . v_j keep_j / (1 - p) - Delta_i) / sqrt(D) into ws[T, 2T),
+ *   dv_j += Z_j dout_i, dq_i += sum_j dS_j k_j, dk_j += dS_j q_i
+ * (sgemv for the products with k and v rows, sger for the rank-one updates). */
 void ck_attention_flash_backward(float *dqkv, const float *dout, const float *qkv,
                                  const float *out, const float *lse, float *ws, size_t B,
                                  size_t T, size_t H, size_t KV, size_t D, float p,
@@ -503,29 +496,24 @@ void ck_attention_flash_backward(float *dqkv, const float *dout, const float *qk
                 const float *q = base + i * hc.w + hc.q;
                 const float *dO = dout + (b * T + i) * HD + h * D;
                 const float *o = out + (b * T + i) * HD + h * D;
-                float delta = dot(dO, o, D), l = lse[bh + i];
-                for (size_t j = 0; j <= i; j++)
-                    P[j] = expf(dot(q, base + j * hc.w + hc.k, D) * scale - l);
+                float delta = cblas_sdot(bdim(D), dO, 1, o, 1), l = lse[bh + i];
+                int rows = bdim(i + 1), w = bdim(hc.w);
+                cblas_sgemv(CblasRowMajor, CblasNoTrans, rows, bdim(D), scale, base + hc.k, w, q,
+                            1, 0.0f, P, 1);
+                cblas_sgemv(CblasRowMajor, CblasNoTrans, rows, bdim(D), 1.0f, base + hc.v, w, dO,
+                            1, 0.0f, dS, 1);
                 for (size_t j = 0; j <= i; j++) {
                     float ks = 1.0f;
                     if (p > 0.0f)
                         ks = ck_rng_keep(key, (bh + i) * T + j, p) ? keep_scale : 0.0f;
-                    float z = P[j] * ks;
-                    float *dv = dbase + j * hc.w + hc.v;
-                    for (size_t d = 0; d < D; d++)
-                        dv[d] += z * dO[d];
-                    float dp = dot(dO, base + j * hc.w + hc.v, D) * ks;
-                    dS[j] = P[j] * (dp - delta) * scale;
+                    P[j] = expf(P[j] - l);
+                    dS[j] = P[j] * (dS[j] * ks - delta) * scale;
+                    P[j] *= ks; /* from here on Z_j, for dv */
                 }
-                float *dq = dbase + i * hc.w + hc.q;
-                for (size_t j = 0; j <= i; j++) {
-                    const float *k = base + j * hc.w + hc.k;
-                    float *dk = dbase + j * hc.w + hc.k;
-                    for (size_t d = 0; d < D; d++) {
-                        dq[d] += dS[j] * k[d];
-                        dk[d] += dS[j] * q[d];
-                    }
-                }
+                cblas_sger(CblasRowMajor, rows, bdim(D), 1.0f, P, 1, dO, 1, dbase + hc.v, w);
+                cblas_sgemv(CblasRowMajor, CblasTrans, rows, bdim(D), 1.0f, base + hc.k, w, dS, 1,
+                            1.0f, dbase + i * hc.w + hc.q, 1);
+                cblas_sger(CblasRowMajor, rows, bdim(D), 1.0f, dS, 1, q, 1, dbase + hc.k, w);
             }
         }
 }
