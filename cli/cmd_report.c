@@ -1,0 +1,318 @@
+/* ckplan report: the records of a runs file as a table, CSV or JSON, one row per record. */
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "cli/commands.h"
+#include "cli/options.h"
+#include "cli/runs.h"
+#include "planner/size.h"
+
+#define DEFAULT_RUNS_FILE "ckplan.runs.jsonl"
+
+static void report_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: ckplan report [--runs FILE] [--csv | --json]\n"
+            "\n"
+            "Prints one row per record of a runs file (what 'ckplan run' and 'ckplan sweep'\n"
+            "append): model, planner, budget, predicted and measured activation peak, resident\n"
+            "peak, predicted and measured step time and overhead, the baseline's figures, and\n"
+            "the outcome: passed, FAILED, not checked, infeasible or planned only.\n"
+            "\n"
+            "  --runs FILE   the runs file (default %s)\n"
+            "  --csv         RFC 4180 CSV with a header: sizes in bytes, times in seconds,\n"
+            "                overheads as fractions; empty cells where a record has no figure\n"
+            "  --json        a JSON array of objects with the CSV's columns (null when absent)\n"
+            "  -h, --help    show this help\n"
+            "\n"
+            "A line that is not a valid record is reported with its line number and skipped.\n"
+            "Exit codes: 0 ok (also for an empty file), 2 usage error, a missing file, or a\n"
+            "file with corrupt lines (the valid rows are still printed).\n",
+            DEFAULT_RUNS_FILE);
+}
+
+/* The columns of --csv and --json, in order: one definition so both always agree. */
+enum kind { TEXT, BYTES, NUMBER };
+enum col {
+    C_LINE, C_TIME, C_MODEL, C_PLANNER, C_BUDGET, C_OUTCOME, C_MIN_BUDGET, C_PRED_PEAK,
+    C_MEAS_PEAK, C_MEAS_RSS, C_PRED_TIME, C_MEAS_TIME, C_PRED_OVH, C_MEAS_OVH, C_BASE_PRED_PEAK,
+    C_BASE_MEAS_PEAK, C_BASE_MEAS_RSS, C_BASE_PRED_TIME, C_BASE_MEAS_TIME, C_STATIC, N_COLS
+};
+static const struct {
+    const char *name;
+    enum kind kind;
+} columns[N_COLS] = {
+    [C_LINE] = {"line", BYTES},
+    [C_TIME] = {"time", TEXT},
+    [C_MODEL] = {"model", TEXT},
+    [C_PLANNER] = {"planner", TEXT},
+    [C_BUDGET] = {"budget_bytes", BYTES},
+    [C_OUTCOME] = {"verification", TEXT},
+    [C_MIN_BUDGET] = {"minimum_budget_bytes", BYTES},
+    [C_PRED_PEAK] = {"predicted_activation_peak_bytes", BYTES},
+    [C_MEAS_PEAK] = {"measured_activation_peak_bytes", BYTES},
+    [C_MEAS_RSS] = {"measured_rss_peak_bytes", BYTES},
+    [C_PRED_TIME] = {"predicted_time_seconds", NUMBER},
+    [C_MEAS_TIME] = {"measured_time_seconds", NUMBER},
+    [C_PRED_OVH] = {"predicted_overhead", NUMBER},
+    [C_MEAS_OVH] = {"measured_overhead", NUMBER},
+    [C_BASE_PRED_PEAK] = {"baseline_predicted_activation_peak_bytes", BYTES},
+    [C_BASE_MEAS_PEAK] = {"baseline_measured_activation_peak_bytes", BYTES},
+    [C_BASE_MEAS_RSS] = {"baseline_measured_rss_peak_bytes", BYTES},
+    [C_BASE_PRED_TIME] = {"baseline_predicted_time_seconds", NUMBER},
+    [C_BASE_MEAS_TIME] = {"baseline_measured_time_seconds", NUMBER},
+    [C_STATIC] = {"static_bytes", BYTES},
+};
+
+typedef struct {
+    bool present;
+    const char *text;
+    uint64_t bytes;
+    double number;
+} cell;
+
+static cell get_cell(const ck_run_row *r, enum col c)
+{
+    bool p = r->has_predicted, m = r->has_measured;
+    switch (c) {
+    case C_LINE: return (cell){true, NULL, r->line, 0};
+    case C_TIME: return (cell){true, r->time, 0, 0};
+    case C_MODEL: return (cell){true, r->model, 0, 0};
+    case C_PLANNER: return (cell){true, r->planner, 0, 0};
+    case C_BUDGET: return (cell){true, NULL, r->budget_bytes, 0};
+    case C_OUTCOME: return (cell){true, ck_run_outcome(r), 0, 0};
+    case C_MIN_BUDGET: return (cell){r->status == CK_RUN_INFEASIBLE, NULL, r->min_budget_bytes, 0};
+    case C_PRED_PEAK: return (cell){p, NULL, r->predicted_peak, 0};
+    case C_MEAS_PEAK: return (cell){m, NULL, r->measured_peak, 0};
+    case C_MEAS_RSS: return (cell){m, NULL, r->measured_rss, 0};
+    case C_PRED_TIME: return (cell){p, NULL, 0, r->predicted_time};
+    case C_MEAS_TIME: return (cell){m, NULL, 0, r->measured_time};
+    case C_PRED_OVH: return (cell){p, NULL, 0, r->predicted_overhead};
+    case C_MEAS_OVH: return (cell){m, NULL, 0, r->measured_overhead};
+    case C_BASE_PRED_PEAK: return (cell){p, NULL, r->predicted_baseline_peak, 0};
+    case C_BASE_MEAS_PEAK: return (cell){m, NULL, r->baseline_peak, 0};
+    case C_BASE_MEAS_RSS: return (cell){m, NULL, r->baseline_rss, 0};
+    case C_BASE_PRED_TIME: return (cell){p, NULL, 0, r->predicted_baseline_time};
+    case C_BASE_MEAS_TIME: return (cell){m, NULL, 0, r->baseline_time};
+    case C_STATIC: return (cell){p, NULL, r->static_bytes, 0};
+    case N_COLS: break;
+    }
+    return (cell){false, NULL, 0, 0};
+}
+
+/* RFC 4180: a field holding a comma, quote, CR or LF is quoted, its quotes doubled. */
+static void csv_field(FILE *out, const char *s)
+{
+    if (!strpbrk(s, ",\"\r\n")) {
+        fputs(s, out);
+        return;
+    }
+    fputc('"', out);
+    for (; *s; s++) {
+        if (*s == '"')
+            fputc('"', out);
+        fputc(*s, out);
+    }
+    fputc('"', out);
+}
+
+static void print_csv(FILE *out, const ck_runs *runs)
+{
+    for (int c = 0; c < N_COLS; c++) {
+        fputs(c ? "," : "", out);
+        csv_field(out, columns[c].name);
+    }
+    fputs("\r\n", out);
+    for (size_t i = 0; i < runs->n; i++) {
+        for (int c = 0; c < N_COLS; c++) {
+            cell v = get_cell(&runs->rows[i], (enum col)c);
+            fputs(c ? "," : "", out);
+            if (!v.present)
+                continue;
+            if (columns[c].kind == TEXT)
+                csv_field(out, v.text);
+            else if (columns[c].kind == BYTES)
+                fprintf(out, "%llu", (unsigned long long)v.bytes);
+            else /* %.17g: the exact double, so the CSV and JSON agree to the last bit */
+                fprintf(out, "%.17g", v.number);
+        }
+        fputs("\r\n", out);
+    }
+}
+
+static int print_json(FILE *out, const ck_runs *runs)
+{
+    cJSON *arr = cJSON_CreateArray();
+    bool ok = arr != NULL;
+    for (size_t i = 0; ok && i < runs->n; i++) {
+        cJSON *o = cJSON_CreateObject();
+        ok = o && cJSON_AddItemToArray(arr, o);
+        for (int c = 0; ok && c < N_COLS; c++) {
+            cell v = get_cell(&runs->rows[i], (enum col)c);
+            const char *k = columns[c].name;
+            if (!v.present)
+                ok = cJSON_AddNullToObject(o, k) != NULL;
+            else if (columns[c].kind == TEXT)
+                ok = cJSON_AddStringToObject(o, k, v.text) != NULL;
+            else if (columns[c].kind == BYTES)
+                ok = cJSON_AddNumberToObject(o, k, (double)v.bytes) != NULL;
+            else
+                ok = cJSON_AddNumberToObject(o, k, v.number) != NULL;
+        }
+    }
+    char *text = ok ? cJSON_Print(arr) : NULL;
+    cJSON_Delete(arr);
+    if (!text)
+        return CK_ERR_RUNTIME;
+    fprintf(out, "%s\n", text);
+    free(text);
+    return CK_OK;
+}
+
+static void fmt_size(bool present, uint64_t v, char *buf, size_t len)
+{
+    if (present)
+        ck_size_format(v, buf, len);
+    else
+        snprintf(buf, len, "-");
+}
+
+static void fmt_time(bool present, double t, char *buf, size_t len)
+{
+    if (!present)
+        snprintf(buf, len, "-");
+    else if (t < 1e-3)
+        snprintf(buf, len, "%.1f us", t * 1e6);
+    else if (t < 1)
+        snprintf(buf, len, "%.2f ms", t * 1e3);
+    else
+        snprintf(buf, len, "%.3f s", t);
+}
+
+static void fmt_pct(bool present, double v, char *buf, size_t len)
+{
+    if (present)
+        snprintf(buf, len, "%+.1f%%", 100 * v);
+    else
+        snprintf(buf, len, "-");
+}
+
+#define TABLE_COLS 15
+#define CELL 64
+
+/* The table for a terminal: each column as wide as its widest cell. */
+static int print_table(FILE *out, const ck_runs *runs)
+{
+    static const char *const head[TABLE_COLS] = {
+        "model", "planner", "budget", "peak pred", "peak meas", "RSS meas", "time pred",
+        "time meas", "ovh pred", "ovh meas", "base peak pred", "base peak meas", "base time pred",
+        "base time meas", "verification"};
+    size_t n = runs->n + 1;
+    char(*cells)[TABLE_COLS][CELL] = calloc(n, sizeof *cells);
+    if (!cells)
+        return CK_ERR_RUNTIME;
+    int width[TABLE_COLS] = {0};
+    for (int c = 0; c < TABLE_COLS; c++)
+        snprintf(cells[0][c], CELL, "%s", head[c]);
+    for (size_t i = 0; i < runs->n; i++) {
+        const ck_run_row *r = &runs->rows[i];
+        char(*row)[CELL] = cells[i + 1];
+        bool p = r->has_predicted, m = r->has_measured;
+        snprintf(row[0], CELL, "%.60s", r->model);
+        snprintf(row[1], CELL, "%.60s", r->planner);
+        fmt_size(true, r->budget_bytes, row[2], CELL);
+        fmt_size(p, r->predicted_peak, row[3], CELL);
+        fmt_size(m, r->measured_peak, row[4], CELL);
+        fmt_size(m, r->measured_rss, row[5], CELL);
+        fmt_time(p, r->predicted_time, row[6], CELL);
+        fmt_time(m, r->measured_time, row[7], CELL);
+        fmt_pct(p, r->predicted_overhead, row[8], CELL);
+        fmt_pct(m, r->measured_overhead, row[9], CELL);
+        fmt_size(p, r->predicted_baseline_peak, row[10], CELL);
+        fmt_size(m, r->baseline_peak, row[11], CELL);
+        fmt_time(p, r->predicted_baseline_time, row[12], CELL);
+        fmt_time(m, r->baseline_time, row[13], CELL);
+        if (r->status == CK_RUN_INFEASIBLE) {
+            char need[32];
+            ck_size_format(r->min_budget_bytes, need, sizeof need);
+            snprintf(row[14], CELL, "infeasible (needs %s)", need);
+        } else {
+            snprintf(row[14], CELL, "%s", ck_run_outcome(r));
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        for (int c = 0; c < TABLE_COLS; c++)
+            if ((int)strlen(cells[i][c]) > width[c])
+                width[c] = (int)strlen(cells[i][c]);
+    for (size_t i = 0; i < n; i++) {
+        /* names left-aligned, figures right-aligned so that their units line up */
+        for (int c = 0; c < TABLE_COLS; c++)
+            fprintf(out, c < 2 || c == TABLE_COLS - 1 ? "%s%-*s" : "%s%*s", c ? "  " : "",
+                    c == TABLE_COLS - 1 ? 0 : width[c], cells[i][c]);
+        fputc('\n', out);
+    }
+    free(cells);
+    return CK_OK;
+}
+
+enum { OPT_RUNS = 3000, OPT_CSV, OPT_JSON_OUT };
+
+int ck_cmd_report(int argc, char **argv)
+{
+    static const struct option longs[] = {
+        {"runs", required_argument, NULL, OPT_RUNS}, {"csv", no_argument, NULL, OPT_CSV},
+        {"json", no_argument, NULL, OPT_JSON_OUT},   {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *path = DEFAULT_RUNS_FILE;
+    bool csv = false, json = false;
+    ck_err err = {{0}};
+    opterr = 0;
+    optind = 1;
+    int code, rc = CK_OK;
+    while (rc == CK_OK && (code = getopt_long(argc, argv, ":h", longs, NULL)) != -1) {
+        switch (code) {
+        case 'h': report_usage(stdout); return 0;
+        case OPT_RUNS: path = optarg; break;
+        case OPT_CSV: csv = true; break;
+        case OPT_JSON_OUT: json = true; break;
+        default: rc = ck_option_error("report", argv, code, &err);
+        }
+    }
+    if (rc == CK_OK && csv && json)
+        rc = ck_fail(&err, CK_ERR_INPUT, "report: --csv and --json exclude each other");
+    if (rc == CK_OK && optind < argc)
+        rc = ck_fail(&err, CK_ERR_INPUT, "report: unexpected argument '%s' (the runs file is "
+                                         "given with --runs FILE)", argv[optind]);
+    if (rc != CK_OK)
+        return ck_report(rc, err.msg);
+    ck_runs runs;
+    rc = ck_runs_read(path, stderr, &runs, &err);
+    if (rc != CK_OK)
+        return ck_report(rc, err.msg);
+    if (runs.n_lines == 0) {
+        /* Not an error: a fresh runs file is a normal state, but an empty table would look
+         * like a failure. Said on stdout so that it is the answer, not a diagnostic. */
+        printf("no runs recorded in %s\n", path);
+        ck_runs_free(&runs);
+        return 0;
+    }
+    if (csv)
+        print_csv(stdout, &runs);
+    else if (json)
+        rc = print_json(stdout, &runs);
+    else
+        rc = print_table(stdout, &runs);
+    if (rc != CK_OK)
+        ck_fail_oom(&err);
+    else if (runs.n_bad)
+        rc = ck_fail(&err, CK_ERR_INPUT, "%s: %zu of %zu records could not be read (see above)",
+                     path, runs.n_bad, runs.n_lines);
+    ck_runs_free(&runs);
+    return ck_report(rc, err.msg);
+}
