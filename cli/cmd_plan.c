@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "cli/files.h"
 #include "cli/options.h"
+#include "cli/runner.h"
 #include "planner/json.h"
 #include "planner/plan_io.h"
 #include "planner/planners.h"
@@ -304,60 +305,23 @@ int ck_cmd_plan(int argc, char **argv)
     rc = ck_workload_load(a.model_path, &a.workload_opts, &w, &err);
     if (rc != CK_OK)
         return ck_report(rc, err.msg);
-    if (a.budget < w.statics.total) {
-        rc = report_static_too_large(&a, &w);
-        ck_workload_free(&w);
-        return rc;
-    }
-    ck_plan_result result;
-    ck_replay predicted, baseline;
-    uint64_t min_budget = 0;
-    rc = ck_plan_chain(&w.chain, a.planner, a.budget - w.statics.total, &a.planner_opts, &result,
-                       &predicted, &min_budget, &err);
+    ck_planned planned;
+    rc = ck_runner_plan(&w, a.planner, a.budget, &a.planner_opts, &a.workload_opts, &planned, &err);
     if (rc == CK_ERR_INFEASIBLE) {
-        rc = report_infeasible(&a, &w, min_budget);
+        /* its own messages, already printed: nothing for ck_report to add */
+        rc = planned.static_too_large ? report_static_too_large(&a, &w)
+                                      : report_infeasible(&a, &w, planned.min_activation_bytes);
+        ck_planned_free(&planned);
         ck_workload_free(&w);
         return rc;
     }
-    ck_schedule base = {0};
     if (rc == CK_OK)
-        rc = ck_schedule_baseline(&w.chain, &base, &err);
-    if (rc == CK_OK)
-        rc = ck_schedule_replay(&w.chain, &base, &baseline, NULL, NULL, &err);
-    ck_schedule_free(&base);
-    uint64_t ignored;
-    if (rc == CK_OK && !ck_add(w.statics.total, baseline.peak_bytes, &ignored))
-        rc = ck_fail(&err, CK_ERR_INPUT, "%s: static memory plus activations exceed 2^64 bytes",
-                     a.model_path);
-    char *text = NULL;
-    if (rc == CK_OK) {
-        ck_plan_doc doc = {
-            .planner = a.planner->name,
-            .model_path = w.path,
-            .model_sha256 = w.sha256,
-            .budget_bytes = a.budget,
-            .static_bytes = w.statics.total,
-            .stages = w.chain.n_stages,
-            .predicted = predicted,
-            .baseline = baseline,
-            .result = &result,
-            .baseline_fits = baseline.peak_bytes <= a.budget - w.statics.total,
-            .granularity = w.model ? ck_granularity_name(a.workload_opts.granularity) : NULL,
-            .time_unit = w.model ? "s" : NULL,
-            .slots = a.planner_opts.slots,
-            .costs_path = w.model ? a.workload_opts.costs_path : NULL,
-        };
-        cJSON *json = ck_plan_to_json(&doc);
-        text = json ? ck_json_print(json) : NULL;
-        cJSON_Delete(json);
-        rc = text ? ck_write_file_atomic(a.output, text, strlen(text), &err) : ck_fail_oom(&err);
-        if (rc == CK_OK && a.json)
-            fputs(text, stdout);
-        else if (rc == CK_OK)
-            rc = print_summary(stdout, &w, &doc, a.output);
-    }
-    free(text);
-    ck_plan_result_free(&result);
+        rc = ck_write_file_atomic(a.output, planned.text, strlen(planned.text), &err);
+    if (rc == CK_OK && a.json)
+        fputs(planned.text, stdout);
+    else if (rc == CK_OK)
+        rc = print_summary(stdout, &w, &planned.doc, a.output);
+    ck_planned_free(&planned);
     ck_workload_free(&w);
     if (rc == CK_ERR_RUNTIME && !err.msg[0])
         snprintf(err.msg, sizeof err.msg, "out of memory");

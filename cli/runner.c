@@ -1,0 +1,531 @@
+/* runner: planning and running one plan, shared by plan, run and sweep (see runner.h). */
+#include "cli/runner.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "cli/files.h"
+#include "cli/runs.h"
+#include "planner/json.h"
+#include "planner/sha256.h"
+#include "planner/size.h"
+#include "sim/blas.h"
+#include "sim/exec.h"
+#include "sim/memory.h"
+
+/* Rounds of alternating baseline and plan steps that the times come from. */
+#define TIMING_ROUNDS(steps) (2 * (steps) + 1)
+
+typedef ck_run_settings run_args;
+
+/* What one run (baseline or plan) measured over its steps. */
+typedef struct {
+    uint64_t activation_peak, static_bytes, rss_peak;
+    double median_seconds; /* of its steps in the interleaved timing rounds */
+    double *losses;      /* per measured step */
+    char (*grad_sha)[65]; /* per measured step, digest of the gradients' bits */
+    float *last_grads;
+    size_t n_grads;
+} run_measure;
+
+static void run_measure_free(run_measure *m)
+{
+    free(m->losses);
+    free(m->grad_sha);
+    free(m->last_grads);
+}
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int compare_doubles(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+typedef struct {
+    bool show;
+    double start;
+} progress;
+
+static void progress_update(progress *p, const char *what, uint64_t step, uint64_t steps)
+{
+    if (p->show && now_seconds() - p->start > 1.0)
+        fprintf(stderr, "\rckplan run: %s, step %llu of %llu   ", what, (unsigned long long)step,
+                (unsigned long long)steps);
+}
+
+static void progress_done(progress *p)
+{
+    if (p->show && now_seconds() - p->start > 1.0)
+        fprintf(stderr, "\r%60s\r", "");
+}
+
+/* Runs one warm-up step and `steps` measured steps of s from the initial state. */
+static int measure(ck_exec *e, const ck_schedule *s, uint64_t steps, const char *what,
+                   progress *prog, run_measure *m, ck_err *err)
+{
+    memset(m, 0, sizeof *m);
+    m->losses = calloc(steps, sizeof *m->losses);
+    m->grad_sha = calloc(steps, sizeof *m->grad_sha);
+    double *seconds = calloc(steps, sizeof *seconds);
+    if (!m->losses || !m->grad_sha || !seconds) {
+        free(seconds);
+        return ck_fail_oom(err);
+    }
+    ck_exec_reset(e);
+    int rc = ck_rss_reset_peak(err);
+    for (uint64_t k = 0; k <= steps && rc == CK_OK; k++) {
+        progress_update(prog, what, k, steps);
+        ck_step_stats st;
+        rc = ck_exec_step(e, s, k, &st, NULL, err);
+        if (rc != CK_OK || k == 0) /* step 0 warms caches and thread pools up */
+            continue;
+        size_t n;
+        const float *g = ck_exec_gradients(e, &n);
+        m->losses[k - 1] = st.loss;
+        seconds[k - 1] = st.seconds;
+        ck_sha256_hex(g, n * sizeof *g, m->grad_sha[k - 1]);
+        if (st.activation_peak_bytes > m->activation_peak)
+            m->activation_peak = st.activation_peak_bytes;
+        m->static_bytes = st.static_bytes;
+        if (k == steps) {
+            m->last_grads = malloc(n * sizeof *g);
+            if (!m->last_grads)
+                rc = ck_fail_oom(err);
+            else
+                memcpy(m->last_grads, g, n * sizeof *g);
+            m->n_grads = n;
+        }
+    }
+    if (rc == CK_OK)
+        rc = ck_rss_peak(&m->rss_peak, err);
+    free(seconds);
+    return rc;
+}
+
+static double median_of(double *v, size_t n)
+{
+    qsort(v, n, sizeof *v, compare_doubles);
+    return v[n / 2];
+}
+
+/* Times the two schedules step by step in alternation, so that the machine's drift (turbo,
+ * other load) falls on both alike; the overhead is the median of the per-round ratios.
+ * Parameters keep training in between: the values do not change the time a step takes. */
+static int time_interleaved(ck_exec *e, const ck_schedule *base, const ck_schedule *plan,
+                            uint64_t rounds, run_measure *mb, run_measure *mp, double *overhead,
+                            ck_err *err)
+{
+    double *t = calloc(3 * rounds, sizeof *t);
+    if (!t)
+        return ck_fail_oom(err);
+    double *tb = t, *tp = t + rounds, *ratio = t + 2 * rounds;
+    int rc = CK_OK;
+    ck_exec_reset(e);
+    for (uint64_t k = 0; k < rounds && rc == CK_OK; k++) {
+        ck_step_stats sb, sp;
+        rc = ck_exec_step(e, base, k, &sb, NULL, err);
+        if (rc == CK_OK)
+            rc = ck_exec_step(e, plan, k, &sp, NULL, err);
+        tb[k] = sb.seconds;
+        tp[k] = sp.seconds;
+        ratio[k] = sp.seconds / sb.seconds;
+    }
+    if (rc == CK_OK) {
+        *overhead = median_of(ratio, rounds) - 1;
+        mb->median_seconds = median_of(tb, rounds);
+        mp->median_seconds = median_of(tp, rounds);
+    }
+    free(t);
+    return rc;
+}
+
+typedef struct {
+    bool loss_identical, gradients_identical, peak_within, passed;
+    double max_abs_diff, peak_ratio;
+} verification;
+
+static verification verify(const ck_plan_file *p, const run_measure *base, const run_measure *plan,
+                           uint64_t steps)
+{
+    verification v = {.loss_identical = true, .gradients_identical = true};
+    for (uint64_t k = 0; k < steps; k++) {
+        v.loss_identical &= memcmp(&base->losses[k], &plan->losses[k], sizeof(double)) == 0;
+        v.gradients_identical &= strcmp(base->grad_sha[k], plan->grad_sha[k]) == 0;
+    }
+    for (size_t i = 0; i < base->n_grads && i < plan->n_grads; i++)
+        v.max_abs_diff = fmax(v.max_abs_diff, fabs((double)base->last_grads[i] - plan->last_grads[i]));
+    v.peak_ratio = p->activation_peak_bytes ? (double)plan->activation_peak / (double)p->activation_peak_bytes : 1;
+    v.peak_within = plan->activation_peak <= p->activation_peak_bytes &&
+                    v.peak_ratio >= 1 - CK_PEAK_TOLERANCE;
+    v.passed = v.loss_identical && v.gradients_identical && v.peak_within;
+    return v;
+}
+
+static bool add_measure(cJSON *parent, const char *key, const run_measure *m, uint64_t steps)
+{
+    cJSON *o = cJSON_AddObjectToObject(parent, key);
+    cJSON *losses = o ? cJSON_AddArrayToObject(o, "losses") : NULL;
+    bool ok = losses && cJSON_AddNumberToObject(o, "activation_peak_bytes", (double)m->activation_peak) &&
+              cJSON_AddNumberToObject(o, "static_bytes", (double)m->static_bytes) &&
+              cJSON_AddNumberToObject(o, "rss_peak_bytes", (double)m->rss_peak) &&
+              cJSON_AddNumberToObject(o, "step_seconds", m->median_seconds) &&
+              cJSON_AddStringToObject(o, "gradients_sha256", m->grad_sha[steps - 1]);
+    for (uint64_t k = 0; ok && k < steps; k++) {
+        cJSON *n = cJSON_CreateNumber(m->losses[k]);
+        ok = n && cJSON_AddItemToArray(losses, n);
+    }
+    return ok;
+}
+
+/* The parts every ckplan-run/1 record starts with: format, status, time, the plan (its
+ * path and digest when there is a plan file) and the model. NULL when out of memory. */
+static cJSON *record_head(const char *status, const char *plan_path, const char *plan_sha,
+                          const char *planner, uint64_t budget, const ck_workload *w,
+                          const char *granularity)
+{
+    char stamp[32];
+    time_t t = time(NULL);
+    strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", gmtime(&t));
+    cJSON *root = cJSON_CreateObject();
+    cJSON *po = NULL, *mo = NULL;
+    bool ok = root && cJSON_AddStringToObject(root, "format", CK_RUN_FORMAT) &&
+              cJSON_AddStringToObject(root, "status", status) &&
+              cJSON_AddStringToObject(root, "time", stamp) &&
+              (po = cJSON_AddObjectToObject(root, "plan")) &&
+              (!plan_path || cJSON_AddStringToObject(po, "path", plan_path)) &&
+              (!plan_sha || cJSON_AddStringToObject(po, "sha256", plan_sha)) &&
+              cJSON_AddStringToObject(po, "planner", planner) &&
+              cJSON_AddNumberToObject(po, "budget_bytes", (double)budget) &&
+              (mo = cJSON_AddObjectToObject(root, "model")) &&
+              cJSON_AddStringToObject(mo, "path", w->path) &&
+              cJSON_AddStringToObject(mo, "sha256", w->sha256) &&
+              cJSON_AddStringToObject(mo, "name", w->chain.name) &&
+              cJSON_AddNumberToObject(mo, "stages", (double)w->chain.n_stages) &&
+              (!granularity || cJSON_AddStringToObject(mo, "granularity", granularity));
+    if (!ok) {
+        cJSON_Delete(root);
+        return NULL;
+    }
+    return root;
+}
+
+/* The plan file's predictions, copied. */
+static bool add_predicted(cJSON *root, const ck_plan_file *p)
+{
+    cJSON *pred = cJSON_AddObjectToObject(root, "predicted");
+    return pred && cJSON_AddNumberToObject(pred, "activation_peak_bytes", (double)p->activation_peak_bytes) &&
+           cJSON_AddNumberToObject(pred, "baseline_activation_peak_bytes", (double)p->baseline_activation_peak_bytes) &&
+           cJSON_AddNumberToObject(pred, "static_bytes", (double)p->static_bytes) &&
+           cJSON_AddNumberToObject(pred, "time", p->time) &&
+           cJSON_AddNumberToObject(pred, "baseline_time", p->baseline_time) &&
+           cJSON_AddNumberToObject(pred, "overhead", p->overhead);
+}
+
+static char *finish_record(cJSON *root, bool ok)
+{
+    char *line = ok ? cJSON_PrintUnformatted(root) : NULL;
+    cJSON_Delete(root);
+    return line;
+}
+
+/* The ckplan-run/1 record of a run, one line of JSON (documented in docs/run-format.md). */
+static char *run_record(const run_args *a, const ck_plan_file *p, const char *plan_sha,
+                        const ck_workload *w, const run_measure *base, const run_measure *plan,
+                        double measured_overhead, const verification *v)
+{
+    cJSON *root = record_head("ran", a->plan_path, plan_sha, p->planner, p->budget_bytes, w,
+                              p->granularity);
+    cJSON *so = NULL, *vo = NULL;
+    bool ok = root && (so = cJSON_AddObjectToObject(root, "settings")) &&
+              cJSON_AddNumberToObject(so, "steps", (double)a->steps) &&
+              cJSON_AddNumberToObject(so, "threads", (double)ck_blas_threads()) &&
+              cJSON_AddNumberToObject(so, "seed", (double)a->seed) &&
+              cJSON_AddStringToObject(so, "rng", a->stateful_rng ? "stateful" : "counter") &&
+              add_predicted(root, p) &&
+              add_measure(root, "baseline", base, a->steps) && add_measure(root, "plan_run", plan, a->steps) &&
+              cJSON_AddNumberToObject(root, "measured_overhead", measured_overhead) &&
+              (vo = cJSON_AddObjectToObject(root, "verification")) &&
+              cJSON_AddBoolToObject(vo, "performed", a->verify) &&
+              cJSON_AddBoolToObject(vo, "passed", v->passed) &&
+              cJSON_AddBoolToObject(vo, "loss_identical", v->loss_identical) &&
+              cJSON_AddBoolToObject(vo, "gradients_identical", v->gradients_identical) &&
+              cJSON_AddNumberToObject(vo, "max_abs_gradient_difference", v->max_abs_diff) &&
+              cJSON_AddBoolToObject(vo, "peak_within_prediction", v->peak_within) &&
+              cJSON_AddNumberToObject(vo, "peak_ratio", v->peak_ratio);
+    return root ? finish_record(root, ok) : NULL;
+}
+
+char *ck_runner_planned_record(const ck_plan_file *p, const char *plan_sha, const ck_workload *w)
+{
+    cJSON *root = record_head("planned", NULL, plan_sha, p->planner, p->budget_bytes, w, p->granularity);
+    return root ? finish_record(root, add_predicted(root, p)) : NULL;
+}
+
+char *ck_runner_infeasible_record(const char *planner, uint64_t budget, uint64_t min_budget,
+                                  const ck_workload *w, const char *granularity)
+{
+    cJSON *root = record_head("infeasible", NULL, NULL, planner, budget, w, granularity);
+    return root ? finish_record(root, cJSON_AddNumberToObject(root, "minimum_budget_bytes",
+                                                              (double)min_budget) != NULL)
+                : NULL;
+}
+
+static void print_summary(const ck_plan_file *p, const ck_workload *w, const run_measure *base,
+                          const run_measure *plan, double measured_overhead,
+                          const verification *v, bool verified)
+{
+    char a[32], b[32], c[32], d[32];
+    printf("%s: planner %s, %zu stages, budget ", w->chain.name, p->planner, w->chain.n_stages);
+    ck_size_format(p->budget_bytes, a, sizeof a);
+    printf("%s\n\n", a);
+    printf("  %-22s %12s %12s %12s %12s\n", "", "baseline", "", "plan", "");
+    printf("  %-22s %12s %12s %12s %12s\n", "", "predicted", "measured", "predicted", "measured");
+    ck_size_format(p->baseline_activation_peak_bytes, a, sizeof a);
+    ck_size_format(base->activation_peak, b, sizeof b);
+    ck_size_format(p->activation_peak_bytes, c, sizeof c);
+    ck_size_format(plan->activation_peak, d, sizeof d);
+    printf("  %-22s %12s %12s %12s %12s\n", "activation peak", a, b, c, d);
+    ck_size_format(p->static_bytes, a, sizeof a);
+    ck_size_format(base->static_bytes, b, sizeof b);
+    ck_size_format(plan->static_bytes, d, sizeof d);
+    printf("  %-22s %12s %12s %12s %12s\n", "static", a, b, a, d);
+    ck_size_format(base->rss_peak, b, sizeof b);
+    ck_size_format(plan->rss_peak, d, sizeof d);
+    printf("  %-22s %12s %12s %12s %12s\n", "resident peak (RSS)", "", b, "", d);
+    bool seconds = p->granularity != NULL;
+    snprintf(b, sizeof b, "%.2f ms", 1e3 * base->median_seconds);
+    snprintf(d, sizeof d, "%.2f ms", 1e3 * plan->median_seconds);
+    printf("  %-22s %12s %12s %12s %12s\n", "step time (median)", "", b, "", d);
+    snprintf(c, sizeof c, "%+.1f%%", 100 * p->overhead);
+    snprintf(d, sizeof d, "%+.1f%%", 100 * measured_overhead);
+    printf("  %-22s %12s %12s %12s %12s\n\n", "overhead", "", "", c, d);
+    if (!seconds)
+        printf("(a chain file's time unit is scaled so that the baseline step takes about 0.2 s)\n\n");
+    if (!verified)
+        return;
+    printf("verify: loss %s, gradients %s", v->loss_identical ? "identical" : "DIFFERENT",
+           v->gradients_identical ? "identical bit for bit" : "DIFFERENT");
+    if (!v->gradients_identical)
+        printf(" (largest difference %.3g)", v->max_abs_diff);
+    printf("\nverify: tracked activation peak is %.2f%% of the prediction: %s\n", 100 * v->peak_ratio,
+           v->peak_within ? "within it" : "OUTSIDE the allowed range");
+    printf("verify: %s\n", v->passed ? "passed" : "FAILED");
+}
+
+/* Loads the model a plan names: relative paths are tried from the current directory and
+ * then from the plan's own directory. */
+static int load_plan_model(const char *plan_path, const ck_plan_file *p, ck_workload *w, ck_err *err)
+{
+    ck_workload_opts opts;
+    ck_workload_opts_default(&opts);
+    if (p->granularity && !ck_granularity_parse(p->granularity, &opts.granularity))
+        return ck_fail(err, CK_ERR_INPUT, "%s: details.granularity: expected 'op' or 'block', got '%s'",
+                       plan_path, p->granularity);
+    const char *model = p->model_path;
+    char *beside = NULL;
+    const char *slash = strrchr(plan_path, '/');
+    if (model[0] != '/' && access(model, F_OK) != 0 && slash) {
+        size_t dir = (size_t)(slash - plan_path) + 1;
+        beside = malloc(dir + strlen(model) + 1);
+        if (!beside)
+            return ck_fail_oom(err);
+        memcpy(beside, plan_path, dir);
+        strcpy(beside + dir, model);
+        model = beside;
+    }
+    int rc = ck_workload_load(model, &opts, w, err);
+    free(beside);
+    if (rc != CK_OK)
+        return rc;
+    if (strcmp(w->sha256, p->model_sha256) != 0)
+        rc = ck_fail(err, CK_ERR_INPUT, "%s: the model file %s changed since the plan was made "
+                                        "(sha256 %.12s..., plan says %.12s...); plan it again",
+                     plan_path, w->path, w->sha256, p->model_sha256);
+    else if (w->chain.n_stages != p->stages)
+        rc = ck_fail(err, CK_ERR_INPUT, "%s: stages: the plan has %zu stages, the model derives %zu",
+                     plan_path, p->stages, w->chain.n_stages);
+    if (rc != CK_OK)
+        ck_workload_free(w);
+    return rc;
+}
+
+/* MemAvailable of /proc/meminfo, or 0 when unknown. */
+static uint64_t available_memory(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    unsigned long long kib = 0;
+    char line[256];
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kib) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return (uint64_t)kib * 1024;
+}
+
+static int check_fits_here(const char *plan_path, const ck_plan_file *p, ck_err *err)
+{
+    uint64_t need, avail = available_memory();
+    uint64_t act = p->baseline_activation_peak_bytes > p->activation_peak_bytes
+                       ? p->baseline_activation_peak_bytes
+                       : p->activation_peak_bytes;
+    if (!ck_add(p->static_bytes, act, &need))
+        need = UINT64_MAX;
+    if (avail && need > avail) {
+        char n[32], h[32];
+        ck_size_format(need, n, sizeof n);
+        ck_size_format(avail, h, sizeof h);
+        return ck_fail(err, CK_ERR_INPUT, "%s: running the baseline next to the plan needs %s, more "
+                                          "than the %s this machine has available",
+                       plan_path, n, h);
+    }
+    return CK_OK;
+}
+
+
+int ck_runner_run(const ck_run_settings *s, const ck_plan_file *p, const char *plan_sha,
+                  bool *passed, ck_err *errp)
+{
+    const run_args a = *s;
+    ck_plan_file plan = *p;
+    ck_err err = {{0}};
+    int rc = CK_OK;
+    ck_workload w;
+    ck_exec *exec = NULL;
+    ck_schedule baseline = {0};
+    run_measure base = {0}, planned = {0};
+    verification v = {0};
+    rc = load_plan_model(a.plan_path, &plan, &w, &err);
+    if (rc != CK_OK) {
+        *errp = err;
+        return rc;
+    }
+    ck_replay replay;
+    rc = ck_schedule_replay(&w.chain, &plan.schedule, &replay, NULL, NULL, &err);
+    if (rc != CK_OK) {
+        char why[sizeof err.msg];
+        snprintf(why, sizeof why, "%s", err.msg);
+        rc = ck_fail(&err, CK_ERR_INPUT, "%s: %s", a.plan_path, why);
+    }
+    if (rc == CK_OK)
+        rc = check_fits_here(a.plan_path, &plan, &err);
+    if (rc == CK_OK && a.threads)
+        ck_blas_set_threads((int)a.threads);
+    ck_exec_opts eo = {.seed = a.seed, .stateful_rng = a.stateful_rng};
+    if (rc == CK_OK)
+        rc = ck_exec_create(w.model, &w.chain, w.stage_first, &eo, &exec, &err);
+    if (rc == CK_OK)
+        rc = ck_schedule_baseline(&w.chain, &baseline, &err);
+    progress prog = {.show = !a.quiet && isatty(STDERR_FILENO), .start = now_seconds()};
+    if (rc == CK_OK)
+        rc = measure(exec, &baseline, a.steps, "baseline", &prog, &base, &err);
+    if (rc == CK_OK)
+        rc = measure(exec, &plan.schedule, a.steps, "plan", &prog, &planned, &err);
+    double overhead = 0;
+    if (rc == CK_OK) {
+        progress_update(&prog, "timing baseline and plan in turn", 0, TIMING_ROUNDS(a.steps));
+        rc = time_interleaved(exec, &baseline, &plan.schedule, TIMING_ROUNDS(a.steps), &base,
+                              &planned, &overhead, &err);
+    }
+    progress_done(&prog);
+    if (rc == CK_OK) {
+        v = verify(&plan, &base, &planned, a.steps);
+        char *line = run_record(&a, &plan, plan_sha, &w, &base, &planned, overhead, &v);
+        rc = line ? ck_append_line_atomic(a.runs_path, line, &err) : ck_fail_oom(&err);
+        free(line);
+    }
+    if (rc == CK_OK && !a.quiet)
+        print_summary(&plan, &w, &base, &planned, overhead, &v, a.verify);
+    if (rc == CK_OK && a.verify && !v.passed) {
+        rc = CK_ERR_RUNTIME;
+        snprintf(err.msg, sizeof err.msg, "verification failed:%s%s%s",
+                 v.loss_identical ? "" : " the loss differs from the baseline's;",
+                 v.gradients_identical ? "" : " gradients differ from the baseline's;",
+                 v.peak_within ? "" : " the tracked activation peak is outside [95%, 100%] of the prediction;");
+    }
+    run_measure_free(&base);
+    run_measure_free(&planned);
+    ck_schedule_free(&baseline);
+    ck_exec_free(exec);
+    ck_workload_free(&w);
+    if (passed)
+        *passed = v.passed;
+    *errp = err;
+    return rc;
+}
+
+int ck_runner_plan(const ck_workload *w, const ck_planner *planner, uint64_t budget,
+                   const ck_planner_opts *popts, const ck_workload_opts *wopts, ck_planned *out,
+                   ck_err *err)
+{
+    memset(out, 0, sizeof *out);
+    if (budget < w->statics.total) {
+        /* Still find the planner's minimum, so that a sweep can record what would fit. */
+        ck_err ignored;
+        ck_replay r;
+        out->static_too_large = true;
+        int rc = ck_plan_chain(&w->chain, planner, 0, popts, &out->result, &r,
+                               &out->min_activation_bytes, &ignored);
+        ck_plan_result_free(&out->result);
+        return rc == CK_ERR_RUNTIME ? ck_fail_oom(err) : CK_ERR_INFEASIBLE;
+    }
+    uint64_t min_budget = 0;
+    int rc = ck_plan_chain(&w->chain, planner, budget - w->statics.total, popts, &out->result,
+                           &out->predicted, &min_budget, err);
+    if (rc == CK_ERR_INFEASIBLE) {
+        out->min_activation_bytes = min_budget;
+        return rc;
+    }
+    ck_schedule base = {0};
+    if (rc == CK_OK)
+        rc = ck_schedule_baseline(&w->chain, &base, err);
+    if (rc == CK_OK)
+        rc = ck_schedule_replay(&w->chain, &base, &out->baseline, NULL, NULL, err);
+    ck_schedule_free(&base);
+    uint64_t ignored;
+    if (rc == CK_OK && !ck_add(w->statics.total, out->baseline.peak_bytes, &ignored))
+        rc = ck_fail(err, CK_ERR_INPUT, "%s: static memory plus activations exceed 2^64 bytes",
+                     w->path);
+    if (rc != CK_OK)
+        return rc;
+    out->doc = (ck_plan_doc){
+        .planner = planner->name,
+        .model_path = w->path,
+        .model_sha256 = w->sha256,
+        .budget_bytes = budget,
+        .static_bytes = w->statics.total,
+        .stages = w->chain.n_stages,
+        .predicted = out->predicted,
+        .baseline = out->baseline,
+        .result = &out->result,
+        .baseline_fits = out->baseline.peak_bytes <= budget - w->statics.total,
+        .granularity = w->model ? ck_granularity_name(wopts->granularity) : NULL,
+        .time_unit = w->model ? "s" : NULL,
+        .slots = popts->slots,
+        .costs_path = w->model ? wopts->costs_path : NULL,
+    };
+    cJSON *json = ck_plan_to_json(&out->doc);
+    out->text = json ? ck_json_print(json) : NULL;
+    cJSON_Delete(json);
+    return out->text ? CK_OK : ck_fail_oom(err);
+}
+
+void ck_planned_free(ck_planned *p)
+{
+    ck_plan_result_free(&p->result);
+    free(p->text);
+    memset(p, 0, sizeof *p);
+}

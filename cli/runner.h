@@ -1,0 +1,62 @@
+/* runner: what `ckplan plan` and `ckplan run` do to one plan, for them and for `ckplan
+ * sweep`, which does the same at many points in one process: plan a workload at a budget
+ * into a plan document, and execute a plan into a ckplan-run/1 record. */
+#ifndef CK_RUNNER_H
+#define CK_RUNNER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "planner/err.h"
+#include "planner/plan_io.h"
+#include "planner/planners.h"
+#include "planner/workload.h"
+
+/* The tracked peak must reach this fraction below the prediction: a prediction far above
+ * what is used would waste the memory it was meant to save. */
+#define CK_PEAK_TOLERANCE 0.05
+
+/* A plan at one budget. */
+typedef struct {
+    ck_plan_result result;
+    ck_replay predicted, baseline;
+    ck_plan_doc doc;  /* refers to result and to the workload */
+    char *text;       /* the plan file's JSON text, NUL-terminated */
+    /* When infeasible: the planner's smallest activation budget, and whether the budget
+     * does not even hold the static memory. */
+    uint64_t min_activation_bytes;
+    bool static_too_large;
+} ck_planned;
+
+/* Plans w at the whole-step `budget`. CK_OK with out->doc and out->text filled;
+ * CK_ERR_INFEASIBLE with out->min_activation_bytes (also when the static memory alone is
+ * over budget, then out->static_too_large); other statuses with err. Free with
+ * ck_planned_free whatever the status. */
+int ck_runner_plan(const ck_workload *w, const ck_planner *planner, uint64_t budget,
+                   const ck_planner_opts *popts, const ck_workload_opts *wopts, ck_planned *out,
+                   ck_err *err);
+void ck_planned_free(ck_planned *p);
+
+/* How `run` executes a plan. plan_path names the plan in the record and in messages (and
+ * a relative model path is also looked for beside it). */
+typedef struct {
+    const char *plan_path, *runs_path;
+    bool verify, quiet, stateful_rng;
+    uint64_t steps, threads, seed;
+} ck_run_settings;
+
+/* Runs the plan and its baseline, appends the ckplan-run/1 record to s->runs_path and,
+ * unless quiet, prints the summary. plan_sha is the SHA-256 of the plan's bytes. *passed
+ * (may be NULL) is the verification's outcome. Returns CK_ERR_RUNTIME when --verify was
+ * asked for and failed (the record is written all the same). */
+int ck_runner_run(const ck_run_settings *s, const ck_plan_file *plan, const char *plan_sha,
+                  bool *passed, ck_err *err);
+
+/* The ckplan-run/1 records of sweep points that were not run (docs/run-format.md): a plan
+ * made in memory (plan_sha of its text), and a budget the planner cannot meet, with the
+ * smallest whole-step budget it can. One line of JSON; NULL when out of memory. */
+char *ck_runner_planned_record(const ck_plan_file *p, const char *plan_sha, const ck_workload *w);
+char *ck_runner_infeasible_record(const char *planner, uint64_t budget, uint64_t min_budget,
+                                  const ck_workload *w, const char *granularity);
+
+#endif
