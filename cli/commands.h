@@ -8,6 +8,7 @@ int ck_cmd_chain(int argc, char **argv);
 int ck_cmd_run(int argc, char **argv);
 int ck_cmd_profile(int argc, char **argv);
 int ck_cmd_report(int argc, char **argv);
+int ck_cmd_sweep(int argc, char **argv);
 
 /* Prints "ckplan: message" on stderr and returns status: the one way errors reach users. */
 int ck_report(int status, const char *msg);

@@ -14,6 +14,7 @@ static const struct {
     {"plan", ck_cmd_plan, "choose where to checkpoint so a training step fits a memory budget"},
     {"run", ck_cmd_run, "execute a plan and the baseline for real, measure, and verify"},
     {"profile", ck_cmd_profile, "measure each stage's time on this machine, for plan --costs"},
+    {"sweep", ck_cmd_sweep, "plan (and run) a model at many budgets with several planners"},
     {"report", ck_cmd_report, "tabulate the records of a runs file (table, CSV or JSON)"},
     {"chain", ck_cmd_chain, "write the chain of stages derived from a model as a chain file"},
 };

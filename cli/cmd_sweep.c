@@ -1,0 +1,321 @@
+/* ckplan sweep: plan a model at many budgets with several planners, optionally run each
+ * plan, and append one record per point to the runs file, for report to compare. */
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/commands.h"
+#include "cli/files.h"
+#include "cli/options.h"
+#include "cli/runner.h"
+#include "planner/json.h"
+#include "planner/plan_io.h"
+#include "planner/planners.h"
+#include "planner/sha256.h"
+#include "planner/size.h"
+#include "planner/workload.h"
+
+#define DEFAULT_RUNS_FILE "ckplan.runs.jsonl"
+#define DEFAULT_PLANNERS "dp,revolve,chen,sqrt"
+#define MAX_POINTS 10000
+/* How sweep's plans are named in run records: they are never written to a file. */
+#define IN_MEMORY_PLAN "(sweep, in memory)"
+#define BUDGETS_FORMS                                                                              \
+    "expected a comma-separated list of sizes (e.g. 16M,24M,32M) or FROM:TO:N (e.g. "             \
+    "16M:32M:5, N budgets evenly spaced from FROM to TO, both included)"
+
+static void sweep_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: ckplan sweep MODEL --budgets LIST|FROM:TO:N [options]\n"
+            "\n"
+            "Plans MODEL at every budget with every planner and appends one record per point\n"
+            "to the runs file: the predictions, or with --run what was measured and verified.\n"
+            "Budgets a planner cannot meet are recorded too, with its smallest budget.\n"
+            "Compare the points with 'ckplan report'.\n"
+            "\n"
+            "  --budgets B       sizes as for plan --budget: a list (16M,24M,32M) or FROM:TO:N,\n"
+            "                    N budgets evenly spaced with both ends included (16M:32M:5)\n"
+            "  --planners LIST   comma-separated planners (default %s)\n"
+            "  --run             run each feasible plan with verification, as run --verify\n"
+            "  --steps N         with --run: steps per run (default 3)\n"
+            "  --runs FILE       append the records to FILE (default %s)\n"
+            "  --slots N         dp: memory resolution (default %d)\n",
+            DEFAULT_PLANNERS, DEFAULT_RUNS_FILE, CK_DEFAULT_SLOTS);
+    ck_workload_options_help(out);
+    fprintf(out, "  -h, --help        show this help\n"
+                 "\n"
+                 "Exit codes: 0 every point processed (infeasible ones included), 1 a run failed\n"
+                 "or its verification did, 2 usage or input error.\n");
+}
+
+enum { OPT_BUDGETS = 4000, OPT_PLANNERS, OPT_RUN, OPT_STEPS, OPT_RUNS };
+
+typedef struct {
+    const char *model_path, *runs_path;
+    uint64_t *budgets;
+    size_t n_budgets;
+    const ck_planner *planners[16];
+    size_t n_planners;
+    bool run;
+    uint64_t steps;
+    ck_planner_opts planner_opts;
+    ck_workload_opts workload_opts;
+} sweep_args;
+
+/* FROM:TO:N or a comma-separated list, into a->budgets. */
+static int parse_budgets(const char *text, sweep_args *a, ck_err *err)
+{
+    const char *colon = strchr(text, ':');
+    char buf[256];
+    if (strlen(text) >= sizeof buf)
+        return ck_fail(err, CK_ERR_INPUT, "--budgets: too long; " BUDGETS_FORMS);
+    strcpy(buf, text);
+    ck_err why;
+    if (colon) {
+        char *from = buf, *to = strchr(buf, ':') + 1, *count = strchr(to, ':');
+        if (!count || strchr(count + 1, ':'))
+            return ck_fail(err, CK_ERR_INPUT, "--budgets: '%s': " BUDGETS_FORMS, text);
+        to[-1] = '\0';
+        *count++ = '\0';
+        uint64_t lo, hi, n;
+        if (ck_size_parse(from, &lo, &why) != CK_OK || ck_size_parse(to, &hi, &why) != CK_OK)
+            return ck_fail(err, CK_ERR_INPUT, "--budgets: '%s': %s; " BUDGETS_FORMS, text, why.msg);
+        if (ck_parse_count(count, "N", 1, MAX_POINTS, &n, &why) != CK_OK)
+            return ck_fail(err, CK_ERR_INPUT, "--budgets: '%s': %s; " BUDGETS_FORMS, text, why.msg);
+        if (hi < lo || (n == 1 && hi != lo))
+            return ck_fail(err, CK_ERR_INPUT, "--budgets: '%s': TO must be at least FROM, and N at "
+                                              "least 2 unless they are equal; " BUDGETS_FORMS, text);
+        a->budgets = calloc(n, sizeof *a->budgets);
+        if (!a->budgets)
+            return ck_fail_oom(err);
+        /* lo + (hi - lo) * i / (n - 1) without overflowing: quotient and remainder apart */
+        uint64_t span = hi - lo, q = n > 1 ? span / (n - 1) : 0, r = n > 1 ? span % (n - 1) : 0;
+        for (uint64_t i = 0; i < n; i++)
+            a->budgets[i] = lo + q * i + (n > 1 ? r * i / (n - 1) : 0);
+        a->n_budgets = n;
+        return CK_OK;
+    }
+    size_t n = 1;
+    for (const char *p = buf; *p; p++)
+        n += *p == ',';
+    a->budgets = calloc(n, sizeof *a->budgets);
+    if (!a->budgets)
+        return ck_fail_oom(err);
+    char *item = buf;
+    for (size_t i = 0; i < n; i++) {
+        char *comma = strchr(item, ',');
+        if (comma)
+            *comma = '\0';
+        if (ck_size_parse(item, &a->budgets[i], &why) != CK_OK)
+            return ck_fail(err, CK_ERR_INPUT, "--budgets: '%s': %s; " BUDGETS_FORMS, text, why.msg);
+        item = comma ? comma + 1 : item;
+    }
+    a->n_budgets = n;
+    return CK_OK;
+}
+
+static int parse_planners(const char *text, sweep_args *a, ck_err *err)
+{
+    char buf[256];
+    if (strlen(text) >= sizeof buf)
+        return ck_fail(err, CK_ERR_INPUT, "--planners: too long");
+    strcpy(buf, text);
+    a->n_planners = 0;
+    for (char *item = buf; item;) {
+        char *comma = strchr(item, ',');
+        if (comma)
+            *comma = '\0';
+        const ck_planner *p = ck_planner_find(item);
+        if (!p)
+            return ck_fail(err, CK_ERR_INPUT, "--planners: no planner '%s' (dp, revolve, chen, "
+                                              "sqrt or none, comma-separated)", item);
+        if (a->n_planners == sizeof a->planners / sizeof a->planners[0])
+            return ck_fail(err, CK_ERR_INPUT, "--planners: more than %zu planners",
+                           sizeof a->planners / sizeof a->planners[0]);
+        a->planners[a->n_planners++] = p;
+        item = comma ? comma + 1 : NULL;
+    }
+    return CK_OK;
+}
+
+/* Returns -1 when help was printed, else a status. */
+static int parse_args(int argc, char **argv, sweep_args *a, ck_err *err)
+{
+    static const struct option longs[] = {
+        CK_WORKLOAD_LONG_OPTIONS,
+        {"budgets", required_argument, NULL, OPT_BUDGETS},
+        {"planners", required_argument, NULL, OPT_PLANNERS},
+        {"run", no_argument, NULL, OPT_RUN},
+        {"steps", required_argument, NULL, OPT_STEPS},
+        {"runs", required_argument, NULL, OPT_RUNS},
+        {"slots", required_argument, NULL, CK_OPT_SLOTS},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    a->runs_path = DEFAULT_RUNS_FILE;
+    a->steps = 3;
+    a->planner_opts.slots = CK_DEFAULT_SLOTS;
+    ck_workload_opts_default(&a->workload_opts);
+    int rc = parse_planners(DEFAULT_PLANNERS, a, err);
+    opterr = 0;
+    optind = 1;
+    int code;
+    uint64_t slots;
+    while (rc == CK_OK && (code = getopt_long(argc, argv, ":h", longs, NULL)) != -1) {
+        switch (code) {
+        case 'h': sweep_usage(stdout); return -1;
+        case OPT_BUDGETS:
+            free(a->budgets);
+            a->budgets = NULL;
+            rc = parse_budgets(optarg, a, err);
+            break;
+        case OPT_PLANNERS: rc = parse_planners(optarg, a, err); break;
+        case OPT_RUN: a->run = true; break;
+        case OPT_STEPS: rc = ck_parse_count(optarg, "--steps", 1, 1000, &a->steps, err); break;
+        case OPT_RUNS: a->runs_path = optarg; break;
+        case CK_OPT_SLOTS:
+            rc = ck_parse_count(optarg, "--slots", 1, 1000000, &slots, err);
+            a->planner_opts.slots = (uint32_t)slots;
+            break;
+        default:
+            rc = CK_IS_WORKLOAD_OPTION(code) ? ck_workload_option(code, optarg, &a->workload_opts, err)
+                                             : ck_option_error("sweep", argv, code, err);
+        }
+    }
+    if (rc != CK_OK)
+        return rc;
+    if (optind != argc - 1)
+        return ck_fail(err, CK_ERR_INPUT, optind >= argc ? "sweep: no MODEL given; usage: ckplan sweep "
+                                                           "MODEL --budgets LIST|FROM:TO:N (see --help)"
+                                                         : "sweep: more than one MODEL given (%s)",
+                       optind < argc ? argv[optind + 1] : "");
+    if (!a->budgets)
+        return ck_fail(err, CK_ERR_INPUT, "sweep: --budgets is required; " BUDGETS_FORMS);
+    a->model_path = argv[optind];
+    return CK_OK;
+}
+
+/* "[#####     ] 12/40 dp 8.0 GiB", redrawn in place. */
+static void progress(bool show, size_t done, size_t total, const char *planner, uint64_t budget)
+{
+    if (!show)
+        return;
+    enum { WIDTH = 20 };
+    char bar[WIDTH + 1], size[32];
+    size_t filled = total ? done * WIDTH / total : WIDTH;
+    for (size_t i = 0; i < WIDTH; i++)
+        bar[i] = i < filled ? '#' : ' ';
+    bar[WIDTH] = '\0';
+    ck_size_format(budget, size, sizeof size);
+    fprintf(stderr, "\r[%s] %zu/%zu %s %s      ", bar, done, total, planner, size);
+    fflush(stderr);
+}
+
+typedef struct {
+    size_t planned, ran, infeasible, failed;
+} tally;
+
+/* One point: plan, then record it as infeasible, planned, or (with --run) ran. */
+static int sweep_point(const sweep_args *a, const ck_workload *w, const ck_planner *planner,
+                       uint64_t budget, tally *t, ck_err *err)
+{
+    ck_planned planned;
+    char *line = NULL;
+    int rc = ck_runner_plan(w, planner, budget, &a->planner_opts, &a->workload_opts, &planned, err);
+    const char *gran = w->model ? ck_granularity_name(a->workload_opts.granularity) : NULL;
+    if (rc == CK_ERR_INFEASIBLE) {
+        uint64_t min_budget;
+        if (!ck_add(w->statics.total, planned.min_activation_bytes, &min_budget))
+            min_budget = UINT64_MAX;
+        line = ck_runner_infeasible_record(planner->name, budget, min_budget, w, gran);
+        rc = line ? ck_append_line_atomic(a->runs_path, line, err) : ck_fail_oom(err);
+        t->infeasible += rc == CK_OK;
+        free(line);
+        ck_planned_free(&planned);
+        return rc;
+    }
+    /* The plan goes through its JSON text, as a plan file would: run and the planned record
+     * then see exactly what `ckplan plan` would have written. */
+    cJSON *root = NULL;
+    ck_plan_file plan;
+    bool have_plan = false;
+    char sha[65];
+    if (rc == CK_OK) {
+        size_t len = strlen(planned.text);
+        ck_sha256_hex(planned.text, len, sha);
+        rc = ck_json_parse(IN_MEMORY_PLAN, planned.text, len, &root, err);
+    }
+    if (rc == CK_OK)
+        have_plan = (rc = ck_plan_from_json(root, IN_MEMORY_PLAN, &plan, err)) == CK_OK;
+    cJSON_Delete(root);
+    if (rc == CK_OK && !a->run) {
+        line = ck_runner_planned_record(&plan, sha, w);
+        rc = line ? ck_append_line_atomic(a->runs_path, line, err) : ck_fail_oom(err);
+        t->planned += rc == CK_OK;
+    } else if (rc == CK_OK) {
+        ck_run_settings s = {.plan_path = IN_MEMORY_PLAN, .runs_path = a->runs_path,
+                             .verify = true, .quiet = true, .steps = a->steps, .seed = 1};
+        /* The model is looked for again by path, as for a plan file: sweep was given it as
+         * a path, so it is found the same way. */
+        bool passed = false;
+        rc = ck_runner_run(&s, &plan, sha, &passed, err);
+        if (rc == CK_ERR_RUNTIME) {
+            /* A failed point does not stop the sweep: it is recorded (when it got as far
+             * as verification) and the exit status says so at the end. */
+            char size[32];
+            ck_size_format(budget, size, sizeof size);
+            fprintf(stderr, "\nckplan: %s at %s: %s\n", planner->name, size, err->msg);
+            t->failed++;
+            rc = CK_OK;
+        } else if (rc == CK_OK) {
+            t->ran++;
+        }
+    }
+    free(line);
+    if (have_plan)
+        ck_plan_file_free(&plan);
+    ck_planned_free(&planned);
+    return rc;
+}
+
+int ck_cmd_sweep(int argc, char **argv)
+{
+    sweep_args a;
+    memset(&a, 0, sizeof a);
+    ck_err err = {{0}};
+    int rc = parse_args(argc, argv, &a, &err);
+    if (rc < 0) {
+        free(a.budgets);
+        return 0;
+    }
+    ck_workload w;
+    bool have_w = false;
+    if (rc == CK_OK)
+        have_w = (rc = ck_workload_load(a.model_path, &a.workload_opts, &w, &err)) == CK_OK;
+    size_t total = a.n_budgets * a.n_planners, done = 0;
+    bool show = isatty(STDERR_FILENO);
+    tally t = {0};
+    for (size_t p = 0; rc == CK_OK && p < a.n_planners; p++)
+        for (size_t b = 0; rc == CK_OK && b < a.n_budgets; b++) {
+            progress(show, done, total, a.planners[p]->name, a.budgets[b]);
+            rc = sweep_point(&a, &w, a.planners[p], a.budgets[b], &t, &err);
+            done++;
+        }
+    if (show && total)
+        fprintf(stderr, "\r%70s\r", "");
+    if (rc == CK_OK)
+        printf("sweep: %zu points: %zu ran, %zu planned only, %zu infeasible%s%s; records appended "
+               "to %s (see 'ckplan report --runs %s')\n",
+               total, t.ran, t.planned, t.infeasible, t.failed ? ", FAILED: " : "",
+               t.failed ? "some runs (see above)" : "", a.runs_path, a.runs_path);
+    if (rc == CK_OK && t.failed)
+        rc = ck_fail(&err, CK_ERR_RUNTIME, "sweep: %zu of %zu runs failed", t.failed, total);
+    if (have_w)
+        ck_workload_free(&w);
+    free(a.budgets);
+    return ck_report(rc, err.msg);
+}
