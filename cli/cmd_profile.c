@@ -66,7 +66,7 @@ static int time_ops(ck_exec *e, const ck_schedule *s, uint64_t steps, double *op
         ck_step_stats st;
         /* step 0 warms up; its times are written into row 0 and overwritten by step 1 */
         double *row = samples + (k ? k - 1 : 0) * s->n;
-        rc = ck_exec_step(e, s, k, &st, row, err);
+        rc = ck_exec_step(e, s, k, &st, &(ck_op_trace){.seconds = row}, err);
         if (rc == CK_OK && st.activation_peak_bytes > *peak)
             *peak = st.activation_peak_bytes;
         outside[k ? k - 1 : 0] = st.seconds;

@@ -756,8 +756,39 @@ static void keep_chain_gradients(ck_exec *e)
     e->chain_grads[n] = (float)e->loss;
 }
 
+/* Runs operation k, measuring it. The tracker's peaks are reset before the operation so
+ * that its own peak can be read after it, then merged back so that the step's peaks are as
+ * if they had never been reset. */
+static int traced_op(ck_exec *e, size_t k, const ck_op *op, double t0, const ck_op_trace *trace,
+                     ck_err *err)
+{
+    uint64_t saved[CK_MEM_N_KINDS];
+    memcpy(saved, e->mem.peak, sizeof saved);
+    uint64_t saved_total = e->mem.peak_activation_total;
+    ck_mem_reset_peaks(&e->mem);
+    double t = now();
+    int rc = run_op(e, k, op, err);
+    double t1 = now();
+    if (trace && rc == CK_OK) {
+        if (trace->seconds)
+            trace->seconds[k] = t1 - t;
+        if (trace->start)
+            trace->start[k] = t - t0;
+        if (trace->live_after)
+            trace->live_after[k] = e->mem.live_activation_total;
+        if (trace->peak)
+            trace->peak[k] = e->mem.peak_activation_total;
+    }
+    for (int kind = 0; kind < CK_MEM_N_KINDS; kind++)
+        if (saved[kind] > e->mem.peak[kind])
+            e->mem.peak[kind] = saved[kind];
+    if (saved_total > e->mem.peak_activation_total)
+        e->mem.peak_activation_total = saved_total;
+    return rc;
+}
+
 int ck_exec_step(ck_exec *e, const ck_schedule *s, uint64_t step, ck_step_stats *stats,
-                 double *op_seconds, ck_err *err)
+                 const ck_op_trace *trace, ck_err *err)
 {
     ck_replay replay;
     int rc = ck_schedule_replay(e->c, s, &replay, NULL, NULL, err);
@@ -767,12 +798,8 @@ int ck_exec_step(ck_exec *e, const ck_schedule *s, uint64_t step, ck_step_stats 
     ck_mem_reset_peaks(&e->mem);
     double t0 = now();
     rc = start_step(e, err);
-    for (size_t k = 0; k < s->n && rc == CK_OK; k++) {
-        double t = now();
-        rc = run_op(e, k, &s->ops[k], err);
-        if (op_seconds)
-            op_seconds[k] = now() - t;
-    }
+    for (size_t k = 0; k < s->n && rc == CK_OK; k++)
+        rc = traced_op(e, k, &s->ops[k], t0, trace, err);
     if (rc == CK_OK && !e->y[0])
         rc = ck_fail(err, CK_ERR_INPUT, "schedule: ends without y_0 being live");
     if (rc == CK_OK && !e->m)

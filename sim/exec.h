@@ -48,12 +48,25 @@ void ck_exec_free(ck_exec *e);
  * different schedules start from the same state. */
 void ck_exec_reset(ck_exec *e);
 
+/* What each operation of a step measured: every pointer is the caller's array of s->n
+ * entries, or NULL when that figure is not wanted. Memory is the tracked activation total
+ * (activations + gradients + workspace), the same figure as activation_peak_bytes, so that
+ * it compares with ck_schedule_replay's live_after[] and op_peak[]: live_after[] equals the
+ * replay's to the byte; peak[] does too, except that a model's F_all may stay under its
+ * predicted peak (the chain's fwd_tmp_bytes bounds the forward internals from above). */
+typedef struct {
+    double *seconds;      /* wall time of the operation */
+    double *start;        /* when it started, in seconds since the step started */
+    uint64_t *live_after; /* bytes held right after the operation */
+    uint64_t *peak;       /* the largest number of bytes held while it ran */
+} ck_op_trace;
+
 /* One training step number `step` (>= 0): zeroes parameter gradients, executes s, applies
  * the optimizer. A schedule that asks for a tensor that is not live returns CK_ERR_INPUT
- * naming the operation; nothing crashes. When op_seconds is non-NULL it receives the wall
- * time of each of the s->n operations. */
+ * naming the operation; nothing crashes. When trace is non-NULL its non-NULL arrays receive
+ * each operation's figures (entries after a failing operation are left as they were). */
 int ck_exec_step(ck_exec *e, const ck_schedule *s, uint64_t step, ck_step_stats *stats,
-                 double *op_seconds, ck_err *err);
+                 const ck_op_trace *trace, ck_err *err);
 
 /* The gradients of the last step: every parameter gradient, concatenated in node order
  * (for a chain file: y_0, each 4 bytes as a float in [0, 1), then the loss). Owned by e; n

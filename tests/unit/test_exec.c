@@ -215,7 +215,7 @@ START_TEST(chain_step_takes_its_time)
     ck_assert_int_eq(ck_schedule_baseline(&c, &base, &err), CK_OK);
     double op_seconds[17];
     ck_step_stats stats;
-    ck_assert_int_eq(ck_exec_step(e, &base, 0, &stats, op_seconds, &err), CK_OK);
+    ck_assert_int_eq(ck_exec_step(e, &base, 0, &stats, &(ck_op_trace){.seconds = op_seconds}, &err), CK_OK);
     ck_assert_msg(stats.seconds > 0.05 && stats.seconds < 2.0, "baseline step %g s", stats.seconds);
     double sum = 0;
     for (size_t k = 0; k < base.n; k++)
@@ -225,6 +225,93 @@ START_TEST(chain_step_takes_its_time)
     ck_schedule_free(&base);
     ck_exec_free(e);
     ck_chain_free(&c);
+}
+END_TEST
+
+
+/* Runs s with a trace and compares every operation's measured memory with the replay's
+ * prediction: live bytes after each operation must match to the byte, peaks must too except,
+ * when forward_under, those of F_all operations, which may stay under (a model's block frees
+ * some forward internals before it has made all it saves, and the chain's fwd_tmp_bytes is
+ * an upper bound of that). Returns how many operation peaks differ. */
+static size_t trace_matches_replay(ck_exec *e, const ck_chain *c, const ck_schedule *s,
+                                   const char *what, bool forward_under)
+{
+    ck_err err = {{0}};
+    size_t n = s->n;
+    uint64_t *want_live = calloc(n + 1, sizeof *want_live);
+    uint64_t *want_peak = calloc(n + 1, sizeof *want_peak);
+    uint64_t *live = calloc(n + 1, sizeof *live), *peak = calloc(n + 1, sizeof *peak);
+    double *sec = calloc(n + 1, sizeof *sec), *start = calloc(n + 1, sizeof *start);
+    ck_assert(want_live && want_peak && live && peak && sec && start);
+    ck_replay replay;
+    ck_assert_int_eq(ck_schedule_replay(c, s, &replay, want_live, want_peak, &err), CK_OK);
+    ck_op_trace trace = {.seconds = sec, .start = start, .live_after = live, .peak = peak};
+    ck_step_stats st;
+    ck_assert_msg(ck_exec_step(e, s, 0, &st, &trace, &err) == CK_OK, "%s", err.msg);
+    size_t differ = 0;
+    uint64_t max_peak = 0;
+    for (size_t k = 0; k < n; k++) {
+        ck_assert_msg(live[k] == want_live[k], "%s: op %zu (%s %zu) live %llu, replayed %llu",
+                      what, k, ck_opkind_name(s->ops[k].kind), s->ops[k].stage,
+                      (unsigned long long)live[k], (unsigned long long)want_live[k]);
+        ck_assert_msg(peak[k] <= want_peak[k], "%s: op %zu peak %llu over replayed %llu", what, k,
+                      (unsigned long long)peak[k], (unsigned long long)want_peak[k]);
+        differ += peak[k] != want_peak[k];
+        ck_assert_msg(peak[k] == want_peak[k] || (forward_under && s->ops[k].kind == CK_F_ALL),
+                      "%s: op %zu (%s %zu) peak %llu, replayed %llu", what, k,
+                      ck_opkind_name(s->ops[k].kind), s->ops[k].stage,
+                      (unsigned long long)peak[k], (unsigned long long)want_peak[k]);
+        ck_assert(sec[k] >= 0 && start[k] >= 0);
+        if (k > 0)
+            ck_assert(start[k] >= start[k - 1] + sec[k - 1]);
+        if (peak[k] > max_peak)
+            max_peak = peak[k];
+    }
+    /* The per-operation peaks account for the whole step's peak. */
+    ck_assert_uint_eq(max_peak, st.activation_peak_bytes);
+    free(want_live);
+    free(want_peak);
+    free(live);
+    free(peak);
+    free(sec);
+    free(start);
+    return differ;
+}
+
+/* Operation by operation, a chain's measured memory is the replay's, to the byte. */
+START_TEST(chain_trace_equals_replay)
+{
+    ck_rng rng;
+    ck_rng_seed(&rng, 11);
+    size_t schedules = 0;
+    for (int n = 0; n < 8; n++) {
+        ck_chain c;
+        ck_err err = {{0}};
+        ck_assert_int_eq(ck_chaingen_random(&c, 2 + (size_t)ck_rng_below(&rng, 8), 4000, 10,
+                                            &rng, &err), CK_OK);
+        ck_exec *e;
+        ck_exec_opts opts = {.seed = 3, .skip_chain_work = true};
+        ck_assert_msg(ck_exec_create(NULL, &c, NULL, &opts, &e, &err) == CK_OK, "%s", err.msg);
+        ck_schedule base = {0};
+        ck_assert_int_eq(ck_schedule_baseline(&c, &base, &err), CK_OK);
+        ck_assert_uint_eq(trace_matches_replay(e, &c, &base, "baseline", false), 0);
+        ck_replay base_replay = ck_test_baseline(&c);
+        uint64_t lo = dp_minimum(&c), mid = lo + (base_replay.peak_bytes - lo) / 2;
+        for (const ck_planner *const *p = ck_planners; *p; p++) {
+            ck_plan_result r;
+            ck_replay replay;
+            if (!plan(&c, *p, mid, &r, &replay))
+                continue;
+            ck_assert_uint_eq(trace_matches_replay(e, &c, &r.schedule, (*p)->name, false), 0);
+            ck_plan_result_free(&r);
+            schedules++;
+        }
+        ck_schedule_free(&base);
+        ck_exec_free(e);
+        ck_chain_free(&c);
+    }
+    ck_assert_uint_gt(schedules, 20);
 }
 END_TEST
 
@@ -327,6 +414,33 @@ static void model_matches_baseline(const char *path, ck_granularity g)
     run_free(&want);
     unload(&l);
 }
+
+
+/* gpt2-tiny: live bytes after every operation are the replay's; so are the peaks of every
+ * operation but F_all, whose measured peak may stay under the prediction. */
+START_TEST(gpt2_tiny_trace_equals_replay)
+{
+    loaded l;
+    load(&l, "models/gpt2-tiny.json", false);
+    ck_schedule base = {0};
+    ck_err err = {{0}};
+    ck_assert_int_eq(ck_schedule_baseline(&l.w.chain, &base, &err), CK_OK);
+    size_t differ = trace_matches_replay(l.e, &l.w.chain, &base, "gpt2-tiny baseline", true);
+    uint64_t budget = middle_budget(&l);
+    for (const ck_planner *const *p = ck_planners; *p; p++) {
+        ck_plan_result r;
+        ck_replay replay;
+        if (!plan(&l.w.chain, *p, budget, &r, &replay))
+            continue;
+        ck_exec_reset(l.e);
+        differ += trace_matches_replay(l.e, &l.w.chain, &r.schedule, (*p)->name, true);
+        ck_plan_result_free(&r);
+    }
+    fprintf(stderr, "gpt2-tiny trace: %zu F_all peaks under the replay's\n", differ);
+    ck_schedule_free(&base);
+    unload(&l);
+}
+END_TEST
 
 START_TEST(mlp_deep_plans_match_baseline)
 {
@@ -488,6 +602,8 @@ static Suite *exec_suite(void)
     tcase_add_test(tc, chain_peak_equals_replay);
     tcase_add_test(tc, chain_gradient_depends_on_data);
     tcase_add_test(tc, chain_step_takes_its_time);
+    tcase_add_test(tc, chain_trace_equals_replay);
+    tcase_add_test(tc, gpt2_tiny_trace_equals_replay);
     tcase_add_test(tc, chain_refuses_out_of_range_stage);
     tcase_add_test(tc, mlp_deep_plans_match_baseline);
     tcase_add_test(tc, gpt2_tiny_plans_match_baseline);
