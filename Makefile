@@ -116,8 +116,13 @@ bench: deps
 
 demo: deps
 	@$(MAKE) --no-print-directory ckplan
-	./ckplan plan models/gpt2-tiny.json --budget 22M
-	./ckplan run --verify
+	@mkdir -p demo
+	./ckplan plan models/gpt2-tiny.json --budget 22M --svg demo/plan.svg
+	./ckplan run --verify --svg demo/run.svg --trace demo/run.trace.json
+	./ckplan sweep models/gpt2-tiny.json --budgets 17M:26M:4
+	./ckplan report --svg demo
+	@echo "memory timelines: demo/plan.svg (predicted) and demo/run.svg (predicted and measured);"
+	@echo "trace of one step of each: demo/run.trace.json (open it in Perfetto or chrome://tracing)"
 
 deps:
 	@missing=""; \
@@ -136,6 +141,6 @@ deps:
 	fi
 
 clean:
-	rm -rf build build-san ckplan
+	rm -rf build build-san ckplan demo
 
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_BIN:$(BUILD)/tests/%=$(BUILD)/tests/unit/%.d)

@@ -716,3 +716,29 @@ int ck_chart_tradeoff_write(const char *path, const char *title, const char *x_l
     int rc = ck_chart_tradeoff_svg(title, x_label, pts, n, &svg, &len, err);
     return rc == CK_OK ? write_svg(path, svg, len, err) : rc;
 }
+
+int ck_chart_schedules_write(const char *path, const char *title, const ck_chain *c,
+                             const char *plan_label, const ck_schedule *plan,
+                             const uint64_t *plan_measured, const uint64_t *baseline_measured,
+                             uint64_t budget, ck_err *err)
+{
+    ck_schedule base = {0};
+    uint64_t *plan_live = malloc(plan->n * sizeof *plan_live), *base_live = NULL;
+    ck_replay r;
+    int rc = plan_live ? ck_schedule_baseline(c, &base, err) : ck_fail_oom(err);
+    if (rc == CK_OK && !(base_live = malloc(base.n * sizeof *base_live)))
+        rc = ck_fail_oom(err);
+    if (rc == CK_OK)
+        rc = ck_schedule_replay(c, plan, &r, plan_live, NULL, err);
+    if (rc == CK_OK)
+        rc = ck_schedule_replay(c, &base, &r, base_live, NULL, err);
+    if (rc == CK_OK) {
+        ck_chart_timeline p = {plan_label, plan, plan_live, plan_measured};
+        ck_chart_timeline b = {"baseline", &base, base_live, baseline_measured};
+        rc = ck_chart_memory_write(path, title, &p, &b, budget, err);
+    }
+    free(plan_live);
+    free(base_live);
+    ck_schedule_free(&base);
+    return rc;
+}

@@ -58,4 +58,12 @@ int ck_chart_tradeoff_svg(const char *title, const char *x_label, const ck_chart
 int ck_chart_tradeoff_write(const char *path, const char *title, const char *x_label,
                             const ck_chart_point *pts, size_t n, ck_err *err);
 
+/* The memory timeline of a plan and of its store-everything baseline on chain c, with the
+ * predicted live bytes replayed here and the measured ones when given (arrays of each
+ * schedule's length, or NULL), written atomically to path. budget is in activation bytes. */
+int ck_chart_schedules_write(const char *path, const char *title, const ck_chain *c,
+                             const char *plan_label, const ck_schedule *plan,
+                             const uint64_t *plan_measured, const uint64_t *baseline_measured,
+                             uint64_t budget, ck_err *err);
+
 #endif

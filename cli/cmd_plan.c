@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "cli/chart.h"
 #include "cli/files.h"
 #include "cli/options.h"
 #include "cli/runner.h"
@@ -36,6 +37,8 @@ static void plan_usage(FILE *out)
     fprintf(out,
             "  -o, --output FILE     where to write the plan (default %s)\n"
             "  --json                print the plan object on stdout instead of the summary\n"
+            "  --svg FILE            also draw the plan's memory timeline next to the\n"
+            "                        baseline's, as a standalone SVG chart\n"
             "  -h, --help            show this help\n"
             "\nplanners:\n",
             DEFAULT_PLAN_FILE);
@@ -50,7 +53,7 @@ static void plan_usage(FILE *out)
 
 typedef struct {
     const char *model_path;
-    const char *output;
+    const char *output, *svg;
     const ck_planner *planner;
     uint64_t budget;
     bool have_budget, json;
@@ -67,6 +70,7 @@ static int parse_args(int argc, char **argv, plan_args *a, ck_err *err)
         {"planner", required_argument, NULL, CK_OPT_PLANNER},
         {"slots", required_argument, NULL, CK_OPT_SLOTS},
         {"json", no_argument, NULL, CK_OPT_JSON},
+        {"svg", required_argument, NULL, CK_OPT_SVG},
         {"output", required_argument, NULL, 'o'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -104,6 +108,9 @@ static int parse_args(int argc, char **argv, plan_args *a, ck_err *err)
             break;
         case CK_OPT_JSON:
             a->json = true;
+            break;
+        case CK_OPT_SVG:
+            a->svg = optarg;
             break;
         default:
             rc = CK_IS_WORKLOAD_OPTION(code) ? ck_workload_option(code, optarg, &a->workload_opts, err)
@@ -317,6 +324,14 @@ int ck_cmd_plan(int argc, char **argv)
     }
     if (rc == CK_OK)
         rc = ck_write_file_atomic(a.output, planned.text, strlen(planned.text), &err);
+    if (rc == CK_OK && a.svg) {
+        char title[256];
+        snprintf(title, sizeof title, "%s: %s plan, activation memory per operation", w.chain.name,
+                 a.planner->name);
+        rc = ck_chart_schedules_write(a.svg, title, &w.chain, a.planner->name,
+                                      &planned.result.schedule, NULL, NULL,
+                                      a.budget - w.statics.total, &err);
+    }
     if (rc == CK_OK && a.json)
         fputs(planned.text, stdout);
     else if (rc == CK_OK)

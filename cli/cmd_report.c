@@ -1,12 +1,15 @@
 /* ckplan report: the records of a runs file as a table, CSV or JSON, one row per record. */
+#include <errno.h>
 #include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <cjson/cJSON.h>
 
+#include "cli/chart.h"
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "cli/runs.h"
@@ -17,7 +20,7 @@
 static void report_usage(FILE *out)
 {
     fprintf(out,
-            "usage: ckplan report [--runs FILE] [--csv | --json]\n"
+            "usage: ckplan report [--runs FILE] [--csv | --json] [--svg DIR]\n"
             "\n"
             "Prints one row per record of a runs file (what 'ckplan run' and 'ckplan sweep'\n"
             "append): model, planner, budget, predicted and measured activation peak, resident\n"
@@ -28,6 +31,8 @@ static void report_usage(FILE *out)
             "  --csv         RFC 4180 CSV with a header: sizes in bytes, times in seconds,\n"
             "                overheads as fractions; empty cells where a record has no figure\n"
             "  --json        a JSON array of objects with the CSV's columns (null when absent)\n"
+            "  --svg DIR     also draw, per model, the trade-off of activation peak against\n"
+            "                overhead, one line per planner, in DIR/MODEL.tradeoff.svg\n"
             "  -h, --help    show this help\n"
             "\n"
             "A line that is not a valid record is reported with its line number and skipped.\n"
@@ -260,16 +265,56 @@ static int print_table(FILE *out, const ck_runs *runs)
     return CK_OK;
 }
 
-enum { OPT_RUNS = 3000, OPT_CSV, OPT_JSON_OUT };
+enum { OPT_RUNS = 3000, OPT_CSV, OPT_JSON_OUT, OPT_SVG_DIR };
+
+/* Writes DIR/<model>.tradeoff.svg for every model of the records: activation peak against
+ * overhead, one series per planner, predicted points and, for runs, measured ones. The
+ * names of the files written are printed on `names`. */
+static int write_tradeoff_charts(const char *dir, const ck_runs *runs, FILE *names, ck_err *err)
+{
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+        return ck_fail(err, CK_ERR_RUNTIME, "%s: cannot create: %s", dir, strerror(errno));
+    ck_chart_point *pts = calloc(2 * runs->n + 1, sizeof *pts);
+    bool *done = calloc(runs->n + 1, sizeof *done);
+    int rc = pts && done ? CK_OK : ck_fail_oom(err);
+    for (size_t i = 0; rc == CK_OK && i < runs->n; i++) {
+        if (done[i])
+            continue;
+        const char *model = runs->rows[i].model;
+        size_t n = 0;
+        for (size_t j = i; j < runs->n; j++) {
+            const ck_run_row *r = &runs->rows[j];
+            if (strcmp(r->model, model) != 0)
+                continue;
+            done[j] = true;
+            if (r->has_predicted)
+                pts[n++] = (ck_chart_point){r->planner, r->predicted_peak, 100 * r->predicted_overhead, false};
+            if (r->has_measured)
+                pts[n++] = (ck_chart_point){r->planner, r->measured_peak, 100 * r->measured_overhead, true};
+        }
+        if (n == 0) /* only infeasible points: nothing to draw */
+            continue;
+        char path[4096], title[256];
+        snprintf(path, sizeof path, "%s/%s.tradeoff.svg", dir, model);
+        snprintf(title, sizeof title, "%s: activation memory against time overhead", model);
+        rc = ck_chart_tradeoff_write(path, title, NULL, pts, n, err);
+        if (rc == CK_OK)
+            fprintf(names, "chart: %s\n", path);
+    }
+    free(pts);
+    free(done);
+    return rc;
+}
 
 int ck_cmd_report(int argc, char **argv)
 {
     static const struct option longs[] = {
         {"runs", required_argument, NULL, OPT_RUNS}, {"csv", no_argument, NULL, OPT_CSV},
         {"json", no_argument, NULL, OPT_JSON_OUT},   {"help", no_argument, NULL, 'h'},
+        {"svg", required_argument, NULL, OPT_SVG_DIR},
         {NULL, 0, NULL, 0},
     };
-    const char *path = DEFAULT_RUNS_FILE;
+    const char *path = DEFAULT_RUNS_FILE, *svg_dir = NULL;
     bool csv = false, json = false;
     ck_err err = {{0}};
     opterr = 0;
@@ -281,6 +326,7 @@ int ck_cmd_report(int argc, char **argv)
         case OPT_RUNS: path = optarg; break;
         case OPT_CSV: csv = true; break;
         case OPT_JSON_OUT: json = true; break;
+        case OPT_SVG_DIR: svg_dir = optarg; break;
         default: rc = ck_option_error("report", argv, code, &err);
         }
     }
@@ -310,7 +356,9 @@ int ck_cmd_report(int argc, char **argv)
         rc = print_table(stdout, &runs);
     if (rc != CK_OK)
         ck_fail_oom(&err);
-    else if (runs.n_bad)
+    else if (svg_dir)
+        rc = write_tradeoff_charts(svg_dir, &runs, csv || json ? stderr : stdout, &err);
+    if (rc == CK_OK && runs.n_bad)
         rc = ck_fail(&err, CK_ERR_INPUT, "%s: %zu of %zu records could not be read (see above)",
                      path, runs.n_bad, runs.n_lines);
     ck_runs_free(&runs);

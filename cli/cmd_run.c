@@ -37,6 +37,10 @@ static void run_usage(FILE *out)
             "  --runs FILE       append the run's record to FILE (default %s)\n"
             "  --rng stateful    draw dropout from one sequential generator that recomputation\n"
             "                    does not rewind: the bug --verify exists to catch\n"
+            "  --svg FILE        draw the memory timeline, predicted and measured, of the plan\n"
+            "                    and the baseline as a standalone SVG chart\n"
+            "  --trace FILE      write one step of each as Chrome trace-event JSON (for\n"
+            "                    Perfetto or chrome://tracing): operations and live bytes\n"
             "  --quiet           print nothing but errors\n"
             "  -h, --help        show this help\n"
             "\n"
@@ -45,7 +49,7 @@ static void run_usage(FILE *out)
             DEFAULT_PLAN_FILE, 100 * CK_PEAK_TOLERANCE, DEFAULT_RUNS_FILE);
 }
 
-enum { OPT_VERIFY = 2000, OPT_STEPS, OPT_THREADS, OPT_SEED, OPT_RUNS, OPT_QUIET, OPT_RNG };
+enum { OPT_VERIFY = 2000, OPT_STEPS, OPT_THREADS, OPT_SEED, OPT_RUNS, OPT_QUIET, OPT_RNG, OPT_SVG, OPT_TRACE };
 
 typedef ck_run_settings run_args;
 
@@ -57,6 +61,7 @@ static int parse_args(int argc, char **argv, run_args *a, ck_err *err)
         {"threads", required_argument, NULL, OPT_THREADS},
         {"seed", required_argument, NULL, OPT_SEED}, {"runs", required_argument, NULL, OPT_RUNS},
         {"quiet", no_argument, NULL, OPT_QUIET},     {"rng", required_argument, NULL, OPT_RNG},
+        {"svg", required_argument, NULL, OPT_SVG},   {"trace", required_argument, NULL, OPT_TRACE},
         {"help", no_argument, NULL, 'h'},            {NULL, 0, NULL, 0},
     };
     *a = (run_args){.plan_path = DEFAULT_PLAN_FILE, .runs_path = DEFAULT_RUNS_FILE, .steps = 3, .seed = 1};
@@ -71,6 +76,8 @@ static int parse_args(int argc, char **argv, run_args *a, ck_err *err)
         case OPT_VERIFY: a->verify = true; break;
         case OPT_QUIET: a->quiet = true; break;
         case OPT_RUNS: a->runs_path = optarg; break;
+        case OPT_SVG: a->svg_path = optarg; break;
+        case OPT_TRACE: a->trace_path = optarg; break;
         case OPT_STEPS: rc = ck_parse_count(optarg, "--steps", 1, 1000, &a->steps, err); break;
         case OPT_THREADS: rc = ck_parse_count(optarg, "--threads", 1, 1024, &a->threads, err); break;
         case OPT_SEED: rc = ck_parse_count(optarg, "--seed", 0, UINT64_MAX, &a->seed, err); break;

@@ -20,6 +20,7 @@ enum {
     CK_OPT_PLANNER,
     CK_OPT_SLOTS,
     CK_OPT_JSON,
+    CK_OPT_SVG,
 };
 
 #define CK_WORKLOAD_LONG_OPTIONS                                                                   \

@@ -10,7 +10,9 @@
 
 #include <cjson/cJSON.h>
 
+#include "cli/chart.h"
 #include "cli/files.h"
+#include "cli/trace.h"
 #include "cli/runs.h"
 #include "planner/json.h"
 #include "planner/sha256.h"
@@ -396,6 +398,63 @@ static int check_fits_here(const char *plan_path, const ck_plan_file *p, ck_err 
 }
 
 
+/* One more step of s with every operation's start, duration and live bytes recorded, for
+ * the chart and the trace. The arrays (s->n entries each) belong to the caller. */
+typedef struct {
+    double *start, *seconds;
+    uint64_t *live;
+} traced_step;
+
+static int trace_step(ck_exec *e, const ck_schedule *s, uint64_t step, traced_step *t, ck_err *err)
+{
+    t->start = calloc(s->n, sizeof *t->start);
+    t->seconds = calloc(s->n, sizeof *t->seconds);
+    t->live = calloc(s->n, sizeof *t->live);
+    if (!t->start || !t->seconds || !t->live)
+        return ck_fail_oom(err);
+    ck_op_trace trace = {.seconds = t->seconds, .start = t->start, .live_after = t->live};
+    ck_step_stats st;
+    return ck_exec_step(e, s, step, &st, &trace, err);
+}
+
+static void traced_step_free(traced_step *t)
+{
+    free(t->start);
+    free(t->seconds);
+    free(t->live);
+}
+
+/* The chart and the trace of run --svg / --trace, from one traced step of each schedule. */
+static int draw_run(const run_args *a, const ck_plan_file *plan, const ck_workload *w, ck_exec *e,
+                    const ck_schedule *baseline, ck_err *err)
+{
+    traced_step tp = {0}, tb = {0};
+    uint64_t step = TIMING_ROUNDS(a->steps);
+    int rc = trace_step(e, &plan->schedule, step, &tp, err);
+    if (rc == CK_OK)
+        rc = trace_step(e, baseline, step, &tb, err);
+    char label[64];
+    snprintf(label, sizeof label, "%s plan", plan->planner);
+    if (rc == CK_OK && a->svg_path) {
+        char title[256];
+        snprintf(title, sizeof title, "%s: %s plan, activation memory per operation, predicted and "
+                                      "measured", w->chain.name, plan->planner);
+        uint64_t budget = plan->budget_bytes > plan->static_bytes ? plan->budget_bytes - plan->static_bytes : 0;
+        rc = ck_chart_schedules_write(a->svg_path, title, &w->chain, label, &plan->schedule,
+                                      tp.live, tb.live, budget, err);
+    }
+    if (rc == CK_OK && a->trace_path) {
+        ck_trace_run runs[2] = {
+            {label, &w->chain, &plan->schedule, tp.start, tp.seconds, tp.live},
+            {"baseline", &w->chain, baseline, tb.start, tb.seconds, tb.live},
+        };
+        rc = ck_trace_write(a->trace_path, runs, 2, err);
+    }
+    traced_step_free(&tp);
+    traced_step_free(&tb);
+    return rc;
+}
+
 int ck_runner_run(const ck_run_settings *s, const ck_plan_file *p, const char *plan_sha,
                   bool *passed, ck_err *errp)
 {
@@ -440,6 +499,8 @@ int ck_runner_run(const ck_run_settings *s, const ck_plan_file *p, const char *p
         rc = time_interleaved(exec, &baseline, &plan.schedule, TIMING_ROUNDS(a.steps), &base,
                               &planned, &overhead, &err);
     }
+    if (rc == CK_OK && (a.svg_path || a.trace_path))
+        rc = draw_run(&a, &plan, &w, exec, &baseline, &err);
     progress_done(&prog);
     if (rc == CK_OK) {
         v = verify(&plan, &base, &planned, a.steps);

@@ -41,6 +41,7 @@ void ck_planned_free(ck_planned *p);
  * a relative model path is also looked for beside it). */
 typedef struct {
     const char *plan_path, *runs_path;
+    const char *svg_path, *trace_path; /* or NULL: the measured timeline, the trace */
     bool verify, quiet, stateful_rng;
     uint64_t steps, threads, seed;
 } ck_run_settings;
