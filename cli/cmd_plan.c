@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "cli/chart.h"
 #include "cli/files.h"
+#include "cli/human.h"
 #include "cli/options.h"
 #include "cli/runner.h"
 #include "planner/json.h"
@@ -132,14 +133,10 @@ static int parse_args(int argc, char **argv, plan_args *a, ck_err *err)
 
 static void format_time(double t, bool seconds, char *buf, size_t len)
 {
-    if (!seconds)
-        snprintf(buf, len, "%.6g", t);
-    else if (t < 1e-3)
-        snprintf(buf, len, "%.1f us", t * 1e6);
-    else if (t < 1)
-        snprintf(buf, len, "%.2f ms", t * 1e3);
+    if (seconds)
+        ck_format_seconds(t, buf, len);
     else
-        snprintf(buf, len, "%.3f s", t);
+        snprintf(buf, len, "%.6g", t);
 }
 
 /* Prints the stages whose flag is set, consecutive runs shortened to "first..last". */

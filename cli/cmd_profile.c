@@ -16,6 +16,7 @@
 #include "planner/workload.h"
 #include "sim/blas.h"
 #include "sim/exec.h"
+#include "sim/clock.h"
 
 #define DEFAULT_COSTS_FILE "ckplan.costs.json"
 
@@ -39,12 +40,6 @@ static void profile_usage(FILE *out)
 }
 
 enum { OPT_STEPS = 3000, OPT_THREADS, OPT_SEED };
-
-static int compare_doubles(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 /* Runs `steps` measured steps of s and sets op_median[k] to the median time of op k and
  * *outside_ops to the median time of a step spent outside its operations (optimizer,
@@ -73,14 +68,12 @@ static int time_ops(ck_exec *e, const ck_schedule *s, uint64_t steps, double *op
         for (size_t op = 0; op < s->n; op++)
             outside[k ? k - 1 : 0] -= row[op];
     }
-    qsort(outside, steps, sizeof *outside, compare_doubles);
-    *outside_ops = fmax(0, outside[steps / 2]);
+    *outside_ops = fmax(0, ck_median(outside, steps));
     free(outside);
     for (size_t op = 0; rc == CK_OK && op < s->n; op++) {
         for (uint64_t k = 0; k < steps; k++)
             column[k] = samples[k * s->n + op];
-        qsort(column, steps, sizeof *column, compare_doubles);
-        op_median[op] = column[steps / 2];
+        op_median[op] = ck_median(column, steps);
     }
     free(samples);
     free(column);

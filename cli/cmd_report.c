@@ -11,6 +11,7 @@
 
 #include "cli/chart.h"
 #include "cli/commands.h"
+#include "cli/human.h"
 #include "cli/options.h"
 #include "cli/runs.h"
 #include "planner/size.h"
@@ -189,14 +190,10 @@ static void fmt_size(bool present, uint64_t v, char *buf, size_t len)
 
 static void fmt_time(bool present, double t, char *buf, size_t len)
 {
-    if (!present)
-        snprintf(buf, len, "-");
-    else if (t < 1e-3)
-        snprintf(buf, len, "%.1f us", t * 1e6);
-    else if (t < 1)
-        snprintf(buf, len, "%.2f ms", t * 1e3);
+    if (present)
+        ck_format_seconds(t, buf, len);
     else
-        snprintf(buf, len, "%.3f s", t);
+        snprintf(buf, len, "-");
 }
 
 static void fmt_pct(bool present, double v, char *buf, size_t len)

@@ -20,6 +20,7 @@
 #include "sim/blas.h"
 #include "sim/exec.h"
 #include "sim/memory.h"
+#include "sim/clock.h"
 
 /* Rounds of alternating baseline and plan steps that the times come from. */
 #define TIMING_ROUNDS(steps) (2 * (steps) + 1)
@@ -43,19 +44,6 @@ static void run_measure_free(run_measure *m)
     free(m->last_grads);
 }
 
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int compare_doubles(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 typedef struct {
     bool show;
     double start;
@@ -63,14 +51,14 @@ typedef struct {
 
 static void progress_update(progress *p, const char *what, uint64_t step, uint64_t steps)
 {
-    if (p->show && now_seconds() - p->start > 1.0)
+    if (p->show && ck_clock_seconds() - p->start > 1.0)
         fprintf(stderr, "\rckplan run: %s, step %llu of %llu   ", what, (unsigned long long)step,
                 (unsigned long long)steps);
 }
 
 static void progress_done(progress *p)
 {
-    if (p->show && now_seconds() - p->start > 1.0)
+    if (p->show && ck_clock_seconds() - p->start > 1.0)
         fprintf(stderr, "\r%60s\r", "");
 }
 
@@ -117,12 +105,6 @@ static int measure(ck_exec *e, const ck_schedule *s, uint64_t steps, const char 
     return rc;
 }
 
-static double median_of(double *v, size_t n)
-{
-    qsort(v, n, sizeof *v, compare_doubles);
-    return v[n / 2];
-}
-
 /* Times the two schedules step by step in alternation, so that the machine's drift (turbo,
  * other load) falls on both alike; the overhead is the median of the per-round ratios.
  * Parameters keep training in between: the values do not change the time a step takes. */
@@ -146,9 +128,9 @@ static int time_interleaved(ck_exec *e, const ck_schedule *base, const ck_schedu
         ratio[k] = sp.seconds / sb.seconds;
     }
     if (rc == CK_OK) {
-        *overhead = median_of(ratio, rounds) - 1;
-        mb->median_seconds = median_of(tb, rounds);
-        mp->median_seconds = median_of(tp, rounds);
+        *overhead = ck_median(ratio, rounds) - 1;
+        mb->median_seconds = ck_median(tb, rounds);
+        mp->median_seconds = ck_median(tp, rounds);
     }
     free(t);
     return rc;
@@ -488,7 +470,7 @@ int ck_runner_run(const ck_run_settings *s, const ck_plan_file *p, const char *p
         rc = ck_exec_create(w.model, &w.chain, w.stage_first, &eo, &exec, &err);
     if (rc == CK_OK)
         rc = ck_schedule_baseline(&w.chain, &baseline, &err);
-    progress prog = {.show = !a.quiet && isatty(STDERR_FILENO), .start = now_seconds()};
+    progress prog = {.show = !a.quiet && isatty(STDERR_FILENO), .start = ck_clock_seconds()};
     if (rc == CK_OK)
         rc = measure(exec, &baseline, a.steps, "baseline", &prog, &base, &err);
     if (rc == CK_OK)

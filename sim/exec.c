@@ -9,6 +9,7 @@
 #include "planner/size.h"
 #include "planner/stage.h"
 #include "sim/kernels.h"
+#include "sim/clock.h"
 
 /* Streams of the counter-based generator that are not dropout (node) streams: parameters
  * use step INIT_STEP, inputs node INPUT_NODE - tensor, stateful draws node STATEFUL + n. */
@@ -59,13 +60,6 @@ struct ck_exec {
     float *gemm; /* three GEMM_DIM^2 operands */
     double gemm_seconds_per_unit;
 };
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static float uniform(ck_rng_key key, uint64_t element)
 {
@@ -766,9 +760,9 @@ static int traced_op(ck_exec *e, size_t k, const ck_op *op, double t0, const ck_
     memcpy(saved, e->mem.peak, sizeof saved);
     uint64_t saved_total = e->mem.peak_activation_total;
     ck_mem_reset_peaks(&e->mem);
-    double t = now();
+    double t = ck_clock_seconds();
     int rc = run_op(e, k, op, err);
-    double t1 = now();
+    double t1 = ck_clock_seconds();
     if (trace && rc == CK_OK) {
         if (trace->seconds)
             trace->seconds[k] = t1 - t;
@@ -796,7 +790,7 @@ int ck_exec_step(ck_exec *e, const ck_schedule *s, uint64_t step, ck_step_stats 
         return rc;
     e->step = step;
     ck_mem_reset_peaks(&e->mem);
-    double t0 = now();
+    double t0 = ck_clock_seconds();
     rc = start_step(e, err);
     for (size_t k = 0; k < s->n && rc == CK_OK; k++)
         rc = traced_op(e, k, &s->ops[k], t0, trace, err);
@@ -808,7 +802,7 @@ int ck_exec_step(ck_exec *e, const ck_schedule *s, uint64_t step, ck_step_stats 
     if (rc == CK_OK && e->m)
         optimizer_step(e);
     if (rc == CK_OK && stats)
-        *stats = (ck_step_stats){.loss = e->loss, .seconds = now() - t0,
+        *stats = (ck_step_stats){.loss = e->loss, .seconds = ck_clock_seconds() - t0,
                                  .activation_peak_bytes = e->mem.peak_activation_total,
                                  .static_bytes = e->mem.live[CK_MEM_STATIC]};
     return rc;
@@ -964,9 +958,9 @@ static int calibrate(ck_exec *e, ck_err *err)
     gemm_work(e, 1);
     enum { CALLS = 64 };
     e->gemm_seconds_per_unit = CALLS;
-    double t = now();
+    double t = ck_clock_seconds();
     gemm_work(e, 1);
-    double per_call = (now() - t) / CALLS;
+    double per_call = (ck_clock_seconds() - t) / CALLS;
     e->gemm_seconds_per_unit = per_call > 0 ? CHAIN_STEP_SECONDS / total / per_call : 0;
     return CK_OK;
 }

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "sim/kernels.h"
+#include "sim/clock.h"
 
 #define WARMUP 2
 #define MAX_REPEATS 101
@@ -32,25 +33,6 @@ static const shape shapes[] = {
     {"gpt2-small", "qkv", 8192, 768, 2304, 7},   {"gpt2-small", "proj", 8192, 768, 768, 7},
     {"gpt2-small", "fc1", 8192, 768, 3072, 7},   {"gpt2-small", "fc2", 8192, 3072, 768, 7},
 };
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int compare_doubles(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *t, int n)
-{
-    qsort(t, (size_t)n, sizeof t[0], compare_doubles);
-    return t[n / 2];
-}
 
 static float *random_floats(size_t n, unsigned *state)
 {
@@ -101,23 +83,23 @@ static timings bench(const shape *s)
         bool kernel_first = r % 2 == 0;
         double tk_f = 0, tr_f = 0, tk_b = 0, tr_b = 0;
         for (int turn = 0; turn < 2; turn++) {
-            double t0 = now();
+            double t0 = ck_clock_seconds();
             if ((turn == 0) == kernel_first) {
                 ck_linear_forward(out, inp, w, bias, N, C, OC);
-                tk_f = now() - t0;
+                tk_f = ck_clock_seconds() - t0;
             } else {
                 raw_forward(out, inp, w, N, C, OC);
-                tr_f = now() - t0;
+                tr_f = ck_clock_seconds() - t0;
             }
         }
         for (int turn = 0; turn < 2; turn++) {
-            double t0 = now();
+            double t0 = ck_clock_seconds();
             if ((turn == 0) == kernel_first) {
                 ck_linear_backward(dinp, dw, db, dout, inp, w, N, C, OC);
-                tk_b = now() - t0;
+                tk_b = ck_clock_seconds() - t0;
             } else {
                 raw_backward(dinp, dw, dout, inp, w, N, C, OC);
-                tr_b = now() - t0;
+                tr_b = ck_clock_seconds() - t0;
             }
         }
         /* Zeroed between repetitions, outside the timed calls, so that the accumulated
@@ -131,8 +113,8 @@ static timings bench(const shape *s)
             rb[r] = tr_b;
         }
     }
-    timings t = {median(kf, s->repeats), median(rf, s->repeats), median(kb, s->repeats),
-                 median(rb, s->repeats)};
+    size_t n = (size_t)s->repeats;
+    timings t = {ck_median(kf, n), ck_median(rf, n), ck_median(kb, n), ck_median(rb, n)};
     free(inp);
     free(w);
     free(bias);

@@ -8,21 +8,9 @@
 #include "planner/planners.h"
 #include "planner/workload.h"
 #include "tests/unit/chaingen.h"
+#include "sim/clock.h"
 
 #define REPEATS 5
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int compare_doubles(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 static ck_replay baseline(const ck_chain *c)
 {
@@ -46,16 +34,15 @@ static int time_planner(const ck_chain *c, const ck_planner *p, uint64_t budget,
         ck_replay replay;
         uint64_t min_budget;
         ck_err err;
-        double start = now();
+        double start = ck_clock_seconds();
         int rc = ck_plan_chain(c, p, budget, &opts, &res, &replay, &min_budget, &err);
-        t[r] = now() - start;
+        t[r] = ck_clock_seconds() - start;
         ck_plan_result_free(&res);
         if (rc != CK_OK)
             return rc;
         *overhead = replay.time / base.time - 1;
     }
-    qsort(t, REPEATS, sizeof t[0], compare_doubles);
-    *median = t[REPEATS / 2];
+    *median = ck_median(t, REPEATS);
     return CK_OK;
 }
 
