@@ -8,8 +8,49 @@
 
 #define SHOWN_PATH(path) ((path)[0] ? (path) : "(top level)")
 
+/* A limit from the environment variable `name`, or `dflt` when it is unset or not a
+ * positive whole number. */
+static unsigned long env_limit(const char *name, unsigned long dflt)
+{
+    const char *v = getenv(name);
+    char *end;
+    unsigned long n = v ? strtoul(v, &end, 10) : 0;
+    return v && *v && !*end && n > 0 ? n : dflt;
+}
+
+/* The deepest nesting of arrays and objects, outside strings; stops counting past limit. */
+static unsigned long nesting_depth(const char *text, size_t len, unsigned long limit)
+{
+    unsigned long depth = 0, deepest = 0;
+    bool in_string = false;
+    for (size_t i = 0; i < len && deepest <= limit; i++) {
+        char c = text[i];
+        if (in_string) {
+            if (c == '\\')
+                i++;
+            else if (c == '"')
+                in_string = false;
+        } else if (c == '"') {
+            in_string = true;
+        } else if (c == '[' || c == '{') {
+            if (++depth > deepest)
+                deepest = depth;
+        } else if ((c == ']' || c == '}') && depth > 0) {
+            depth--;
+        }
+    }
+    return deepest;
+}
+
 int ck_json_parse(const char *file, const char *text, size_t len, cJSON **root, ck_err *err)
 {
+    unsigned long max_depth = env_limit("CKPLAN_MAX_JSON_DEPTH", CK_JSON_MAX_DEPTH);
+    if (max_depth > 1000) /* cJSON refuses deeper documents whatever we allow */
+        max_depth = 1000;
+    if (nesting_depth(text, len, max_depth) > max_depth)
+        return ck_fail(err, CK_ERR_INPUT, "%s: nested deeper than the limit of %lu levels of "
+                                          "arrays and objects (set CKPLAN_MAX_JSON_DEPTH to raise it)",
+                       file, max_depth);
     const char *end = NULL;
     cJSON *doc = cJSON_ParseWithLengthOpts(text, len, &end, 0);
     if (!doc) {
@@ -43,8 +84,16 @@ int ck_json_parse(const char *file, const char *text, size_t len, cJSON **root, 
     return CK_OK;
 }
 
+static int too_large(const char *file, unsigned long max_mb, ck_err *err)
+{
+    return ck_fail(err, CK_ERR_INPUT, "%s: larger than the limit of %lu MiB for input files (set "
+                                      "CKPLAN_MAX_INPUT_MB to raise it)", file, max_mb);
+}
+
 int ck_json_load_file(const char *file, cJSON **root, char **raw, size_t *raw_len, ck_err *err)
 {
+    unsigned long max_mb = env_limit("CKPLAN_MAX_INPUT_MB", CK_JSON_MAX_FILE_BYTES >> 20);
+    size_t max_bytes = max_mb > SIZE_MAX >> 21 ? SIZE_MAX >> 1 : (size_t)max_mb << 20;
     FILE *f = fopen(file, "rb");
     if (!f)
         return ck_fail(err, CK_ERR_INPUT, "%s: cannot open: %s", file, strerror(errno));
@@ -56,11 +105,10 @@ int ck_json_load_file(const char *file, cJSON **root, char **raw, size_t *raw_le
     }
     for (;;) {
         if (len == cap) {
-            if (cap > CK_JSON_MAX_FILE_BYTES) {
+            if (cap > max_bytes) {
                 free(buf);
                 fclose(f);
-                return ck_fail(err, CK_ERR_INPUT, "%s: larger than the limit of %u MiB for input files",
-                               file, CK_JSON_MAX_FILE_BYTES >> 20);
+                return too_large(file, max_mb, err);
             }
             char *grown = realloc(buf, cap * 2);
             if (!grown) {
@@ -82,10 +130,9 @@ int ck_json_load_file(const char *file, cJSON **root, char **raw, size_t *raw_le
         free(buf);
         return ck_fail(err, CK_ERR_INPUT, "%s: read error", file);
     }
-    if (len > CK_JSON_MAX_FILE_BYTES) {
+    if (len > max_bytes) {
         free(buf);
-        return ck_fail(err, CK_ERR_INPUT, "%s: larger than the limit of %u MiB for input files",
-                       file, CK_JSON_MAX_FILE_BYTES >> 20);
+        return too_large(file, max_mb, err);
     }
     int rc = ck_json_parse(file, buf, len, root, err);
     if (rc == CK_OK && raw) {

@@ -15,8 +15,12 @@
 #include "planner/err.h"
 
 #define CK_JSON_PATH_MAX 256
-/* Input files larger than this are refused before parsing. */
+/* Input files larger than this are refused before parsing; the environment variable
+ * CKPLAN_MAX_INPUT_MB raises (or lowers) it. */
 #define CK_JSON_MAX_FILE_BYTES (64u << 20)
+/* Documents nested deeper than this are refused before parsing (ckplan's own formats need
+ * fewer than 10 levels); CKPLAN_MAX_JSON_DEPTH changes it, up to cJSON's own 1000. */
+#define CK_JSON_MAX_DEPTH 64
 /* Integers in JSON are read through doubles; above 2^53 they are no longer exact. */
 #define CK_JSON_MAX_EXACT_INT 9007199254740992.0
 
