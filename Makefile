@@ -28,7 +28,7 @@ CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_SUPPORT_OBJ := $(TEST_SUPPORT_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all check check-unit check-cli demo deps bench clean
+.PHONY: all check check-unit check-cli check-bad check-valgrind demo deps bench clean
 all: ckplan
 
 # Objects are never intermediate: keep test support objects between runs.
@@ -59,13 +59,15 @@ $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(TEST_SUPPORT_OBJ) $(BUILD)/libckplan
 	@echo "  LINK    $@"
 	@$(CC) $(ALL_CFLAGS) -o $@ $< $(TEST_SUPPORT_OBJ) $(BUILD)/libckplan.a $(CHECK_LIBS) $(LDLIBS_ALL)
 
-# Every test: unit tests and command-line tests, then both again under AddressSanitizer and
-# UndefinedBehaviorSanitizer; the last line adds them all up.
+# Every test: unit tests, command-line tests and the bad-input corpus, then all three again
+# under AddressSanitizer and UndefinedBehaviorSanitizer, then plan, run and report under
+# valgrind; the last line adds them all up.
 check: deps
 	@rm -rf build/results
-	$(MAKE) --no-print-directory check-unit check-cli
+	$(MAKE) --no-print-directory check-unit check-cli check-bad
 	$(MAKE) --no-print-directory BUILD=build-san OPT=-O1 CFLAGS="$(SAN_FLAGS)" LDLIBS="$(SAN_FLAGS)" \
-		check-unit check-cli
+		check-unit check-cli check-bad
+	$(MAKE) --no-print-directory check-valgrind
 	@tests/summary build/results
 
 check-unit: $(TEST_BIN)
@@ -73,6 +75,12 @@ check-unit: $(TEST_BIN)
 
 check-cli: $(CKPLAN)
 	@tests/cli/run build/results/cli-$(notdir $(BUILD)) ./$(CKPLAN)
+
+check-bad: $(CKPLAN)
+	@tests/bad/run build/results/bad-$(notdir $(BUILD)) ./$(CKPLAN)
+
+check-valgrind: $(CKPLAN)
+	@tests/valgrind/run build/results/valgrind ./$(CKPLAN)
 
 # Benchmarks: planner speed, written with the command and machine to docs/benchmarks.md.
 $(BUILD)/bench/%: $(BUILD)/tests/bench/%.o $(TEST_SUPPORT_OBJ) $(BUILD)/libckplan.a
@@ -127,6 +135,7 @@ demo: deps
 deps:
 	@missing=""; \
 	command -v pkg-config >/dev/null 2>&1 || missing="pkg-config"; \
+	command -v valgrind >/dev/null 2>&1 || missing="$$missing valgrind"; \
 	for p in libcjson:libcjson-dev openblas:libopenblas-dev check:check; do \
 		pkg-config --exists $${p%%:*} 2>/dev/null || missing="$$missing $${p#*:}"; \
 	done; \

@@ -18,28 +18,69 @@ static unsigned long env_limit(const char *name, unsigned long dflt)
     return v && *v && !*end && n > 0 ? n : dflt;
 }
 
-/* The deepest nesting of arrays and objects, outside strings; stops counting past limit. */
-static unsigned long nesting_depth(const char *text, size_t len, unsigned long limit)
+/* Length of the UTF-8 sequence starting at p (at most n bytes available), or 0 when it is
+ * not well-formed (overlong forms, surrogates and code points above U+10FFFF included). */
+static size_t utf8_length(const unsigned char *p, size_t n)
 {
-    unsigned long depth = 0, deepest = 0;
-    bool in_string = false;
-    for (size_t i = 0; i < len && deepest <= limit; i++) {
-        char c = text[i];
+    unsigned char c = p[0];
+    size_t len = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
+    if (len == 0 || len > n || (len == 2 && c < 0xC2) || (len == 4 && c > 0xF4))
+        return 0;
+    for (size_t k = 1; k < len; k++)
+        if ((p[k] & 0xC0) != 0x80)
+            return 0;
+    if ((c == 0xE0 && p[1] < 0xA0) || (c == 0xED && p[1] >= 0xA0) || (c == 0xF0 && p[1] < 0x90) ||
+        (c == 0xF4 && p[1] >= 0x90))
+        return 0;
+    return len;
+}
+
+/* What cJSON lets through but JSON (RFC 8259) does not, and what ckplan will not parse:
+ * NUL bytes (cJSON would stop there and read a shorter document), raw control characters
+ * in strings, text that is not UTF-8, and nesting deeper than max_depth. */
+static int scan_text(const char *file, const char *text, size_t len, unsigned long max_depth,
+                     ck_err *err)
+{
+    const unsigned char *t = (const unsigned char *)text;
+    unsigned long depth = 0;
+    size_t line = 1, col = 1;
+    bool in_string = false, escaped = false;
+    for (size_t i = 0; i < len;) {
+        const char *why = NULL;
+        size_t step = utf8_length(t + i, len - i);
+        unsigned char c = t[i];
+        if (c == 0)
+            why = "a NUL byte";
+        else if (step == 0)
+            why = "bytes that are not UTF-8";
+        else if (in_string && c < 0x20)
+            why = "a control character inside a string (write it escaped, e.g. \\t)";
+        if (why)
+            return ck_fail(err, CK_ERR_INPUT, "%s:%zu:%zu: not valid JSON (%s)", file, line, col, why);
         if (in_string) {
-            if (c == '\\')
-                i++;
+            if (escaped)
+                escaped = false;
+            else if (c == '\\')
+                escaped = true;
             else if (c == '"')
                 in_string = false;
         } else if (c == '"') {
             in_string = true;
-        } else if (c == '[' || c == '{') {
-            if (++depth > deepest)
-                deepest = depth;
+        } else if ((c == '[' || c == '{') && ++depth > max_depth) {
+            return ck_fail(err, CK_ERR_INPUT, "%s:%zu:%zu: nested deeper than the limit of %lu "
+                                              "levels of arrays and objects (set "
+                                              "CKPLAN_MAX_JSON_DEPTH to raise it)",
+                           file, line, col, max_depth);
         } else if ((c == ']' || c == '}') && depth > 0) {
             depth--;
         }
+        if (c == '\n')
+            line++, col = 1;
+        else
+            col++;
+        i += step;
     }
-    return deepest;
+    return CK_OK;
 }
 
 int ck_json_parse(const char *file, const char *text, size_t len, cJSON **root, ck_err *err)
@@ -47,10 +88,9 @@ int ck_json_parse(const char *file, const char *text, size_t len, cJSON **root, 
     unsigned long max_depth = env_limit("CKPLAN_MAX_JSON_DEPTH", CK_JSON_MAX_DEPTH);
     if (max_depth > 1000) /* cJSON refuses deeper documents whatever we allow */
         max_depth = 1000;
-    if (nesting_depth(text, len, max_depth) > max_depth)
-        return ck_fail(err, CK_ERR_INPUT, "%s: nested deeper than the limit of %lu levels of "
-                                          "arrays and objects (set CKPLAN_MAX_JSON_DEPTH to raise it)",
-                       file, max_depth);
+    int scanned = scan_text(file, text, len, max_depth, err);
+    if (scanned != CK_OK)
+        return scanned;
     const char *end = NULL;
     cJSON *doc = cJSON_ParseWithLengthOpts(text, len, &end, 0);
     if (!doc) {
@@ -220,7 +260,7 @@ static const cJSON *member(const cJSON *obj, const char *key, bool required, con
 int ck_json_as_u64(const cJSON *v, uint64_t *out, const char *file, const char *path, ck_err *err)
 {
     if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble < 0 ||
-        v->valuedouble != floor(v->valuedouble) || v->valuedouble > CK_JSON_MAX_EXACT_INT)
+        v->valuedouble != floor(v->valuedouble) || v->valuedouble >= CK_JSON_MAX_EXACT_INT)
         return expected(v, "a non-negative integer below 2^53", file, path, err);
     *out = (uint64_t)v->valuedouble;
     return CK_OK;

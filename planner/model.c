@@ -114,7 +114,7 @@ static int parse_dim(loader *ld, const cJSON *v, const char *path, uint64_t *out
 {
     if (cJSON_IsNumber(v)) {
         double d = v->valuedouble;
-        if (!isfinite(d) || d != floor(d) || d < 1 || d > CK_JSON_MAX_EXACT_INT)
+        if (!isfinite(d) || d != floor(d) || d < 1 || d >= CK_JSON_MAX_EXACT_INT)
             return expected(ld, path, DIM_EXPECTED, v);
         *out = (uint64_t)d;
         return CK_OK;
