@@ -1,0 +1,36 @@
+/* fuzz_model: bytes -> ck_json_parse -> ck_model_from_json; a model that loads is derived
+ * into a chain at both granularities and its static memory is computed. */
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "planner/derive.h"
+#include "planner/json.h"
+#include "planner/model.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    ck_err err;
+    cJSON *root = NULL;
+    if (ck_json_parse("fuzz.json", (const char *)data, size, &root, &err) != CK_OK)
+        return 0;
+    ck_model *m = NULL;
+    if (ck_model_from_json(root, "fuzz.json", &m, &err) == CK_OK) {
+        ck_cost_model cm;
+        ck_cost_model_default(&cm);
+        const ck_granularity grans[] = {CK_GRAN_OP, CK_GRAN_BLOCK};
+        for (size_t g = 0; g < 2; g++) {
+            ck_chain c;
+            size_t *first = NULL;
+            if (ck_model_to_chain(m, grans[g], &cm, &c, &first, &err) == CK_OK) {
+                ck_chain_free(&c);
+                free(first);
+            }
+        }
+        ck_static_mem sm;
+        (void)ck_model_static_memory(m, &sm, &err);
+        ck_model_free(m);
+    }
+    cJSON_Delete(root);
+    return 0;
+}
