@@ -28,7 +28,7 @@ CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_SUPPORT_OBJ := $(TEST_SUPPORT_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all check check-unit check-cli check-bad check-valgrind demo deps bench clean
+.PHONY: all check check-unit check-cli check-bad check-valgrind fuzz demo deps bench clean
 all: ckplan
 
 # Objects are never intermediate: keep test support objects between runs.
@@ -68,6 +68,7 @@ check: deps
 	$(MAKE) --no-print-directory BUILD=build-san OPT=-O1 CFLAGS="$(SAN_FLAGS)" LDLIBS="$(SAN_FLAGS)" \
 		check-unit check-cli check-bad
 	$(MAKE) --no-print-directory check-valgrind
+	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(CHECK_FUZZ_SECONDS)
 	@tests/summary build/results
 
 check-unit: $(TEST_BIN)
@@ -81,6 +82,13 @@ check-bad: $(CKPLAN)
 
 check-valgrind: $(CKPLAN)
 	@tests/valgrind/run build/results/valgrind ./$(CKPLAN)
+
+# libFuzzer targets (tests/fuzz/README.md): each runs FUZZ_SECONDS, after replaying every
+# saved regression. make check fuzzes 60 s a target under CI, 10 s otherwise.
+FUZZ_SECONDS ?= 60
+CHECK_FUZZ_SECONDS := $(if $(CI),60,10)
+fuzz: ckplan
+	@tests/fuzz/run $(FUZZ_SECONDS)
 
 # Benchmarks: planner speed, written with the command and machine to docs/benchmarks.md.
 $(BUILD)/bench/%: $(BUILD)/tests/bench/%.o $(TEST_SUPPORT_OBJ) $(BUILD)/libckplan.a
@@ -136,6 +144,8 @@ deps:
 	@missing=""; \
 	command -v pkg-config >/dev/null 2>&1 || missing="pkg-config"; \
 	command -v valgrind >/dev/null 2>&1 || missing="$$missing valgrind"; \
+	command -v clang >/dev/null 2>&1 || missing="$$missing clang"; \
+	dpkg -s libclang-rt-14-dev >/dev/null 2>&1 || missing="$$missing libclang-rt-14-dev"; \
 	for p in libcjson:libcjson-dev openblas:libopenblas-dev check:check; do \
 		pkg-config --exists $${p%%:*} 2>/dev/null || missing="$$missing $${p#*:}"; \
 	done; \
