@@ -47,7 +47,7 @@ static void run_usage(FILE *out)
             "\n"
             "Exit codes: 0 ran (and verified), 1 a check failed or execution failed, 2 usage\n"
             "or input error (including a model changed since planning, or too large here),\n"
-            "130 interrupted (Ctrl-C, between steps: no record is written).\n",
+            "130 interrupted (Ctrl-C, between operations: no record is written).\n",
             DEFAULT_PLAN_FILE, 100 * CK_PEAK_TOLERANCE, DEFAULT_RUNS_FILE);
 }
 

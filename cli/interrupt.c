@@ -21,6 +21,11 @@ void ck_interrupt_install(void)
     sigaction(SIGINT, &sa, NULL);
 }
 
+const volatile sig_atomic_t *ck_interrupt_flag(void)
+{
+    return &got_sigint;
+}
+
 bool ck_interrupted(void)
 {
     return got_sigint != 0;

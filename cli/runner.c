@@ -470,7 +470,7 @@ int ck_runner_run(const ck_run_settings *s, const ck_plan_file *p, const char *p
         rc = check_fits_here(a.plan_path, &plan, &err);
     if (rc == CK_OK && a.threads)
         ck_blas_set_threads((int)a.threads);
-    ck_exec_opts eo = {.seed = a.seed, .stateful_rng = a.stateful_rng};
+    ck_exec_opts eo = {.seed = a.seed, .stateful_rng = a.stateful_rng, .stop = ck_interrupt_flag()};
     if (rc == CK_OK)
         rc = ck_exec_create(w.model, &w.chain, w.stage_first, &eo, &exec, &err);
     if (rc == CK_OK)
