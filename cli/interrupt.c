@@ -17,7 +17,10 @@ void ck_interrupt_install(void)
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigint;
     sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
+    /* A second Ctrl-C is the default action, killing at once: the way out of a step that
+     * takes too long. Output files stay whole even then (renamed into place), though a
+     * temporary file may be left next to one. */
+    sa.sa_flags = SA_RESTART | SA_RESETHAND;
     sigaction(SIGINT, &sa, NULL);
 }
 

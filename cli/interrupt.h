@@ -14,7 +14,7 @@
 #include "planner/err.h"
 
 /* Installs the SIGINT handler (sigaction with SA_RESTART: system calls under way go on,
- * the flag is polled). */
+ * the flag is polled; and SA_RESETHAND: a second Ctrl-C kills at once). */
 void ck_interrupt_install(void);
 
 /* The flag itself, for the executor to poll between operations (ck_exec_opts.stop). */
