@@ -160,13 +160,13 @@ static void print_stage_runs(FILE *out, const ck_chain *c, const bool *set)
 }
 
 /* Which stages the first forward does not keep (they are recomputed), and which inputs it
- * keeps as checkpoints: read off the operations before the loss. */
-static int print_checkpoints(FILE *out, const ck_chain *c, const ck_schedule *s)
+ * keeps as checkpoints: read off the operations before the loss. flags (2 * n_stages,
+ * zeroed) is allocated by the caller before the plan is written, so that nothing can fail
+ * once it is. */
+static void print_checkpoints(FILE *out, const ck_chain *c, const ck_schedule *s, bool *flags)
 {
     size_t L = c->n_stages;
-    bool *recomputed = calloc(2 * L, sizeof *recomputed);
-    if (!recomputed)
-        return CK_ERR_RUNTIME;
+    bool *recomputed = flags;
     bool *kept_input = recomputed + L;
     size_t n_recomputed = 0;
     for (size_t k = 0; k < s->n && s->ops[k].kind != CK_LOSS; k++) {
@@ -184,8 +184,6 @@ static int print_checkpoints(FILE *out, const ck_chain *c, const ck_schedule *s)
     fprintf(out, "\ncheckpoints: the inputs of these stages are kept during the forward pass:\n  ");
     print_stage_runs(out, c, kept_input);
     fprintf(out, "\n");
-    free(recomputed);
-    return CK_OK;
 }
 
 static void print_size_row(FILE *out, const char *label, uint64_t plan, uint64_t base, const char *note)
@@ -196,7 +194,8 @@ static void print_size_row(FILE *out, const char *label, uint64_t plan, uint64_t
     fprintf(out, "  %-13s %12s %12s   %s\n", label, a, b, note);
 }
 
-static int print_summary(FILE *out, const ck_workload *w, const ck_plan_doc *d, const char *output)
+static void print_summary(FILE *out, const ck_workload *w, const ck_plan_doc *d, const char *output,
+                          bool *flags)
 {
     char budget[32], note[256], s1[32], s2[32], s3[32], s4[32];
     ck_size_format(d->budget_bytes, budget, sizeof budget);
@@ -233,8 +232,7 @@ static int print_summary(FILE *out, const ck_workload *w, const ck_plan_doc *d, 
             !seconds                   ? " (in the chain's time unit)"
             : d->costs_path            ? " (measured stage times)"
                                        : " (roofline cost model)");
-    if (print_checkpoints(out, c, &d->result->schedule) != CK_OK)
-        return CK_ERR_RUNTIME;
+    print_checkpoints(out, c, &d->result->schedule, flags);
     const ck_plan_result *r = d->result;
     fprintf(out, "extra forward operations: %zu (F_ck %zu, F_none %zu)",
             d->predicted.count[CK_F_CK] + d->predicted.count[CK_F_NONE] + d->predicted.count[CK_F_ALL] - c->n_stages,
@@ -244,7 +242,6 @@ static int print_summary(FILE *out, const ck_workload *w, const ck_plan_doc *d, 
     if (r->segments >= 0)
         fprintf(out, ", %ld segments", r->segments);
     fprintf(out, "\nplan written to %s\n", output);
-    return CK_OK;
 }
 
 static int report_infeasible(const plan_args *a, const ck_workload *w, uint64_t activation_min)
@@ -299,7 +296,7 @@ static int report_static_too_large(const plan_args *a, const ck_workload *w)
 int ck_cmd_plan(int argc, char **argv)
 {
     plan_args a;
-    ck_err err;
+    ck_err err = {{0}};
     int rc = parse_args(argc, argv, &a, &err);
     if (rc < 0)
         return 0;
@@ -319,8 +316,11 @@ int ck_cmd_plan(int argc, char **argv)
         ck_workload_free(&w);
         return rc;
     }
-    if (rc == CK_OK)
-        rc = ck_write_file_atomic(a.output, planned.text, strlen(planned.text), &err);
+    /* Everything that can fail comes before the plan is written, the chart included: a
+     * failure then leaves the old plan file as it was. */
+    bool *flags = NULL;
+    if (rc == CK_OK && !a.json && !(flags = calloc(2 * w.chain.n_stages, sizeof *flags)))
+        rc = ck_fail_oom(&err);
     if (rc == CK_OK && a.svg) {
         char title[256];
         snprintf(title, sizeof title, "%s: %s plan, activation memory per operation", w.chain.name,
@@ -329,10 +329,13 @@ int ck_cmd_plan(int argc, char **argv)
                                       &planned.result.schedule, NULL, NULL,
                                       a.budget - w.statics.total, &err);
     }
+    if (rc == CK_OK)
+        rc = ck_write_file_atomic(a.output, planned.text, strlen(planned.text), &err);
     if (rc == CK_OK && a.json)
         fputs(planned.text, stdout);
     else if (rc == CK_OK)
-        rc = print_summary(stdout, &w, &planned.doc, a.output);
+        print_summary(stdout, &w, &planned.doc, a.output, flags);
+    free(flags);
     ck_planned_free(&planned);
     ck_workload_free(&w);
     if (rc == CK_ERR_RUNTIME && !err.msg[0])

@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "cli/files.h"
+#include "cli/interrupt.h"
 #include "cli/options.h"
 #include "cli/runner.h"
 #include "planner/json.h"
@@ -49,7 +50,8 @@ static void sweep_usage(FILE *out)
     fprintf(out, "  -h, --help        show this help\n"
                  "\n"
                  "Exit codes: 0 every point processed (infeasible ones included), 1 a run failed\n"
-                 "or its verification did, 2 usage or input error.\n");
+                 "or its verification did, 2 usage or input error, 130 interrupted (Ctrl-C: the\n"
+                 "points done so far are in the runs file).\n");
 }
 
 enum { OPT_BUDGETS = 4000, OPT_PLANNERS, OPT_RUN, OPT_STEPS, OPT_RUNS };
@@ -294,15 +296,19 @@ int ck_cmd_sweep(int argc, char **argv)
     }
     ck_workload w;
     bool have_w = false;
-    if (rc == CK_OK)
+    if (rc == CK_OK) {
+        ck_interrupt_install();
         have_w = (rc = ck_workload_load(a.model_path, &a.workload_opts, &w, &err)) == CK_OK;
+    }
     size_t total = a.n_budgets * a.n_planners, done = 0;
     bool show = isatty(STDERR_FILENO);
     tally t = {0};
     for (size_t p = 0; rc == CK_OK && p < a.n_planners; p++)
         for (size_t b = 0; rc == CK_OK && b < a.n_budgets; b++) {
             progress(show, done, total, a.planners[p]->name, a.budgets[b]);
-            rc = sweep_point(&a, &w, a.planners[p], a.budgets[b], &t, &err);
+            rc = ck_interrupt_check(&err); /* the points done so far stay in the runs file */
+            if (rc == CK_OK)
+                rc = sweep_point(&a, &w, a.planners[p], a.budgets[b], &t, &err);
             done++;
         }
     if (show && total)

@@ -33,7 +33,7 @@ static void usage(FILE *out)
     fprintf(out, "\n"
                  "Run 'ckplan <command> --help' for a command's options.\n"
                  "Exit codes: 0 ok, 1 verification or runtime failure, 2 usage or input error,\n"
-                 "3 budget infeasible.\n");
+                 "3 budget infeasible, 130 interrupted (run and sweep stop cleanly on Ctrl-C).\n");
 }
 
 int ck_report(int status, const char *msg)

@@ -12,6 +12,7 @@
 
 #include "cli/chart.h"
 #include "cli/files.h"
+#include "cli/interrupt.h"
 #include "cli/trace.h"
 #include "cli/runs.h"
 #include "planner/json.h"
@@ -78,6 +79,8 @@ static int measure(ck_exec *e, const ck_schedule *s, uint64_t steps, const char 
     int rc = ck_rss_reset_peak(err);
     for (uint64_t k = 0; k <= steps && rc == CK_OK; k++) {
         progress_update(prog, what, k, steps);
+        if ((rc = ck_interrupt_check(err)) != CK_OK)
+            break;
         ck_step_stats st;
         rc = ck_exec_step(e, s, k, &st, NULL, err);
         if (rc != CK_OK || k == 0) /* step 0 warms caches and thread pools up */
@@ -120,6 +123,8 @@ static int time_interleaved(ck_exec *e, const ck_schedule *base, const ck_schedu
     ck_exec_reset(e);
     for (uint64_t k = 0; k < rounds && rc == CK_OK; k++) {
         ck_step_stats sb, sp;
+        if ((rc = ck_interrupt_check(err)) != CK_OK)
+            break;
         rc = ck_exec_step(e, base, k, &sb, NULL, err);
         if (rc == CK_OK)
             rc = ck_exec_step(e, plan, k, &sp, NULL, err);
@@ -465,7 +470,7 @@ int ck_runner_run(const ck_run_settings *s, const ck_plan_file *p, const char *p
         rc = check_fits_here(a.plan_path, &plan, &err);
     if (rc == CK_OK && a.threads)
         ck_blas_set_threads((int)a.threads);
-    ck_exec_opts eo = {.seed = a.seed, .stateful_rng = a.stateful_rng};
+    ck_exec_opts eo = {.seed = a.seed, .stateful_rng = a.stateful_rng, .stop = ck_interrupt_flag()};
     if (rc == CK_OK)
         rc = ck_exec_create(w.model, &w.chain, w.stage_first, &eo, &exec, &err);
     if (rc == CK_OK)
@@ -481,9 +486,13 @@ int ck_runner_run(const ck_run_settings *s, const ck_plan_file *p, const char *p
         rc = time_interleaved(exec, &baseline, &plan.schedule, TIMING_ROUNDS(a.steps), &base,
                               &planned, &overhead, &err);
     }
+    if (rc == CK_OK)
+        rc = ck_interrupt_check(&err);
     if (rc == CK_OK && (a.svg_path || a.trace_path))
         rc = draw_run(&a, &plan, &w, exec, &baseline, &err);
     progress_done(&prog);
+    if (rc == CK_OK)
+        rc = ck_interrupt_check(&err); /* the last boundary before the record is written */
     if (rc == CK_OK) {
         v = verify(&plan, &base, &planned, a.steps);
         char *line = run_record(&a, &plan, plan_sha, &w, &base, &planned, overhead, &v);

@@ -49,7 +49,8 @@ typedef struct {
 /* Runs the plan and its baseline, appends the ckplan-run/1 record to s->runs_path and,
  * unless quiet, prints the summary. plan_sha is the SHA-256 of the plan's bytes. *passed
  * (may be NULL) is the verification's outcome. Returns CK_ERR_RUNTIME when --verify was
- * asked for and failed (the record is written all the same). */
+ * asked for and failed (the record is written all the same), and CK_INTERRUPTED when
+ * SIGINT arrived (polled between operations; then no record is written). */
 int ck_runner_run(const ck_run_settings *s, const ck_plan_file *plan, const char *plan_sha,
                   bool *passed, ck_err *err);
 

@@ -10,7 +10,8 @@ enum {
     CK_OK = 0,
     CK_ERR_RUNTIME = 1,    /* verification or runtime failure (also: out of memory) */
     CK_ERR_INPUT = 2,      /* usage or input error */
-    CK_ERR_INFEASIBLE = 3  /* the budget cannot be met */
+    CK_ERR_INFEASIBLE = 3, /* the budget cannot be met */
+    CK_INTERRUPTED = 130   /* stopped by SIGINT (Ctrl-C), 128 + its number, as shells say */
 };
 
 typedef struct {

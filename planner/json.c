@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,8 +84,27 @@ static int scan_text(const char *file, const char *text, size_t len, unsigned lo
     return CK_OK;
 }
 
+/* cJSON returns NULL from a parse both for bad JSON and when out of memory: its
+ * allocations go through this function, which notes a failure, to tell them apart. */
+static bool cjson_alloc_failed;
+
+static void *cjson_malloc(size_t size)
+{
+    void *p = malloc(size);
+    if (!p)
+        cjson_alloc_failed = true;
+    return p;
+}
+
 int ck_json_parse(const char *file, const char *text, size_t len, cJSON **root, ck_err *err)
 {
+    static bool hooked;
+    if (!hooked) {
+        cJSON_Hooks hooks = {.malloc_fn = cjson_malloc, .free_fn = free};
+        cJSON_InitHooks(&hooks);
+        hooked = true;
+    }
+    cjson_alloc_failed = false;
     unsigned long max_depth = env_limit("CKPLAN_MAX_JSON_DEPTH", CK_JSON_MAX_DEPTH);
     if (max_depth > 1000) /* cJSON refuses deeper documents whatever we allow */
         max_depth = 1000;
@@ -93,6 +113,8 @@ int ck_json_parse(const char *file, const char *text, size_t len, cJSON **root, 
         return scanned;
     const char *end = NULL;
     cJSON *doc = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+    if (!doc && cjson_alloc_failed)
+        return ck_fail_oom(err);
     if (!doc) {
         if (!end || end < text || end > text + len)
             return ck_fail(err, CK_ERR_INPUT, "%s: not valid JSON", file);

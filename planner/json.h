@@ -28,7 +28,9 @@
  * and, when raw is non-NULL, *raw / *raw_len hold the file's bytes (caller frees). */
 int ck_json_load_file(const char *file, cJSON **root, char **raw, size_t *raw_len, ck_err *err);
 
-/* Parses JSON text held in memory; `file` only names it in messages. */
+/* Parses JSON text held in memory; `file` only names it in messages. Running out of memory
+ * is CK_ERR_RUNTIME "out of memory", not a syntax error: the first call routes cJSON's
+ * allocations through planner/json.c (cJSON_InitHooks) to tell the two apart. */
 int ck_json_parse(const char *file, const char *text, size_t len, cJSON **root, ck_err *err);
 
 void ck_json_path_key(char *buf, const char *parent, const char *key);

@@ -792,8 +792,12 @@ int ck_exec_step(ck_exec *e, const ck_schedule *s, uint64_t step, ck_step_stats 
     ck_mem_reset_peaks(&e->mem);
     double t0 = ck_clock_seconds();
     rc = start_step(e, err);
-    for (size_t k = 0; k < s->n && rc == CK_OK; k++)
-        rc = traced_op(e, k, &s->ops[k], t0, trace, err);
+    for (size_t k = 0; k < s->n && rc == CK_OK; k++) {
+        if (e->opts.stop && *e->opts.stop)
+            rc = ck_fail(err, CK_INTERRUPTED, "interrupted");
+        else
+            rc = traced_op(e, k, &s->ops[k], t0, trace, err);
+    }
     if (rc == CK_OK && !e->y[0])
         rc = ck_fail(err, CK_ERR_INPUT, "schedule: ends without y_0 being live");
     if (rc == CK_OK && !e->m)

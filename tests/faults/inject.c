@@ -1,0 +1,98 @@
+/* inject: fault injection for tests/faults/run. Linked into a test build of ckplan with
+ * -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=strdup,--wrap=write,--wrap=fwrite,
+ * so that ckplan's own calls (and cJSON's, routed here with cJSON_InitHooks) come here.
+ *
+ *   CKPLAN_FAIL_ALLOC=N  the N-th allocation (malloc, calloc, realloc, strdup) returns NULL
+ *   CKPLAN_FAIL_WRITE=N  the N-th write or fwrite fails with EIO
+ *   CKPLAN_FAULT_COUNT=1 prints "faults: A allocations, W writes" on stderr at exit
+ *
+ * Counting starts before main (in a constructor), which is where ckplan's own code starts. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+void *__real_malloc(size_t size);
+void *__real_calloc(size_t n, size_t size);
+void *__real_realloc(void *p, size_t size);
+char *__real_strdup(const char *s);
+ssize_t __real_write(int fd, const void *buf, size_t len);
+size_t __real_fwrite(const void *buf, size_t size, size_t n, FILE *f);
+
+void *__wrap_malloc(size_t size);
+void *__wrap_calloc(size_t n, size_t size);
+void *__wrap_realloc(void *p, size_t size);
+char *__wrap_strdup(const char *s);
+ssize_t __wrap_write(int fd, const void *buf, size_t len);
+size_t __wrap_fwrite(const void *buf, size_t size, size_t n, FILE *f);
+
+static unsigned long fail_alloc, fail_write, n_alloc, n_write;
+static int active;
+
+static unsigned long env_count(const char *name)
+{
+    const char *v = getenv(name);
+    return v ? strtoul(v, NULL, 10) : 0;
+}
+
+static int alloc_fails(void)
+{
+    if (!active)
+        return 0;
+    n_alloc++;
+    if (fail_alloc && n_alloc == fail_alloc) {
+        errno = ENOMEM;
+        return 1;
+    }
+    return 0;
+}
+
+static int write_fails(void)
+{
+    if (!active)
+        return 0;
+    n_write++;
+    if (fail_write && n_write == fail_write) {
+        errno = EIO;
+        return 1;
+    }
+    return 0;
+}
+
+void *__wrap_malloc(size_t size) { return alloc_fails() ? NULL : __real_malloc(size); }
+void *__wrap_calloc(size_t n, size_t size) { return alloc_fails() ? NULL : __real_calloc(n, size); }
+void *__wrap_realloc(void *p, size_t size) { return alloc_fails() ? NULL : __real_realloc(p, size); }
+char *__wrap_strdup(const char *s) { return alloc_fails() ? NULL : __real_strdup(s); }
+
+ssize_t __wrap_write(int fd, const void *buf, size_t len)
+{
+    return write_fails() ? -1 : __real_write(fd, buf, len);
+}
+
+size_t __wrap_fwrite(const void *buf, size_t size, size_t n, FILE *f)
+{
+    return write_fails() ? 0 : __real_fwrite(buf, size, n, f);
+}
+
+static void report(void)
+{
+    char line[96];
+    int len = snprintf(line, sizeof line, "faults: %lu allocations, %lu writes\n", n_alloc, n_write);
+    if (len > 0)
+        (void)!__real_write(2, line, (size_t)len);
+}
+
+__attribute__((constructor)) static void inject_start(void)
+{
+    fail_alloc = env_count("CKPLAN_FAIL_ALLOC");
+    fail_write = env_count("CKPLAN_FAIL_WRITE");
+    if (env_count("CKPLAN_FAULT_COUNT"))
+        atexit(report);
+    /* cJSON allocates with the C library's malloc unless told otherwise */
+    cJSON_Hooks hooks = {.malloc_fn = __wrap_malloc, .free_fn = free};
+    cJSON_InitHooks(&hooks);
+    active = 1;
+}
