@@ -28,7 +28,7 @@ CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_SUPPORT_OBJ := $(TEST_SUPPORT_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all check check-unit check-cli check-bad check-valgrind fuzz demo deps bench clean
+.PHONY: all check check-unit check-cli check-bad check-valgrind check-robustness fuzz demo deps bench clean
 all: ckplan
 
 # Objects are never intermediate: keep test support objects between runs.
@@ -67,7 +67,7 @@ check: deps
 	$(MAKE) --no-print-directory check-unit check-cli check-bad
 	$(MAKE) --no-print-directory BUILD=build-san OPT=-O1 CFLAGS="$(SAN_FLAGS)" LDLIBS="$(SAN_FLAGS)" \
 		check-unit check-cli check-bad
-	$(MAKE) --no-print-directory check-valgrind
+	$(MAKE) --no-print-directory check-valgrind check-robustness
 	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(CHECK_FUZZ_SECONDS)
 	@tests/summary build/results
 
@@ -82,6 +82,11 @@ check-bad: $(CKPLAN)
 
 check-valgrind: $(CKPLAN)
 	@tests/valgrind/run build/results/valgrind ./$(CKPLAN)
+
+# Ctrl-C during run and sweep, and the N-th allocation or write failing (docs/reliability.md).
+check-robustness: $(CKPLAN)
+	@tests/cli/interrupts build/results/interrupts ./$(CKPLAN)
+	@tests/faults/run build/results/faults
 
 # libFuzzer targets (tests/fuzz/README.md): each runs FUZZ_SECONDS, after replaying every
 # saved regression. make check fuzzes 60 s a target under CI, 10 s otherwise.
