@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -314,8 +315,15 @@ static void print_summary(const ck_plan_file *p, const ck_workload *w, const run
     printf("verify: %s\n", v->passed ? "passed" : "FAILED");
 }
 
-/* Loads the model a plan names: relative paths are tried from the current directory and
- * then from the plan's own directory. */
+static bool is_regular_file(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* Loads the model a plan names: a relative path is taken from the current directory when
+ * a file is there, and otherwise from the plan's own directory. Errors name the plan too,
+ * since the user gave only the plan. */
 static int load_plan_model(const char *plan_path, const ck_plan_file *p, ck_workload *w, ck_err *err)
 {
     ck_workload_opts opts;
@@ -326,7 +334,7 @@ static int load_plan_model(const char *plan_path, const ck_plan_file *p, ck_work
     const char *model = p->model_path;
     char *beside = NULL;
     const char *slash = strrchr(plan_path, '/');
-    if (model[0] != '/' && access(model, F_OK) != 0 && slash) {
+    if (model[0] != '/' && !is_regular_file(model) && slash) {
         size_t dir = (size_t)(slash - plan_path) + 1;
         beside = malloc(dir + strlen(model) + 1);
         if (!beside)
@@ -337,6 +345,11 @@ static int load_plan_model(const char *plan_path, const ck_plan_file *p, ck_work
     }
     int rc = ck_workload_load(model, &opts, w, err);
     free(beside);
+    if (rc == CK_ERR_INPUT) {
+        char cause[sizeof err->msg];
+        memcpy(cause, err->msg, sizeof cause);
+        return ck_fail(err, rc, "%s: model.path: %s", plan_path, cause);
+    }
     if (rc != CK_OK)
         return rc;
     if (strcmp(w->sha256, p->model_sha256) != 0)

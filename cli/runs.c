@@ -149,7 +149,7 @@ static int read_record(const char *text, size_t len, const char *file, ck_run_ro
     const cJSON *plan, *model;
     int rc = end < text + len
                  ? ck_fail(err, CK_ERR_INPUT, "%s: not valid JSON (trailing data after the record)", file)
-                 : ck_json_expect_format(root, formats, file, &format, err);
+                 : ck_json_expect_format(root, formats, file, "", &format, err);
     if (rc == CK_OK)
         rc = ck_json_get_string(root, "status", false, &status, file, "", err);
     if (rc == CK_OK) {

@@ -42,12 +42,13 @@ uint64_t ck_chain_xbar_bytes(const ck_chain *c, size_t i)
     return i == 0 ? c->input_bytes : c->stages[i - 1].saved_bytes;
 }
 
-static int read_stage(const cJSON *js, size_t index, const char *file, ck_stage *st, ck_err *err)
+static int read_stage(const cJSON *js, const char *stages_path, size_t index, const char *file,
+                      ck_stage *st, ck_err *err)
 {
     static const char *const keys[] = {"name", "fwd_time", "bwd_time", "out_bytes", "saved_bytes",
                                        "fwd_tmp_bytes", "bwd_tmp_bytes", NULL};
     char path[CK_JSON_PATH_MAX];
-    ck_json_path_index(path, "stages", index);
+    ck_json_path_index(path, stages_path, index);
     int rc = ck_json_expect_object(js, keys, file, path, err);
     const char *name = NULL;
     if (rc == CK_OK) rc = ck_json_get_string(js, "name", false, &name, file, path, err);
@@ -71,7 +72,8 @@ static int read_stage(const cJSON *js, size_t index, const char *file, ck_stage 
     return st->name ? CK_OK : ck_fail_oom(err);
 }
 
-int ck_chain_from_json(const cJSON *root, const char *file, ck_chain *out, ck_err *err)
+int ck_chain_from_json(const cJSON *root, const char *file, const char *path, ck_chain *out,
+                       ck_err *err)
 {
     static const char *const keys[] = {"format", "name", "input_bytes", "stages", "loss", NULL};
     static const char *const loss_keys[] = {"bwd_time", "bwd_tmp_bytes", NULL};
@@ -79,31 +81,35 @@ int ck_chain_from_json(const cJSON *root, const char *file, ck_chain *out, ck_er
     const char *format = NULL, *name = NULL;
     const cJSON *stages = NULL;
     uint64_t input_bytes = 0;
-    int rc = ck_json_expect_object(root, keys, file, "", err);
-    if (rc == CK_OK) rc = ck_json_expect_format(root, chain_format, file, &format, err);
-    if (rc == CK_OK) rc = ck_json_get_string(root, "name", false, &name, file, "", err);
-    if (rc == CK_OK) rc = ck_json_get_u64(root, "input_bytes", true, &input_bytes, file, "", err);
-    if (rc == CK_OK) rc = ck_json_get_array(root, "stages", true, &stages, file, "", err);
+    char stages_path[CK_JSON_PATH_MAX], loss_path[CK_JSON_PATH_MAX];
+    ck_json_path_key(stages_path, path, "stages");
+    ck_json_path_key(loss_path, path, "loss");
+    int rc = ck_json_expect_object(root, keys, file, path, err);
+    if (rc == CK_OK) rc = ck_json_expect_format(root, chain_format, file, path, &format, err);
+    if (rc == CK_OK) rc = ck_json_get_string(root, "name", false, &name, file, path, err);
+    if (rc == CK_OK) rc = ck_json_get_u64(root, "input_bytes", true, &input_bytes, file, path, err);
+    if (rc == CK_OK) rc = ck_json_get_array(root, "stages", true, &stages, file, path, err);
     if (rc != CK_OK)
         return rc;
     size_t n = (size_t)cJSON_GetArraySize(stages);
     if (n == 0)
-        return ck_fail(err, CK_ERR_INPUT, "%s: stages: expected at least one stage, got an empty array", file);
+        return ck_fail(err, CK_ERR_INPUT, "%s: %s: expected at least one stage, got an empty array",
+                       file, stages_path);
     if (n > CK_CHAIN_MAX_STAGES)
-        return ck_fail(err, CK_ERR_INPUT, "%s: stages: %zu stages is more than the limit of %d",
-                       file, n, CK_CHAIN_MAX_STAGES);
+        return ck_fail(err, CK_ERR_INPUT, "%s: %s: %zu stages is more than the limit of %d", file,
+                       stages_path, n, CK_CHAIN_MAX_STAGES);
     rc = ck_chain_alloc(out, name, n, err);
     if (rc != CK_OK)
         return rc;
     out->input_bytes = input_bytes;
     size_t i = 0;
     for (const cJSON *js = stages->child; js && rc == CK_OK; js = js->next, i++)
-        rc = read_stage(js, i, file, &out->stages[i], err);
+        rc = read_stage(js, stages_path, i, file, &out->stages[i], err);
     const cJSON *loss = cJSON_GetObjectItemCaseSensitive(root, "loss");
     if (rc == CK_OK && loss) {
-        rc = ck_json_expect_object(loss, loss_keys, file, "loss", err);
-        if (rc == CK_OK) rc = ck_json_get_time(loss, "bwd_time", false, &out->loss_bwd_time, file, "loss", err);
-        if (rc == CK_OK) rc = ck_json_get_u64(loss, "bwd_tmp_bytes", false, &out->loss_bwd_tmp_bytes, file, "loss", err);
+        rc = ck_json_expect_object(loss, loss_keys, file, loss_path, err);
+        if (rc == CK_OK) rc = ck_json_get_time(loss, "bwd_time", false, &out->loss_bwd_time, file, loss_path, err);
+        if (rc == CK_OK) rc = ck_json_get_u64(loss, "bwd_tmp_bytes", false, &out->loss_bwd_tmp_bytes, file, loss_path, err);
     }
     if (rc != CK_OK)
         ck_chain_free(out);

@@ -36,8 +36,10 @@ typedef struct {
 int ck_chain_alloc(ck_chain *c, const char *name, size_t n_stages, ck_err *err);
 void ck_chain_free(ck_chain *c);
 
-/* Reads a `ckplan-chain/1` document; `file` names it in messages. */
-int ck_chain_from_json(const cJSON *root, const char *file, ck_chain *out, ck_err *err);
+/* Reads a `ckplan-chain/1` document found at JSON path `path` of `file` ("" when it is the
+ * whole file); both name it in messages. */
+int ck_chain_from_json(const cJSON *root, const char *file, const char *path, ck_chain *out,
+                       ck_err *err);
 /* The chain as a `ckplan-chain/1` document; NULL when out of memory. */
 cJSON *ck_chain_to_json(const ck_chain *c);
 

@@ -39,7 +39,7 @@ int ck_costs_from_json(const cJSON *root, const char *file, ck_costs *out, ck_er
     memset(out, 0, sizeof *out);
     const char *format, *path = NULL, *sha = NULL, *granularity = NULL;
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
-    int rc = ck_json_expect_format(root, formats, file, &format, err);
+    int rc = ck_json_expect_format(root, formats, file, "", &format, err);
     if (rc == CK_OK) rc = ck_json_expect_object(root, keys, file, "", err);
     if (rc == CK_OK) rc = ck_json_expect_object(model, model_keys, file, "model", err);
     if (rc == CK_OK) rc = ck_json_get_string(model, "path", true, &path, file, "model", err);
@@ -51,7 +51,7 @@ int ck_costs_from_json(const cJSON *root, const char *file, ck_costs *out, ck_er
     const cJSON *chain = cJSON_GetObjectItemCaseSensitive(root, "chain");
     if (rc == CK_OK && !chain)
         rc = ck_fail(err, CK_ERR_INPUT, "%s: chain: missing (expected a ckplan-chain/1 object)", file);
-    if (rc == CK_OK) rc = ck_chain_from_json(chain, file, &out->chain, err);
+    if (rc == CK_OK) rc = ck_chain_from_json(chain, file, "chain", &out->chain, err);
     if (rc == CK_OK) {
         out->model_path = strdup(path);
         out->model_sha256 = strdup(sha);

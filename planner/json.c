@@ -186,11 +186,11 @@ int ck_json_load_file(const char *file, cJSON **root, char **raw, size_t *raw_le
         if (got == 0)
             break;
     }
-    int read_failed = ferror(f);
+    int read_errno = ferror(f) ? (errno ? errno : EIO) : 0;
     fclose(f);
-    if (read_failed) {
+    if (read_errno) {
         free(buf);
-        return ck_fail(err, CK_ERR_INPUT, "%s: read error", file);
+        return ck_fail(err, CK_ERR_INPUT, "%s: read error: %s", file, strerror(read_errno));
     }
     if (len > max_bytes) {
         free(buf);
@@ -356,7 +356,7 @@ int ck_json_get_array(const cJSON *obj, const char *key, bool required, const cJ
 }
 
 int ck_json_expect_format(const cJSON *root, const char *const *formats, const char *file,
-                          const char **format, ck_err *err)
+                          const char *path, const char **format, ck_err *err)
 {
     char wanted[256] = "";
     size_t used = 0;
@@ -364,14 +364,16 @@ int ck_json_expect_format(const cJSON *root, const char *const *formats, const c
         used += (size_t)snprintf(wanted + used, used < sizeof wanted ? sizeof wanted - used : 0,
                                  "%s\"%s\"", f == formats ? "" : f[1] ? ", " : " or ", *f);
     if (!cJSON_IsObject(root))
-        return expected(root, "an object", file, "", err);
+        return expected(root, "an object", file, path, err);
+    char format_path[CK_JSON_PATH_MAX];
+    ck_json_path_key(format_path, path, "format");
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "format");
     for (const char *const *f = formats; cJSON_IsString(v) && *f; f++)
         if (strcmp(v->valuestring, *f) == 0) {
             *format = *f;
             return CK_OK;
         }
-    return expected(v, wanted, file, "format", err);
+    return expected(v, wanted, file, format_path, err);
 }
 
 char *ck_json_print(const cJSON *root)

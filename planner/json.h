@@ -40,10 +40,10 @@ void ck_json_path_index(char *buf, const char *parent, size_t index);
 int ck_json_expect_object(const cJSON *v, const char *const *allowed, const char *file,
                           const char *path, ck_err *err);
 
-/* Checks that root is an object whose "format" is one of `formats` (NULL-terminated) and
- * sets *format to it; otherwise names what was expected. */
+/* Checks that root, the object at `path`, has a "format" that is one of `formats`
+ * (NULL-terminated) and sets *format to it; otherwise names what was expected. */
 int ck_json_expect_format(const cJSON *root, const char *const *formats, const char *file,
-                          const char **format, ck_err *err);
+                          const char *path, const char **format, ck_err *err);
 
 /* Member getters. `obj` is an object at `path`. When the key is absent, a required getter
  * fails and an optional one returns CK_OK leaving *out untouched (so preset the default). */

@@ -758,7 +758,7 @@ static int load(loader *ld, const cJSON *root)
     const cJSON *nodes = NULL;
     ck_ttype *input_types = NULL;
     int rc = ck_json_expect_object(root, keys, ld->file, "", ld->err);
-    if (rc == CK_OK) rc = ck_json_expect_format(root, model_format, ld->file, &format, ld->err);
+    if (rc == CK_OK) rc = ck_json_expect_format(root, model_format, ld->file, "", &format, ld->err);
     if (rc == CK_OK) rc = ck_json_get_string(root, "name", false, &name, ld->file, "", ld->err);
     ld->m->dtype = CK_F32;
     if (rc == CK_OK) rc = get_dtype(ld, root, "dtype", "", true, &ld->m->dtype);

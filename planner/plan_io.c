@@ -121,7 +121,7 @@ int ck_plan_from_json(const cJSON *root, const char *file, ck_plan_file *out, ck
     const char *format, *planner = NULL, *path = NULL, *sha = NULL, *granularity = NULL;
     const cJSON *model = NULL, *pred = NULL, *details = NULL, *schedule = NULL;
     uint64_t stages = 0;
-    int rc = ck_json_expect_format(root, formats, file, &format, err);
+    int rc = ck_json_expect_format(root, formats, file, "", &format, err);
     if (rc == CK_OK) rc = ck_json_get_string(root, "planner", true, &planner, file, "", err);
     if (rc == CK_OK && !(model = cJSON_GetObjectItemCaseSensitive(root, "model")))
         rc = ck_fail(err, CK_ERR_INPUT, "%s: model: missing (expected an object)", file);

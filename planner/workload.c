@@ -78,14 +78,14 @@ int ck_workload_load(const char *path, const ck_workload_opts *opts, ck_workload
         rc = ck_fail_oom(err);
     const char *format = NULL;
     if (rc == CK_OK)
-        rc = ck_json_expect_format(root, file_formats, path, &format, err);
+        rc = ck_json_expect_format(root, file_formats, path, "", &format, err);
     if (rc == CK_OK && strcmp(format, CK_MODEL_FORMAT) == 0)
         rc = load_model(root, path, opts, out, err);
     else if (rc == CK_OK && opts->costs_path)
         rc = ck_fail(err, CK_ERR_INPUT, "%s: --costs applies to model files; a chain file "
                                         "carries its own times", path);
     else if (rc == CK_OK)
-        rc = ck_chain_from_json(root, path, &out->chain, err);
+        rc = ck_chain_from_json(root, path, "", &out->chain, err);
     cJSON_Delete(root);
     if (rc != CK_OK)
         ck_workload_free(out);

@@ -55,7 +55,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (ck_json_parse("fuzz.json", (const char *)data, size, &root, &err) != CK_OK)
         return 0;
     ck_chain c;
-    if (ck_chain_from_json(root, "fuzz.json", &c, &err) == CK_OK) {
+    if (ck_chain_from_json(root, "fuzz.json", "", &c, &err) == CK_OK) {
         if (c.n_stages <= MAX_STAGES) {
             ck_schedule s = {0};
             ck_replay rep;
