@@ -99,3 +99,36 @@ void fx_assert_has(const char *haystack, ...)
         ck_assert_msg(strstr(haystack, needle), "\"%s\" not in: %s", needle, haystack);
     va_end(ap);
 }
+
+static const char *kept_dir(const fx_dir *d)
+{
+    const char *keep = getenv(d->keep_env);
+    return keep && *keep ? keep : NULL;
+}
+
+void fx_dir_make(fx_dir *d)
+{
+    const char *keep = kept_dir(d);
+    if (keep) {
+        snprintf(d->path, sizeof d->path, "%s", keep);
+        return;
+    }
+    snprintf(d->path, sizeof d->path, "/tmp/ckplan-%s-XXXXXX", d->name);
+    ck_assert_ptr_nonnull(mkdtemp(d->path));
+}
+
+void fx_dir_remove(const fx_dir *d)
+{
+    if (kept_dir(d))
+        return;
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", d->path);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+int fx_validate(const char *script, const char *path, const char *args)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "python3 tests/cli/%s '%s' %s", script, path, args);
+    return system(cmd);
+}

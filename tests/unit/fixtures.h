@@ -1,5 +1,6 @@
-/* Small models for the unit tests, written in JSON with single quotes (turned into double
- * quotes before parsing) so that they read well inside C strings. */
+/* Fixtures for the unit tests: small models, written in JSON with single quotes (turned into
+ * double quotes before parsing) so that they read well inside C strings; directories for the
+ * files a test writes, and the validators that check them. */
 #ifndef CK_TEST_FIXTURES_H
 #define CK_TEST_FIXTURES_H
 
@@ -31,5 +32,22 @@ ck_model *fx_gpt(unsigned b, unsigned s, unsigned h, unsigned a, const char *dty
 
 /* Asserts that haystack contains each of the NULL-terminated needles. */
 void fx_assert_has(const char *haystack, ...);
+
+/* Where a test writes its files: a fresh directory /tmp/ckplan-<name>-XXXXXX, or the
+ * directory the environment variable keep_env names, which is left in place so that the
+ * files can be looked at. keep_env and name are set by the test, path by fx_dir_make. */
+typedef struct {
+    const char *keep_env, *name;
+    char path[256];
+} fx_dir;
+
+void fx_dir_make(fx_dir *d);
+/* Removes the directory with what is in it, unless keep_env names one. */
+void fx_dir_remove(const fx_dir *d);
+
+/* Runs the validator tests/cli/<script> on path, with args appended to the shell command
+ * (so they may redirect its output, which otherwise goes to the test's); returns its
+ * status as system() does. */
+int fx_validate(const char *script, const char *path, const char *args);
 
 #endif

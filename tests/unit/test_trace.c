@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 /* The Makefile links unit tests against the library (planner/, sim/) only; the trace module
  * lives in cli/, so its sources are compiled into this test directly. */
@@ -19,35 +18,13 @@
 #include "sim/exec.h"
 #include "tests/unit/chaingen.h"
 #include "tests/unit/check_main.h"
+#include "tests/unit/fixtures.h"
 
-static char dir[256];
-
-static void make_dir(void)
-{
-    const char *keep = getenv("CK_TRACE_KEEP");
-    if (keep && *keep) {
-        snprintf(dir, sizeof dir, "%s", keep);
-        return;
-    }
-    snprintf(dir, sizeof dir, "/tmp/ckplan-trace-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-}
-
-static void remove_dir(void)
-{
-    const char *keep = getenv("CK_TRACE_KEEP");
-    if (keep && *keep)
-        return;
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    ck_assert_int_eq(system(cmd), 0);
-}
+static fx_dir dir = {.keep_env = "CK_TRACE_KEEP", .name = "trace"};
 
 static int check_trace(const char *path, const char *args)
 {
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd, "python3 tests/cli/check_trace.py '%s' %s", path, args);
-    return system(cmd);
+    return fx_validate("check_trace.py", path, args);
 }
 
 /* One executed schedule and what it measured. */
@@ -100,7 +77,7 @@ static double num(const cJSON *e, const char *key)
  * the stages, timed as measured; a counter with the measured live bytes after each. */
 START_TEST(gpt2_tiny_trace)
 {
-    make_dir();
+    fx_dir_make(&dir);
     ck_err err = {{0}};
     ck_workload w;
     ck_workload_opts wo;
@@ -126,7 +103,7 @@ START_TEST(gpt2_tiny_trace)
         {"plan (dp) <&>", &w.chain, &r.schedule, mp.start, mp.seconds, mp.live},
         {"baseline", &w.chain, &base, mb.start, mb.seconds, mb.live}};
     char path[512];
-    snprintf(path, sizeof path, "%s/gpt2-tiny.trace.json", dir);
+    snprintf(path, sizeof path, "%s/gpt2-tiny.trace.json", dir.path);
     ck_assert_msg(ck_trace_write(path, runs, 2, &err) == CK_OK, "%s", err.msg);
 
     cJSON *root = load(path);
@@ -195,7 +172,7 @@ START_TEST(gpt2_tiny_trace)
     ck_schedule_free(&base);
     ck_exec_free(e);
     ck_workload_free(&w);
-    remove_dir();
+    fx_dir_remove(&dir);
 }
 END_TEST
 
@@ -203,7 +180,7 @@ END_TEST
  * there is no counter track, and the validator says so. */
 START_TEST(chain_trace_without_names_or_counter)
 {
-    make_dir();
+    fx_dir_make(&dir);
     ck_chain c;
     ck_err err = {{0}};
     ck_assert_int_eq(ck_chaingen_uniform(&c, 3, 64, &err), CK_OK);
@@ -219,7 +196,7 @@ START_TEST(chain_trace_without_names_or_counter)
     measured m = execute(e, &base);
     ck_trace_run run = {"chain", &c, &base, m.start, m.seconds, m.live};
     char path[512];
-    snprintf(path, sizeof path, "%s/chain.trace.json", dir);
+    snprintf(path, sizeof path, "%s/chain.trace.json", dir.path);
     ck_assert_int_eq(ck_trace_write(path, &run, 1, &err), CK_OK);
     ck_assert_int_eq(check_trace(path, "--ops 7 --processes 1 --names 'F_all 0,loss,B 2'"), 0);
     run.live_after = NULL;
@@ -235,7 +212,7 @@ START_TEST(chain_trace_without_names_or_counter)
     ck_schedule_free(&base);
     ck_exec_free(e);
     ck_chain_free(&c);
-    remove_dir();
+    fx_dir_remove(&dir);
 }
 END_TEST
 
