@@ -66,6 +66,40 @@ ck_model *fx_load_file(const char *path)
     return m;
 }
 
+void fx_workload_load(const char *path, ck_workload *w)
+{
+    ck_err err = {{0}};
+    ck_workload_opts wo;
+    ck_workload_opts_default(&wo);
+    ck_assert_msg(ck_workload_load(path, &wo, w, &err) == CK_OK, "%s", err.msg);
+}
+
+void fx_gpt2_dp_make(fx_gpt2_dp *g)
+{
+    ck_err err = {{0}};
+    fx_workload_load("models/gpt2-tiny.json", &g->w);
+    ck_exec_opts eo = {.seed = 1};
+    ck_assert_msg(ck_exec_create(g->w.model, &g->w.chain, g->w.stage_first, &eo, &g->e, &err) ==
+                      CK_OK, "%s", err.msg);
+    g->base = (ck_schedule){0};
+    ck_assert_int_eq(ck_schedule_baseline(&g->w.chain, &g->base, &err), CK_OK);
+    ck_assert_int_eq(ck_schedule_replay(&g->w.chain, &g->base, &g->base_replay, NULL, NULL, &err),
+                     CK_OK);
+    g->budget = g->base_replay.peak_bytes * 6 / 10;
+    uint64_t min = 0;
+    ck_planner_opts po = {.slots = CK_DEFAULT_SLOTS};
+    ck_assert_msg(ck_plan_chain(&g->w.chain, &ck_planner_dp, g->budget, &po, &g->plan,
+                                &g->plan_replay, &min, &err) == CK_OK, "%s", err.msg);
+}
+
+void fx_gpt2_dp_free(fx_gpt2_dp *g)
+{
+    ck_plan_result_free(&g->plan);
+    ck_schedule_free(&g->base);
+    ck_exec_free(g->e);
+    ck_workload_free(&g->w);
+}
+
 ck_model *fx_gpt(unsigned b, unsigned s, unsigned h, unsigned a, const char *dtype, bool flash,
                  unsigned layers)
 {

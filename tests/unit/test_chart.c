@@ -82,36 +82,18 @@ START_TEST(gpt2_tiny_timeline)
 {
     fx_dir_make(&dir);
     ck_err err = {{0}};
-    ck_workload w;
-    ck_workload_opts wo;
-    ck_workload_opts_default(&wo);
-    ck_assert_msg(ck_workload_load("models/gpt2-tiny.json", &wo, &w, &err) == CK_OK, "%s",
-                  err.msg);
-    ck_exec *e;
-    ck_exec_opts eo = {.seed = 1};
-    ck_assert_msg(ck_exec_create(w.model, &w.chain, w.stage_first, &eo, &e, &err) == CK_OK, "%s",
-                  err.msg);
-    ck_schedule base = {0};
-    ck_assert_int_eq(ck_schedule_baseline(&w.chain, &base, &err), CK_OK);
-    ck_replay base_replay;
-    ck_assert_int_eq(ck_schedule_replay(&w.chain, &base, &base_replay, NULL, NULL, &err), CK_OK);
-    uint64_t budget = base_replay.peak_bytes * 6 / 10;
-    ck_plan_result r;
-    ck_replay replay;
-    uint64_t min = 0;
-    ck_planner_opts po = {.slots = CK_DEFAULT_SLOTS};
-    ck_assert_msg(ck_plan_chain(&w.chain, &ck_planner_dp, budget, &po, &r, &replay, &min, &err) ==
-                      CK_OK, "%s", err.msg);
-    ck_assert_uint_gt(replay.count[CK_F_CK] + replay.count[CK_F_NONE], 0);
+    fx_gpt2_dp g;
+    fx_gpt2_dp_make(&g);
+    ck_assert_uint_gt(g.plan_replay.count[CK_F_CK] + g.plan_replay.count[CK_F_NONE], 0);
 
-    timeline tp = replay_and_run(&w.chain, &r.schedule, e);
-    timeline tb = replay_and_run(&w.chain, &base, e);
-    ck_chart_timeline plan = {"plan (dp)", &r.schedule, tp.predicted, tp.measured};
-    ck_chart_timeline baseline = {"baseline", &base, tb.predicted, tb.measured};
+    timeline tp = replay_and_run(&g.w.chain, &g.plan.schedule, g.e);
+    timeline tb = replay_and_run(&g.w.chain, &g.base, g.e);
+    ck_chart_timeline plan = {"plan (dp)", &g.plan.schedule, tp.predicted, tp.measured};
+    ck_chart_timeline baseline = {"baseline", &g.base, tb.predicted, tb.measured};
     char path[512];
     snprintf(path, sizeof path, "%s/timeline.svg", dir.path);
     ck_assert_msg(ck_chart_memory_write(path, "gpt2-tiny: dp under a 60% budget", &plan,
-                                        &baseline, budget, &err) == CK_OK, "%s", err.msg);
+                                        &baseline, g.budget, &err) == CK_OK, "%s", err.msg);
     char *svg = slurp(path);
     ck_assert(strncmp(svg, "<?xml", 5) == 0);
     ck_assert_ptr_nonnull(strstr(svg, "xmlns=\"http://www.w3.org/2000/svg\""));
@@ -120,12 +102,12 @@ START_TEST(gpt2_tiny_timeline)
     ck_assert_uint_eq(count(svg, "<polyline"), 2);            /* one line per predicted series */
     ck_assert_uint_eq(count(svg, "<line class=\"budget\""), 2);
     ck_assert_ptr_nonnull(strstr(svg, ">budget "));
-    ck_assert_uint_eq(count(svg, "<circle"), r.schedule.n + base.n + 1); /* + the legend's */
+    ck_assert_uint_eq(count(svg, "<circle"), g.plan.schedule.n + g.base.n + 1); /* + the legend's */
     size_t recomputed = 0, dropped = 0, loss = 0;
-    while (r.schedule.ops[loss].kind != CK_LOSS)
+    while (g.plan.schedule.ops[loss].kind != CK_LOSS)
         loss++;
-    for (size_t k = 0; k < r.schedule.n; k++) {
-        ck_opkind kind = r.schedule.ops[k].kind;
+    for (size_t k = 0; k < g.plan.schedule.n; k++) {
+        ck_opkind kind = g.plan.schedule.ops[k].kind;
         recomputed += k > loss && kind != CK_B;
         dropped += k < loss && (kind == CK_F_CK || kind == CK_F_NONE);
     }
@@ -140,10 +122,7 @@ START_TEST(gpt2_tiny_timeline)
     free(svg);
     timeline_free(&tp);
     timeline_free(&tb);
-    ck_plan_result_free(&r);
-    ck_schedule_free(&base);
-    ck_exec_free(e);
-    ck_workload_free(&w);
+    fx_gpt2_dp_free(&g);
     fx_dir_remove(&dir);
 }
 END_TEST
@@ -196,10 +175,7 @@ START_TEST(gpt2_tiny_tradeoff)
     fx_dir_make(&dir);
     ck_err err = {{0}};
     ck_workload w;
-    ck_workload_opts wo;
-    ck_workload_opts_default(&wo);
-    ck_assert_msg(ck_workload_load("models/gpt2-tiny.json", &wo, &w, &err) == CK_OK, "%s",
-                  err.msg);
+    fx_workload_load("models/gpt2-tiny.json", &w);
     ck_schedule base = {0};
     ck_assert_int_eq(ck_schedule_baseline(&w.chain, &base, &err), CK_OK);
     ck_replay b;

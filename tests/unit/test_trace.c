@@ -13,8 +13,6 @@
 #include "cli/trace.c"
 
 #include "planner/json.h"
-#include "planner/planners.h"
-#include "planner/workload.h"
 #include "sim/exec.h"
 #include "tests/unit/chaingen.h"
 #include "tests/unit/check_main.h"
@@ -79,29 +77,13 @@ START_TEST(gpt2_tiny_trace)
 {
     fx_dir_make(&dir);
     ck_err err = {{0}};
-    ck_workload w;
-    ck_workload_opts wo;
-    ck_workload_opts_default(&wo);
-    ck_assert_msg(ck_workload_load("models/gpt2-tiny.json", &wo, &w, &err) == CK_OK, "%s",
-                  err.msg);
-    ck_exec *e;
-    ck_exec_opts eo = {.seed = 1};
-    ck_assert_msg(ck_exec_create(w.model, &w.chain, w.stage_first, &eo, &e, &err) == CK_OK, "%s",
-                  err.msg);
-    ck_schedule base = {0};
-    ck_assert_int_eq(ck_schedule_baseline(&w.chain, &base, &err), CK_OK);
-    ck_replay b;
-    ck_assert_int_eq(ck_schedule_replay(&w.chain, &base, &b, NULL, NULL, &err), CK_OK);
-    ck_plan_result r;
-    ck_replay rp;
-    uint64_t min = 0;
-    ck_planner_opts po = {.slots = CK_DEFAULT_SLOTS};
-    ck_assert_msg(ck_plan_chain(&w.chain, &ck_planner_dp, b.peak_bytes * 6 / 10, &po, &r, &rp,
-                                &min, &err) == CK_OK, "%s", err.msg);
-    measured mp = execute(e, &r.schedule), mb = execute(e, &base);
+    fx_gpt2_dp g;
+    fx_gpt2_dp_make(&g);
+    const ck_chain *c = &g.w.chain;
+    measured mp = execute(g.e, &g.plan.schedule), mb = execute(g.e, &g.base);
     ck_trace_run runs[2] = {
-        {"plan (dp) <&>", &w.chain, &r.schedule, mp.start, mp.seconds, mp.live},
-        {"baseline", &w.chain, &base, mb.start, mb.seconds, mb.live}};
+        {"plan (dp) <&>", c, &g.plan.schedule, mp.start, mp.seconds, mp.live},
+        {"baseline", c, &g.base, mb.start, mb.seconds, mb.live}};
     char path[512];
     snprintf(path, sizeof path, "%s/gpt2-tiny.trace.json", dir.path);
     ck_assert_msg(ck_trace_write(path, runs, 2, &err) == CK_OK, "%s", err.msg);
@@ -118,7 +100,7 @@ START_TEST(gpt2_tiny_trace)
         const char *ph = str(ev, "ph");
         int pid = (int)num(ev, "pid");
         ck_assert(pid == 1 || pid == 2);
-        const ck_schedule *s = pid == 1 ? &r.schedule : &base;
+        const ck_schedule *s = pid == 1 ? &g.plan.schedule : &g.base;
         const measured *m = pid == 1 ? &mp : &mb;
         if (!strcmp(ph, "M")) {
             meta++;
@@ -134,7 +116,7 @@ START_TEST(gpt2_tiny_trace)
                 snprintf(want, sizeof want, "loss");
             else
                 snprintf(want, sizeof want, "%s %s", ck_opkind_name(op->kind),
-                         w.chain.stages[op->stage].name);
+                         c->stages[op->stage].name);
             ck_assert_str_eq(str(ev, "name"), want);
             ck_assert_str_eq(str(ev, "cat"), ck_opkind_name(op->kind));
             ck_assert(fabs(num(ev, "ts") - m->start[k] * 1e6) < 1e-3);
@@ -148,30 +130,26 @@ START_TEST(gpt2_tiny_trace)
             double bytes = num(cJSON_GetObjectItem(ev, "args"), "bytes");
             size_t k = cs[pid]++;
             if (k == 0)
-                ck_assert(bytes == (double)w.chain.input_bytes);
+                ck_assert(bytes == (double)c->input_bytes);
             else
                 ck_assert(bytes == (double)m->live[k - 1]);
         }
     }
-    ck_assert_uint_eq(xs[1], r.schedule.n);
-    ck_assert_uint_eq(xs[2], base.n);
-    ck_assert_uint_eq(cs[1], r.schedule.n + 1);
-    ck_assert_uint_eq(cs[2], base.n + 1);
+    ck_assert_uint_eq(xs[1], g.plan.schedule.n);
+    ck_assert_uint_eq(xs[2], g.base.n);
+    ck_assert_uint_eq(cs[1], g.plan.schedule.n + 1);
+    ck_assert_uint_eq(cs[2], g.base.n + 1);
     ck_assert_uint_eq(meta, 4);
     cJSON_Delete(root);
 
     char args[512];
     snprintf(args, sizeof args, "--ops %zu --processes 2 --names 'loss,F_all %s,B %s'",
-             r.schedule.n + base.n, w.chain.stages[0].name,
-             w.chain.stages[w.chain.n_stages - 1].name);
+             g.plan.schedule.n + g.base.n, c->stages[0].name, c->stages[c->n_stages - 1].name);
     ck_assert_int_eq(check_trace(path, args), 0);
 
     measured_free(&mp);
     measured_free(&mb);
-    ck_plan_result_free(&r);
-    ck_schedule_free(&base);
-    ck_exec_free(e);
-    ck_workload_free(&w);
+    fx_gpt2_dp_free(&g);
     fx_dir_remove(&dir);
 }
 END_TEST
