@@ -51,13 +51,9 @@ int ck_cmd_chain(int argc, char **argv)
             rc = ck_option_error("chain", argv, code, &err);
         }
     }
-    if (rc == CK_OK && optind != argc - 1)
-        rc = ck_fail(&err, CK_ERR_INPUT, "chain: expected exactly one MODEL; usage: ckplan chain "
-                                         "MODEL [-o FILE] (see --help)");
-    if (rc != CK_OK)
-        return ck_report(rc, err.msg);
     ck_workload w;
-    rc = ck_workload_load(argv[optind], &opts, &w, &err);
+    if (rc == CK_OK)
+        rc = ck_model_operand("chain", argc, argv, &opts, &w, &err);
     if (rc != CK_OK)
         return ck_report(rc, err.msg);
     cJSON *json = ck_chain_to_json(&w.chain);

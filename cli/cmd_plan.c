@@ -62,7 +62,7 @@ typedef struct {
     ck_workload_opts workload_opts;
 } plan_args;
 
-/* Returns -1 when help was printed, else a status. */
+/* Returns CK_HELP_PRINTED when help was printed, else a status. */
 static int parse_args(int argc, char **argv, plan_args *a, ck_err *err)
 {
     static const struct option longs[] = {
@@ -89,7 +89,7 @@ static int parse_args(int argc, char **argv, plan_args *a, ck_err *err)
         switch (code) {
         case 'h':
             plan_usage(stdout);
-            return -1;
+            return CK_HELP_PRINTED;
         case 'o':
             a->output = optarg;
             break;
@@ -298,8 +298,6 @@ int ck_cmd_plan(int argc, char **argv)
     plan_args a;
     ck_err err = {{0}};
     int rc = parse_args(argc, argv, &a, &err);
-    if (rc < 0)
-        return 0;
     if (rc != CK_OK)
         return ck_report(rc, err.msg);
     ck_workload w;

@@ -112,14 +112,9 @@ int ck_cmd_profile(int argc, char **argv)
         default: rc = ck_option_error("profile", argv, code, &err);
         }
     }
-    if (rc == CK_OK && optind != argc - 1)
-        rc = ck_fail(&err, CK_ERR_INPUT, "profile: expected exactly one MODEL; usage: ckplan "
-                                         "profile MODEL [-o FILE] (see --help)");
-    if (rc != CK_OK)
-        return ck_report(rc, err.msg);
-
     ck_workload w;
-    rc = ck_workload_load(argv[optind], &opts, &w, &err);
+    if (rc == CK_OK)
+        rc = ck_model_operand("profile", argc, argv, &opts, &w, &err);
     if (rc != CK_OK)
         return ck_report(rc, err.msg);
     if (!w.model) {

@@ -55,7 +55,7 @@ enum { OPT_VERIFY = 2000, OPT_STEPS, OPT_THREADS, OPT_SEED, OPT_RUNS, OPT_QUIET,
 
 typedef ck_run_settings run_args;
 
-/* Returns -1 when help was printed, else a status. */
+/* Returns CK_HELP_PRINTED when help was printed, else a status. */
 static int parse_args(int argc, char **argv, run_args *a, ck_err *err)
 {
     static const struct option longs[] = {
@@ -74,7 +74,7 @@ static int parse_args(int argc, char **argv, run_args *a, ck_err *err)
         switch (code) {
         case 'h':
             run_usage(stdout);
-            return -1;
+            return CK_HELP_PRINTED;
         case OPT_VERIFY: a->verify = true; break;
         case OPT_QUIET: a->quiet = true; break;
         case OPT_RUNS: a->runs_path = optarg; break;
@@ -106,8 +106,6 @@ int ck_cmd_run(int argc, char **argv)
     run_args a;
     ck_err err = {{0}};
     int rc = parse_args(argc, argv, &a, &err);
-    if (rc < 0)
-        return 0;
     if (rc != CK_OK)
         return ck_report(rc, err.msg);
 

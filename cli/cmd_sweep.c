@@ -144,7 +144,7 @@ static int parse_planners(const char *text, sweep_args *a, ck_err *err)
     return CK_OK;
 }
 
-/* Returns -1 when help was printed, else a status. */
+/* Returns CK_HELP_PRINTED when help was printed, else a status. */
 static int parse_args(int argc, char **argv, sweep_args *a, ck_err *err)
 {
     static const struct option longs[] = {
@@ -169,7 +169,7 @@ static int parse_args(int argc, char **argv, sweep_args *a, ck_err *err)
     uint64_t slots;
     while (rc == CK_OK && (code = getopt_long(argc, argv, ":h", longs, NULL)) != -1) {
         switch (code) {
-        case 'h': sweep_usage(stdout); return -1;
+        case 'h': sweep_usage(stdout); return CK_HELP_PRINTED;
         case OPT_BUDGETS:
             free(a->budgets);
             a->budgets = NULL;
@@ -290,7 +290,7 @@ int ck_cmd_sweep(int argc, char **argv)
     memset(&a, 0, sizeof a);
     ck_err err = {{0}};
     int rc = parse_args(argc, argv, &a, &err);
-    if (rc < 0) {
+    if (rc == CK_HELP_PRINTED) {
         free(a.budgets);
         return 0;
     }

@@ -10,7 +10,12 @@ int ck_cmd_profile(int argc, char **argv);
 int ck_cmd_report(int argc, char **argv);
 int ck_cmd_sweep(int argc, char **argv);
 
-/* Prints "ckplan: message" on stderr and returns status: the one way errors reach users. */
+/* What a command's argument parsing returns when it printed the help: the command is done,
+ * and exits 0. Negative, so that no status or exit code is taken for it. */
+#define CK_HELP_PRINTED (-1)
+
+/* Prints "ckplan: message" on stderr and returns status: the one way errors reach users.
+ * CK_HELP_PRINTED is no error: nothing is printed and the exit code is 0. */
 int ck_report(int status, const char *msg);
 
 #endif

@@ -38,6 +38,8 @@ static void usage(FILE *out)
 
 int ck_report(int status, const char *msg)
 {
+    if (status == CK_HELP_PRINTED)
+        return 0;
     if (status != 0)
         fprintf(stderr, "ckplan: %s\n", msg);
     return status;

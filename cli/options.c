@@ -77,3 +77,12 @@ int ck_option_error(const char *cmd, char **argv, int code, ck_err *err)
     return ck_fail(err, CK_ERR_INPUT, "%s: unknown option '%s'; see 'ckplan %s --help'", cmd,
                    given, cmd);
 }
+
+int ck_model_operand(const char *cmd, int argc, char **argv, const ck_workload_opts *opts,
+                     ck_workload *w, ck_err *err)
+{
+    if (optind != argc - 1)
+        return ck_fail(err, CK_ERR_INPUT, "%s: expected exactly one MODEL; usage: ckplan %s "
+                                          "MODEL [-o FILE] (see --help)", cmd, cmd);
+    return ck_workload_load(argv[optind], opts, w, err);
+}

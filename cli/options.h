@@ -1,5 +1,6 @@
 /* options: command-line option handling shared by the subcommands: the options that say
- * how a model becomes a chain, number parsing, and getopt error messages. */
+ * how a model becomes a chain, number parsing, getopt error messages, and the MODEL
+ * operand. */
 #ifndef CK_OPTIONS_H
 #define CK_OPTIONS_H
 
@@ -43,5 +44,10 @@ int ck_parse_count(const char *text, const char *flag, uint64_t min, uint64_t ma
 
 /* The message for what getopt_long returned as '?' or ':' (argv as given to getopt). */
 int ck_option_error(const char *cmd, char **argv, int code, ck_err *err);
+
+/* For `ckplan cmd MODEL [-o FILE]`, after getopt_long: checks that argv[optind] is the one
+ * operand and loads it into *w (free it with ck_workload_free on CK_OK). */
+int ck_model_operand(const char *cmd, int argc, char **argv, const ck_workload_opts *opts,
+                     ck_workload *w, ck_err *err);
 
 #endif

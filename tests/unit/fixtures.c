@@ -66,6 +66,40 @@ ck_model *fx_load_file(const char *path)
     return m;
 }
 
+void fx_workload_load(const char *path, ck_workload *w)
+{
+    ck_err err = {{0}};
+    ck_workload_opts wo;
+    ck_workload_opts_default(&wo);
+    ck_assert_msg(ck_workload_load(path, &wo, w, &err) == CK_OK, "%s", err.msg);
+}
+
+void fx_gpt2_dp_make(fx_gpt2_dp *g)
+{
+    ck_err err = {{0}};
+    fx_workload_load("models/gpt2-tiny.json", &g->w);
+    ck_exec_opts eo = {.seed = 1};
+    ck_assert_msg(ck_exec_create(g->w.model, &g->w.chain, g->w.stage_first, &eo, &g->e, &err) ==
+                      CK_OK, "%s", err.msg);
+    g->base = (ck_schedule){0};
+    ck_assert_int_eq(ck_schedule_baseline(&g->w.chain, &g->base, &err), CK_OK);
+    ck_assert_int_eq(ck_schedule_replay(&g->w.chain, &g->base, &g->base_replay, NULL, NULL, &err),
+                     CK_OK);
+    g->budget = g->base_replay.peak_bytes * 6 / 10;
+    uint64_t min = 0;
+    ck_planner_opts po = {.slots = CK_DEFAULT_SLOTS};
+    ck_assert_msg(ck_plan_chain(&g->w.chain, &ck_planner_dp, g->budget, &po, &g->plan,
+                                &g->plan_replay, &min, &err) == CK_OK, "%s", err.msg);
+}
+
+void fx_gpt2_dp_free(fx_gpt2_dp *g)
+{
+    ck_plan_result_free(&g->plan);
+    ck_schedule_free(&g->base);
+    ck_exec_free(g->e);
+    ck_workload_free(&g->w);
+}
+
 ck_model *fx_gpt(unsigned b, unsigned s, unsigned h, unsigned a, const char *dtype, bool flash,
                  unsigned layers)
 {
@@ -98,4 +132,37 @@ void fx_assert_has(const char *haystack, ...)
     for (const char *needle = va_arg(ap, const char *); needle; needle = va_arg(ap, const char *))
         ck_assert_msg(strstr(haystack, needle), "\"%s\" not in: %s", needle, haystack);
     va_end(ap);
+}
+
+static const char *kept_dir(const fx_dir *d)
+{
+    const char *keep = getenv(d->keep_env);
+    return keep && *keep ? keep : NULL;
+}
+
+void fx_dir_make(fx_dir *d)
+{
+    const char *keep = kept_dir(d);
+    if (keep) {
+        snprintf(d->path, sizeof d->path, "%s", keep);
+        return;
+    }
+    snprintf(d->path, sizeof d->path, "/tmp/ckplan-%s-XXXXXX", d->name);
+    ck_assert_ptr_nonnull(mkdtemp(d->path));
+}
+
+void fx_dir_remove(const fx_dir *d)
+{
+    if (kept_dir(d))
+        return;
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", d->path);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+int fx_validate(const char *script, const char *path, const char *args)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "python3 tests/cli/%s '%s' %s", script, path, args);
+    return system(cmd);
 }

@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 /* The Makefile links unit tests against the library (planner/, sim/) only; the chart module
  * lives in cli/, so its sources are compiled into this test directly. */
@@ -17,29 +16,9 @@
 #include "sim/exec.h"
 #include "tests/unit/chaingen.h"
 #include "tests/unit/check_main.h"
+#include "tests/unit/fixtures.h"
 
-static char dir[256];
-
-static void make_dir(void)
-{
-    const char *keep = getenv("CK_CHART_KEEP");
-    if (keep && *keep) {
-        snprintf(dir, sizeof dir, "%s", keep);
-        return;
-    }
-    snprintf(dir, sizeof dir, "/tmp/ckplan-chart-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-}
-
-static void remove_dir(void)
-{
-    const char *keep = getenv("CK_CHART_KEEP");
-    if (keep && *keep)
-        return;
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    ck_assert_int_eq(system(cmd), 0);
-}
+static fx_dir dir = {.keep_env = "CK_CHART_KEEP", .name = "chart"};
 
 static char *slurp(const char *path)
 {
@@ -65,12 +44,9 @@ static size_t count(const char *s, const char *what)
     return n;
 }
 
-/* Runs the validator; its output goes to the test's output. */
 static int check_svg(const char *path, const char *args)
 {
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd, "python3 tests/cli/check_svg.py '%s' %s", path, args);
-    return system(cmd);
+    return fx_validate("check_svg.py", path, args);
 }
 
 /* A schedule's predicted timeline (replay) and, when e is non-NULL, its measured one. */
@@ -104,38 +80,20 @@ static void timeline_free(timeline *t)
  * the chart has both panels, measured markers, the budget and recomputation marks. */
 START_TEST(gpt2_tiny_timeline)
 {
-    make_dir();
+    fx_dir_make(&dir);
     ck_err err = {{0}};
-    ck_workload w;
-    ck_workload_opts wo;
-    ck_workload_opts_default(&wo);
-    ck_assert_msg(ck_workload_load("models/gpt2-tiny.json", &wo, &w, &err) == CK_OK, "%s",
-                  err.msg);
-    ck_exec *e;
-    ck_exec_opts eo = {.seed = 1};
-    ck_assert_msg(ck_exec_create(w.model, &w.chain, w.stage_first, &eo, &e, &err) == CK_OK, "%s",
-                  err.msg);
-    ck_schedule base = {0};
-    ck_assert_int_eq(ck_schedule_baseline(&w.chain, &base, &err), CK_OK);
-    ck_replay base_replay;
-    ck_assert_int_eq(ck_schedule_replay(&w.chain, &base, &base_replay, NULL, NULL, &err), CK_OK);
-    uint64_t budget = base_replay.peak_bytes * 6 / 10;
-    ck_plan_result r;
-    ck_replay replay;
-    uint64_t min = 0;
-    ck_planner_opts po = {.slots = CK_DEFAULT_SLOTS};
-    ck_assert_msg(ck_plan_chain(&w.chain, &ck_planner_dp, budget, &po, &r, &replay, &min, &err) ==
-                      CK_OK, "%s", err.msg);
-    ck_assert_uint_gt(replay.count[CK_F_CK] + replay.count[CK_F_NONE], 0);
+    fx_gpt2_dp g;
+    fx_gpt2_dp_make(&g);
+    ck_assert_uint_gt(g.plan_replay.count[CK_F_CK] + g.plan_replay.count[CK_F_NONE], 0);
 
-    timeline tp = replay_and_run(&w.chain, &r.schedule, e);
-    timeline tb = replay_and_run(&w.chain, &base, e);
-    ck_chart_timeline plan = {"plan (dp)", &r.schedule, tp.predicted, tp.measured};
-    ck_chart_timeline baseline = {"baseline", &base, tb.predicted, tb.measured};
+    timeline tp = replay_and_run(&g.w.chain, &g.plan.schedule, g.e);
+    timeline tb = replay_and_run(&g.w.chain, &g.base, g.e);
+    ck_chart_timeline plan = {"plan (dp)", &g.plan.schedule, tp.predicted, tp.measured};
+    ck_chart_timeline baseline = {"baseline", &g.base, tb.predicted, tb.measured};
     char path[512];
-    snprintf(path, sizeof path, "%s/timeline.svg", dir);
+    snprintf(path, sizeof path, "%s/timeline.svg", dir.path);
     ck_assert_msg(ck_chart_memory_write(path, "gpt2-tiny: dp under a 60% budget", &plan,
-                                        &baseline, budget, &err) == CK_OK, "%s", err.msg);
+                                        &baseline, g.budget, &err) == CK_OK, "%s", err.msg);
     char *svg = slurp(path);
     ck_assert(strncmp(svg, "<?xml", 5) == 0);
     ck_assert_ptr_nonnull(strstr(svg, "xmlns=\"http://www.w3.org/2000/svg\""));
@@ -144,12 +102,12 @@ START_TEST(gpt2_tiny_timeline)
     ck_assert_uint_eq(count(svg, "<polyline"), 2);            /* one line per predicted series */
     ck_assert_uint_eq(count(svg, "<line class=\"budget\""), 2);
     ck_assert_ptr_nonnull(strstr(svg, ">budget "));
-    ck_assert_uint_eq(count(svg, "<circle"), r.schedule.n + base.n + 1); /* + the legend's */
+    ck_assert_uint_eq(count(svg, "<circle"), g.plan.schedule.n + g.base.n + 1); /* + the legend's */
     size_t recomputed = 0, dropped = 0, loss = 0;
-    while (r.schedule.ops[loss].kind != CK_LOSS)
+    while (g.plan.schedule.ops[loss].kind != CK_LOSS)
         loss++;
-    for (size_t k = 0; k < r.schedule.n; k++) {
-        ck_opkind kind = r.schedule.ops[k].kind;
+    for (size_t k = 0; k < g.plan.schedule.n; k++) {
+        ck_opkind kind = g.plan.schedule.ops[k].kind;
         recomputed += k > loss && kind != CK_B;
         dropped += k < loss && (kind == CK_F_CK || kind == CK_F_NONE);
     }
@@ -164,18 +122,15 @@ START_TEST(gpt2_tiny_timeline)
     free(svg);
     timeline_free(&tp);
     timeline_free(&tb);
-    ck_plan_result_free(&r);
-    ck_schedule_free(&base);
-    ck_exec_free(e);
-    ck_workload_free(&w);
-    remove_dir();
+    fx_gpt2_dp_free(&g);
+    fx_dir_remove(&dir);
 }
 END_TEST
 
 /* Titles and labels are escaped: "<&>" and quotes never reach the document raw. */
 START_TEST(text_is_escaped)
 {
-    make_dir();
+    fx_dir_make(&dir);
     ck_chain c;
     ck_err err = {{0}};
     ck_assert_int_eq(ck_chaingen_hetero3(&c, &err), CK_OK);
@@ -184,7 +139,7 @@ START_TEST(text_is_escaped)
     timeline t = replay_and_run(&c, &base, NULL);
     ck_chart_timeline tl = {"a <b> & \"c\"", &base, t.predicted, NULL};
     char path[512];
-    snprintf(path, sizeof path, "%s/escaped.svg", dir);
+    snprintf(path, sizeof path, "%s/escaped.svg", dir.path);
     ck_assert_int_eq(ck_chart_memory_write(path, "x<&>y 'q' \"r\"", &tl, NULL, 0, &err), CK_OK);
     char *svg = slurp(path);
     ck_assert_ptr_nonnull(strstr(svg, "x&lt;&amp;&gt;y &apos;q&apos; &quot;r&quot;"));
@@ -197,7 +152,7 @@ START_TEST(text_is_escaped)
     ck_assert_int_eq(check_svg(path, "--min-series 1 --legend 4"), 0);
 
     const ck_chart_point pts[] = {{"<&>", 100, 1.0, false}, {"\"q\"", 50, 2.0, true}};
-    snprintf(path, sizeof path, "%s/escaped-tradeoff.svg", dir);
+    snprintf(path, sizeof path, "%s/escaped-tradeoff.svg", dir.path);
     ck_assert_int_eq(ck_chart_tradeoff_write(path, "a&b", "x<y", pts, 2, &err), CK_OK);
     free(svg);
     svg = slurp(path);
@@ -209,7 +164,7 @@ START_TEST(text_is_escaped)
     timeline_free(&t);
     ck_schedule_free(&base);
     ck_chain_free(&c);
-    remove_dir();
+    fx_dir_remove(&dir);
 }
 END_TEST
 
@@ -217,13 +172,10 @@ END_TEST
  * one series per planner and kind, a legend entry per planner. */
 START_TEST(gpt2_tiny_tradeoff)
 {
-    make_dir();
+    fx_dir_make(&dir);
     ck_err err = {{0}};
     ck_workload w;
-    ck_workload_opts wo;
-    ck_workload_opts_default(&wo);
-    ck_assert_msg(ck_workload_load("models/gpt2-tiny.json", &wo, &w, &err) == CK_OK, "%s",
-                  err.msg);
+    fx_workload_load("models/gpt2-tiny.json", &w);
     ck_schedule base = {0};
     ck_assert_int_eq(ck_schedule_baseline(&w.chain, &base, &err), CK_OK);
     ck_replay b;
@@ -259,7 +211,7 @@ START_TEST(gpt2_tiny_tradeoff)
     }
     ck_assert_uint_ge(planners, 4);
     char path[512];
-    snprintf(path, sizeof path, "%s/tradeoff.svg", dir);
+    snprintf(path, sizeof path, "%s/tradeoff.svg", dir.path);
     ck_assert_msg(ck_chart_tradeoff_write(path, "gpt2-tiny: memory against time", NULL, pts, n,
                                           &err) == CK_OK, "%s", err.msg);
     char *svg = slurp(path);
@@ -274,7 +226,7 @@ START_TEST(gpt2_tiny_tradeoff)
     free(svg);
     ck_schedule_free(&base);
     ck_workload_free(&w);
-    remove_dir();
+    fx_dir_remove(&dir);
 }
 END_TEST
 
@@ -282,7 +234,7 @@ END_TEST
  * and the validator rejects what is not an SVG chart. */
 START_TEST(refusals)
 {
-    make_dir();
+    fx_dir_make(&dir);
     ck_err err = {{0}};
     ck_schedule empty = {0};
     ck_chart_timeline t = {"x", &empty, NULL, NULL};
@@ -304,7 +256,7 @@ START_TEST(refusals)
     free(svg);
 
     char path[512];
-    snprintf(path, sizeof path, "%s/bad.svg", dir);
+    snprintf(path, sizeof path, "%s/bad.svg", dir.path);
     FILE *f = fopen(path, "w");
     ck_assert_ptr_nonnull(f);
     fputs("<svg><title>t</title><g class=\"series\"><line/></g>", f);
@@ -315,7 +267,7 @@ START_TEST(refusals)
     fputs("<svg><title>t</title></svg>", f);
     fclose(f);
     ck_assert_int_ne(check_svg(path, "> /dev/null"), 0); /* no SVG namespace */
-    remove_dir();
+    fx_dir_remove(&dir);
 }
 END_TEST
 

@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 /* The Makefile links unit tests against the library (planner/, sim/) only; the trace module
  * lives in cli/, so its sources are compiled into this test directly. */
@@ -14,40 +13,16 @@
 #include "cli/trace.c"
 
 #include "planner/json.h"
-#include "planner/planners.h"
-#include "planner/workload.h"
 #include "sim/exec.h"
 #include "tests/unit/chaingen.h"
 #include "tests/unit/check_main.h"
+#include "tests/unit/fixtures.h"
 
-static char dir[256];
-
-static void make_dir(void)
-{
-    const char *keep = getenv("CK_TRACE_KEEP");
-    if (keep && *keep) {
-        snprintf(dir, sizeof dir, "%s", keep);
-        return;
-    }
-    snprintf(dir, sizeof dir, "/tmp/ckplan-trace-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-}
-
-static void remove_dir(void)
-{
-    const char *keep = getenv("CK_TRACE_KEEP");
-    if (keep && *keep)
-        return;
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    ck_assert_int_eq(system(cmd), 0);
-}
+static fx_dir dir = {.keep_env = "CK_TRACE_KEEP", .name = "trace"};
 
 static int check_trace(const char *path, const char *args)
 {
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd, "python3 tests/cli/check_trace.py '%s' %s", path, args);
-    return system(cmd);
+    return fx_validate("check_trace.py", path, args);
 }
 
 /* One executed schedule and what it measured. */
@@ -100,33 +75,17 @@ static double num(const cJSON *e, const char *key)
  * the stages, timed as measured; a counter with the measured live bytes after each. */
 START_TEST(gpt2_tiny_trace)
 {
-    make_dir();
+    fx_dir_make(&dir);
     ck_err err = {{0}};
-    ck_workload w;
-    ck_workload_opts wo;
-    ck_workload_opts_default(&wo);
-    ck_assert_msg(ck_workload_load("models/gpt2-tiny.json", &wo, &w, &err) == CK_OK, "%s",
-                  err.msg);
-    ck_exec *e;
-    ck_exec_opts eo = {.seed = 1};
-    ck_assert_msg(ck_exec_create(w.model, &w.chain, w.stage_first, &eo, &e, &err) == CK_OK, "%s",
-                  err.msg);
-    ck_schedule base = {0};
-    ck_assert_int_eq(ck_schedule_baseline(&w.chain, &base, &err), CK_OK);
-    ck_replay b;
-    ck_assert_int_eq(ck_schedule_replay(&w.chain, &base, &b, NULL, NULL, &err), CK_OK);
-    ck_plan_result r;
-    ck_replay rp;
-    uint64_t min = 0;
-    ck_planner_opts po = {.slots = CK_DEFAULT_SLOTS};
-    ck_assert_msg(ck_plan_chain(&w.chain, &ck_planner_dp, b.peak_bytes * 6 / 10, &po, &r, &rp,
-                                &min, &err) == CK_OK, "%s", err.msg);
-    measured mp = execute(e, &r.schedule), mb = execute(e, &base);
+    fx_gpt2_dp g;
+    fx_gpt2_dp_make(&g);
+    const ck_chain *c = &g.w.chain;
+    measured mp = execute(g.e, &g.plan.schedule), mb = execute(g.e, &g.base);
     ck_trace_run runs[2] = {
-        {"plan (dp) <&>", &w.chain, &r.schedule, mp.start, mp.seconds, mp.live},
-        {"baseline", &w.chain, &base, mb.start, mb.seconds, mb.live}};
+        {"plan (dp) <&>", c, &g.plan.schedule, mp.start, mp.seconds, mp.live},
+        {"baseline", c, &g.base, mb.start, mb.seconds, mb.live}};
     char path[512];
-    snprintf(path, sizeof path, "%s/gpt2-tiny.trace.json", dir);
+    snprintf(path, sizeof path, "%s/gpt2-tiny.trace.json", dir.path);
     ck_assert_msg(ck_trace_write(path, runs, 2, &err) == CK_OK, "%s", err.msg);
 
     cJSON *root = load(path);
@@ -141,7 +100,7 @@ START_TEST(gpt2_tiny_trace)
         const char *ph = str(ev, "ph");
         int pid = (int)num(ev, "pid");
         ck_assert(pid == 1 || pid == 2);
-        const ck_schedule *s = pid == 1 ? &r.schedule : &base;
+        const ck_schedule *s = pid == 1 ? &g.plan.schedule : &g.base;
         const measured *m = pid == 1 ? &mp : &mb;
         if (!strcmp(ph, "M")) {
             meta++;
@@ -157,7 +116,7 @@ START_TEST(gpt2_tiny_trace)
                 snprintf(want, sizeof want, "loss");
             else
                 snprintf(want, sizeof want, "%s %s", ck_opkind_name(op->kind),
-                         w.chain.stages[op->stage].name);
+                         c->stages[op->stage].name);
             ck_assert_str_eq(str(ev, "name"), want);
             ck_assert_str_eq(str(ev, "cat"), ck_opkind_name(op->kind));
             ck_assert(fabs(num(ev, "ts") - m->start[k] * 1e6) < 1e-3);
@@ -171,31 +130,27 @@ START_TEST(gpt2_tiny_trace)
             double bytes = num(cJSON_GetObjectItem(ev, "args"), "bytes");
             size_t k = cs[pid]++;
             if (k == 0)
-                ck_assert(bytes == (double)w.chain.input_bytes);
+                ck_assert(bytes == (double)c->input_bytes);
             else
                 ck_assert(bytes == (double)m->live[k - 1]);
         }
     }
-    ck_assert_uint_eq(xs[1], r.schedule.n);
-    ck_assert_uint_eq(xs[2], base.n);
-    ck_assert_uint_eq(cs[1], r.schedule.n + 1);
-    ck_assert_uint_eq(cs[2], base.n + 1);
+    ck_assert_uint_eq(xs[1], g.plan.schedule.n);
+    ck_assert_uint_eq(xs[2], g.base.n);
+    ck_assert_uint_eq(cs[1], g.plan.schedule.n + 1);
+    ck_assert_uint_eq(cs[2], g.base.n + 1);
     ck_assert_uint_eq(meta, 4);
     cJSON_Delete(root);
 
     char args[512];
     snprintf(args, sizeof args, "--ops %zu --processes 2 --names 'loss,F_all %s,B %s'",
-             r.schedule.n + base.n, w.chain.stages[0].name,
-             w.chain.stages[w.chain.n_stages - 1].name);
+             g.plan.schedule.n + g.base.n, c->stages[0].name, c->stages[c->n_stages - 1].name);
     ck_assert_int_eq(check_trace(path, args), 0);
 
     measured_free(&mp);
     measured_free(&mb);
-    ck_plan_result_free(&r);
-    ck_schedule_free(&base);
-    ck_exec_free(e);
-    ck_workload_free(&w);
-    remove_dir();
+    fx_gpt2_dp_free(&g);
+    fx_dir_remove(&dir);
 }
 END_TEST
 
@@ -203,7 +158,7 @@ END_TEST
  * there is no counter track, and the validator says so. */
 START_TEST(chain_trace_without_names_or_counter)
 {
-    make_dir();
+    fx_dir_make(&dir);
     ck_chain c;
     ck_err err = {{0}};
     ck_assert_int_eq(ck_chaingen_uniform(&c, 3, 64, &err), CK_OK);
@@ -219,7 +174,7 @@ START_TEST(chain_trace_without_names_or_counter)
     measured m = execute(e, &base);
     ck_trace_run run = {"chain", &c, &base, m.start, m.seconds, m.live};
     char path[512];
-    snprintf(path, sizeof path, "%s/chain.trace.json", dir);
+    snprintf(path, sizeof path, "%s/chain.trace.json", dir.path);
     ck_assert_int_eq(ck_trace_write(path, &run, 1, &err), CK_OK);
     ck_assert_int_eq(check_trace(path, "--ops 7 --processes 1 --names 'F_all 0,loss,B 2'"), 0);
     run.live_after = NULL;
@@ -235,7 +190,7 @@ START_TEST(chain_trace_without_names_or_counter)
     ck_schedule_free(&base);
     ck_exec_free(e);
     ck_chain_free(&c);
-    remove_dir();
+    fx_dir_remove(&dir);
 }
 END_TEST
 
