@@ -45,6 +45,10 @@ static void run_usage(FILE *out)
             "  --quiet           print nothing but errors\n"
             "  -h, --help        show this help\n"
             "\n"
+            "A run needs the static memory plus the larger activation peak of the baseline\n"
+            "and the plan. It is refused when that exceeds MemAvailable, or the size in\n"
+            "CKPLAN_RUN_MEMORY when set (for example CKPLAN_RUN_MEMORY=64G with swap).\n"
+            "\n"
             "Exit codes: 0 ran (and verified), 1 a check failed or execution failed, 2 usage\n"
             "or input error (including a model changed since planning, or too large here),\n"
             "130 interrupted (Ctrl-C, between operations: no record is written).\n",

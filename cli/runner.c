@@ -378,21 +378,43 @@ static uint64_t available_memory(void)
     return (uint64_t)kib * 1024;
 }
 
+/* The memory a run may use: CKPLAN_RUN_MEMORY when set (for machines with swap, or to
+ * keep a run small), otherwise MemAvailable; 0 when neither is known. */
+static int run_memory_limit(uint64_t *limit, const char **source, ck_err *err)
+{
+    const char *env = getenv("CKPLAN_RUN_MEMORY");
+    if (!env || !*env) {
+        *limit = available_memory();
+        *source = "this machine has available (MemAvailable)";
+        return CK_OK;
+    }
+    *source = "CKPLAN_RUN_MEMORY allows";
+    ck_err why;
+    if (ck_size_parse(env, limit, &why) != CK_OK)
+        return ck_fail(err, CK_ERR_INPUT, "CKPLAN_RUN_MEMORY: %s", why.msg);
+    return CK_OK;
+}
+
 static int check_fits_here(const char *plan_path, const ck_plan_file *p, ck_err *err)
 {
-    uint64_t need, avail = available_memory();
+    uint64_t need, limit;
+    const char *source;
+    int rc = run_memory_limit(&limit, &source, err);
+    if (rc != CK_OK)
+        return rc;
     uint64_t act = p->baseline_activation_peak_bytes > p->activation_peak_bytes
                        ? p->baseline_activation_peak_bytes
                        : p->activation_peak_bytes;
     if (!ck_add(p->static_bytes, act, &need))
         need = UINT64_MAX;
-    if (avail && need > avail) {
+    if (limit && need > limit) {
         char n[32], h[32];
         ck_size_format(need, n, sizeof n);
-        ck_size_format(avail, h, sizeof h);
+        ck_size_format(limit, h, sizeof h);
         return ck_fail(err, CK_ERR_INPUT, "%s: running the baseline next to the plan needs %s, more "
-                                          "than the %s this machine has available",
-                       plan_path, n, h);
+                                          "than the %s %s; free memory, or set CKPLAN_RUN_MEMORY "
+                                          "(e.g. 64G) to allow more",
+                       plan_path, n, h, source);
     }
     return CK_OK;
 }
