@@ -1,8 +1,10 @@
 /* ckplan: a memory planner and simulator for activation checkpointing. */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cli/commands.h"
+#include "planner/err.h"
 
 #define CKPLAN_VERSION "0.1.0"
 
@@ -45,7 +47,20 @@ int ck_report(int status, const char *msg)
     return status;
 }
 
-int main(int argc, char **argv)
+/* stdout is buffered: a full disk or a closed file shows only when the buffer is written,
+ * often at exit, where nobody looks. Flushing here turns it into an error, so that a
+ * report or a chain that was lost does not exit 0. Commands write their files before
+ * their summaries, so the files are whole by now. */
+static int finish_stdout(int status)
+{
+    int failed = fflush(stdout) != 0 ? errno : 0;
+    if (!failed && !ferror(stdout))
+        return status;
+    fprintf(stderr, "ckplan: stdout: cannot write: %s\n", failed ? strerror(failed) : "write error");
+    return status ? status : CK_ERR_RUNTIME;
+}
+
+static int dispatch(int argc, char **argv)
 {
     if (argc < 2) {
         usage(stderr);
@@ -73,4 +88,9 @@ int main(int argc, char **argv)
             return commands[i].run(argc - 1, argv + 1);
     fprintf(stderr, "ckplan: '%s' is not a command; see 'ckplan --help'\n", cmd);
     return 2;
+}
+
+int main(int argc, char **argv)
+{
+    return finish_stdout(dispatch(argc, argv));
 }

@@ -136,9 +136,12 @@ static int read_ran(const cJSON *root, ck_run_row *r, const char *file, ck_err *
 /* Parses one line into r; `file` is "FILE:LINE", the prefix of every message. */
 static int read_record(const char *text, size_t len, const char *file, ck_run_row *r, ck_err *err)
 {
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
-    if (!root) {
+    const char *end;
+    cJSON *root;
+    int parsed = ck_json_parse_raw(text, len, &root, &end, err);
+    if (parsed == CK_ERR_RUNTIME) /* not the line's fault: the whole read stops */
+        return parsed;
+    if (parsed != CK_OK) {
         size_t col = end && end >= text && end <= text + len ? (size_t)(end - text) + 1 : 1;
         return ck_fail(err, CK_ERR_INPUT, "%s: not valid JSON (column %zu)", file, col);
     }

@@ -96,7 +96,7 @@ static void *cjson_malloc(size_t size)
     return p;
 }
 
-int ck_json_parse(const char *file, const char *text, size_t len, cJSON **root, ck_err *err)
+int ck_json_parse_raw(const char *text, size_t len, cJSON **root, const char **end, ck_err *err)
 {
     static bool hooked;
     if (!hooked) {
@@ -105,17 +105,29 @@ int ck_json_parse(const char *file, const char *text, size_t len, cJSON **root, 
         hooked = true;
     }
     cjson_alloc_failed = false;
+    *end = NULL;
+    *root = cJSON_ParseWithLengthOpts(text, len, end, 0);
+    if (*root)
+        return CK_OK;
+    if (cjson_alloc_failed)
+        return ck_fail_oom(err);
+    return ck_fail(err, CK_ERR_INPUT, "not valid JSON");
+}
+
+int ck_json_parse(const char *file, const char *text, size_t len, cJSON **root, ck_err *err)
+{
     unsigned long max_depth = env_limit("CKPLAN_MAX_JSON_DEPTH", CK_JSON_MAX_DEPTH);
     if (max_depth > 1000) /* cJSON refuses deeper documents whatever we allow */
         max_depth = 1000;
     int scanned = scan_text(file, text, len, max_depth, err);
     if (scanned != CK_OK)
         return scanned;
-    const char *end = NULL;
-    cJSON *doc = cJSON_ParseWithLengthOpts(text, len, &end, 0);
-    if (!doc && cjson_alloc_failed)
-        return ck_fail_oom(err);
-    if (!doc) {
+    const char *end;
+    cJSON *doc;
+    int rc = ck_json_parse_raw(text, len, &doc, &end, err);
+    if (rc == CK_ERR_RUNTIME)
+        return rc;
+    if (rc != CK_OK) {
         if (!end || end < text || end > text + len)
             return ck_fail(err, CK_ERR_INPUT, "%s: not valid JSON", file);
         size_t line = 1, col = 1;

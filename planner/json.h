@@ -32,6 +32,11 @@ int ck_json_load_file(const char *file, cJSON **root, char **raw, size_t *raw_le
  * is CK_ERR_RUNTIME "out of memory", not a syntax error: the first call routes cJSON's
  * allocations through planner/json.c (cJSON_InitHooks) to tell the two apart. */
 int ck_json_parse(const char *file, const char *text, size_t len, cJSON **root, ck_err *err);
+/* cJSON's parse alone, for callers that word their own messages (a runs file's lines):
+ * CK_OK with *root (caller deletes), CK_ERR_RUNTIME when out of memory, CK_ERR_INPUT for
+ * text that is not JSON, with *end where cJSON stopped (or NULL). Trailing text after the
+ * document is left for the caller to judge, from *end. */
+int ck_json_parse_raw(const char *text, size_t len, cJSON **root, const char **end, ck_err *err);
 
 void ck_json_path_key(char *buf, const char *parent, const char *key);
 void ck_json_path_index(char *buf, const char *parent, size_t index);

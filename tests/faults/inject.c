@@ -1,10 +1,18 @@
 /* inject: fault injection for tests/faults/run. Linked into a test build of ckplan with
- * -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=strdup,--wrap=write,--wrap=fwrite,
- * so that ckplan's own calls (and cJSON's, routed here with cJSON_InitHooks) come here.
+ * -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=strdup,--wrap=write, so that
+ * ckplan's own calls (and cJSON's, routed here with cJSON_InitHooks) come here.
  *
  *   CKPLAN_FAIL_ALLOC=N  the N-th allocation (malloc, calloc, realloc, strdup) returns NULL
- *   CKPLAN_FAIL_WRITE=N  the N-th write or fwrite fails with EIO
+ *   CKPLAN_FAIL_WRITE=N  the N-th write fails with EIO
  *   CKPLAN_FAULT_COUNT=1 prints "faults: A allocations, W writes" on stderr at exit
+ *
+ * The writes are ckplan's own write calls (its output files, cli/files.c) and the writes
+ * of stdout's buffer. The C library writes stdout's buffer itself, out of reach of --wrap,
+ * so stdout is replaced by a stream whose writes come here: a failing one then leaves the
+ * stream's error flag set, as a full disk would. stderr is left alone: a message that
+ * cannot be written has nowhere left to say so. fwrite is not wrapped: ckplan's only calls
+ * are gcc's rewriting of fputs("...", stdout or stderr), and a wrapped fwrite that failed
+ * set no error flag, so its failures were invisible to ckplan and to the test alike.
  *
  * Counting starts before main (in a constructor), which is where ckplan's own code starts. */
 #include <errno.h>
@@ -20,14 +28,12 @@ void *__real_calloc(size_t n, size_t size);
 void *__real_realloc(void *p, size_t size);
 char *__real_strdup(const char *s);
 ssize_t __real_write(int fd, const void *buf, size_t len);
-size_t __real_fwrite(const void *buf, size_t size, size_t n, FILE *f);
 
 void *__wrap_malloc(size_t size);
 void *__wrap_calloc(size_t n, size_t size);
 void *__wrap_realloc(void *p, size_t size);
 char *__wrap_strdup(const char *s);
 ssize_t __wrap_write(int fd, const void *buf, size_t len);
-size_t __wrap_fwrite(const void *buf, size_t size, size_t n, FILE *f);
 
 static unsigned long fail_alloc, fail_write, n_alloc, n_write;
 static int active;
@@ -72,9 +78,10 @@ ssize_t __wrap_write(int fd, const void *buf, size_t len)
     return write_fails() ? -1 : __real_write(fd, buf, len);
 }
 
-size_t __wrap_fwrite(const void *buf, size_t size, size_t n, FILE *f)
+static ssize_t stdout_write(void *cookie, const char *buf, size_t len)
 {
-    return write_fails() ? 0 : __real_fwrite(buf, size, n, f);
+    (void)cookie;
+    return __wrap_write(STDOUT_FILENO, buf, len);
 }
 
 static void report(void)
@@ -94,5 +101,8 @@ __attribute__((constructor)) static void inject_start(void)
     /* cJSON allocates with the C library's malloc unless told otherwise */
     cJSON_Hooks hooks = {.malloc_fn = __wrap_malloc, .free_fn = free};
     cJSON_InitHooks(&hooks);
+    FILE *out = fopencookie(NULL, "w", (cookie_io_functions_t){.write = stdout_write});
+    if (out)
+        stdout = out;
     active = 1;
 }
