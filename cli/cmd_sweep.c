@@ -38,23 +38,29 @@ static void sweep_usage(FILE *out)
             "Budgets a planner cannot meet are recorded too, with its smallest budget.\n"
             "Compare the points with 'ckplan report'.\n"
             "\n"
-            "  --budgets B       sizes as for plan --budget: a list (16M,24M,32M) or FROM:TO:N,\n"
-            "                    N budgets evenly spaced with both ends included (16M:32M:5)\n"
-            "  --planners LIST   comma-separated planners (default %s)\n"
-            "  --run             run each feasible plan with verification, as run --verify\n"
-            "  --steps N         with --run: steps per run (default 3)\n"
-            "  --runs FILE       append the records to FILE (default %s)\n"
-            "  --slots N         dp: memory resolution (default %d)\n",
+            "  --budgets B           sizes as for plan --budget: a list (16M,24M,32M) or\n"
+            "                        FROM:TO:N, N budgets evenly spaced with both ends\n"
+            "                        included (16M:32M:5)\n"
+            "  --planners LIST       comma-separated planners (default %s)\n"
+            "  --run                 run each feasible plan with verification, as run --verify;\n"
+            "                        a plan too large to run on this machine (see run --help)\n"
+            "                        is recorded as planned, with a warning\n"
+            "  --steps N             with --run: steps per run (default 3)\n"
+            "  --threads N           with --run: threads for matrix products\n"
+            "  --seed S              with --run: seed of parameters, inputs and dropout\n"
+            "                        (default 1)\n"
+            "  --runs FILE           append the records to FILE (default %s)\n"
+            "  --slots N             dp: memory resolution (default %d)\n",
             DEFAULT_PLANNERS, DEFAULT_RUNS_FILE, CK_DEFAULT_SLOTS);
     ck_workload_options_help(out);
-    fprintf(out, "  -h, --help        show this help\n"
+    fprintf(out, "  -h, --help            show this help\n"
                  "\n"
-                 "Exit codes: 0 every point processed (infeasible ones included), 1 a run failed\n"
-                 "or its verification did, 2 usage or input error, 130 interrupted (Ctrl-C: the\n"
-                 "points done so far are in the runs file).\n");
+                 "Exit codes: 0 every point processed (infeasible ones and ones too large to run\n"
+                 "included), 1 a run failed or its verification did, 2 usage or input error, 130\n"
+                 "interrupted (Ctrl-C: the points done so far are in the runs file).\n");
 }
 
-enum { OPT_BUDGETS = 4000, OPT_PLANNERS, OPT_RUN, OPT_STEPS, OPT_RUNS };
+enum { OPT_BUDGETS = 4000, OPT_PLANNERS, OPT_RUN, OPT_STEPS, OPT_THREADS, OPT_SEED, OPT_RUNS };
 
 typedef struct {
     const char *model_path, *runs_path;
@@ -63,7 +69,7 @@ typedef struct {
     const ck_planner *planners[16];
     size_t n_planners;
     bool run;
-    uint64_t steps;
+    uint64_t steps, threads, seed;
     ck_planner_opts planner_opts;
     ck_workload_opts workload_opts;
 } sweep_args;
@@ -153,6 +159,8 @@ static int parse_args(int argc, char **argv, sweep_args *a, ck_err *err)
         {"planners", required_argument, NULL, OPT_PLANNERS},
         {"run", no_argument, NULL, OPT_RUN},
         {"steps", required_argument, NULL, OPT_STEPS},
+        {"threads", required_argument, NULL, OPT_THREADS},
+        {"seed", required_argument, NULL, OPT_SEED},
         {"runs", required_argument, NULL, OPT_RUNS},
         {"slots", required_argument, NULL, CK_OPT_SLOTS},
         {"help", no_argument, NULL, 'h'},
@@ -160,6 +168,7 @@ static int parse_args(int argc, char **argv, sweep_args *a, ck_err *err)
     };
     a->runs_path = DEFAULT_RUNS_FILE;
     a->steps = 3;
+    a->seed = 1;
     a->planner_opts.slots = CK_DEFAULT_SLOTS;
     ck_workload_opts_default(&a->workload_opts);
     int rc = parse_planners(DEFAULT_PLANNERS, a, err);
@@ -178,6 +187,8 @@ static int parse_args(int argc, char **argv, sweep_args *a, ck_err *err)
         case OPT_PLANNERS: rc = parse_planners(optarg, a, err); break;
         case OPT_RUN: a->run = true; break;
         case OPT_STEPS: rc = ck_parse_count(optarg, "--steps", 1, 1000, &a->steps, err); break;
+        case OPT_THREADS: rc = ck_parse_count(optarg, "--threads", 1, 1024, &a->threads, err); break;
+        case OPT_SEED: rc = ck_parse_count(optarg, "--seed", 0, UINT64_MAX, &a->seed, err); break;
         case OPT_RUNS: a->runs_path = optarg; break;
         case CK_OPT_SLOTS:
             rc = ck_parse_count(optarg, "--slots", 1, 1000000, &slots, err);
@@ -218,8 +229,19 @@ static void progress(bool show, size_t done, size_t total, const char *planner, 
 }
 
 typedef struct {
-    size_t planned, ran, infeasible, failed;
+    size_t planned, ran, infeasible, too_large, failed;
 } tally;
+
+/* "ckplan: [KIND]dp at 8.0 GiB: [WHAT]MSG" about one point, on a line of its own below
+ * the progress bar when there is one. */
+static void point_message(const char *kind, const ck_planner *planner, uint64_t budget,
+                          const char *what, const char *msg)
+{
+    char size[32];
+    ck_size_format(budget, size, sizeof size);
+    fprintf(stderr, "%sckplan: %s%s at %s: %s%s\n", isatty(STDERR_FILENO) ? "\n" : "", kind,
+            planner->name, size, what, msg);
+}
 
 /* One point: plan, then record it as infeasible, planned, or (with --run) ran. */
 static int sweep_point(const sweep_args *a, const ck_workload *w, const ck_planner *planner,
@@ -254,13 +276,28 @@ static int sweep_point(const sweep_args *a, const ck_workload *w, const ck_plann
     if (rc == CK_OK)
         have_plan = (rc = ck_plan_from_json(root, IN_MEMORY_PLAN, &plan, err)) == CK_OK;
     cJSON_Delete(root);
-    if (rc == CK_OK && !a->run) {
+    bool run = a->run;
+    if (rc == CK_OK && run) {
+        /* A point this machine cannot hold is still a result worth keeping: its prediction. */
+        ck_err why;
+        int fits = ck_runner_fits_here(a->model_path, &plan, &why);
+        if (fits == CK_ERR_INPUT) {
+            point_message("warning: ", planner, budget, "not run, recorded as planned: ", why.msg);
+            t->too_large++;
+            run = false;
+        } else if (fits != CK_OK) {
+            rc = fits;
+            *err = why;
+        }
+    }
+    if (rc == CK_OK && !run) {
         line = ck_runner_planned_record(&plan, sha, w);
         rc = line ? ck_append_line_atomic(a->runs_path, line, err) : ck_fail_oom(err);
         t->planned += rc == CK_OK;
     } else if (rc == CK_OK) {
         ck_run_settings s = {.plan_path = IN_MEMORY_PLAN, .runs_path = a->runs_path,
-                             .verify = true, .quiet = true, .steps = a->steps, .seed = 1};
+                             .verify = true, .quiet = true, .steps = a->steps,
+                             .threads = a->threads, .seed = a->seed};
         /* The model is looked for again by path, as for a plan file: sweep was given it as
          * a path, so it is found the same way. */
         bool passed = false;
@@ -268,9 +305,7 @@ static int sweep_point(const sweep_args *a, const ck_workload *w, const ck_plann
         if (rc == CK_ERR_RUNTIME) {
             /* A failed point does not stop the sweep: it is recorded (when it got as far
              * as verification) and the exit status says so at the end. */
-            char size[32];
-            ck_size_format(budget, size, sizeof size);
-            fprintf(stderr, "\nckplan: %s at %s: %s\n", planner->name, size, err->msg);
+            point_message("", planner, budget, "", err->msg);
             t->failed++;
             rc = CK_OK;
         } else if (rc == CK_OK) {
@@ -313,11 +348,16 @@ int ck_cmd_sweep(int argc, char **argv)
         }
     if (show && total)
         fprintf(stderr, "\r%70s\r", "");
-    if (rc == CK_OK)
-        printf("sweep: %zu points: %zu ran, %zu planned only, %zu infeasible%s%s; records appended "
-               "to %s (see 'ckplan report --runs %s')\n",
-               total, t.ran, t.planned, t.infeasible, t.failed ? ", FAILED: " : "",
+    if (rc == CK_OK) {
+        char too_large[64] = "";
+        if (t.too_large)
+            snprintf(too_large, sizeof too_large, " (%zu of them too large to run here)",
+                     t.too_large);
+        printf("sweep: %zu points: %zu ran, %zu planned only%s, %zu infeasible%s%s; records "
+               "appended to %s (see 'ckplan report --runs %s')\n",
+               total, t.ran, t.planned, too_large, t.infeasible, t.failed ? ", FAILED: " : "",
                t.failed ? "some runs (see above)" : "", a.runs_path, a.runs_path);
+    }
     if (rc == CK_OK && t.failed)
         rc = ck_fail(&err, CK_ERR_RUNTIME, "sweep: %zu of %zu runs failed", t.failed, total);
     if (have_w)

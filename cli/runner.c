@@ -395,7 +395,7 @@ static int run_memory_limit(uint64_t *limit, const char **source, ck_err *err)
     return CK_OK;
 }
 
-static int check_fits_here(const char *plan_path, const ck_plan_file *p, ck_err *err)
+int ck_runner_fits_here(const char *plan_path, const ck_plan_file *p, ck_err *err)
 {
     uint64_t need, limit;
     const char *source;
@@ -502,7 +502,7 @@ int ck_runner_run(const ck_run_settings *s, const ck_plan_file *p, const char *p
         rc = ck_fail(&err, CK_ERR_INPUT, "%s: %s", a.plan_path, why);
     }
     if (rc == CK_OK)
-        rc = check_fits_here(a.plan_path, &plan, &err);
+        rc = ck_runner_fits_here(a.plan_path, &plan, &err);
     if (rc == CK_OK && a.threads)
         ck_blas_set_threads((int)a.threads);
     ck_exec_opts eo = {.seed = a.seed, .stateful_rng = a.stateful_rng, .stop = ck_interrupt_flag()};

@@ -46,6 +46,10 @@ typedef struct {
     uint64_t steps, threads, seed;
 } ck_run_settings;
 
+/* CK_OK when running the plan beside its baseline fits in the memory a run may use
+ * (MemAvailable, or CKPLAN_RUN_MEMORY); CK_ERR_INPUT saying how much it needs otherwise. */
+int ck_runner_fits_here(const char *plan_path, const ck_plan_file *p, ck_err *err);
+
 /* Runs the plan and its baseline, appends the ckplan-run/1 record to s->runs_path and,
  * unless quiet, prints the summary. plan_sha is the SHA-256 of the plan's bytes. *passed
  * (may be NULL) is the verification's outcome. Returns CK_ERR_RUNTIME when --verify was
