@@ -129,7 +129,7 @@ int ck_cmd_run(int argc, char **argv)
         return ck_report(rc, err.msg);
 
     ck_interrupt_install();
-    rc = ck_runner_run(&a, &plan, plan_sha, NULL, &err);
+    rc = ck_runner_run(&a, &plan, plan_sha, NULL, NULL, &err);
     ck_plan_file_free(&plan);
     return ck_report(rc, err.msg);
 }
