@@ -129,9 +129,11 @@ static int get_finite(const cJSON *obj, const char *key, double *out, const char
         *out = v->valuedouble;
         return CK_OK;
     }
-    char got[96] = "nothing";
-    if (v)
-        ck_json_describe(v, got, sizeof got);
+    if (!v)
+        return ck_fail(err, CK_ERR_INPUT, "%s: %s.%s: missing (expected a finite number)", file,
+                       path, key);
+    char got[96];
+    ck_json_describe(v, got, sizeof got);
     return ck_fail(err, CK_ERR_INPUT, "%s: %s.%s: expected a finite number, got %s", file, path,
                    key, got);
 }
