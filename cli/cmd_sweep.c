@@ -232,23 +232,50 @@ typedef struct {
     size_t planned, ran, infeasible, too_large, failed;
 } tally;
 
-/* "ckplan: [KIND]dp at 8.0 GiB: [WHAT]MSG" about one point, on a line of its own below
- * the progress bar when there is one. */
-static void point_message(const char *kind, const ck_planner *planner, uint64_t budget,
-                          const char *what, const char *msg)
+/* Names one point in messages: "sweep of models/m.json, dp at 8.0 GiB". */
+static void point_label(const sweep_args *a, const ck_planner *planner, uint64_t budget,
+                        char *buf, size_t len)
 {
     char size[32];
     ck_size_format(budget, size, sizeof size);
-    fprintf(stderr, "%sckplan: %s%s at %s: %s%s\n", isatty(STDERR_FILENO) ? "\n" : "", kind,
-            planner->name, size, what, msg);
+    snprintf(buf, len, "sweep of %s, %s at %s", a->model_path, planner->name, size);
+}
+
+/* "ckplan: [KIND]POINT: [WHAT]MSG" about one point, on a line of its own below the
+ * progress bar when there is one. */
+static void point_message(const char *kind, const char *point, const char *what, const char *msg)
+{
+    fprintf(stderr, "%sckplan: %s%s: %s%s\n", isatty(STDERR_FILENO) ? "\n" : "", kind, point,
+            what, msg);
+}
+
+/* Runs a planned point with verification, on the sweep's own workload: a point that fails
+ * is recorded (when it got as far as verification) and counted, and the sweep goes on. */
+static int run_point(const sweep_args *a, const ck_workload *w, const ck_plan_file *plan,
+                     const char *sha, const char *point, tally *t, ck_err *err)
+{
+    ck_run_settings s = {.plan_path = IN_MEMORY_PLAN, .label = point, .runs_path = a->runs_path,
+                         .verify = true, .quiet = true, .steps = a->steps,
+                         .threads = a->threads, .seed = a->seed};
+    bool passed = false;
+    int rc = ck_runner_run(&s, plan, sha, w, &passed, err);
+    if (rc == CK_ERR_RUNTIME) {
+        point_message("", point, "", err->msg);
+        t->failed++;
+        rc = CK_OK;
+    } else if (rc == CK_OK) {
+        t->ran++;
+    }
+    return rc;
 }
 
 /* One point: plan, then record it as infeasible, planned, or (with --run) ran. */
 static int sweep_point(const sweep_args *a, const ck_workload *w, const ck_planner *planner,
-                       uint64_t budget, tally *t, ck_err *err)
+                       uint64_t budget, const ck_run_memory *mem, tally *t, ck_err *err)
 {
     ck_planned planned;
-    char *line = NULL;
+    char *line = NULL, point[512];
+    point_label(a, planner, budget, point, sizeof point);
     int rc = ck_runner_plan(w, planner, budget, &a->planner_opts, &a->workload_opts, &planned, err);
     const char *gran = w->model ? ck_granularity_name(a->workload_opts.granularity) : NULL;
     if (rc == CK_ERR_INFEASIBLE) {
@@ -271,23 +298,19 @@ static int sweep_point(const sweep_args *a, const ck_workload *w, const ck_plann
     if (rc == CK_OK) {
         size_t len = strlen(planned.text);
         ck_sha256_hex(planned.text, len, sha);
-        rc = ck_json_parse(IN_MEMORY_PLAN, planned.text, len, &root, err);
+        rc = ck_json_parse(point, planned.text, len, &root, err);
     }
     if (rc == CK_OK)
-        have_plan = (rc = ck_plan_from_json(root, IN_MEMORY_PLAN, &plan, err)) == CK_OK;
+        have_plan = (rc = ck_plan_from_json(root, point, &plan, err)) == CK_OK;
     cJSON_Delete(root);
     bool run = a->run;
     if (rc == CK_OK && run) {
         /* A point this machine cannot hold is still a result worth keeping: its prediction. */
         ck_err why;
-        int fits = ck_runner_fits_here(a->model_path, &plan, &why);
-        if (fits == CK_ERR_INPUT) {
-            point_message("warning: ", planner, budget, "not run, recorded as planned: ", why.msg);
+        if (ck_runner_fits_here(mem, &plan.predicted, &why) != CK_OK) {
+            point_message("warning: ", point, "not run, recorded as planned: ", why.msg);
             t->too_large++;
             run = false;
-        } else if (fits != CK_OK) {
-            rc = fits;
-            *err = why;
         }
     }
     if (rc == CK_OK && !run) {
@@ -295,22 +318,7 @@ static int sweep_point(const sweep_args *a, const ck_workload *w, const ck_plann
         rc = line ? ck_append_line_atomic(a->runs_path, line, err) : ck_fail_oom(err);
         t->planned += rc == CK_OK;
     } else if (rc == CK_OK) {
-        ck_run_settings s = {.plan_path = IN_MEMORY_PLAN, .runs_path = a->runs_path,
-                             .verify = true, .quiet = true, .steps = a->steps,
-                             .threads = a->threads, .seed = a->seed};
-        /* The model is looked for again by path, as for a plan file: sweep was given it as
-         * a path, so it is found the same way. */
-        bool passed = false;
-        rc = ck_runner_run(&s, &plan, sha, &passed, err);
-        if (rc == CK_ERR_RUNTIME) {
-            /* A failed point does not stop the sweep: it is recorded (when it got as far
-             * as verification) and the exit status says so at the end. */
-            point_message("", planner, budget, "", err->msg);
-            t->failed++;
-            rc = CK_OK;
-        } else if (rc == CK_OK) {
-            t->ran++;
-        }
+        rc = run_point(a, w, &plan, sha, point, t, err);
     }
     free(line);
     if (have_plan)
@@ -331,6 +339,9 @@ int ck_cmd_sweep(int argc, char **argv)
     }
     ck_workload w;
     bool have_w = false;
+    ck_run_memory mem = {0};
+    if (rc == CK_OK && a.run)
+        rc = ck_runner_memory(&mem, &err); /* a bad CKPLAN_RUN_MEMORY stops it before any point */
     if (rc == CK_OK) {
         ck_interrupt_install();
         have_w = (rc = ck_workload_load(a.model_path, &a.workload_opts, &w, &err)) == CK_OK;
@@ -343,7 +354,7 @@ int ck_cmd_sweep(int argc, char **argv)
             progress(show, done, total, a.planners[p]->name, a.budgets[b]);
             rc = ck_interrupt_check(&err); /* the points done so far stay in the runs file */
             if (rc == CK_OK)
-                rc = sweep_point(&a, &w, a.planners[p], a.budgets[b], &t, &err);
+                rc = sweep_point(&a, &w, a.planners[p], a.budgets[b], &mem, &t, &err);
             done++;
         }
     if (show && total)

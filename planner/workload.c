@@ -32,7 +32,7 @@ bool ck_granularity_parse(const char *name, ck_granularity *out)
     return true;
 }
 
-static int apply_costs(const ck_workload_opts *opts, ck_workload *w, ck_err *err)
+int ck_workload_apply_costs(ck_workload *w, const ck_workload_opts *opts, ck_err *err)
 {
     cJSON *root = NULL;
     ck_costs costs;
@@ -58,7 +58,7 @@ static int load_model(const cJSON *root, const char *path, const ck_workload_opt
     if (rc == CK_OK)
         rc = ck_model_static_memory(w->model, &w->statics, err);
     if (rc == CK_OK && opts->costs_path)
-        rc = apply_costs(opts, w, err);
+        rc = ck_workload_apply_costs(w, opts, err);
     return rc;
 }
 
