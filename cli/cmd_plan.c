@@ -115,7 +115,7 @@ static int parse_args(int argc, char **argv, plan_args *a, ck_err *err)
             break;
         default:
             rc = CK_IS_WORKLOAD_OPTION(code) ? ck_workload_option(code, optarg, &a->workload_opts, err)
-                                             : ck_option_error("plan", argv, code, err);
+                                             : ck_option_error("plan", argv, longs, code, err);
         }
     }
     if (rc != CK_OK)

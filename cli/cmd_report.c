@@ -324,7 +324,7 @@ int ck_cmd_report(int argc, char **argv)
         case OPT_CSV: csv = true; break;
         case OPT_JSON_OUT: json = true; break;
         case OPT_SVG_DIR: svg_dir = optarg; break;
-        default: rc = ck_option_error("report", argv, code, &err);
+        default: rc = ck_option_error("report", argv, longs, code, &err);
         }
     }
     if (rc == CK_OK && csv && json)
