@@ -36,6 +36,8 @@ static void report_usage(FILE *out)
             "                overhead, one line per planner, in DIR/MODEL.tradeoff.svg\n"
             "  -h, --help    show this help\n"
             "\n"
+            "The table shows control characters in names escaped (\\x1b); --csv and --json\n"
+            "keep every character (JSON escapes them, CSV quotes the field).\n"
             "A line that is not a valid record is reported with its line number and skipped.\n"
             "Exit codes: 0 ok (also for an empty file), 2 usage error, a missing file, or a\n"
             "file with corrupt lines (the valid rows are still printed).\n",
@@ -111,10 +113,20 @@ static cell get_cell(const ck_run_row *r, enum col c)
     return (cell){false, NULL, 0, 0};
 }
 
-/* RFC 4180: a field holding a comma, quote, CR or LF is quoted, its quotes doubled. */
+/* RFC 4180: a field holding a comma, quote, CR or LF is quoted, its quotes doubled. Any
+ * other control character is kept as it is, faithful to the record, and quoted too, so
+ * that readers take the field as text. */
+static bool csv_needs_quotes(const char *s)
+{
+    for (; *s; s++)
+        if (*s == ',' || *s == '"' || (unsigned char)*s < 0x20 || *s == 0x7f)
+            return true;
+    return false;
+}
+
 static void csv_field(FILE *out, const char *s)
 {
-    if (!strpbrk(s, ",\"\r\n")) {
+    if (!csv_needs_quotes(s)) {
         fputs(s, out);
         return;
     }
@@ -204,6 +216,15 @@ static void fmt_pct(bool present, double v, char *buf, size_t len)
         snprintf(buf, len, "-");
 }
 
+/* Columns a cell takes on a terminal: one per UTF-8 character (not per byte). */
+static int shown_width(const char *s)
+{
+    int n = 0;
+    for (; *s; s++)
+        n += ((unsigned char)*s & 0xC0) != 0x80;
+    return n;
+}
+
 #define TABLE_COLS 15
 #define CELL 64
 
@@ -225,8 +246,8 @@ static int print_table(FILE *out, const ck_runs *runs)
         const ck_run_row *r = &runs->rows[i];
         char(*row)[CELL] = cells[i + 1];
         bool p = r->has_predicted, m = r->has_measured;
-        snprintf(row[0], CELL, "%.60s", r->model);
-        snprintf(row[1], CELL, "%.60s", r->planner);
+        ck_terminal_text(r->model, row[0], CELL);
+        ck_terminal_text(r->planner, row[1], CELL);
         fmt_size(true, r->budget_bytes, row[2], CELL);
         fmt_size(p, r->predicted_peak, row[3], CELL);
         fmt_size(m, r->measured_peak, row[4], CELL);
@@ -249,13 +270,16 @@ static int print_table(FILE *out, const ck_runs *runs)
     }
     for (size_t i = 0; i < n; i++)
         for (int c = 0; c < TABLE_COLS; c++)
-            if ((int)strlen(cells[i][c]) > width[c])
-                width[c] = (int)strlen(cells[i][c]);
+            if (shown_width(cells[i][c]) > width[c])
+                width[c] = shown_width(cells[i][c]);
     for (size_t i = 0; i < n; i++) {
         /* names left-aligned, figures right-aligned so that their units line up */
-        for (int c = 0; c < TABLE_COLS; c++)
-            fprintf(out, c < 2 || c == TABLE_COLS - 1 ? "%s%-*s" : "%s%*s", c ? "  " : "",
-                    c == TABLE_COLS - 1 ? 0 : width[c], cells[i][c]);
+        for (int c = 0; c < TABLE_COLS; c++) {
+            int pad = c == TABLE_COLS - 1 ? 0 : width[c] - shown_width(cells[i][c]);
+            bool left = c < 2 || c == TABLE_COLS - 1;
+            fprintf(out, "%s%*s%s%*s", c ? "  " : "", left ? 0 : pad, "", cells[i][c],
+                    left ? pad : 0, "");
+        }
         fputc('\n', out);
     }
     free(cells);
@@ -295,8 +319,11 @@ static int write_tradeoff_charts(const char *dir, const ck_runs *runs, FILE *nam
         snprintf(path, sizeof path, "%s/%s.tradeoff.svg", dir, model);
         snprintf(title, sizeof title, "%s: activation memory against time overhead", model);
         rc = ck_chart_tradeoff_write(path, title, NULL, pts, n, err);
-        if (rc == CK_OK)
-            fprintf(names, "chart: %s\n", path);
+        if (rc == CK_OK) {
+            fputs("chart: ", names);
+            ck_put_terminal_text(names, path);
+            fputc('\n', names);
+        }
     }
     free(pts);
     free(done);
@@ -341,7 +368,9 @@ int ck_cmd_report(int argc, char **argv)
     if (runs.n_lines == 0) {
         /* Not an error: a fresh runs file is a normal state, but an empty table would look
          * like a failure. Said on stdout so that it is the answer, not a diagnostic. */
-        printf("no runs recorded in %s\n", path);
+        fputs("no runs recorded in ", stdout);
+        ck_put_terminal_text(stdout, path);
+        fputc('\n', stdout);
         ck_runs_free(&runs);
         return 0;
     }
