@@ -185,15 +185,23 @@ static int compare_names(const void *a, const void *b)
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-/* The first key of object v given twice (NULL if none); CK_ERR_RUNTIME when out of memory. */
+/* Objects up to this many keys are checked pair by pair, without allocating. */
+#define FEW_KEYS 16
+
+/* A key of object v given twice (NULL if none); CK_ERR_RUNTIME when out of memory. */
 static int repeated_key(const cJSON *v, const char **repeated, ck_err *err)
 {
     size_t n = 0;
     for (const cJSON *m = v->child; m; m = m->next)
         n++;
     *repeated = NULL;
-    if (n < 2)
+    if (n <= FEW_KEYS) {
+        for (const cJSON *m = v->child; m && !*repeated; m = m->next)
+            for (const cJSON *o = v->child; o != m && !*repeated; o = o->next)
+                if (strcmp(o->string, m->string) == 0)
+                    *repeated = m->string;
         return CK_OK;
+    }
     const char **names = malloc(n * sizeof *names);
     if (!names)
         return ck_fail_oom(err);

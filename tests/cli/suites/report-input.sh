@@ -70,3 +70,13 @@ record 'gpt\u00002' infeasible > nul.jsonl
 run report --runs nul.jsonl --json
 check "report: \\u0000 in a name is refused, not cut short" 2 "nul.jsonl:1: not valid JSON (column" "(\\u0000) inside a string"
 check_that "report: ... and no cut-short name is printed" eval '! printf "%s" "$out" | grep -q "\"gpt\""'
+
+# a key given twice is found anywhere, by its JSON path, in small and in large objects;
+# many different keys are not mistaken for repeats
+record 'deep' infeasible | sed 's/}$/, "extra": [{"a": 1}, {"a": 1, "b": 2, "a": 3}]}/' > deep-dup.jsonl
+run report --runs deep-dup.jsonl
+check "report: a key given twice inside an array is named by its path" 2 "deep-dup.jsonl:1: extra[1].a: field given twice"
+python3 -c 'import sys; print(sys.argv[1][:-1] + "".join(", \"k%d\": %d" % (i, i) for i in range(40)) + "}")' \
+    "$(record 'many' infeasible)" > many-keys.jsonl
+run report --runs many-keys.jsonl
+check "report: a record with 40 more keys, all different, is read" 0 "many"
