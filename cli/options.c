@@ -75,7 +75,7 @@ static size_t long_matches(const struct option *longs, const char *name, size_t 
 {
     size_t n = 0;
     *match = NULL;
-    for (const struct option *o = longs; o->name; o++) {
+    for (const struct option *o = longs; len > 0 && o->name; o++) {
         if (strncmp(o->name, name, len) != 0)
             continue;
         if (o->name[len] == '\0') {
