@@ -101,7 +101,7 @@ static int parse_args(int argc, char **argv, run_args *a, ck_err *err)
                 rc = ck_fail(err, CK_ERR_INPUT, "--rng: expected 'counter' or 'stateful', got '%s'", optarg);
             break;
         default:
-            rc = ck_option_error("run", argv, code, err);
+            rc = ck_option_error("run", argv, longs, code, err);
         }
     }
     if (rc == CK_OK && argc - optind > 1)

@@ -196,7 +196,7 @@ static int parse_args(int argc, char **argv, sweep_args *a, ck_err *err)
             break;
         default:
             rc = CK_IS_WORKLOAD_OPTION(code) ? ck_workload_option(code, optarg, &a->workload_opts, err)
-                                             : ck_option_error("sweep", argv, code, err);
+                                             : ck_option_error("sweep", argv, longs, code, err);
         }
     }
     if (rc != CK_OK)

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "cli/human.h"
 #include "planner/err.h"
 
 #define CKPLAN_VERSION "0.1.0"
@@ -42,8 +43,12 @@ int ck_report(int status, const char *msg)
 {
     if (status == CK_HELP_PRINTED)
         return 0;
-    if (status != 0)
-        fprintf(stderr, "ckplan: %s\n", msg);
+    if (status != 0) {
+        /* messages quote names and paths from the input: never raw terminal controls */
+        fputs("ckplan: ", stderr);
+        ck_put_terminal_text(stderr, msg);
+        fputc('\n', stderr);
+    }
     return status;
 }
 
@@ -73,7 +78,9 @@ static int dispatch(int argc, char **argv)
             for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
                 if (strcmp(argv[2], commands[i].name) == 0)
                     return commands[i].run(2, help_argv);
-            fprintf(stderr, "ckplan: no command '%s'\n", argv[2]);
+            fputs("ckplan: no command '", stderr);
+            ck_put_terminal_text(stderr, argv[2]);
+            fputs("'\n", stderr);
             return 2;
         }
         usage(stdout);
@@ -86,7 +93,9 @@ static int dispatch(int argc, char **argv)
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (strcmp(cmd, commands[i].name) == 0)
             return commands[i].run(argc - 1, argv + 1);
-    fprintf(stderr, "ckplan: '%s' is not a command; see 'ckplan --help'\n", cmd);
+    fputs("ckplan: '", stderr);
+    ck_put_terminal_text(stderr, cmd);
+    fputs("' is not a command; see 'ckplan --help'\n", stderr);
     return 2;
 }
 

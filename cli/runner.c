@@ -14,6 +14,7 @@
 
 #include "cli/chart.h"
 #include "cli/files.h"
+#include "cli/human.h"
 #include "cli/interrupt.h"
 #include "cli/trace.h"
 #include "cli/runs.h"
@@ -297,7 +298,10 @@ static void print_summary(const ck_plan_file *p, const ck_workload *w, const run
                           const verification *v, bool verified)
 {
     char a[32], b[32], c[32], d[32];
-    printf("%s: planner %s, %zu stages, budget ", w->chain.name, p->planner, w->chain.n_stages);
+    ck_put_terminal_text(stdout, w->chain.name); /* names from the input: shown, never obeyed */
+    fputs(": planner ", stdout);
+    ck_put_terminal_text(stdout, p->planner);
+    printf(", %zu stages, budget ", w->chain.n_stages);
     ck_size_format(p->budget_bytes, a, sizeof a);
     printf("%s\n\n", a);
     printf("  %-22s %12s %12s %12s %12s\n", "", "baseline", "", "plan", "");
