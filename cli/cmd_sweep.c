@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "cli/files.h"
+#include "cli/human.h"
 #include "cli/interrupt.h"
 #include "cli/options.h"
 #include "cli/runner.h"
@@ -242,11 +243,15 @@ static void point_label(const sweep_args *a, const ck_planner *planner, uint64_t
 }
 
 /* "ckplan: [KIND]POINT: [WHAT]MSG" about one point, on a line of its own below the
- * progress bar when there is one. */
+ * progress bar when there is one. The point names the model file and the message may quote
+ * the input: both are shown escaped, as every message is. */
 static void point_message(const char *kind, const char *point, const char *what, const char *msg)
 {
-    fprintf(stderr, "%sckplan: %s%s: %s%s\n", isatty(STDERR_FILENO) ? "\n" : "", kind, point,
-            what, msg);
+    char line[2 * sizeof ((ck_err *)0)->msg];
+    snprintf(line, sizeof line, "%s%s: %s%s", kind, point, what, msg);
+    fprintf(stderr, "%sckplan: ", isatty(STDERR_FILENO) ? "\n" : "");
+    ck_put_terminal_text(stderr, line);
+    fputc('\n', stderr);
 }
 
 /* Runs a planned point with verification, on the sweep's own workload: a point that fails

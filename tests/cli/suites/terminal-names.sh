@@ -39,3 +39,10 @@ PY
 run plan esc-bad-model.json --budget 1G
 check "plan: an error quoting a bad name shows it escaped" 2 'got "tok\x1b[2J"'
 check_that "plan: that error has no raw ESC" eval '! raw_esc "$err"'
+
+# sweep's messages about a point name the model file, whose name may hold an escape
+esc_file=$'sweep\x1b[2J.json'
+sed 's/"dtype": "f32"/"dtype": "bf16"/' "$root/models/gpt2-tiny.json" > "$esc_file"
+run sweep "$esc_file" --budgets 1G --planners dp --run --steps 1 --runs esc-sweep.jsonl
+check "sweep: a point's message shows the model file's name escaped" 2 'sweep of sweep\x1b[2J.json, dp at 1.00 GiB'
+check_that "sweep: that message has no raw ESC" eval '! raw_esc "$err"'
