@@ -168,13 +168,13 @@ static bool add_measure(cJSON *parent, const char *key, const run_measure *m, ui
 {
     cJSON *o = cJSON_AddObjectToObject(parent, key);
     cJSON *losses = o ? cJSON_AddArrayToObject(o, "losses") : NULL;
-    bool ok = losses && cJSON_AddNumberToObject(o, "activation_peak_bytes", (double)m->activation_peak) &&
-              cJSON_AddNumberToObject(o, "static_bytes", (double)m->static_bytes) &&
-              cJSON_AddNumberToObject(o, "rss_peak_bytes", (double)m->rss_peak) &&
-              cJSON_AddNumberToObject(o, "step_seconds", m->median_seconds) &&
+    bool ok = losses && ck_json_add_number(o, "activation_peak_bytes", (double)m->activation_peak) &&
+              ck_json_add_number(o, "static_bytes", (double)m->static_bytes) &&
+              ck_json_add_number(o, "rss_peak_bytes", (double)m->rss_peak) &&
+              ck_json_add_number(o, "step_seconds", m->median_seconds) &&
               cJSON_AddStringToObject(o, "gradients_sha256", m->grad_sha[steps - 1]);
     for (uint64_t k = 0; ok && k < steps; k++) {
-        cJSON *n = cJSON_CreateNumber(m->losses[k]);
+        cJSON *n = ck_json_number(m->losses[k]);
         ok = n && cJSON_AddItemToArray(losses, n);
     }
     return ok;
@@ -198,12 +198,12 @@ static cJSON *record_head(const char *status, const char *plan_path, const char 
               (!plan_path || cJSON_AddStringToObject(po, "path", plan_path)) &&
               (!plan_sha || cJSON_AddStringToObject(po, "sha256", plan_sha)) &&
               cJSON_AddStringToObject(po, "planner", planner) &&
-              cJSON_AddNumberToObject(po, "budget_bytes", (double)budget) &&
+              ck_json_add_number(po, "budget_bytes", (double)budget) &&
               (mo = cJSON_AddObjectToObject(root, "model")) &&
               cJSON_AddStringToObject(mo, "path", w->path) &&
               cJSON_AddStringToObject(mo, "sha256", w->sha256) &&
               cJSON_AddStringToObject(mo, "name", w->chain.name) &&
-              cJSON_AddNumberToObject(mo, "stages", (double)w->chain.n_stages) &&
+              ck_json_add_number(mo, "stages", (double)w->chain.n_stages) &&
               (!granularity || cJSON_AddStringToObject(mo, "granularity", granularity));
     if (!ok) {
         cJSON_Delete(root);
@@ -216,12 +216,12 @@ static cJSON *record_head(const char *status, const char *plan_path, const char 
 static bool add_predicted(cJSON *root, const ck_plan_file *p)
 {
     cJSON *pred = cJSON_AddObjectToObject(root, "predicted");
-    return pred && cJSON_AddNumberToObject(pred, "activation_peak_bytes", (double)p->activation_peak_bytes) &&
-           cJSON_AddNumberToObject(pred, "baseline_activation_peak_bytes", (double)p->baseline_activation_peak_bytes) &&
-           cJSON_AddNumberToObject(pred, "static_bytes", (double)p->static_bytes) &&
-           cJSON_AddNumberToObject(pred, "time", p->time) &&
-           cJSON_AddNumberToObject(pred, "baseline_time", p->baseline_time) &&
-           cJSON_AddNumberToObject(pred, "overhead", p->overhead);
+    return pred && ck_json_add_number(pred, "activation_peak_bytes", (double)p->activation_peak_bytes) &&
+           ck_json_add_number(pred, "baseline_activation_peak_bytes", (double)p->baseline_activation_peak_bytes) &&
+           ck_json_add_number(pred, "static_bytes", (double)p->static_bytes) &&
+           ck_json_add_number(pred, "time", p->time) &&
+           ck_json_add_number(pred, "baseline_time", p->baseline_time) &&
+           ck_json_add_number(pred, "overhead", p->overhead);
 }
 
 static char *finish_record(cJSON *root, bool ok)
@@ -240,21 +240,21 @@ static char *run_record(const run_args *a, const ck_plan_file *p, const char *pl
                               p->granularity);
     cJSON *so = NULL, *vo = NULL;
     bool ok = root && (so = cJSON_AddObjectToObject(root, "settings")) &&
-              cJSON_AddNumberToObject(so, "steps", (double)a->steps) &&
-              cJSON_AddNumberToObject(so, "threads", (double)ck_blas_threads()) &&
-              cJSON_AddNumberToObject(so, "seed", (double)a->seed) &&
+              ck_json_add_number(so, "steps", (double)a->steps) &&
+              ck_json_add_number(so, "threads", (double)ck_blas_threads()) &&
+              ck_json_add_number(so, "seed", (double)a->seed) &&
               cJSON_AddStringToObject(so, "rng", a->stateful_rng ? "stateful" : "counter") &&
               add_predicted(root, p) &&
               add_measure(root, "baseline", base, a->steps) && add_measure(root, "plan_run", plan, a->steps) &&
-              cJSON_AddNumberToObject(root, "measured_overhead", measured_overhead) &&
+              ck_json_add_number(root, "measured_overhead", measured_overhead) &&
               (vo = cJSON_AddObjectToObject(root, "verification")) &&
               cJSON_AddBoolToObject(vo, "performed", a->verify) &&
               cJSON_AddBoolToObject(vo, "passed", v->passed) &&
               cJSON_AddBoolToObject(vo, "loss_identical", v->loss_identical) &&
               cJSON_AddBoolToObject(vo, "gradients_identical", v->gradients_identical) &&
-              cJSON_AddNumberToObject(vo, "max_abs_gradient_difference", v->max_abs_diff) &&
+              ck_json_add_number(vo, "max_abs_gradient_difference", v->max_abs_diff) &&
               cJSON_AddBoolToObject(vo, "peak_within_prediction", v->peak_within) &&
-              cJSON_AddNumberToObject(vo, "peak_ratio", v->peak_ratio);
+              ck_json_add_number(vo, "peak_ratio", v->peak_ratio);
     return root ? finish_record(root, ok) : NULL;
 }
 
@@ -268,7 +268,7 @@ char *ck_runner_infeasible_record(const char *planner, uint64_t budget, uint64_t
                                   const ck_workload *w, const char *granularity)
 {
     cJSON *root = record_head("infeasible", NULL, NULL, planner, budget, w, granularity);
-    return root ? finish_record(root, cJSON_AddNumberToObject(root, "minimum_budget_bytes",
+    return root ? finish_record(root, ck_json_add_number(root, "minimum_budget_bytes",
                                                               (double)min_budget) != NULL)
                 : NULL;
 }

@@ -124,23 +124,23 @@ cJSON *ck_chain_to_json(const ck_chain *c)
     cJSON *stages = NULL, *loss = NULL;
     bool ok = root && cJSON_AddStringToObject(root, "format", CK_CHAIN_FORMAT) &&
               cJSON_AddStringToObject(root, "name", c->name ? c->name : "") &&
-              cJSON_AddNumberToObject(root, "input_bytes", (double)c->input_bytes) &&
+              ck_json_add_number(root, "input_bytes", (double)c->input_bytes) &&
               (stages = cJSON_AddArrayToObject(root, "stages"));
     for (size_t i = 0; ok && i < c->n_stages; i++) {
         const ck_stage *s = &c->stages[i];
         cJSON *js = cJSON_CreateObject();
         ok = js && cJSON_AddItemToArray(stages, js) &&
              cJSON_AddStringToObject(js, "name", s->name ? s->name : "") &&
-             cJSON_AddNumberToObject(js, "fwd_time", s->fwd_time) &&
-             cJSON_AddNumberToObject(js, "bwd_time", s->bwd_time) &&
-             cJSON_AddNumberToObject(js, "out_bytes", (double)s->out_bytes) &&
-             cJSON_AddNumberToObject(js, "saved_bytes", (double)s->saved_bytes) &&
-             cJSON_AddNumberToObject(js, "fwd_tmp_bytes", (double)s->fwd_tmp_bytes) &&
-             cJSON_AddNumberToObject(js, "bwd_tmp_bytes", (double)s->bwd_tmp_bytes);
+             ck_json_add_number(js, "fwd_time", s->fwd_time) &&
+             ck_json_add_number(js, "bwd_time", s->bwd_time) &&
+             ck_json_add_number(js, "out_bytes", (double)s->out_bytes) &&
+             ck_json_add_number(js, "saved_bytes", (double)s->saved_bytes) &&
+             ck_json_add_number(js, "fwd_tmp_bytes", (double)s->fwd_tmp_bytes) &&
+             ck_json_add_number(js, "bwd_tmp_bytes", (double)s->bwd_tmp_bytes);
     }
     ok = ok && (loss = cJSON_AddObjectToObject(root, "loss")) &&
-         cJSON_AddNumberToObject(loss, "bwd_time", c->loss_bwd_time) &&
-         cJSON_AddNumberToObject(loss, "bwd_tmp_bytes", (double)c->loss_bwd_tmp_bytes);
+         ck_json_add_number(loss, "bwd_time", c->loss_bwd_time) &&
+         ck_json_add_number(loss, "bwd_tmp_bytes", (double)c->loss_bwd_tmp_bytes);
     if (!ok) {
         cJSON_Delete(root);
         return NULL;

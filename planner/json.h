@@ -13,6 +13,7 @@
 #include <cjson/cJSON.h>
 
 #include "planner/err.h"
+#include "planner/size.h"
 
 #define CK_JSON_PATH_MAX 256
 /* Input files larger than this are refused before parsing; the environment variable
@@ -21,8 +22,9 @@
 /* Documents nested deeper than this are refused before parsing (ckplan's own formats need
  * fewer than 10 levels); CKPLAN_MAX_JSON_DEPTH changes it, up to cJSON's own 1000. */
 #define CK_JSON_MAX_DEPTH 64
-/* Integers in JSON are read through doubles; above 2^53 they are no longer exact. */
-#define CK_JSON_MAX_EXACT_INT 9007199254740992.0
+/* Integers in JSON are read through doubles; from 2^53 on they are no longer exact, so
+ * the readers refuse them (CK_EXACT_LIMIT, planner/size.h). */
+#define CK_JSON_MAX_EXACT_INT ((double)CK_EXACT_LIMIT)
 
 /* Reads and parses a whole file. On success *root is owned by the caller (cJSON_Delete),
  * and, when raw is non-NULL, *raw / *raw_len hold the file's bytes (caller frees). */
@@ -70,6 +72,16 @@ int ck_json_as_u64(const cJSON *v, uint64_t *out, const char *file, const char *
 
 /* A short description of a JSON value's type and value for messages: "the string \"x\"". */
 void ck_json_describe(const cJSON *v, char *buf, size_t len);
+
+/* Numbers as ckplan writes them: integers below 2^53 in full ("9007199254740991"), other
+ * values as the shortest text that reads back as exactly v. (cJSON's own printer settles
+ * for 15 digits when they come within a relative DBL_EPSILON of v, which turns the size
+ * 9007199254740991 into 9.00719925474099e+15 and DBL_MAX into a text that overflows.) v
+ * must be finite: JSON has no infinity; a non-finite v is written as null, which every
+ * reader refuses. NULL when out of memory. */
+cJSON *ck_json_number(double v);
+/* Adds ck_json_number(v) to obj as `key`; the item, or NULL when out of memory. */
+cJSON *ck_json_add_number(cJSON *obj, const char *key, double v);
 
 /* Writes JSON text of root, formatted, with a final newline. Caller frees. NULL on OOM. */
 char *ck_json_print(const cJSON *root);
