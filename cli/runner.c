@@ -582,10 +582,6 @@ int ck_runner_plan(const ck_workload *w, const ck_planner *planner, uint64_t bud
     if (rc == CK_OK)
         rc = ck_schedule_replay(&w->chain, &base, &out->baseline, NULL, NULL, err);
     ck_schedule_free(&base);
-    uint64_t ignored;
-    if (rc == CK_OK && !ck_add(w->statics.total, out->baseline.peak_bytes, &ignored))
-        rc = ck_fail(err, CK_ERR_INPUT, "%s: static memory plus activations exceed 2^64 bytes",
-                     w->path);
     if (rc != CK_OK)
         return rc;
     out->doc = (ck_plan_doc){

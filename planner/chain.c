@@ -42,6 +42,19 @@ uint64_t ck_chain_xbar_bytes(const ck_chain *c, size_t i)
     return i == 0 ? c->input_bytes : c->stages[i - 1].saved_bytes;
 }
 
+/* A time of the chain: finite, non-negative and at most CK_CHAIN_MAX_TIME. */
+static int get_chain_time(const cJSON *obj, const char *key, bool required, double *out,
+                          const char *file, const char *path, ck_err *err)
+{
+    int rc = ck_json_get_time(obj, key, required, out, file, path, err);
+    if (rc != CK_OK || *out <= CK_CHAIN_MAX_TIME)
+        return rc;
+    char mpath[CK_JSON_PATH_MAX];
+    ck_json_path_key(mpath, path, key);
+    return ck_fail(err, CK_ERR_INPUT, "%s: %s: expected at most %g, got %g: " CK_CHAIN_MAX_TIME_WHY,
+                   file, mpath, CK_CHAIN_MAX_TIME, *out);
+}
+
 static int read_stage(const cJSON *js, const char *stages_path, size_t index, const char *file,
                       ck_stage *st, ck_err *err)
 {
@@ -52,8 +65,8 @@ static int read_stage(const cJSON *js, const char *stages_path, size_t index, co
     int rc = ck_json_expect_object(js, keys, file, path, err);
     const char *name = NULL;
     if (rc == CK_OK) rc = ck_json_get_string(js, "name", false, &name, file, path, err);
-    if (rc == CK_OK) rc = ck_json_get_time(js, "fwd_time", true, &st->fwd_time, file, path, err);
-    if (rc == CK_OK) rc = ck_json_get_time(js, "bwd_time", true, &st->bwd_time, file, path, err);
+    if (rc == CK_OK) rc = get_chain_time(js, "fwd_time", true, &st->fwd_time, file, path, err);
+    if (rc == CK_OK) rc = get_chain_time(js, "bwd_time", true, &st->bwd_time, file, path, err);
     if (rc == CK_OK) rc = ck_json_get_u64(js, "out_bytes", true, &st->out_bytes, file, path, err);
     if (rc == CK_OK) rc = ck_json_get_u64(js, "saved_bytes", true, &st->saved_bytes, file, path, err);
     if (rc == CK_OK) rc = ck_json_get_u64(js, "fwd_tmp_bytes", false, &st->fwd_tmp_bytes, file, path, err);
@@ -108,7 +121,7 @@ int ck_chain_from_json(const cJSON *root, const char *file, const char *path, ck
     const cJSON *loss = cJSON_GetObjectItemCaseSensitive(root, "loss");
     if (rc == CK_OK && loss) {
         rc = ck_json_expect_object(loss, loss_keys, file, loss_path, err);
-        if (rc == CK_OK) rc = ck_json_get_time(loss, "bwd_time", false, &out->loss_bwd_time, file, loss_path, err);
+        if (rc == CK_OK) rc = get_chain_time(loss, "bwd_time", false, &out->loss_bwd_time, file, loss_path, err);
         if (rc == CK_OK) rc = ck_json_get_u64(loss, "bwd_tmp_bytes", false, &out->loss_bwd_tmp_bytes, file, loss_path, err);
     }
     if (rc != CK_OK)
