@@ -11,7 +11,7 @@ writes it again byte for byte), `report` reads every record of each runs file. W
 the limit can be computed here independently, the family also checks that exactly the
 inputs within it are accepted.
 
-Families: budgets, rates, dims, chains, times, costs, seeds. Runs in the current
+Families: budgets, rates, dims, chains, minimums, times, costs, seeds. Runs in the current
 directory; prints each violation and exits 1 if there is any.
 """
 import hashlib
@@ -277,6 +277,36 @@ def family_chains():
         chain_reads_back("c.chain.json")
         plans_everywhere(path, [1, need // 2, need])
         sweep_reads_back(path, f"1:{need}:3", 3)
+
+
+def family_minimums():
+    """A planner's smallest budget, printed and recorded for infeasible points, is one that
+    works, and never above the baseline's peak (from there the baseline is the plan): what
+    bounds every minimum ckplan records."""
+    rng = random.Random(3)
+    # revolve alone would need 74 bytes here; the baseline needs 58
+    chains = [make_chain([4, (18, 27, 25, 3), (0, 0, 17, 9)])]
+    for _ in range(20):
+        sizes = [rng.randrange(0, 20)]
+        for _ in range(rng.randrange(1, 6)):
+            out = rng.randrange(0, 20)
+            sizes.append((out, out + rng.randrange(0, 20), rng.randrange(0, 30), rng.randrange(0, 30)))
+        chains.append(make_chain(sizes))
+    for chain in chains:
+        path = write_json("small.chain.json", chain)
+        need = baseline_peak(chain)
+        for planner in PLANNERS:
+            rc, said = ck("plan", path, "--budget", 0, "--planner", planner, "-o", "never.plan.json")
+            least = re.search(r"its smallest plan needs [^(]*\((\d+) bytes\)", said)
+            if need == 0 and rc == 0:
+                continue
+            if rc != 3 or not least or int(least[1]) > need:
+                problem(f"{planner} on {json.dumps(chain)}: the smallest budget printed is above "
+                        f"the baseline's peak ({need}) (exit {rc})", said)
+                continue
+            rc, said = ck("plan", path, "--budget", least[1], "--planner", planner, "-o", "m.plan.json")
+            if rc != 0:
+                problem(f"{planner} on {json.dumps(chain)}: the smallest budget printed does not work", said)
 
 
 def family_times():

@@ -3,7 +3,7 @@
 # (sizes below 2^53, stage times at most 1e100): what ckplan accepts, the plans, chains,
 # costs and runs records it writes are read back by run, plan, chain and report; what it
 # refuses is refused where it enters, naming the limit.
-for family in budgets rates dims chains times costs seeds; do
+for family in budgets rates dims chains minimums times costs seeds; do
     check_that "round trip: $family up to and past the limits (tests/cli/roundtrip.py $family)" \
         python3 "$here/roundtrip.py" "$family" "$bin" "$root"
 done
