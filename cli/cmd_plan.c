@@ -30,7 +30,8 @@ static void plan_usage(FILE *out)
             "\n"
             "  --budget SIZE         memory for the whole step: bytes, or a number with a unit:\n"
             "                        K M G T or KiB MiB GiB TiB (powers of 1024), KB MB GB TB\n"
-            "                        (powers of 1000); e.g. 8G, 1.5GiB, 500MB\n"
+            "                        (powers of 1000); e.g. 8G, 1.5GiB, 500MB. A whole number\n"
+            "                        of bytes below 2^53 (8 PiB)\n"
             "  --planner P           which planner (default dp; see below)\n"
             "  --slots N             dp: memory resolution, the budget in N units (default %d)\n",
             CK_DEFAULT_SLOTS);

@@ -15,6 +15,7 @@
 #include "cli/options.h"
 #include "cli/runs.h"
 #include "cli/safename.h"
+#include "planner/json.h"
 #include "planner/size.h"
 
 #define DEFAULT_RUNS_FILE "ckplan.runs.jsonl"
@@ -182,9 +183,9 @@ static int print_json(FILE *out, const ck_runs *runs)
             else if (columns[c].kind == TEXT)
                 ok = cJSON_AddStringToObject(o, k, v.text) != NULL;
             else if (columns[c].kind == BYTES)
-                ok = cJSON_AddNumberToObject(o, k, (double)v.bytes) != NULL;
+                ok = ck_json_add_number(o, k, (double)v.bytes) != NULL;
             else
-                ok = cJSON_AddNumberToObject(o, k, v.number) != NULL;
+                ok = ck_json_add_number(o, k, v.number) != NULL;
         }
     }
     char *text = ok ? cJSON_Print(arr) : NULL;

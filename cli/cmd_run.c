@@ -11,6 +11,7 @@
 #include "cli/options.h"
 #include "cli/runner.h"
 #include "planner/json.h"
+#include "planner/size.h"
 #include "planner/plan_io.h"
 #include "planner/sha256.h"
 
@@ -36,7 +37,8 @@ static void run_usage(FILE *out)
             "                    gradients (default 3); then 2N+1 rounds time one baseline\n"
             "                    step and one plan step in turn\n"
             "  --threads N       threads for matrix products (default: OpenBLAS's choice)\n"
-            "  --seed S          seed of parameters, inputs and dropout (default 1)\n"
+            "  --seed S          seed of parameters, inputs and dropout, below 2^53 (recorded\n"
+            "                    exactly; default 1)\n"
             "  --runs FILE       append the run's record to FILE (default %s)\n"
             "  --rng stateful    draw dropout from one sequential generator that recomputation\n"
             "                    does not rewind: the bug --verify exists to catch\n"
@@ -93,7 +95,7 @@ static int parse_args(int argc, char **argv, run_args *a, ck_err *err)
         case OPT_TRACE: a->trace_path = optarg; break;
         case OPT_STEPS: rc = ck_parse_count(optarg, "--steps", 1, 1000, &a->steps, err); break;
         case OPT_THREADS: rc = ck_parse_count(optarg, "--threads", 1, 1024, &a->threads, err); break;
-        case OPT_SEED: rc = ck_parse_count(optarg, "--seed", 0, UINT64_MAX, &a->seed, err); break;
+        case OPT_SEED: rc = ck_parse_count(optarg, "--seed", 0, CK_EXACT_LIMIT - 1, &a->seed, err); break;
         case OPT_RNG:
             if (strcmp(optarg, "stateful") == 0)
                 a->stateful_rng = true;

@@ -48,8 +48,8 @@ static void sweep_usage(FILE *out)
             "                        is recorded as planned, with a warning\n"
             "  --steps N             with --run: steps per run (default 3)\n"
             "  --threads N           with --run: threads for matrix products\n"
-            "  --seed S              with --run: seed of parameters, inputs and dropout\n"
-            "                        (default 1)\n"
+            "  --seed S              with --run: seed of parameters, inputs and dropout,\n"
+            "                        below 2^53 (default 1)\n"
             "  --runs FILE           append the records to FILE (default %s)\n"
             "  --slots N             dp: memory resolution (default %d)\n",
             DEFAULT_PLANNERS, DEFAULT_RUNS_FILE, CK_DEFAULT_SLOTS);
@@ -189,7 +189,7 @@ static int parse_args(int argc, char **argv, sweep_args *a, ck_err *err)
         case OPT_RUN: a->run = true; break;
         case OPT_STEPS: rc = ck_parse_count(optarg, "--steps", 1, 1000, &a->steps, err); break;
         case OPT_THREADS: rc = ck_parse_count(optarg, "--threads", 1, 1024, &a->threads, err); break;
-        case OPT_SEED: rc = ck_parse_count(optarg, "--seed", 0, UINT64_MAX, &a->seed, err); break;
+        case OPT_SEED: rc = ck_parse_count(optarg, "--seed", 0, CK_EXACT_LIMIT - 1, &a->seed, err); break;
         case OPT_RUNS: a->runs_path = optarg; break;
         case CK_OPT_SLOTS:
             rc = ck_parse_count(optarg, "--slots", 1, 1000000, &slots, err);

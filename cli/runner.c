@@ -172,13 +172,13 @@ static bool add_measure(cJSON *parent, const char *key, const run_measure *m, ui
 {
     cJSON *o = cJSON_AddObjectToObject(parent, key);
     cJSON *losses = o ? cJSON_AddArrayToObject(o, "losses") : NULL;
-    bool ok = losses && cJSON_AddNumberToObject(o, "activation_peak_bytes", (double)m->activation_peak) &&
-              cJSON_AddNumberToObject(o, "static_bytes", (double)m->static_bytes) &&
-              cJSON_AddNumberToObject(o, "rss_peak_bytes", (double)m->rss_peak) &&
-              cJSON_AddNumberToObject(o, "step_seconds", m->median_seconds) &&
+    bool ok = losses && ck_json_add_number(o, "activation_peak_bytes", (double)m->activation_peak) &&
+              ck_json_add_number(o, "static_bytes", (double)m->static_bytes) &&
+              ck_json_add_number(o, "rss_peak_bytes", (double)m->rss_peak) &&
+              ck_json_add_number(o, "step_seconds", m->median_seconds) &&
               cJSON_AddStringToObject(o, "gradients_sha256", m->grad_sha[steps - 1]);
     for (uint64_t k = 0; ok && k < steps; k++) {
-        cJSON *n = cJSON_CreateNumber(m->losses[k]);
+        cJSON *n = ck_json_number(m->losses[k]);
         ok = n && cJSON_AddItemToArray(losses, n);
     }
     return ok;
@@ -202,12 +202,12 @@ static cJSON *record_head(const char *status, const char *plan_path, const char 
               (!plan_path || cJSON_AddStringToObject(po, "path", plan_path)) &&
               (!plan_sha || cJSON_AddStringToObject(po, "sha256", plan_sha)) &&
               cJSON_AddStringToObject(po, "planner", planner) &&
-              cJSON_AddNumberToObject(po, "budget_bytes", (double)budget) &&
+              ck_json_add_number(po, "budget_bytes", (double)budget) &&
               (mo = cJSON_AddObjectToObject(root, "model")) &&
               cJSON_AddStringToObject(mo, "path", w->path) &&
               cJSON_AddStringToObject(mo, "sha256", w->sha256) &&
               cJSON_AddStringToObject(mo, "name", w->chain.name) &&
-              cJSON_AddNumberToObject(mo, "stages", (double)w->chain.n_stages) &&
+              ck_json_add_number(mo, "stages", (double)w->chain.n_stages) &&
               (!granularity || cJSON_AddStringToObject(mo, "granularity", granularity));
     if (!ok) {
         cJSON_Delete(root);
@@ -221,12 +221,12 @@ static cJSON *record_head(const char *status, const char *plan_path, const char 
 static bool add_predicted(cJSON *root, const ck_plan_figures *f)
 {
     cJSON *pred = cJSON_AddObjectToObject(root, "predicted");
-    return pred && cJSON_AddNumberToObject(pred, "activation_peak_bytes", (double)f->activation_peak_bytes) &&
-           cJSON_AddNumberToObject(pred, "baseline_activation_peak_bytes", (double)f->baseline_activation_peak_bytes) &&
-           cJSON_AddNumberToObject(pred, "static_bytes", (double)f->static_bytes) &&
-           cJSON_AddNumberToObject(pred, "time", f->time) &&
-           cJSON_AddNumberToObject(pred, "baseline_time", f->baseline_time) &&
-           cJSON_AddNumberToObject(pred, "overhead", f->overhead);
+    return pred && ck_json_add_number(pred, "activation_peak_bytes", (double)f->activation_peak_bytes) &&
+           ck_json_add_number(pred, "baseline_activation_peak_bytes", (double)f->baseline_activation_peak_bytes) &&
+           ck_json_add_number(pred, "static_bytes", (double)f->static_bytes) &&
+           ck_json_add_number(pred, "time", f->time) &&
+           ck_json_add_number(pred, "baseline_time", f->baseline_time) &&
+           ck_json_add_number(pred, "overhead", f->overhead);
 }
 
 /* verification.plan_file_matches and the plan file's figures that the replay contradicts. */
@@ -238,8 +238,8 @@ static bool add_differences(cJSON *vo, const ck_plan_check *check)
         const ck_plan_difference *d = &check->differences[k];
         cJSON *o = cJSON_CreateObject();
         ok = o && cJSON_AddItemToArray(list, o) && cJSON_AddStringToObject(o, "field", d->field) &&
-             cJSON_AddNumberToObject(o, "plan_file", d->is_time ? d->plan_time : (double)d->plan_bytes) &&
-             cJSON_AddNumberToObject(o, "replayed", d->is_time ? d->replayed_time : (double)d->replayed_bytes);
+             ck_json_add_number(o, "plan_file", d->is_time ? d->plan_time : (double)d->plan_bytes) &&
+             ck_json_add_number(o, "replayed", d->is_time ? d->replayed_time : (double)d->replayed_bytes);
     }
     return ok;
 }
@@ -260,21 +260,21 @@ static char *run_record(const run_args *a, const ck_plan_file *p, const ck_plan_
                               p->granularity);
     cJSON *so = NULL, *vo = NULL;
     bool ok = root && (so = cJSON_AddObjectToObject(root, "settings")) &&
-              cJSON_AddNumberToObject(so, "steps", (double)a->steps) &&
-              cJSON_AddNumberToObject(so, "threads", (double)ck_blas_threads()) &&
-              cJSON_AddNumberToObject(so, "seed", (double)a->seed) &&
+              ck_json_add_number(so, "steps", (double)a->steps) &&
+              ck_json_add_number(so, "threads", (double)ck_blas_threads()) &&
+              ck_json_add_number(so, "seed", (double)a->seed) &&
               cJSON_AddStringToObject(so, "rng", a->stateful_rng ? "stateful" : "counter") &&
               add_predicted(root, &p->predicted) &&
               add_measure(root, "baseline", base, a->steps) && add_measure(root, "plan_run", plan, a->steps) &&
-              cJSON_AddNumberToObject(root, "measured_overhead", measured_overhead) &&
+              ck_json_add_number(root, "measured_overhead", measured_overhead) &&
               (vo = cJSON_AddObjectToObject(root, "verification")) &&
               cJSON_AddBoolToObject(vo, "performed", a->verify) &&
               cJSON_AddBoolToObject(vo, "passed", v->passed) &&
               cJSON_AddBoolToObject(vo, "loss_identical", v->loss_identical) &&
               cJSON_AddBoolToObject(vo, "gradients_identical", v->gradients_identical) &&
-              cJSON_AddNumberToObject(vo, "max_abs_gradient_difference", v->max_abs_diff) &&
+              ck_json_add_number(vo, "max_abs_gradient_difference", v->max_abs_diff) &&
               cJSON_AddBoolToObject(vo, "peak_within_prediction", v->peak_within) &&
-              cJSON_AddNumberToObject(vo, "peak_ratio", v->peak_ratio) && add_differences(vo, check);
+              ck_json_add_number(vo, "peak_ratio", v->peak_ratio) && add_differences(vo, check);
     return root ? finish_record(root, ok) : NULL;
 }
 
@@ -288,7 +288,7 @@ char *ck_runner_infeasible_record(const char *planner, uint64_t budget, uint64_t
                                   const ck_workload *w, const char *granularity)
 {
     cJSON *root = record_head("infeasible", NULL, NULL, planner, budget, w, granularity);
-    return root ? finish_record(root, cJSON_AddNumberToObject(root, "minimum_budget_bytes",
+    return root ? finish_record(root, ck_json_add_number(root, "minimum_budget_bytes",
                                                               (double)min_budget) != NULL)
                 : NULL;
 }
@@ -713,10 +713,6 @@ int ck_runner_plan(const ck_workload *w, const ck_planner *planner, uint64_t bud
     if (rc == CK_OK)
         rc = ck_schedule_replay(&w->chain, &base, &out->baseline, NULL, NULL, err);
     ck_schedule_free(&base);
-    uint64_t ignored;
-    if (rc == CK_OK && !ck_add(w->statics.total, out->baseline.peak_bytes, &ignored))
-        rc = ck_fail(err, CK_ERR_INPUT, "%s: static memory plus activations exceed 2^64 bytes",
-                     w->path);
     if (rc != CK_OK)
         return rc;
     out->doc = (ck_plan_doc){

@@ -523,6 +523,32 @@ int ck_json_expect_format(const cJSON *root, const char *const *formats, const c
     return expected(v, wanted, file, format_path, err);
 }
 
+cJSON *ck_json_number(double v)
+{
+    if (!isfinite(v))
+        return cJSON_CreateNull();
+    char text[32];
+    if (v == floor(v) && fabs(v) < CK_JSON_MAX_EXACT_INT) /* sizes, counts: in full */
+        snprintf(text, sizeof text, "%.0f", v);
+    else
+        for (int digits = 15; digits <= 17; digits++) { /* 17 always reads back */
+            snprintf(text, sizeof text, "%.*g", digits, v);
+            if (strtod(text, NULL) == v)
+                break;
+        }
+    return cJSON_CreateRaw(text);
+}
+
+cJSON *ck_json_add_number(cJSON *obj, const char *key, double v)
+{
+    cJSON *item = ck_json_number(v);
+    if (item && !cJSON_AddItemToObject(obj, key, item)) {
+        cJSON_Delete(item);
+        item = NULL;
+    }
+    return item;
+}
+
 char *ck_json_print(const cJSON *root)
 {
     char *text = cJSON_Print(root);

@@ -13,6 +13,7 @@
 #include <cjson/cJSON.h>
 
 #include "planner/err.h"
+#include "planner/size.h"
 
 #define CK_JSON_PATH_MAX 256
 /* Input files larger than this are refused before parsing; the environment variable
@@ -21,8 +22,9 @@
 /* Documents nested deeper than this are refused before parsing (ckplan's own formats need
  * fewer than 10 levels); CKPLAN_MAX_JSON_DEPTH changes it, up to cJSON's own 1000. */
 #define CK_JSON_MAX_DEPTH 64
-/* Integers in JSON are read through doubles; above 2^53 they are no longer exact. */
-#define CK_JSON_MAX_EXACT_INT 9007199254740992.0
+/* Integers in JSON are read through doubles; from 2^53 on they are no longer exact, so
+ * the readers refuse them (CK_EXACT_LIMIT, planner/size.h). */
+#define CK_JSON_MAX_EXACT_INT ((double)CK_EXACT_LIMIT)
 
 /* Reads and parses a whole file. On success *root is owned by the caller (cJSON_Delete),
  * and, when raw is non-NULL, *raw / *raw_len hold the file's bytes (caller frees). */
@@ -78,6 +80,18 @@ void ck_json_describe(const cJSON *v, char *buf, size_t len);
 /* Length of the UTF-8 sequence starting at p (at most n >= 1 bytes available), or 0 when it
  * is not well-formed (overlong forms, surrogates and code points above U+10FFFF included). */
 size_t ck_utf8_length(const unsigned char *p, size_t n);
+
+/* Numbers as ckplan writes them: integers below 2^53 in full ("9007199254740991"), other
+ * values as the shortest text that reads back as exactly v. (cJSON's own printer settles
+ * for 15 digits when they come within a relative DBL_EPSILON of v, which turns the size
+ * 9007199254740991 into 9.00719925474099e+15 and DBL_MAX into a text that overflows.) v
+ * must be finite: JSON has no infinity; a non-finite v is written as null, which every
+ * reader refuses. The item holds the text (cJSON_Raw), not a number: a tree built with it
+ * is for printing, and is read back from its printed text, as a file would be. NULL when
+ * out of memory. */
+cJSON *ck_json_number(double v);
+/* Adds ck_json_number(v) to obj as `key`; the item, or NULL when out of memory. */
+cJSON *ck_json_add_number(cJSON *obj, const char *key, double v);
 
 /* Writes JSON text of root, formatted, with a final newline. Caller frees. NULL on OOM. */
 char *ck_json_print(const cJSON *root);

@@ -14,7 +14,7 @@ double ck_plan_overhead(double time, double baseline_time)
 
 static bool add_u64(cJSON *obj, const char *key, uint64_t v)
 {
-    return cJSON_AddNumberToObject(obj, key, (double)v) != NULL;
+    return ck_json_add_number(obj, key, (double)v) != NULL;
 }
 
 static bool add_details(cJSON *root, const ck_plan_doc *d)
@@ -31,16 +31,16 @@ static bool add_details(cJSON *root, const ck_plan_doc *d)
     if (ok && d->time_unit)
         ok = cJSON_AddStringToObject(details, "time_unit", d->time_unit) != NULL;
     if (ok && r->snapshots >= 0)
-        ok = cJSON_AddNumberToObject(details, "snapshots", (double)r->snapshots) != NULL;
+        ok = ck_json_add_number(details, "snapshots", (double)r->snapshots) != NULL;
     if (ok && r->segments >= 0)
-        ok = cJSON_AddNumberToObject(details, "segments", (double)r->segments) != NULL;
+        ok = ck_json_add_number(details, "segments", (double)r->segments) != NULL;
     if (ok && d->costs_path)
         ok = cJSON_AddStringToObject(details, "costs", d->costs_path) != NULL;
     cJSON *cost = NULL;
     if (ok && d->cost_model)
         ok = (cost = cJSON_AddObjectToObject(details, "cost_model")) &&
-             cJSON_AddNumberToObject(cost, "gemm_flops", d->cost_model->gemm_flops) &&
-             cJSON_AddNumberToObject(cost, "mem_bandwidth", d->cost_model->mem_bandwidth);
+             ck_json_add_number(cost, "gemm_flops", d->cost_model->gemm_flops) &&
+             ck_json_add_number(cost, "mem_bandwidth", d->cost_model->mem_bandwidth);
     if (ok && r->memory_unit > 0)
         ok = add_u64(details, "memory_unit_bytes", r->memory_unit) && add_u64(details, "slots", d->slots);
     return ok;
@@ -63,11 +63,11 @@ cJSON *ck_plan_to_json(const ck_plan_doc *d)
               add_u64(pred, "peak_bytes", peak) &&
               add_u64(pred, "activation_peak_bytes", d->predicted.peak_bytes) &&
               add_u64(pred, "static_bytes", d->static_bytes) &&
-              cJSON_AddNumberToObject(pred, "time", d->predicted.time) &&
-              cJSON_AddNumberToObject(pred, "baseline_time", d->baseline.time) &&
+              ck_json_add_number(pred, "time", d->predicted.time) &&
+              ck_json_add_number(pred, "baseline_time", d->baseline.time) &&
               add_u64(pred, "baseline_peak_bytes", base_peak) &&
               add_u64(pred, "baseline_activation_peak_bytes", d->baseline.peak_bytes) &&
-              cJSON_AddNumberToObject(pred, "overhead",
+              ck_json_add_number(pred, "overhead",
                                       ck_plan_overhead(d->predicted.time, d->baseline.time)) &&
               add_details(root, d) && (sched = cJSON_AddArrayToObject(root, "schedule"));
     const ck_schedule *s = &d->result->schedule;
