@@ -1,4 +1,5 @@
-/* files: writing output files so that an interrupted run leaves the old file intact. */
+/* files: writing output files so that a failed or interrupted command leaves the old file
+ * intact, and appending records that concurrent processes do not lose. */
 #ifndef CK_FILES_H
 #define CK_FILES_H
 
@@ -6,15 +7,24 @@
 
 #include "planner/err.h"
 
-/* Writes data to a temporary file next to path, flushes it to disk and renames it over
- * path. On failure the temporary file is removed and path is untouched. A path that
- * exists and is not a regular file (/dev/stdout, /dev/null, a FIFO) is written in place:
- * renaming over it would replace the device or pipe with a file. */
+/* Writes data to a temporary file with a short name (.ckplan-XXXXXX) in the directory of
+ * path's target, flushes it to disk and renames it over the target: any valid file name
+ * works as path. A symbolic link is written through, as editors do: the file it ends at
+ * (following a chain of links; a dangling link's target is created) is replaced, and the
+ * link stays. On failure the temporary file is removed and the target is untouched. A
+ * target that exists and is not a regular file (/dev/stdout, /dev/null, a FIFO) is
+ * written in place: renaming over it would replace the device or pipe with a file.
+ * Two processes writing the same path at once each rename a whole file: the last wins. */
 int ck_write_file_atomic(const char *path, const char *data, size_t len, ck_err *err);
 
-/* Appends one line (a newline is added) to the file at path, creating it if needed, by
- * writing the old contents plus the line to a new file and renaming it: an interrupted
- * append leaves the old file as it was. */
+/* Appends one line (a newline is added) to the file at path, creating it if needed, with
+ * one write under an exclusive advisory lock (flock) on the file, opened O_APPEND: appends
+ * of concurrent processes (sweeps into one runs file) each land whole, none is lost, and
+ * each costs the same whatever the file's size. A file cut short (not ending in a newline)
+ * first gets one, so that its last line stays apart from the new one. If the write fails
+ * part-way (a full disk, EIO), the file is truncated back to its length before the append:
+ * it only ever gains whole lines. Records are not synced one by one: a power failure may
+ * lose the last ones. Writers that do not take the lock (a shell's >>) are not ordered. */
 int ck_append_line_atomic(const char *path, const char *line, ck_err *err);
 
 #endif

@@ -1,0 +1,63 @@
+# Appending records to a runs file (cli/files.c, ck_append_line_atomic): concurrent
+# processes lose none, every record is a whole line, and a write that fails part-way is
+# taken back, so the file only ever gains whole lines.
+
+mkdir -p appends && cd appends || return
+
+# runs_ok FILE N: FILE holds exactly N lines, each a whole ckplan-run/1 record, and every
+# budget of the sweeps below appears in as many records as there were sweeps.
+runs_ok() {
+    python3 - "$@" <<'EOF'
+import collections, json, sys
+path, want = sys.argv[1], int(sys.argv[2])
+data = open(path, "rb").read()
+assert data.endswith(b"\n"), "ends in a partial line"
+lines = data.decode().split("\n")[:-1]
+assert len(lines) == want, f"{len(lines)} lines, wanted {want}"
+records = [json.loads(line) for line in lines]
+assert all(r["format"] == "ckplan-run/1" for r in records)
+per_budget = collections.Counter(r["plan"]["budget_bytes"] for r in records)
+assert len(set(per_budget.values())) == 1, f"budgets unevenly recorded: {per_budget.most_common(3)}"
+EOF
+}
+
+# Four sweeps at once into one runs file, as users run one per core: 4 x 150 points.
+pids=()
+for i in 1 2 3 4; do
+    "$bin" sweep "$data/chain10.json" --budgets 100:1G:150 --planners dp --runs shared.jsonl \
+        >"sweep$i.out" 2>"sweep$i.err" &
+    pids+=($!)
+done
+rc=0
+for pid in "${pids[@]}"; do wait "$pid" || rc=$?; done
+out=""; err=$(cat sweep*.err)
+check "four concurrent sweeps into one runs file all succeed" 0
+check_that "four concurrent sweeps keep all 600 records, each a whole line" runs_ok shared.jsonl 600
+
+# The same into a file that exists and was cut short: its last line stays apart.
+printf '{"format": "ckplan-run/1", "cut sh' > cut.jsonl
+for i in 1 2 3; do
+    "$bin" sweep "$data/chain10.json" --budgets 100:1G:50 --planners revolve --runs cut.jsonl >/dev/null 2>&1 &
+done
+wait
+check_that "concurrent sweeps after a line cut short keep it on a line of its own" \
+    test "$(grep -c '^{"format": "ckplan-run/1", "cut sh$' cut.jsonl)" = 1
+sed -i '1d' cut.jsonl
+check_that "... and add their 150 records whole after it" runs_ok cut.jsonl 150
+
+# A write that fails part-way: the file size limit (ulimit -f, SIGXFSZ ignored) makes the
+# kernel write the first part of a record and refuse the rest, as a disk filling up does.
+# The runs file is padded to 100 bytes below the limit, so that the first record crosses it.
+limit_kib=16
+python3 -c '
+import sys
+head, tail = "{\"format\": \"ckplan-run/1\", \"status\": \"old\", \"pad\": \"", "\"}\n"
+size = int(sys.argv[1]) * 1024 - 100
+sys.stdout.write(head + "x" * (size - len(head) - len(tail)) + tail)' "$limit_kib" > full.jsonl
+cp full.jsonl full.before
+rc=$( (trap '' XFSZ; ulimit -f "$limit_kib"; "$bin" sweep "$data/chain10.json" --budgets 100,300,1G \
+    --planners dp --runs full.jsonl >out 2>err; echo $?) ); out=$(cat out); err=$(cat err)
+check "a record cut short by a full disk is an error" 1 "full.jsonl: cannot write" "File too large" "the file is as it was"
+check_that "... and the part written is taken back: the runs file is as it was" cmp full.jsonl full.before
+
+cd "$work" || return
