@@ -11,6 +11,7 @@
 
 #include "cli/chart.h"
 #include "cli/commands.h"
+#include "cli/files.h"
 #include "cli/human.h"
 #include "cli/options.h"
 #include "cli/runs.h"
@@ -264,6 +265,26 @@ static int print_table(FILE *out, const ck_runs *runs)
 
 enum { OPT_RUNS = 3000, OPT_CSV, OPT_JSON_OUT, OPT_SVG_DIR };
 
+/* The chart file of a model's records: DIR/<model>.tradeoff.svg. */
+static void chart_path(const char *dir, const char *model, char *path, size_t len)
+{
+    snprintf(path, len, "%s/%s.tradeoff.svg", dir, model);
+}
+
+/* Refuses, before anything is printed or drawn, a chart file that is the runs file. */
+static int charts_apart(const char *dir, const char *runs_path, const ck_runs *runs, ck_err *err)
+{
+    const ck_named_file in[] = {{runs_path, "--runs"}};
+    char path[4096];
+    ck_named_file out[] = {{path, "a chart of --svg"}};
+    int rc = CK_OK;
+    for (size_t i = 0; rc == CK_OK && i < runs->n; i++) {
+        chart_path(dir, runs->rows[i].model, path, sizeof path);
+        rc = CK_CHECK_OUTPUTS_APART("report", in, out, err);
+    }
+    return rc;
+}
+
 /* Writes DIR/<model>.tradeoff.svg for every model of the records: activation peak against
  * overhead, one series per planner, predicted points and, for runs, measured ones. The
  * names of the files written are printed on `names`. */
@@ -292,7 +313,7 @@ static int write_tradeoff_charts(const char *dir, const ck_runs *runs, FILE *nam
         if (n == 0) /* only infeasible points: nothing to draw */
             continue;
         char path[4096], title[256];
-        snprintf(path, sizeof path, "%s/%s.tradeoff.svg", dir, model);
+        chart_path(dir, model, path, sizeof path);
         snprintf(title, sizeof title, "%s: activation memory against time overhead", model);
         rc = ck_chart_tradeoff_write(path, title, NULL, pts, n, err);
         if (rc == CK_OK)
@@ -338,6 +359,10 @@ int ck_cmd_report(int argc, char **argv)
     rc = ck_runs_read(path, stderr, &runs, &err);
     if (rc != CK_OK)
         return ck_report(rc, err.msg);
+    if (svg_dir && (rc = charts_apart(svg_dir, path, &runs, &err)) != CK_OK) {
+        ck_runs_free(&runs);
+        return ck_report(rc, err.msg);
+    }
     if (runs.n_lines == 0) {
         /* Not an error: a fresh runs file is a normal state, but an empty table would look
          * like a failure. Said on stdout so that it is the answer, not a diagnostic. */

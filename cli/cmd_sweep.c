@@ -329,6 +329,10 @@ int ck_cmd_sweep(int argc, char **argv)
         free(a.budgets);
         return 0;
     }
+    const ck_named_file in[] = {{a.model_path, "MODEL"}, {a.workload_opts.costs_path, "--costs"}};
+    const ck_named_file out[] = {{a.runs_path, "--runs"}};
+    if (rc == CK_OK)
+        rc = CK_CHECK_OUTPUTS_APART("sweep", in, out, &err);
     ck_workload w;
     bool have_w = false;
     if (rc == CK_OK) {

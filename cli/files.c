@@ -208,3 +208,25 @@ int ck_append_line_atomic(const char *path, const char *line, ck_err *err)
     free(record);
     return rc;
 }
+
+/* Whether a and b are one regular file: same device and inode, links followed. */
+static bool same_file(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && S_ISREG(sa.st_mode) &&
+           sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+int ck_check_outputs_apart(const char *cmd, const ck_named_file *inputs, size_t n_inputs,
+                           const ck_named_file *outputs, size_t n_outputs, ck_err *err)
+{
+    for (size_t o = 0; o < n_outputs; o++)
+        for (size_t i = 0; outputs[o].path && i < n_inputs; i++)
+            if (inputs[i].path && same_file(outputs[o].path, inputs[i].path))
+                return ck_fail(err, CK_ERR_INPUT, "%s: the output %s (%s) is the same file as the "
+                                                  "input %s (%s): writing it would destroy that "
+                                                  "input; choose another output",
+                               cmd, outputs[o].path, outputs[o].role, inputs[i].path,
+                               inputs[i].role);
+    return CK_OK;
+}

@@ -1,5 +1,6 @@
 /* files: writing output files so that a failed or interrupted command leaves the old file
- * intact, and appending records that concurrent processes do not lose. */
+ * intact, appending records that concurrent processes do not lose, and refusing outputs
+ * that would overwrite a command's own inputs. */
 #ifndef CK_FILES_H
 #define CK_FILES_H
 
@@ -26,5 +27,24 @@ int ck_write_file_atomic(const char *path, const char *data, size_t len, ck_err 
  * it only ever gains whole lines. Records are not synced one by one: a power failure may
  * lose the last ones. Writers that do not take the lock (a shell's >>) are not ordered. */
 int ck_append_line_atomic(const char *path, const char *line, ck_err *err);
+
+/* A file a command reads or writes, with how the user named it, for messages. */
+typedef struct {
+    const char *path; /* NULL: not given, skipped */
+    const char *role; /* the option or operand: "MODEL", "--costs", "-o", ... */
+} ck_named_file;
+
+/* CK_ERR_INPUT, naming both, when an output is the same file as an input (same st_dev and
+ * st_ino; symbolic links followed, so a link or a hard link to an input counts): writing
+ * it would destroy what the command reads. Called by every command before it reads or
+ * writes anything. Outputs that do not exist yet, inputs that do not (their loader says
+ * so) and files that are not regular (/dev/null, FIFOs: writing them destroys nothing) are
+ * never refused. cmd names the command in the message. */
+int ck_check_outputs_apart(const char *cmd, const ck_named_file *inputs, size_t n_inputs,
+                           const ck_named_file *outputs, size_t n_outputs, ck_err *err);
+/* The same for two arrays, counted here so that no count can disagree with its array. */
+#define CK_CHECK_OUTPUTS_APART(cmd, inputs, outputs, err)                                          \
+    ck_check_outputs_apart(cmd, inputs, sizeof(inputs) / sizeof(inputs)[0], outputs,             \
+                           sizeof(outputs) / sizeof(outputs)[0], err)
 
 #endif

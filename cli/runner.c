@@ -477,6 +477,14 @@ static int draw_run(const run_args *a, const ck_plan_file *plan, const ck_worklo
     return rc;
 }
 
+int ck_runner_outputs_apart(const ck_run_settings *s, const ck_named_file *inputs, size_t n_inputs,
+                            ck_err *err)
+{
+    const ck_named_file out[] = {{s->runs_path, "--runs"}, {s->svg_path, "--svg"},
+                                 {s->trace_path, "--trace"}};
+    return ck_check_outputs_apart("run", inputs, n_inputs, out, sizeof out / sizeof out[0], err);
+}
+
 int ck_runner_run(const ck_run_settings *s, const ck_plan_file *p, const char *plan_sha,
                   bool *passed, ck_err *errp)
 {
@@ -490,6 +498,11 @@ int ck_runner_run(const ck_run_settings *s, const ck_plan_file *p, const char *p
     run_measure base = {0}, planned = {0};
     verification v = {0};
     rc = load_plan_model(a.plan_path, &plan, &w, &err);
+    if (rc == CK_OK) {
+        const ck_named_file model[] = {{w.path, "the plan's model"}};
+        if ((rc = ck_runner_outputs_apart(&a, model, 1, &err)) != CK_OK)
+            ck_workload_free(&w);
+    }
     if (rc != CK_OK) {
         *errp = err;
         return rc;

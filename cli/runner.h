@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "cli/files.h"
 #include "planner/err.h"
 #include "planner/plan_io.h"
 #include "planner/planners.h"
@@ -45,6 +46,11 @@ typedef struct {
     bool verify, quiet, stateful_rng;
     uint64_t steps, threads, seed;
 } ck_run_settings;
+
+/* ck_check_outputs_apart for the files a run writes (--runs, --svg, --trace) against
+ * inputs: `run` checks its PLAN, ck_runner_run the plan's model. */
+int ck_runner_outputs_apart(const ck_run_settings *s, const ck_named_file *inputs, size_t n_inputs,
+                            ck_err *err);
 
 /* CK_OK when running the plan beside its baseline fits in the memory a run may use
  * (MemAvailable, or CKPLAN_RUN_MEMORY); CK_ERR_INPUT saying how much it needs otherwise. */
