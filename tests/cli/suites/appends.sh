@@ -4,12 +4,12 @@
 
 mkdir -p appends && cd appends || return
 
-# runs_ok FILE N: FILE holds exactly N lines, each a whole ckplan-run/1 record, and every
-# budget of the sweeps below appears in as many records as there were sweeps.
+# runs_ok FILE N [even]: FILE holds exactly N lines, each a whole ckplan-run/1 record; with
+# "even", every budget appears in as many records as there were sweeps.
 runs_ok() {
     python3 - "$@" <<'EOF'
 import collections, json, sys
-path, want = sys.argv[1], int(sys.argv[2])
+path, want, even = sys.argv[1], int(sys.argv[2]), sys.argv[3:] == ["even"]
 data = open(path, "rb").read()
 assert data.endswith(b"\n"), "ends in a partial line"
 lines = data.decode().split("\n")[:-1]
@@ -17,7 +17,7 @@ assert len(lines) == want, f"{len(lines)} lines, wanted {want}"
 records = [json.loads(line) for line in lines]
 assert all(r["format"] == "ckplan-run/1" for r in records)
 per_budget = collections.Counter(r["plan"]["budget_bytes"] for r in records)
-assert len(set(per_budget.values())) == 1, f"budgets unevenly recorded: {per_budget.most_common(3)}"
+assert not even or len(set(per_budget.values())) == 1, f"budgets unevenly recorded: {per_budget.most_common(3)}"
 EOF
 }
 
@@ -32,7 +32,7 @@ rc=0
 for pid in "${pids[@]}"; do wait "$pid" || rc=$?; done
 out=""; err=$(cat sweep*.err)
 check "four concurrent sweeps into one runs file all succeed" 0
-check_that "four concurrent sweeps keep all 600 records, each a whole line" runs_ok shared.jsonl 600
+check_that "four concurrent sweeps keep all 600 records, each a whole line" runs_ok shared.jsonl 600 even
 
 # The same into a file that exists and was cut short: its last line stays apart.
 printf '{"format": "ckplan-run/1", "cut sh' > cut.jsonl
@@ -43,7 +43,26 @@ wait
 check_that "concurrent sweeps after a line cut short keep it on a line of its own" \
     test "$(grep -c '^{"format": "ckplan-run/1", "cut sh$' cut.jsonl)" = 1
 sed -i '1d' cut.jsonl
-check_that "... and add their 150 records whole after it" runs_ok cut.jsonl 150
+check_that "... and add their 150 records whole after it" runs_ok cut.jsonl 150 even
+
+# The lock is flock(2)'s, which util-linux's flock takes too: a writer holding it half-way
+# through a record makes sweep wait for the rest before appending, and report wait before
+# reading, so neither sees the record half-written.
+if command -v flock >/dev/null; then
+    "$bin" sweep "$data/chain10.json" --budgets 100 --planners dp --runs locked.jsonl >/dev/null 2>&1
+    record=$(cat locked.jsonl)
+    flock -x locked.jsonl bash -c 'printf %s "${1:0:40}" >> locked.jsonl; touch half-written; sleep 1
+                                   printf "%s\n" "${1:40}" >> locked.jsonl' writer "$record" &
+    tries=0
+    while [ ! -e half-written ] && [ $tries -lt 200 ]; do sleep 0.05; tries=$((tries + 1)); done
+    run report --runs locked.jsonl --csv
+    check "report waits for a record being written under the lock" 0
+    check_that "... then reads it whole: two records" test "$(printf '%s\n' "$out" | grep -c ',dp,')" = 2
+    run sweep "$data/chain10.json" --budgets 100:1G:20 --planners dp --runs locked.jsonl
+    wait
+    check "sweep waits for a record being written under the lock" 0
+    check_that "... and appends its own records after it, whole" runs_ok locked.jsonl 22
+fi
 
 # A write that fails part-way: the file size limit (ulimit -f, SIGXFSZ ignored) makes the
 # kernel write the first part of a record and refuse the rest, as a disk filling up does.
