@@ -145,7 +145,7 @@ int ck_write_file_atomic(const char *path, const char *data, size_t len, ck_err 
         return rc;
     struct stat st;
     if (stat(target, &st) == 0 && !S_ISREG(st.st_mode))
-        rc = write_in_place(target, data, len, err);
+        rc = write_in_place(path, data, len, err);
     else
         rc = replace_via_temp(path, target, data, len, err);
     free(target);
@@ -168,7 +168,7 @@ static int append_locked(int fd, const char *path, char *record, size_t len, ck_
     if (fstat(fd, &st) != 0)
         return ck_fail(err, CK_ERR_RUNTIME, "%s: cannot append: %s", path, strerror(errno));
     bool regular = S_ISREG(st.st_mode);
-    if (regular && !cut_short(fd, st.st_size)) {
+    if (!regular || !cut_short(fd, st.st_size)) {
         record++; /* the newline in front, only for a file cut short */
         len--;
     }
@@ -192,8 +192,11 @@ int ck_append_line_atomic(const char *path, const char *line, ck_err *err)
     record[0] = '\n';
     memcpy(record + 1, line, line_len);
     record[line_len + 1] = '\n';
-    /* read and write: the last byte says whether the file was cut short */
-    int fd = open(path, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    /* A regular file is opened to read too: its last byte says whether it was cut short.
+     * A FIFO opened so would not wait for its reader, and what was written would be lost. */
+    struct stat st;
+    int mode = stat(path, &st) == 0 && !S_ISREG(st.st_mode) ? O_WRONLY : O_RDWR;
+    int fd = open(path, mode | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
     int rc = CK_OK;
     if (fd < 0)
         rc = ck_fail(err, CK_ERR_RUNTIME, "%s: cannot open for appending: %s", path, strerror(errno));

@@ -64,6 +64,12 @@ if command -v flock >/dev/null; then
     check_that "... and appends its own records after it, whole" runs_ok locked.jsonl 22
 fi
 
+# A runs file that is not a regular file (a pipe, through /dev/stdout) gets the records
+# alone, one a line: no newline is put before them, and nothing is truncated.
+"$bin" sweep "$data/chain10.json" --budgets 100,1G --planners dp --runs /dev/stdout 2>/dev/null | cat > piped.out
+check_that "records appended to a pipe are whole lines, one each, nothing between them" \
+    test "$(grep -c '^{"format":"ckplan-run/1"' piped.out) $(grep -c '^$' piped.out)" = "2 0"
+
 # A write that fails part-way: the file size limit (ulimit -f, SIGXFSZ ignored) makes the
 # kernel write the first part of a record and refuse the rest, as a disk filling up does.
 # The runs file is padded to 100 bytes below the limit, so that the first record crosses it.
