@@ -49,7 +49,8 @@ static void sweep_usage(FILE *out)
             "  --threads N           with --run: threads for matrix products\n"
             "  --seed S              with --run: seed of parameters, inputs and dropout\n"
             "                        (default 1)\n"
-            "  --runs FILE           append the records to FILE (default %s)\n"
+            "  --runs FILE           append the records to FILE (default %s);\n"
+            "                        sweeps and runs at once may share one file\n"
             "  --slots N             dp: memory resolution (default %d)\n",
             DEFAULT_PLANNERS, DEFAULT_RUNS_FILE, CK_DEFAULT_SLOTS);
     ck_workload_options_help(out);
