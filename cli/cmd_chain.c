@@ -51,6 +51,11 @@ int ck_cmd_chain(int argc, char **argv)
             rc = ck_option_error("chain", argv, longs, code, &err);
         }
     }
+    const ck_named_file in[] = {{optind < argc ? argv[optind] : NULL, "MODEL"},
+                                {opts.costs_path, "--costs"}};
+    const ck_named_file out[] = {{output, "-o"}};
+    if (rc == CK_OK)
+        rc = CK_CHECK_OUTPUTS_APART("chain", in, out, &err);
     ck_workload w;
     if (rc == CK_OK)
         rc = ck_model_operand("chain", argc, argv, &opts, &w, &err);

@@ -305,6 +305,10 @@ int ck_cmd_plan(int argc, char **argv)
     plan_args a;
     ck_err err = {{0}};
     int rc = parse_args(argc, argv, &a, &err);
+    const ck_named_file in[] = {{a.model_path, "MODEL"}, {a.workload_opts.costs_path, "--costs"}};
+    const ck_named_file out[] = {{a.output, "-o"}, {a.svg, "--svg"}};
+    if (rc == CK_OK)
+        rc = CK_CHECK_OUTPUTS_APART("plan", in, out, &err);
     if (rc != CK_OK)
         return ck_report(rc, err.msg);
     ck_workload w;

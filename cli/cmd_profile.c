@@ -112,6 +112,10 @@ int ck_cmd_profile(int argc, char **argv)
         default: rc = ck_option_error("profile", argv, longs, code, &err);
         }
     }
+    const ck_named_file in[] = {{optind < argc ? argv[optind] : NULL, "MODEL"}};
+    const ck_named_file out[] = {{output, "-o"}};
+    if (rc == CK_OK)
+        rc = CK_CHECK_OUTPUTS_APART("profile", in, out, &err);
     ck_workload w;
     if (rc == CK_OK)
         rc = ck_model_operand("profile", argc, argv, &opts, &w, &err);

@@ -11,6 +11,7 @@
 
 #include "cli/chart.h"
 #include "cli/commands.h"
+#include "cli/files.h"
 #include "cli/human.h"
 #include "cli/options.h"
 #include "cli/runs.h"
@@ -362,38 +363,76 @@ static int draw_model(const ck_runs *runs, const size_t *order, const chart_grou
     return rc;
 }
 
-/* Writes a chart for every model of the records into DIR: activation peak against
- * overhead, one series per planner, predicted points and, for runs, measured ones. The file
- * names come from the model names (cli/safename.h): always inside DIR, one per model. The
- * names of the files written, and their models, are printed on `names`. */
-static int write_tradeoff_charts(const char *dir, const ck_runs *runs, FILE *names, ck_err *err)
+/* The trade-off charts of a runs file: one per model with something to draw, model k's
+ * records at order[groups[k].begin..end), its file DIR/<stems[k]>.tradeoff.svg. The file
+ * names come from the model names (cli/safename.h): always inside DIR, one per model. */
+typedef struct {
+    size_t m, *order;
+    chart_group *groups;
+    char (*stems)[CK_SAFE_STEM_MAX];
+} chart_set;
+
+static void chart_set_free(chart_set *cs)
+{
+    free(cs->order);
+    free(cs->groups);
+    free(cs->stems);
+}
+
+static int chart_set_make(const ck_runs *runs, chart_set *cs, ck_err *err)
+{
+    size_t n = runs->n + 1;
+    cs->order = malloc(n * sizeof *cs->order);
+    cs->groups = malloc(n * sizeof *cs->groups);
+    cs->stems = malloc(n * sizeof *cs->stems);
+    const char **models = malloc(n * sizeof *models);
+    int rc = cs->order && cs->groups && cs->stems && models ? CK_OK : ck_fail_oom(err);
+    cs->m = rc == CK_OK ? group_by_model(runs, cs->order, cs->groups) : 0;
+    for (size_t k = 0; k < cs->m; k++)
+        models[k] = runs->rows[cs->groups[k].first].model;
+    if (rc == CK_OK)
+        rc = ck_distinct_stems(models, cs->m, cs->stems, err);
+    free(models);
+    return rc;
+}
+
+static int chart_path(const char *dir, const chart_set *cs, size_t k, char *path, size_t len,
+                      ck_err *err)
+{
+    if (snprintf(path, len, "%s/%s.tradeoff.svg", dir, cs->stems[k]) >= (int)len)
+        return ck_fail(err, CK_ERR_INPUT, "%.200s...: --svg DIR: too long a path", dir);
+    return CK_OK;
+}
+
+/* Refuses, before anything is printed or drawn, a chart file that is the runs file. */
+static int charts_apart(const char *dir, const chart_set *cs, const char *runs_path, ck_err *err)
+{
+    const ck_named_file in[] = {{runs_path, "--runs"}};
+    char path[4096];
+    const ck_named_file out[] = {{path, "a chart of --svg"}};
+    int rc = CK_OK;
+    for (size_t k = 0; rc == CK_OK && k < cs->m; k++)
+        if ((rc = chart_path(dir, cs, k, path, sizeof path, err)) == CK_OK)
+            rc = CK_CHECK_OUTPUTS_APART("report", in, out, err);
+    return rc;
+}
+
+/* Writes the charts into DIR: activation peak against overhead, one series per planner,
+ * predicted points and, for runs, measured ones. The names of the files written, and their
+ * models, are printed on `names`. */
+static int write_tradeoff_charts(const char *dir, const chart_set *cs, const ck_runs *runs,
+                                 FILE *names, ck_err *err)
 {
     if (mkdir(dir, 0755) != 0 && errno != EEXIST)
         return ck_fail(err, CK_ERR_RUNTIME, "%s: cannot create: %s", dir, strerror(errno));
-    size_t n = runs->n + 1;
-    size_t *order = malloc(n * sizeof *order);
-    chart_group *groups = malloc(n * sizeof *groups);
-    ck_chart_point *pts = malloc(2 * n * sizeof *pts);
-    const char **models = malloc(n * sizeof *models);
-    char(*stems)[CK_SAFE_STEM_MAX] = malloc(n * sizeof *stems);
-    int rc = order && groups && pts && models && stems ? CK_OK : ck_fail_oom(err);
-    size_t m = rc == CK_OK ? group_by_model(runs, order, groups) : 0;
-    for (size_t k = 0; k < m; k++)
-        models[k] = runs->rows[groups[k].first].model;
-    if (rc == CK_OK)
-        rc = ck_distinct_stems(models, m, stems, err);
-    for (size_t k = 0; rc == CK_OK && k < m; k++) {
+    ck_chart_point *pts = malloc((2 * runs->n + 1) * sizeof *pts);
+    int rc = pts ? CK_OK : ck_fail_oom(err);
+    for (size_t k = 0; rc == CK_OK && k < cs->m; k++) {
         char path[4096];
-        if (snprintf(path, sizeof path, "%s/%s.tradeoff.svg", dir, stems[k]) >= (int)sizeof path)
-            rc = ck_fail(err, CK_ERR_INPUT, "%.200s...: --svg DIR: too long a path", dir);
-        else
-            rc = draw_model(runs, order, &groups[k], path, pts, names, err);
+        if ((rc = chart_path(dir, cs, k, path, sizeof path, err)) == CK_OK)
+            rc = draw_model(runs, cs->order, &cs->groups[k], path, pts, names, err);
     }
-    free(order);
-    free(groups);
     free(pts);
-    free(models);
-    free(stems);
     return rc;
 }
 
@@ -432,12 +471,20 @@ int ck_cmd_report(int argc, char **argv)
     rc = ck_runs_read(path, stderr, &runs, &err);
     if (rc != CK_OK)
         return ck_report(rc, err.msg);
+    chart_set charts = {0};
+    if (svg_dir && ((rc = chart_set_make(&runs, &charts, &err)) != CK_OK ||
+                    (rc = charts_apart(svg_dir, &charts, path, &err)) != CK_OK)) {
+        chart_set_free(&charts);
+        ck_runs_free(&runs);
+        return ck_report(rc, err.msg);
+    }
     if (runs.n_lines == 0) {
         /* Not an error: a fresh runs file is a normal state, but an empty table would look
          * like a failure. Said on stdout so that it is the answer, not a diagnostic. */
         fputs("no runs recorded in ", stdout);
         ck_put_terminal_text(stdout, path);
         fputc('\n', stdout);
+        chart_set_free(&charts);
         ck_runs_free(&runs);
         return 0;
     }
@@ -450,10 +497,11 @@ int ck_cmd_report(int argc, char **argv)
     if (rc != CK_OK)
         ck_fail_oom(&err);
     else if (svg_dir)
-        rc = write_tradeoff_charts(svg_dir, &runs, csv || json ? stderr : stdout, &err);
+        rc = write_tradeoff_charts(svg_dir, &charts, &runs, csv || json ? stderr : stdout, &err);
     if (rc == CK_OK && runs.n_bad)
         rc = ck_fail(&err, CK_ERR_INPUT, "%s: %zu of %zu records could not be read (see above)",
                      path, runs.n_bad, runs.n_lines);
+    chart_set_free(&charts);
     ck_runs_free(&runs);
     return ck_report(rc, err.msg);
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "cli/files.h"
 #include "cli/interrupt.h"
 #include "cli/options.h"
 #include "cli/runner.h"
@@ -119,6 +120,9 @@ int ck_cmd_run(int argc, char **argv)
     run_args a;
     ck_err err = {{0}};
     int rc = parse_args(argc, argv, &a, &err);
+    const ck_named_file in[] = {{a.plan_path, "PLAN"}};
+    if (rc == CK_OK)
+        rc = ck_runner_outputs_apart(&a, in, 1, &err);
     if (rc != CK_OK)
         return ck_report(rc, err.msg);
 

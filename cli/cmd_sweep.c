@@ -50,7 +50,8 @@ static void sweep_usage(FILE *out)
             "  --threads N           with --run: threads for matrix products\n"
             "  --seed S              with --run: seed of parameters, inputs and dropout,\n"
             "                        below 2^53 (default 1)\n"
-            "  --runs FILE           append the records to FILE (default %s)\n"
+            "  --runs FILE           append the records to FILE (default %s);\n"
+            "                        sweeps and runs at once may share one file\n"
             "  --slots N             dp: memory resolution (default %d)\n",
             DEFAULT_PLANNERS, DEFAULT_RUNS_FILE, CK_DEFAULT_SLOTS);
     ck_workload_options_help(out);
@@ -342,6 +343,10 @@ int ck_cmd_sweep(int argc, char **argv)
         free(a.budgets);
         return 0;
     }
+    const ck_named_file in[] = {{a.model_path, "MODEL"}, {a.workload_opts.costs_path, "--costs"}};
+    const ck_named_file out[] = {{a.runs_path, "--runs"}};
+    if (rc == CK_OK)
+        rc = CK_CHECK_OUTPUTS_APART("sweep", in, out, &err);
     ck_workload w;
     bool have_w = false;
     ck_run_memory mem = {0};

@@ -1,13 +1,19 @@
 #include "cli/files.h"
 
 #include <errno.h>
-#include <stdbool.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+/* As the kernel's own limit on links followed in one path (ELOOP). */
+#define MAX_LINK_HOPS 40
+#define TEMP_NAME ".ckplan-XXXXXX"
 
 static const char *write_all(int fd, const char *data, size_t len)
 {
@@ -36,75 +42,90 @@ static int write_in_place(const char *path, const char *data, size_t len, ck_err
     return CK_OK;
 }
 
-int ck_append_line_atomic(const char *path, const char *line, ck_err *err)
+/* The directory part of path, with room for "/" TEMP_NAME after it: "." for a bare name. */
+static char *temp_template(const char *path)
 {
-    FILE *f = fopen(path, "rb");
-    size_t old_len = 0, cap = 0, line_len = strlen(line);
-    char *buf = NULL;
-    if (!f && errno != ENOENT)
-        return ck_fail(err, CK_ERR_RUNTIME, "%s: cannot read: %s", path, strerror(errno));
-    if (f) {
-        /* read the whole file, growing the buffer as needed */
-        for (;;) {
-            if (old_len == cap) {
-                cap = cap ? 2 * cap : 1 << 16;
-                char *grown = realloc(buf, cap + line_len + 2);
-                if (!grown) {
-                    free(buf);
-                    fclose(f);
-                    return ck_fail_oom(err);
-                }
-                buf = grown;
-            }
-            size_t got = fread(buf + old_len, 1, cap - old_len, f);
-            old_len += got;
-            if (got == 0)
-                break;
-        }
-        bool failed = ferror(f);
-        fclose(f);
-        if (failed) {
-            free(buf);
-            return ck_fail(err, CK_ERR_RUNTIME, "%s: read error", path);
-        }
-    } else {
-        buf = malloc(line_len + 2);
-        if (!buf)
-            return ck_fail_oom(err);
+    const char *slash = strrchr(path, '/');
+    size_t dir = slash ? (size_t)(slash - path) + 1 : 0;
+    char *t = malloc(dir + sizeof TEMP_NAME);
+    if (t) {
+        memcpy(t, path, dir);
+        memcpy(t + dir, TEMP_NAME, sizeof TEMP_NAME);
     }
-    size_t len = old_len;
-    if (len > 0 && buf[len - 1] != '\n')
-        buf[len++] = '\n'; /* a file cut short keeps its lines apart from the new one */
-    memcpy(buf + len, line, line_len);
-    len += line_len;
-    buf[len++] = '\n';
-    int rc = ck_write_file_atomic(path, buf, len, err);
-    free(buf);
-    return rc;
+    return t;
 }
 
-int ck_write_file_atomic(const char *path, const char *data, size_t len, ck_err *err)
+/* What the link at path points to, relative targets taken from path's directory. */
+static int link_target(const char *path, char **out, ck_err *err)
 {
+    char target[PATH_MAX];
+    ssize_t n = readlink(path, target, sizeof target);
+    if (n < 0 || (size_t)n >= sizeof target)
+        return ck_fail(err, CK_ERR_RUNTIME, "%s: cannot read the symbolic link: %s", path,
+                       n < 0 ? strerror(errno) : "target too long");
+    const char *slash = target[0] == '/' ? NULL : strrchr(path, '/');
+    size_t dir = slash ? (size_t)(slash - path) + 1 : 0;
+    if (!(*out = malloc(dir + (size_t)n + 1)))
+        return ck_fail_oom(err);
+    memcpy(*out, path, dir);
+    memcpy(*out + dir, target, (size_t)n);
+    (*out)[dir + (size_t)n] = '\0';
+    return CK_OK;
+}
+
+/* The file that path ends at after following every symbolic link (it may not exist: a
+ * dangling link's target), so that writing replaces the target and keeps the links. */
+static int resolve_links(const char *path, char **out, ck_err *err)
+{
+    char *cur = strdup(path);
     struct stat st;
-    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
-        return write_in_place(path, data, len, err);
-    size_t tmp_len = strlen(path) + 32;
-    char *tmp = malloc(tmp_len);
+    for (int hops = 0; cur && lstat(cur, &st) == 0 && S_ISLNK(st.st_mode); hops++) {
+        char *next = NULL;
+        int rc = hops == MAX_LINK_HOPS
+                     ? ck_fail(err, CK_ERR_RUNTIME, "%s: cannot write: more than %d symbolic "
+                                                    "links to follow", path, MAX_LINK_HOPS)
+                     : link_target(cur, &next, err);
+        free(cur);
+        if (rc != CK_OK)
+            return rc;
+        cur = next;
+    }
+    *out = cur;
+    return cur ? CK_OK : ck_fail_oom(err);
+}
+
+/* The process's umask, which mkstemp's 0600 does not apply: read by setting it back. */
+static mode_t current_umask(void)
+{
+    mode_t mask = umask(077);
+    umask(mask);
+    return mask;
+}
+
+/* The temporary-file window, all of it: creates a temporary file beside target, writes
+ * data, flushes it to disk and renames it over target; on any failure removes it. path is
+ * the name the user gave, for messages. */
+static int replace_via_temp(const char *path, const char *target, const char *data, size_t len,
+                            ck_err *err)
+{
+    char *tmp = temp_template(target);
     if (!tmp)
         return ck_fail_oom(err);
-    snprintf(tmp, tmp_len, "%s.tmp.%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = mkostemp(tmp, O_CLOEXEC);
     if (fd < 0) {
-        int rc = ck_fail(err, CK_ERR_RUNTIME, "%s: cannot create: %s", tmp, strerror(errno));
+        int rc = ck_fail(err, CK_ERR_RUNTIME, "%s: cannot create a temporary file %s: %s", path,
+                         tmp, strerror(errno));
         free(tmp);
         return rc;
     }
-    const char *failed = write_all(fd, data, len);
+    const char *failed = fchmod(fd, 0644 & ~current_umask()) != 0 ? "fchmod" : NULL;
+    if (!failed)
+        failed = write_all(fd, data, len);
     if (!failed && fsync(fd) != 0)
         failed = "fsync";
     if (close(fd) != 0 && !failed)
         failed = "close";
-    if (!failed && rename(tmp, path) != 0)
+    if (!failed && rename(tmp, target) != 0)
         failed = "rename";
     int rc = CK_OK;
     if (failed) {
@@ -114,4 +135,101 @@ int ck_write_file_atomic(const char *path, const char *data, size_t len, ck_err 
     }
     free(tmp);
     return rc;
+}
+
+int ck_write_file_atomic(const char *path, const char *data, size_t len, ck_err *err)
+{
+    char *target;
+    int rc = resolve_links(path, &target, err);
+    if (rc != CK_OK)
+        return rc;
+    struct stat st;
+    if (stat(target, &st) == 0 && !S_ISREG(st.st_mode))
+        rc = write_in_place(path, data, len, err);
+    else
+        rc = replace_via_temp(path, target, data, len, err);
+    free(target);
+    return rc;
+}
+
+/* Whether the regular file of fd, size bytes long, needs a newline before a new line:
+ * when it was cut short. */
+static bool cut_short(int fd, off_t size)
+{
+    char last;
+    return size > 0 && pread(fd, &last, 1, size - 1) == 1 && last != '\n';
+}
+
+/* The append itself, fd locked: one write of the record, undone by truncation back to the
+ * old length if it fails part-way. */
+static int append_locked(int fd, const char *path, char *record, size_t len, ck_err *err)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        return ck_fail(err, CK_ERR_RUNTIME, "%s: cannot append: %s", path, strerror(errno));
+    bool regular = S_ISREG(st.st_mode);
+    if (!regular || !cut_short(fd, st.st_size)) {
+        record++; /* the newline in front, only for a file cut short */
+        len--;
+    }
+    if (!write_all(fd, record, len))
+        return CK_OK;
+    int cause = errno;
+    if (regular && ftruncate(fd, st.st_size) != 0)
+        return ck_fail(err, CK_ERR_RUNTIME, "%s: cannot write (write: %s), and cannot truncate the "
+                                            "partial record away (%s)", path, strerror(cause),
+                       strerror(errno));
+    return ck_fail(err, CK_ERR_RUNTIME, "%s: cannot write (write: %s)%s", path, strerror(cause),
+                   regular ? "; the file is as it was" : "");
+}
+
+int ck_append_line_atomic(const char *path, const char *line, ck_err *err)
+{
+    size_t line_len = strlen(line);
+    char *record = malloc(line_len + 2); /* "\n" LINE "\n": the first only when cut short */
+    if (!record)
+        return ck_fail_oom(err);
+    record[0] = '\n';
+    memcpy(record + 1, line, line_len);
+    record[line_len + 1] = '\n';
+    /* A regular file is opened to read too: its last byte says whether it was cut short.
+     * A FIFO opened so would not wait for its reader, and what was written would be lost. */
+    struct stat st;
+    int mode = stat(path, &st) == 0 && !S_ISREG(st.st_mode) ? O_WRONLY : O_RDWR;
+    int fd = open(path, mode | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    int rc = CK_OK;
+    if (fd < 0)
+        rc = ck_fail(err, CK_ERR_RUNTIME, "%s: cannot open for appending: %s", path, strerror(errno));
+    while (rc == CK_OK && flock(fd, LOCK_EX) != 0)
+        if (errno != EINTR)
+            rc = ck_fail(err, CK_ERR_RUNTIME, "%s: cannot lock: %s", path, strerror(errno));
+    if (rc == CK_OK)
+        rc = append_locked(fd, path, record, line_len + 2, err);
+    /* closing releases the lock */
+    if (fd >= 0 && close(fd) != 0 && rc == CK_OK)
+        rc = ck_fail(err, CK_ERR_RUNTIME, "%s: cannot write (close: %s)", path, strerror(errno));
+    free(record);
+    return rc;
+}
+
+/* Whether a and b are one regular file: same device and inode, links followed. */
+static bool same_file(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && S_ISREG(sa.st_mode) &&
+           sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+int ck_check_outputs_apart(const char *cmd, const ck_named_file *inputs, size_t n_inputs,
+                           const ck_named_file *outputs, size_t n_outputs, ck_err *err)
+{
+    for (size_t o = 0; o < n_outputs; o++)
+        for (size_t i = 0; outputs[o].path && i < n_inputs; i++)
+            if (inputs[i].path && same_file(outputs[o].path, inputs[i].path))
+                return ck_fail(err, CK_ERR_INPUT, "%s: the output %s (%s) is the same file as the "
+                                                  "input %s (%s): writing it would destroy that "
+                                                  "input; choose another output",
+                               cmd, outputs[o].path, outputs[o].role, inputs[i].path,
+                               inputs[i].role);
+    return CK_OK;
 }

@@ -1,4 +1,6 @@
-/* files: writing output files so that an interrupted run leaves the old file intact. */
+/* files: writing output files so that a failed or interrupted command leaves the old file
+ * intact, appending records that concurrent processes do not lose, and refusing outputs
+ * that would overwrite a command's own inputs. */
 #ifndef CK_FILES_H
 #define CK_FILES_H
 
@@ -6,15 +8,43 @@
 
 #include "planner/err.h"
 
-/* Writes data to a temporary file next to path, flushes it to disk and renames it over
- * path. On failure the temporary file is removed and path is untouched. A path that
- * exists and is not a regular file (/dev/stdout, /dev/null, a FIFO) is written in place:
- * renaming over it would replace the device or pipe with a file. */
+/* Writes data to a temporary file with a short name (.ckplan-XXXXXX) in the directory of
+ * path's target, flushes it to disk and renames it over the target: any valid file name
+ * works as path. A symbolic link is written through, as editors do: the file it ends at
+ * (following a chain of links; a dangling link's target is created) is replaced, and the
+ * link stays. On failure the temporary file is removed and the target is untouched. A
+ * target that exists and is not a regular file (/dev/stdout, /dev/null, a FIFO) is
+ * written in place: renaming over it would replace the device or pipe with a file.
+ * Two processes writing the same path at once each rename a whole file: the last wins. */
 int ck_write_file_atomic(const char *path, const char *data, size_t len, ck_err *err);
 
-/* Appends one line (a newline is added) to the file at path, creating it if needed, by
- * writing the old contents plus the line to a new file and renaming it: an interrupted
- * append leaves the old file as it was. */
+/* Appends one line (a newline is added) to the file at path, creating it if needed, with
+ * one write under an exclusive advisory lock (flock) on the file, opened O_APPEND: appends
+ * of concurrent processes (sweeps into one runs file) each land whole, none is lost, and
+ * each costs the same whatever the file's size. A file cut short (not ending in a newline)
+ * first gets one, so that its last line stays apart from the new one. If the write fails
+ * part-way (a full disk, EIO), the file is truncated back to its length before the append:
+ * it only ever gains whole lines. Records are not synced one by one: a power failure may
+ * lose the last ones. Writers that do not take the lock (a shell's >>) are not ordered. */
 int ck_append_line_atomic(const char *path, const char *line, ck_err *err);
+
+/* A file a command reads or writes, with how the user named it, for messages. */
+typedef struct {
+    const char *path; /* NULL: not given, skipped */
+    const char *role; /* the option or operand: "MODEL", "--costs", "-o", ... */
+} ck_named_file;
+
+/* CK_ERR_INPUT, naming both, when an output is the same file as an input (same st_dev and
+ * st_ino; symbolic links followed, so a link or a hard link to an input counts): writing
+ * it would destroy what the command reads. Called by every command before it reads or
+ * writes anything. Outputs that do not exist yet, inputs that do not (their loader says
+ * so) and files that are not regular (/dev/null, FIFOs: writing them destroys nothing) are
+ * never refused. cmd names the command in the message. */
+int ck_check_outputs_apart(const char *cmd, const ck_named_file *inputs, size_t n_inputs,
+                           const ck_named_file *outputs, size_t n_outputs, ck_err *err);
+/* The same for two arrays, counted here so that no count can disagree with its array. */
+#define CK_CHECK_OUTPUTS_APART(cmd, inputs, outputs, err)                                          \
+    ck_check_outputs_apart(cmd, inputs, sizeof(inputs) / sizeof(inputs)[0], outputs,             \
+                           sizeof(outputs) / sizeof(outputs)[0], err)
 
 #endif

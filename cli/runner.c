@@ -537,6 +537,14 @@ static int draw_run(const run_args *a, const ck_plan_file *plan, const ck_worklo
     return rc;
 }
 
+int ck_runner_outputs_apart(const ck_run_settings *s, const ck_named_file *inputs, size_t n_inputs,
+                            ck_err *err)
+{
+    const ck_named_file out[] = {{s->runs_path, "--runs"}, {s->svg_path, "--svg"},
+                                 {s->trace_path, "--trace"}};
+    return ck_check_outputs_apart("run", inputs, n_inputs, out, sizeof out / sizeof out[0], err);
+}
+
 /* What a plan runs on: its model's workload (loaded here, or the caller's) and the replay
  * of its schedule there. */
 typedef struct {
@@ -557,6 +565,9 @@ static int prepare(const run_args *a, const ck_plan_file *p, const ck_workload *
     } else if (rc == CK_OK) {
         b->have_loaded = (rc = load_plan_model(a, p, &b->loaded, err)) == CK_OK;
         b->w = &b->loaded;
+        const ck_named_file model[] = {{b->loaded.path, "the plan's model"}};
+        if (rc == CK_OK)
+            rc = ck_runner_outputs_apart(a, model, 1, err);
     }
     if (rc == CK_OK) {
         rc = ck_plan_check_replay(p, &b->w->chain, b->w->statics.total, &b->check, err);

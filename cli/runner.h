@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "cli/files.h"
 #include "planner/err.h"
 #include "planner/plan_check.h"
 #include "planner/plan_io.h"
@@ -47,6 +48,11 @@ typedef struct {
     bool verify, quiet, stateful_rng;
     uint64_t steps, threads, seed;
 } ck_run_settings;
+
+/* ck_check_outputs_apart for the files a run writes (--runs, --svg, --trace) against
+ * inputs: `run` checks its PLAN, ck_runner_run the plan's model. */
+int ck_runner_outputs_apart(const ck_run_settings *s, const ck_named_file *inputs, size_t n_inputs,
+                            ck_err *err);
 
 /* The memory a run may use: the size in CKPLAN_RUN_MEMORY when set, otherwise
  * MemAvailable (bytes 0 when unknown: then nothing is refused). CK_ERR_INPUT when

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 
 #include "cli/human.h"
 #include "planner/json.h"
@@ -18,12 +19,16 @@ static char *dup_string(const char *s)
 }
 
 /* Reads the whole file: runs files are appended to for a long time, so no size limit
- * beyond what memory allows. */
+ * beyond what memory allows. Under a shared lock: appends (ck_append_line_atomic) hold an
+ * exclusive one while they write, so a record is never read half-written. Where locks
+ * are not available (ENOLCK) the file is read all the same. */
 static int read_all(const char *path, char **text, size_t *len, ck_err *err)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
         return ck_fail(err, CK_ERR_INPUT, "%s: cannot open: %s", path, strerror(errno));
+    while (flock(fileno(f), LOCK_SH) != 0 && errno == EINTR)
+        continue;
     size_t cap = 1 << 16, n = 0;
     char *buf = malloc(cap);
     int rc = buf ? CK_OK : ck_fail_oom(err);

@@ -4,6 +4,9 @@
  *
  *   CKPLAN_FAIL_ALLOC=N  the N-th allocation (malloc, calloc, realloc, strdup) returns NULL
  *   CKPLAN_FAIL_WRITE=N  the N-th write fails with EIO
+ *   CKPLAN_SHORT_WRITE=1 ... or, as a disk filling up during it, writes only the first half
+ *                        of its bytes (a short count), and the write after it fails with
+ *                        ENOSPC: what is left of a record half written must be undone
  *   CKPLAN_FAULT_COUNT=1 prints "faults: A allocations, W writes" on stderr at exit
  *
  * The writes are ckplan's own write calls (its output files, cli/files.c) and the writes
@@ -36,7 +39,7 @@ char *__wrap_strdup(const char *s);
 ssize_t __wrap_write(int fd, const void *buf, size_t len);
 
 static unsigned long fail_alloc, fail_write, n_alloc, n_write;
-static int active;
+static int active, short_write, disk_full;
 
 static unsigned long env_count(const char *name)
 {
@@ -56,16 +59,22 @@ static int alloc_fails(void)
     return 0;
 }
 
-static int write_fails(void)
+enum write_fault { WRITE_OK, WRITE_FAILS, WRITE_CUT_SHORT };
+
+static enum write_fault write_fault(size_t len)
 {
     if (!active)
-        return 0;
+        return WRITE_OK;
     n_write++;
-    if (fail_write && n_write == fail_write) {
-        errno = EIO;
-        return 1;
+    if (disk_full || (fail_write && n_write == fail_write && !(short_write && len > 1))) {
+        errno = disk_full ? ENOSPC : EIO;
+        return WRITE_FAILS;
     }
-    return 0;
+    if (fail_write && n_write == fail_write) {
+        disk_full = 1;
+        return WRITE_CUT_SHORT;
+    }
+    return WRITE_OK;
 }
 
 void *__wrap_malloc(size_t size) { return alloc_fails() ? NULL : __real_malloc(size); }
@@ -75,7 +84,11 @@ char *__wrap_strdup(const char *s) { return alloc_fails() ? NULL : __real_strdup
 
 ssize_t __wrap_write(int fd, const void *buf, size_t len)
 {
-    return write_fails() ? -1 : __real_write(fd, buf, len);
+    switch (write_fault(len)) {
+    case WRITE_FAILS: return -1;
+    case WRITE_CUT_SHORT: return __real_write(fd, buf, len / 2);
+    default: return __real_write(fd, buf, len);
+    }
 }
 
 static ssize_t stdout_write(void *cookie, const char *buf, size_t len)
@@ -96,6 +109,7 @@ __attribute__((constructor)) static void inject_start(void)
 {
     fail_alloc = env_count("CKPLAN_FAIL_ALLOC");
     fail_write = env_count("CKPLAN_FAIL_WRITE");
+    short_write = env_count("CKPLAN_SHORT_WRITE") != 0;
     if (env_count("CKPLAN_FAULT_COUNT"))
         atexit(report);
     /* cJSON allocates with the C library's malloc unless told otherwise */

@@ -1,0 +1,80 @@
+# An output that is the same file as an input (the same path, a symbolic link to it, or a
+# hard link) is refused with exit 2 and a message naming both, before anything is written:
+# every command, every output against every input (ck_check_outputs_apart, cli/files.c).
+
+mkdir -p apart && cd apart || return
+cp "$data/chain10.json" chain.json
+cp "$root/models/gpt2-tiny.json" tiny.json
+echo '{"format": "ckplan-costs/1"}' > costs.json # read only after the check: any content
+"$bin" plan chain.json --budget 1G -o plan.json >/dev/null 2>&1
+"$bin" sweep chain.json --budgets 100,1G --planners dp --runs records.jsonl >/dev/null 2>&1
+for f in chain.json tiny.json costs.json plan.json records.jsonl; do cp "$f" "$f.before"; done
+
+# refused NAME INPUT_FILE ROLE_OF_INPUT ROLE_OF_OUTPUT CMD...: CMD exits 2 naming both roles,
+# and the input is byte for byte as it was.
+refused() {
+    local name=$1 input=$2 in_role=$3 out_role=$4; shift 4
+    run "$@"
+    check "$name: refused" 2 "is the same file as the input" "($in_role)" "($out_role)" "choose another output"
+    check_that "$name: $input is unchanged" cmp "$input" "$input.before"
+}
+ln -sf chain.json chain-link.json
+ln -f chain.json chain-hard.json
+ln -sf costs.json costs-link.json
+ln -sf tiny.json tiny-link.json
+ln -f tiny.json tiny-hard.json
+
+# plan: MODEL and --costs against -o and --svg (also the default -o, ckplan.plan.json)
+refused "plan -o MODEL" chain.json MODEL -o plan chain.json --budget 1G -o chain.json
+refused "plan -o a link to MODEL" chain.json MODEL -o plan chain.json --budget 1G -o chain-link.json
+refused "plan --svg a hard link to MODEL" chain.json MODEL --svg plan chain.json --budget 1G -o p2.json --svg chain-hard.json
+refused "plan -o a link to --costs" costs.json --costs -o plan tiny.json --budget 22M --costs costs.json -o costs-link.json
+refused "plan --svg --costs" costs.json --costs --svg plan tiny.json --budget 22M --costs costs.json --svg costs.json
+cp chain.json ckplan.plan.json; cp chain.json ckplan.plan.json.before
+refused "plan of a model named as the default output" ckplan.plan.json MODEL -o plan ckplan.plan.json --budget 1G
+check_that "no chart was drawn by a refused plan" test ! -e p2.json
+
+# run: PLAN and the plan's model (found beside the plan) against --runs, --svg and --trace
+refused "run --runs PLAN" plan.json PLAN --runs run plan.json --runs plan.json
+ln -f plan.json plan-hard.json
+ln -sf plan.json plan-link.json
+refused "run --svg a hard link to PLAN" plan.json PLAN --svg run plan.json --runs r.jsonl --svg plan-hard.json
+refused "run --trace a link to PLAN" plan.json PLAN --trace run plan.json --runs r.jsonl --trace plan-link.json
+mkdir -p beside && cp chain.json beside/model.json && cp chain.json beside/model.json.before
+(cd beside && "$bin" plan model.json --budget 1G -o plan.json >/dev/null 2>&1)
+refused "run --runs the plan's model" beside/model.json "the plan's model" --runs run beside/plan.json --runs beside/model.json
+ln -sf beside/model.json beside-model-link.json
+refused "run --svg a link to the plan's model" beside/model.json "the plan's model" --svg run beside/plan.json --runs r.jsonl --svg beside-model-link.json
+check_that "a refused run appends no record" test ! -e r.jsonl
+
+# sweep: MODEL and --costs against --runs
+refused "sweep --runs MODEL" chain.json MODEL --runs sweep chain.json --budgets 1G --runs chain.json
+refused "sweep --runs a hard link to MODEL" chain.json MODEL --runs sweep chain.json --budgets 1G --runs chain-hard.json
+refused "sweep --runs a link to --costs" costs.json --costs --runs sweep tiny.json --budgets 22M --costs costs.json --runs costs-link.json
+
+# chain and profile: MODEL (and chain's --costs) against -o
+refused "chain -o MODEL" chain.json MODEL -o chain chain.json -o chain.json
+refused "chain -o a link to MODEL" chain.json MODEL -o chain chain.json -o chain-link.json
+refused "chain -o --costs" costs.json --costs -o chain tiny.json --costs costs.json -o costs.json
+refused "profile -o MODEL" tiny.json MODEL -o profile tiny.json --steps 1 -o tiny.json
+refused "profile -o a link to MODEL" tiny.json MODEL -o profile tiny.json --steps 1 -o tiny-link.json
+refused "profile -o a hard link to MODEL" tiny.json MODEL -o profile tiny.json --steps 1 -o tiny-hard.json
+
+# report: --runs against the charts of --svg DIR (DIR/<model>.tradeoff.svg)
+mkdir -p charts
+ln -f records.jsonl charts/chain-10.tradeoff.svg
+refused "report --svg DIR whose chart is a hard link to --runs" records.jsonl --runs "a chart of --svg" report --runs records.jsonl --svg charts
+check_that "a refused report prints no table" test -z "$out"
+cp records.jsonl charts/kept.jsonl; cp records.jsonl charts/kept.jsonl.before
+ln -sf kept.jsonl charts/chain-10.tradeoff.svg
+refused "report --svg DIR whose chart is a link to --runs" charts/kept.jsonl --runs "a chart of --svg" \
+    report --runs charts/kept.jsonl --svg charts
+
+# Not refused: outputs that are not regular files, and different files with equal content.
+run plan chain.json --budget 1G -o /dev/null --svg /dev/null
+check "outputs on /dev/null are not inputs" 0
+cp chain.json copy.json
+run plan chain.json --budget 1G -o copy.json
+check "an output with the same content as the input, but another file, is written" 0 "plan written to copy.json"
+
+cd "$work" || return
