@@ -634,7 +634,8 @@ static int check_loss(loader *ld)
     char path[CK_JSON_PATH_MAX], ipath[CK_JSON_PATH_MAX];
     ck_json_path_index(path, "nodes", s->n - 1);
     if (!last->op || !last->op->is_loss)
-        return fail_at(ld, path, "expected the loss (cross_entropy or mse) as the last node, got %s",
+        return fail_at(ld, path, "expected the loss (cross_entropy or mse) as the last node, got "
+                       "%s: a training step needs a loss",
                        last->op ? last->op->name : "a block instance");
     if (s->n < 2)
         return fail_at(ld, path, "expected at least one node before the loss");
@@ -888,8 +889,9 @@ static int load(loader *ld, const cJSON *root)
     snprintf(ld->top.path, sizeof ld->top.path, "nodes");
     if (rc == CK_OK) rc = read_scope(ld, &ld->top, nodes, NULL);
     if (rc == CK_OK) rc = count_nodes(ld);
-    if (rc == CK_OK) rc = check_all_used(ld, &ld->top, NULL);
+    /* The loss first: without one, the targets are unused, and saying so would mislead. */
     if (rc == CK_OK) rc = check_loss(ld);
+    if (rc == CK_OK) rc = check_all_used(ld, &ld->top, NULL);
     if (rc == CK_OK) {
         ld->m->file = strdup(ld->file);
         ld->m->name = strdup(name);
