@@ -812,7 +812,8 @@ static int expand_block(loader *ld, const entry *e, size_t input, size_t *output
             rc = name ? add_node(ld, name, be, ins, ld->m->n_groups - 1, path) : ck_fail_oom(ld->err);
             local[j] = ld->m->n_inputs + ld->m->n_nodes - 1;
         }
-        ld->m->groups[ld->m->n_groups - 1].end = ld->m->n_nodes;
+        if (rc == CK_OK) /* otherwise the group may not have been added */
+            ld->m->groups[ld->m->n_groups - 1].end = ld->m->n_nodes;
         input = local[b->n - 1];
     }
     *output = input;
