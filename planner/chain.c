@@ -6,6 +6,23 @@
 #include <string.h>
 
 #include "planner/json.h"
+#include "planner/limits.h"
+
+static size_t max_stages(void)
+{
+    unsigned long n = ck_limit_from_env("CKPLAN_MAX_STAGES", CK_CHAIN_MAX_STAGES);
+    return n > SIZE_MAX ? SIZE_MAX : (size_t)n;
+}
+
+int ck_chain_check_length(size_t n_stages, const char *file, const char *path, ck_err *err)
+{
+    size_t max = max_stages();
+    if (n_stages <= max)
+        return CK_OK;
+    return ck_fail(err, CK_ERR_INPUT, "%s: %s%s%zu stages is more than the limit of %zu stages "
+                   "(set CKPLAN_MAX_STAGES to raise it)", file, path, path[0] ? ": " : "",
+                   n_stages, max);
+}
 
 int ck_chain_alloc(ck_chain *c, const char *name, size_t n_stages, ck_err *err)
 {
@@ -108,9 +125,9 @@ int ck_chain_from_json(const cJSON *root, const char *file, const char *path, ck
     if (n == 0)
         return ck_fail(err, CK_ERR_INPUT, "%s: %s: expected at least one stage, got an empty array",
                        file, stages_path);
-    if (n > CK_CHAIN_MAX_STAGES)
-        return ck_fail(err, CK_ERR_INPUT, "%s: %s: %zu stages is more than the limit of %d", file,
-                       stages_path, n, CK_CHAIN_MAX_STAGES);
+    rc = ck_chain_check_length(n, file, stages_path, err);
+    if (rc != CK_OK)
+        return rc;
     rc = ck_chain_alloc(out, name, n, err);
     if (rc != CK_OK)
         return rc;

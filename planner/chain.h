@@ -14,7 +14,9 @@
 #include "planner/err.h"
 
 #define CK_CHAIN_FORMAT "ckplan-chain/1"
-/* Chains longer than this are refused: every planner is at least quadratic in length. */
+/* Chains longer than this are refused by default, derived or read: planning time and
+ * schedules grow faster than the chain. The environment variable CKPLAN_MAX_STAGES changes
+ * it. */
 #define CK_CHAIN_MAX_STAGES 100000
 /* A stage's forward or backward time, or the loss's, is at most this: a schedule's total
  * time (a sum over fewer than 2^64 operations) then stays finite, and JSON, where plans and
@@ -37,6 +39,11 @@ typedef struct {
     double loss_bwd_time;
     uint64_t loss_bwd_tmp_bytes;
 } ck_chain;
+
+/* Refuses n_stages above the limit in force (CKPLAN_MAX_STAGES, or CK_CHAIN_MAX_STAGES),
+ * naming the limit and how to raise it; `file` and the JSON path `path` (or "" when the
+ * count is not written anywhere) say where it came from. */
+int ck_chain_check_length(size_t n_stages, const char *file, const char *path, ck_err *err);
 
 /* Sets *c to a chain of n zeroed stages (names NULL) named `name`. */
 int ck_chain_alloc(ck_chain *c, const char *name, size_t n_stages, ck_err *err);

@@ -233,12 +233,9 @@ int ck_model_to_chain(const ck_model *m, ck_granularity g, const ck_cost_model *
     ck_model_last_uses(m, last_use);
     size_t n_stages = find_stages(m, g, last_use, crossing, first);
     first[n_stages] = m->n_nodes - 1;
-    if (n_stages > CK_CHAIN_MAX_STAGES) {
-        rc = ck_fail(err, CK_ERR_INPUT, "%s: %zu stages is more than the chain limit of %d", m->file,
-                     n_stages, CK_CHAIN_MAX_STAGES);
-        goto done;
-    }
-    rc = ck_chain_alloc(out, m->name, n_stages, err);
+    rc = ck_chain_check_length(n_stages, m->file, "", err);
+    if (rc == CK_OK)
+        rc = ck_chain_alloc(out, m->name, n_stages, err);
     if (rc != CK_OK)
         goto done;
     out->input_bytes = m->tensors[0].bytes;

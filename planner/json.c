@@ -7,17 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SHOWN_PATH(path) ((path)[0] ? (path) : "(top level)")
+#include "planner/limits.h"
 
-/* A limit from the environment variable `name`, or `dflt` when it is unset or not a
- * positive whole number. */
-static unsigned long env_limit(const char *name, unsigned long dflt)
-{
-    const char *v = getenv(name);
-    char *end;
-    unsigned long n = v ? strtoul(v, &end, 10) : 0;
-    return v && *v && !*end && n > 0 ? n : dflt;
-}
+#define SHOWN_PATH(path) ((path)[0] ? (path) : "(top level)")
 
 size_t ck_utf8_length(const unsigned char *p, size_t n)
 {
@@ -252,7 +244,7 @@ static int check_unique_keys(const cJSON *v, const char *path, const char *label
 static int parse_checked(const json_source *src, const char *text, size_t len, cJSON **root,
                          ck_err *err)
 {
-    unsigned long max_depth = env_limit("CKPLAN_MAX_JSON_DEPTH", CK_JSON_MAX_DEPTH);
+    unsigned long max_depth = ck_limit_from_env("CKPLAN_MAX_JSON_DEPTH", CK_JSON_MAX_DEPTH);
     if (max_depth > 1000) /* cJSON refuses deeper documents whatever we allow */
         max_depth = 1000;
     int rc = scan_text(src, text, len, max_depth, err);
@@ -304,7 +296,7 @@ static int too_large(const char *file, unsigned long max_mb, ck_err *err)
 
 int ck_json_load_file(const char *file, cJSON **root, char **raw, size_t *raw_len, ck_err *err)
 {
-    unsigned long max_mb = env_limit("CKPLAN_MAX_INPUT_MB", CK_JSON_MAX_FILE_BYTES >> 20);
+    unsigned long max_mb = ck_limit_from_env("CKPLAN_MAX_INPUT_MB", CK_JSON_MAX_FILE_BYTES >> 20);
     size_t max_bytes = max_mb > SIZE_MAX >> 21 ? SIZE_MAX >> 1 : (size_t)max_mb << 20;
     FILE *f = fopen(file, "rb");
     if (!f)
@@ -356,14 +348,36 @@ int ck_json_load_file(const char *file, cJSON **root, char **raw, size_t *raw_le
     return rc;
 }
 
+/* Paths are built for every node and field that is read, so they are put together by hand:
+ * snprintf would cost more than the reading. As snprintf, they are cut to CK_JSON_PATH_MAX. */
+static size_t path_put(char *buf, size_t used, const char *s, size_t len)
+{
+    size_t room = CK_JSON_PATH_MAX - 1 - used;
+    memmove(buf + used, s, len < room ? len : room);
+    return used + (len < room ? len : room);
+}
+
 void ck_json_path_key(char *buf, const char *parent, const char *key)
 {
-    snprintf(buf, CK_JSON_PATH_MAX, parent[0] ? "%s.%s" : "%s%s", parent, key);
+    size_t used = path_put(buf, 0, parent, strlen(parent));
+    if (used > 0)
+        used = path_put(buf, used, ".", 1);
+    used = path_put(buf, used, key, strlen(key));
+    buf[used] = '\0';
 }
 
 void ck_json_path_index(char *buf, const char *parent, size_t index)
 {
-    snprintf(buf, CK_JSON_PATH_MAX, "%s[%zu]", parent, index);
+    char digits[24];
+    size_t n = sizeof digits;
+    digits[--n] = ']';
+    do
+        digits[--n] = (char)('0' + index % 10);
+    while ((index /= 10) > 0);
+    digits[--n] = '[';
+    size_t used = path_put(buf, 0, parent, strlen(parent));
+    used = path_put(buf, used, digits + n, sizeof digits - n);
+    buf[used] = '\0';
 }
 
 void ck_json_describe(const cJSON *v, char *buf, size_t len)
@@ -400,6 +414,14 @@ int ck_json_expect_object(const cJSON *v, const char *const *allowed, const char
         bool known = false;
         for (const char *const *a = allowed; *a && !known; a++)
             known = strcmp(*a, m->string) == 0;
+        /* Every key is one of `allowed`, so a repeat shows within their number of members:
+         * comparing with the earlier ones stays cheap whatever the object's size. */
+        const cJSON *o = v->child;
+        while (known && o != m && strcmp(o->string, m->string) != 0)
+            o = o->next;
+        if (known && o == m)
+            continue;
+        /* paths only for messages: formatting one per member costs more than the checks */
         char mpath[CK_JSON_PATH_MAX];
         ck_json_path_key(mpath, path, m->string);
         if (!known) {
@@ -415,22 +437,41 @@ int ck_json_expect_object(const cJSON *v, const char *const *allowed, const char
     return CK_OK;
 }
 
+/* The member's path is formatted only for a message: the getters run for every field of
+ * every node, and formatting costs more than the lookup. */
 static const cJSON *member(const cJSON *obj, const char *key, bool required, const char *what,
-                           const char *file, const char *path, char *mpath, int *rc, ck_err *err)
+                           const char *file, const char *path, int *rc, ck_err *err)
 {
-    ck_json_path_key(mpath, path, key);
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
     *rc = CK_OK;
-    if (!v && required)
+    if (!v && required) {
+        char mpath[CK_JSON_PATH_MAX];
+        ck_json_path_key(mpath, path, key);
         *rc = ck_fail(err, CK_ERR_INPUT, "%s: %s: missing (expected %s)", file, mpath, what);
+    }
     return v;
+}
+
+static int expected_member(const cJSON *v, const char *what, const char *file, const char *path,
+                           const char *key, ck_err *err)
+{
+    char mpath[CK_JSON_PATH_MAX];
+    ck_json_path_key(mpath, path, key);
+    return expected(v, what, file, mpath, err);
+}
+
+#define U64_EXPECTED "a non-negative integer below 2^53"
+
+static bool is_exact_u64(const cJSON *v)
+{
+    return cJSON_IsNumber(v) && isfinite(v->valuedouble) && v->valuedouble >= 0 &&
+           v->valuedouble == floor(v->valuedouble) && v->valuedouble < CK_JSON_MAX_EXACT_INT;
 }
 
 int ck_json_as_u64(const cJSON *v, uint64_t *out, const char *file, const char *path, ck_err *err)
 {
-    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble < 0 ||
-        v->valuedouble != floor(v->valuedouble) || v->valuedouble >= CK_JSON_MAX_EXACT_INT)
-        return expected(v, "a non-negative integer below 2^53", file, path, err);
+    if (!is_exact_u64(v))
+        return expected(v, U64_EXPECTED, file, path, err);
     *out = (uint64_t)v->valuedouble;
     return CK_OK;
 }
@@ -438,24 +479,25 @@ int ck_json_as_u64(const cJSON *v, uint64_t *out, const char *file, const char *
 int ck_json_get_u64(const cJSON *obj, const char *key, bool required, uint64_t *out,
                     const char *file, const char *path, ck_err *err)
 {
-    char mpath[CK_JSON_PATH_MAX];
     int rc;
-    const cJSON *v = member(obj, key, required, "a non-negative integer", file, path, mpath, &rc, err);
+    const cJSON *v = member(obj, key, required, "a non-negative integer", file, path, &rc, err);
     if (!v)
         return rc;
-    return ck_json_as_u64(v, out, file, mpath, err);
+    if (!is_exact_u64(v))
+        return expected_member(v, U64_EXPECTED, file, path, key, err);
+    *out = (uint64_t)v->valuedouble;
+    return CK_OK;
 }
 
 int ck_json_get_time(const cJSON *obj, const char *key, bool required, double *out,
                      const char *file, const char *path, ck_err *err)
 {
-    char mpath[CK_JSON_PATH_MAX];
     int rc;
-    const cJSON *v = member(obj, key, required, "a non-negative number", file, path, mpath, &rc, err);
+    const cJSON *v = member(obj, key, required, "a non-negative number", file, path, &rc, err);
     if (!v)
         return rc;
     if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble < 0)
-        return expected(v, "a finite non-negative number", file, mpath, err);
+        return expected_member(v, "a finite non-negative number", file, path, key, err);
     *out = v->valuedouble;
     return CK_OK;
 }
@@ -463,13 +505,12 @@ int ck_json_get_time(const cJSON *obj, const char *key, bool required, double *o
 int ck_json_get_string(const cJSON *obj, const char *key, bool required, const char **out,
                        const char *file, const char *path, ck_err *err)
 {
-    char mpath[CK_JSON_PATH_MAX];
     int rc;
-    const cJSON *v = member(obj, key, required, "a string", file, path, mpath, &rc, err);
+    const cJSON *v = member(obj, key, required, "a string", file, path, &rc, err);
     if (!v)
         return rc;
     if (!cJSON_IsString(v))
-        return expected(v, "a string", file, mpath, err);
+        return expected_member(v, "a string", file, path, key, err);
     *out = v->valuestring;
     return CK_OK;
 }
@@ -477,13 +518,12 @@ int ck_json_get_string(const cJSON *obj, const char *key, bool required, const c
 int ck_json_get_bool(const cJSON *obj, const char *key, bool required, bool *out,
                      const char *file, const char *path, ck_err *err)
 {
-    char mpath[CK_JSON_PATH_MAX];
     int rc;
-    const cJSON *v = member(obj, key, required, "true or false", file, path, mpath, &rc, err);
+    const cJSON *v = member(obj, key, required, "true or false", file, path, &rc, err);
     if (!v)
         return rc;
     if (!cJSON_IsBool(v))
-        return expected(v, "true or false", file, mpath, err);
+        return expected_member(v, "true or false", file, path, key, err);
     *out = cJSON_IsTrue(v);
     return CK_OK;
 }
@@ -491,13 +531,12 @@ int ck_json_get_bool(const cJSON *obj, const char *key, bool required, bool *out
 int ck_json_get_array(const cJSON *obj, const char *key, bool required, const cJSON **out,
                       const char *file, const char *path, ck_err *err)
 {
-    char mpath[CK_JSON_PATH_MAX];
     int rc;
-    const cJSON *v = member(obj, key, required, "an array", file, path, mpath, &rc, err);
+    const cJSON *v = member(obj, key, required, "an array", file, path, &rc, err);
     if (!v)
         return rc;
     if (!cJSON_IsArray(v))
-        return expected(v, "an array", file, mpath, err);
+        return expected_member(v, "an array", file, path, key, err);
     *out = v;
     return CK_OK;
 }

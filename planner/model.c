@@ -7,13 +7,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "planner/index.h"
 #include "planner/json.h"
 #include "planner/size.h"
 
 /* The file is read in two passes. The first turns the top-level node list and each block
  * into a scope: entries whose inputs are resolved to indices and whose attributes are
  * numbers. The second expands the top-level scope, instantiating blocks, into nodes and
- * tensors, inferring shapes as it goes. */
+ * tensors, inferring shapes as it goes.
+ *
+ * Names are found through sorted indexes (planner/index), never by scanning a list, so that
+ * loading takes O(n log n) in the size of the file; every count limit is checked before
+ * the work it bounds. */
 
 typedef struct {
     bool outer;   /* a scope input: a graph input, or the block's input */
@@ -34,6 +39,7 @@ typedef struct {
     char path[CK_JSON_PATH_MAX]; /* of its node list: "nodes", "blocks.layer.nodes" */
     size_t n;
     entry *e;
+    ck_index names; /* of e[], by entry number */
 } scope;
 
 typedef struct {
@@ -48,9 +54,17 @@ typedef struct {
     size_t n_dims;
     const char **input_names;
     size_t n_inputs;
+    ck_index input_index;
     scope *blocks;
     size_t n_blocks;
+    ck_index block_index;
     scope top;
+    size_t n_nodes, n_groups; /* what the top scope expands to */
+    /* The sizes (vocab, dim) of every embedding entry, for tied heads to find their table:
+     * table_made[i] once an embedding of the sizes of key i has been expanded. */
+    ck_index tables;
+    uint64_t (*table_keys)[2];
+    bool *table_made;
     ck_model *m;
 } loader;
 
@@ -96,18 +110,35 @@ static int get_name(loader *ld, const cJSON *obj, const char *key, const char *p
     return rc;
 }
 
+/* Repeated names are found once a list is read, by sorting the n names read (ix holds them,
+ * each by its position in `list`). A repeat is at an earlier position than `rc`, the
+ * failure that stopped the reading if there was one, so it is the error reported: the
+ * same as if each name had been checked as it was read. */
+static int refuse_repeated_name(loader *ld, ck_index *ix, const char *list, int rc)
+{
+    ck_index_sort(ix);
+    size_t first;
+    const ck_index_entry *again = ck_index_first_repeat(ix, &first);
+    if (!again)
+        return rc;
+    char path[CK_JSON_PATH_MAX];
+    ck_json_path_index(path, list, again->id);
+    return fail_at(ld, path, "duplicate name \"%s\" (also %s[%zu])", (const char *)again->key, list,
+                   first);
+}
+
 /* ---- dims and dim expressions ---- */
 
 #define DIM_EXPECTED "a positive integer, a dim name or a product like \"4*C\""
 
-static bool find_dim(const loader *ld, const char *name, size_t len, uint64_t *out)
+/* The number of the dim called name[0, len), or CK_INDEX_NONE. A scan, since there are at
+ * most CK_MODEL_MAX_DIMS dims. */
+static size_t find_dim(const loader *ld, const char *name, size_t len)
 {
     for (size_t i = 0; i < ld->n_dims; i++)
-        if (strlen(ld->dims[i].name) == len && strncmp(ld->dims[i].name, name, len) == 0) {
-            *out = ld->dims[i].value;
-            return true;
-        }
-    return false;
+        if (strlen(ld->dims[i].name) == len && strncmp(ld->dims[i].name, name, len) == 0)
+            return i;
+    return CK_INDEX_NONE;
 }
 
 static int parse_dim(loader *ld, const cJSON *v, const char *path, uint64_t *out)
@@ -137,9 +168,11 @@ static int parse_dim(loader *ld, const cJSON *v, const char *path, uint64_t *out
                 p++;
             if (p == start)
                 return expected(ld, path, DIM_EXPECTED, v);
-            if (!find_dim(ld, start, (size_t)(p - start), &factor))
+            size_t d = find_dim(ld, start, (size_t)(p - start));
+            if (d == CK_INDEX_NONE)
                 return fail_at(ld, path, "unknown dim \"%.*s\" (dims are defined in \"dims\", "
                                          "before their use)", (int)(p - start), start);
+            factor = ld->dims[d].value;
         }
         if (!ck_mul(value, factor, &value))
             return fail_at(ld, path, "\"%s\" overflows 64 bits", v->valuestring);
@@ -285,12 +318,13 @@ static int read_inputs(loader *ld, const cJSON *root, ck_ttype **types)
         if (rc == CK_OK) rc = get_dtype(ld, js, "dtype", path, false, &t->dtype);
         if (rc == CK_OK) rc = read_shape(ld, js, path, t);
         if (rc != CK_OK)
-            return rc;
-        for (size_t j = 0; j < ld->n_inputs; j++)
-            if (strcmp(ld->input_names[j], *name) == 0)
-                return fail_at(ld, path, "duplicate name \"%s\" (also inputs[%zu])", *name, j);
+            break;
     }
-    return CK_OK;
+    if (!ck_index_alloc(&ld->input_index, ld->n_inputs))
+        return ck_fail_oom(ld->err);
+    for (size_t i = 0; i < ld->n_inputs; i++)
+        ck_index_set_name(&ld->input_index, i, ld->input_names[i]);
+    return refuse_repeated_name(ld, &ld->input_index, "inputs", rc);
 }
 
 /* ---- scopes: the top-level node list and blocks ---- */
@@ -305,26 +339,34 @@ static size_t n_outer(const loader *ld, const scope *s)
     return s == &ld->top ? ld->n_inputs : 1;
 }
 
+/* The scope input called `name`, or CK_INDEX_NONE. */
+static size_t find_outer(const loader *ld, const scope *s, const char *block_input,
+                         const char *name)
+{
+    if (s == &ld->top)
+        return ck_index_find_name(&ld->input_index, name);
+    return strcmp(block_input, name) == 0 ? 0 : CK_INDEX_NONE;
+}
+
 static int resolve(loader *ld, const scope *s, const char *block_input, size_t k, const char *name,
                    const char *path, ref *out)
 {
-    for (size_t i = 0; i < n_outer(ld, s); i++)
-        if (strcmp(outer_name(ld, s, block_input, i), name) == 0) {
-            *out = (ref){true, i};
-            return CK_OK;
-        }
-    for (size_t j = 0; j < s->n; j++)
-        if (strcmp(s->e[j].name, name) == 0) {
-            if (j >= k)
-                return fail_at(ld, path,
-                               "\"%s\" is defined later, by %s[%zu]: a node may only use %s and "
-                               "earlier nodes, which also rules out cycles",
-                               name, s->path, j, s == &ld->top ? "inputs" : "the block's input");
-            *out = (ref){false, j};
-            return CK_OK;
-        }
-    return fail_at(ld, path, "unknown tensor \"%s\" (expected the name of %s or of an earlier node)",
-                   name, s == &ld->top ? "an input" : "the block's input");
+    size_t i = find_outer(ld, s, block_input, name);
+    if (i != CK_INDEX_NONE) {
+        *out = (ref){true, i};
+        return CK_OK;
+    }
+    size_t j = ck_index_find_name(&s->names, name);
+    if (j == CK_INDEX_NONE)
+        return fail_at(ld, path, "unknown tensor \"%s\" (expected the name of %s or of an earlier "
+                       "node)", name, s == &ld->top ? "an input" : "the block's input");
+    if (j >= k)
+        return fail_at(ld, path,
+                       "\"%s\" is defined later, by %s[%zu]: a node may only use %s and "
+                       "earlier nodes, which also rules out cycles",
+                       name, s->path, j, s == &ld->top ? "inputs" : "the block's input");
+    *out = (ref){false, j};
+    return CK_OK;
 }
 
 static int read_attrs(loader *ld, const cJSON *js, const ck_op_def *op, const char *path, ck_attrs *a)
@@ -334,12 +376,13 @@ static int read_attrs(loader *ld, const cJSON *js, const ck_op_def *op, const ch
         const ck_attr_spec *spec = &op->attrs[i];
         void *field = (char *)a + spec->offset;
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(js, spec->name);
+        if (!v && !spec->required)
+            continue; /* before formatting the path, which costs more than the rest */
         char apath[CK_JSON_PATH_MAX];
         ck_json_path_key(apath, path, spec->name);
         int rc = CK_OK;
         if (!v) {
-            if (spec->required)
-                return fail_at(ld, apath, "missing (%s needs it)", op->name);
+            return fail_at(ld, apath, "missing (%s needs it)", op->name);
         } else if (spec->kind == CK_ATTR_DIM) {
             rc = parse_dim(ld, v, apath, field);
         } else if (spec->kind == CK_ATTR_BOOL) {
@@ -395,10 +438,8 @@ static int read_block_instance(loader *ld, scope *s, const char *block_input, si
     char bpath[CK_JSON_PATH_MAX], rpath[CK_JSON_PATH_MAX];
     ck_json_path_key(bpath, path, "block");
     ck_json_path_key(rpath, path, "repeat");
-    for (e->block = 0; e->block < ld->n_blocks; e->block++)
-        if (strcmp(ld->blocks[e->block].name, block) == 0)
-            break;
-    if (e->block == ld->n_blocks)
+    e->block = ck_index_find_name(&ld->block_index, block);
+    if (e->block == CK_INDEX_NONE)
         return fail_at(ld, bpath, "unknown block \"%s\" (expected a key of \"blocks\")", block);
     e->repeat = 1;
     const cJSON *repeat = cJSON_GetObjectItemCaseSensitive(js, "repeat");
@@ -471,32 +512,52 @@ static int check_all_used(loader *ld, const scope *s, const char *block_input)
     return rc;
 }
 
+static int read_entry_name(loader *ld, const scope *s, const char *block_input, const cJSON *js,
+                           const char *path, const char **name)
+{
+    if (!cJSON_IsObject(js))
+        return expected(ld, path, "a node object", js);
+    int rc = get_name(ld, js, "name", path, name);
+    if (rc == CK_OK && find_outer(ld, s, block_input, *name) != CK_INDEX_NONE)
+        rc = fail_at(ld, path, "duplicate name \"%s\" (also an input)", *name);
+    return rc;
+}
+
+/* Names first, so that a use before definition can be told from an unknown name. */
+static int read_scope_names(loader *ld, scope *s, const cJSON *nodes, const char *block_input)
+{
+    int rc = CK_OK;
+    size_t k = 0;
+    for (const cJSON *js = nodes->child; js && rc == CK_OK; js = js->next) {
+        char path[CK_JSON_PATH_MAX];
+        ck_json_path_index(path, s->path, k);
+        rc = read_entry_name(ld, s, block_input, js, path, &s->e[k].name);
+        if (rc == CK_OK)
+            k++;
+    }
+    if (!ck_index_alloc(&s->names, k))
+        return ck_fail_oom(ld->err);
+    for (size_t j = 0; j < k; j++)
+        ck_index_set_name(&s->names, j, s->e[j].name);
+    return refuse_repeated_name(ld, &s->names, s->path, rc);
+}
+
 static int read_scope(loader *ld, scope *s, const cJSON *nodes, const char *block_input)
 {
     s->n = (size_t)cJSON_GetArraySize(nodes);
     if (s->n == 0)
         return fail_at(ld, s->path, "expected at least one node, got an empty array");
+    if (s->n > CK_MODEL_MAX_NODES) /* each entry is at least one node */
+        return fail_at(ld, s->path, "%zu nodes is more than the limit of %d nodes a model may "
+                       "expand to (CK_MODEL_MAX_NODES in planner/model.h)", s->n,
+                       CK_MODEL_MAX_NODES);
     s->e = calloc(s->n, sizeof *s->e);
     if (!s->e)
         return ck_fail_oom(ld->err);
-    /* Names first, so that a use before definition can be told from an unknown name. */
+    int rc = read_scope_names(ld, s, nodes, block_input);
+    if (rc != CK_OK)
+        return rc;
     size_t k = 0;
-    for (const cJSON *js = nodes->child; js; js = js->next, k++) {
-        char path[CK_JSON_PATH_MAX];
-        ck_json_path_index(path, s->path, k);
-        if (!cJSON_IsObject(js))
-            return expected(ld, path, "a node object", js);
-        int rc = get_name(ld, js, "name", path, &s->e[k].name);
-        if (rc != CK_OK)
-            return rc;
-        for (size_t i = 0; i < n_outer(ld, s); i++)
-            if (strcmp(outer_name(ld, s, block_input, i), s->e[k].name) == 0)
-                return fail_at(ld, path, "duplicate name \"%s\" (also an input)", s->e[k].name);
-        for (size_t j = 0; j < k; j++)
-            if (strcmp(s->e[j].name, s->e[k].name) == 0)
-                return fail_at(ld, path, "duplicate name \"%s\" (also %s[%zu])", s->e[k].name, s->path, j);
-    }
-    k = 0;
     for (const cJSON *js = nodes->child; js; js = js->next, k++) {
         char path[CK_JSON_PATH_MAX];
         ck_json_path_index(path, s->path, k);
@@ -506,6 +567,19 @@ static int read_scope(loader *ld, scope *s, const cJSON *nodes, const char *bloc
         if (rc != CK_OK)
             return rc;
     }
+    return CK_OK;
+}
+
+/* The index by which instances find their block; rc is read_blocks' status so far. */
+static int index_blocks(loader *ld, int rc)
+{
+    if (rc != CK_OK)
+        return rc;
+    if (!ck_index_alloc(&ld->block_index, ld->n_blocks))
+        return ck_fail_oom(ld->err);
+    for (size_t b = 0; b < ld->n_blocks; b++)
+        ck_index_set_name(&ld->block_index, b, ld->blocks[b].name);
+    ck_index_sort(&ld->block_index);
     return CK_OK;
 }
 
@@ -521,25 +595,26 @@ static int read_blocks(loader *ld, const cJSON *root)
     if (!ld->blocks)
         return ck_fail_oom(ld->err);
     /* blocks are keys: the parse refused a name given twice (ck_json_parse) */
-    for (const cJSON *b = blocks->child; b; b = b->next) {
+    int rc = CK_OK;
+    for (const cJSON *b = blocks->child; b && rc == CK_OK; b = b->next) {
         char path[CK_JSON_PATH_MAX];
         ck_json_path_key(path, "blocks", b->string);
-        if (!is_identifier(b->string))
-            return fail_at(ld, path, "expected a block name made of letters, digits and '_'");
+        if (!is_identifier(b->string)) {
+            rc = fail_at(ld, path, "expected a block name made of letters, digits and '_'");
+            break;
+        }
         scope *s = &ld->blocks[ld->n_blocks++];
         s->name = b->string;
         ck_json_path_key(s->path, path, "nodes");
         const char *input = NULL;
         const cJSON *nodes = NULL;
-        int rc = ck_json_expect_object(b, keys, ld->file, path, ld->err);
+        rc = ck_json_expect_object(b, keys, ld->file, path, ld->err);
         if (rc == CK_OK) rc = get_name(ld, b, "input", path, &input);
         if (rc == CK_OK) rc = ck_json_get_array(b, "nodes", true, &nodes, ld->file, path, ld->err);
         if (rc == CK_OK) rc = read_scope(ld, s, nodes, input);
         if (rc == CK_OK) rc = check_all_used(ld, s, input);
-        if (rc != CK_OK)
-            return rc;
     }
-    return CK_OK;
+    return index_blocks(ld, rc);
 }
 
 /* The chain ends with the loss: its prediction must be the node just before it, and its
@@ -551,7 +626,8 @@ static int check_loss(loader *ld)
     char path[CK_JSON_PATH_MAX], ipath[CK_JSON_PATH_MAX];
     ck_json_path_index(path, "nodes", s->n - 1);
     if (!last->op || !last->op->is_loss)
-        return fail_at(ld, path, "expected the loss (cross_entropy or mse) as the last node, got %s",
+        return fail_at(ld, path, "expected the loss (cross_entropy or mse) as the last node, got "
+                       "%s: a training step needs a loss",
                        last->op ? last->op->name : "a block instance");
     if (s->n < 2)
         return fail_at(ld, path, "expected at least one node before the loss");
@@ -571,7 +647,7 @@ static int check_loss(loader *ld)
 
 /* ---- expansion into nodes and tensors ---- */
 
-static int count_nodes(loader *ld, size_t *n_nodes, size_t *n_groups)
+static int count_nodes(loader *ld)
 {
     uint64_t nodes = 0, groups = 0;
     for (size_t k = 0; k < ld->top.n; k++) {
@@ -591,20 +667,58 @@ static int count_nodes(loader *ld, size_t *n_nodes, size_t *n_groups)
         }
         groups += count;
     }
-    *n_nodes = (size_t)nodes;
-    *n_groups = (size_t)groups;
+    ld->n_nodes = (size_t)nodes;
+    ld->n_groups = (size_t)groups;
     return CK_OK;
+}
+
+/* Counts the embedding entries of s from n on, and when the keys are allocated, sets theirs. */
+static size_t add_table_keys(loader *ld, const scope *s, size_t n)
+{
+    for (size_t k = 0; k < s->n; k++) {
+        const entry *e = &s->e[k];
+        if (!e->op || e->op->kind != CK_OP_EMBEDDING)
+            continue;
+        if (ld->table_keys) {
+            ld->table_keys[n][0] = e->attrs.vocab;
+            ld->table_keys[n][1] = e->attrs.dim;
+            ck_index_set(&ld->tables, n, ld->table_keys[n], sizeof ld->table_keys[n]);
+        }
+        n++;
+    }
+    return n;
+}
+
+/* Indexes the sizes of every embedding of the file, before any is expanded. */
+static int index_tables(loader *ld)
+{
+    size_t n = add_table_keys(ld, &ld->top, 0);
+    for (size_t b = 0; b < ld->n_blocks; b++)
+        n = add_table_keys(ld, &ld->blocks[b], n);
+    ld->table_keys = calloc(n ? n : 1, sizeof *ld->table_keys);
+    ld->table_made = calloc(n ? n : 1, sizeof *ld->table_made);
+    if (!ld->table_keys || !ld->table_made || !ck_index_alloc(&ld->tables, n))
+        return ck_fail_oom(ld->err);
+    n = add_table_keys(ld, &ld->top, 0);
+    for (size_t b = 0; b < ld->n_blocks; b++)
+        n = add_table_keys(ld, &ld->blocks[b], n);
+    ck_index_sort(&ld->tables);
+    return CK_OK;
+}
+
+/* The indexed table of these sizes, or CK_INDEX_NONE. */
+static size_t find_table(const loader *ld, uint64_t vocab, uint64_t dim)
+{
+    const uint64_t key[2] = {vocab, dim};
+    return ck_index_find(&ld->tables, key, sizeof key);
 }
 
 static int tied_table_exists(loader *ld, const ck_node *n, const char *path)
 {
     const ck_ttype *in = &ld->m->tensors[n->inputs[0]].type;
-    for (size_t k = 0; k < ld->m->n_nodes; k++) {
-        const ck_node *e = &ld->m->nodes[k];
-        if (e->op->kind == CK_OP_EMBEDDING && e->attrs.vocab == n->attrs.out &&
-            e->attrs.dim == in->dim[in->rank - 1])
-            return CK_OK;
-    }
+    size_t table = find_table(ld, n->attrs.out, in->dim[in->rank - 1]);
+    if (table != CK_INDEX_NONE && ld->table_made[table])
+        return CK_OK;
     char tpath[CK_JSON_PATH_MAX];
     ck_json_path_key(tpath, path, "tied");
     return fail_at(ld, tpath, "expected an earlier embedding with vocab = out (%llu) and dim = %llu, "
@@ -639,6 +753,8 @@ static int add_node(loader *ld, char *name, const entry *e, const size_t *inputs
         rc = fail_at(ld, path, "the output's size in bytes overflows 64 bits");
     if (rc == CK_OK && n->attrs.tied)
         rc = tied_table_exists(ld, n, path);
+    if (rc == CK_OK && e->op->kind == CK_OP_EMBEDDING)
+        ld->table_made[find_table(ld, e->attrs.vocab, e->attrs.dim)] = true; /* indexed */
     if (rc == CK_OK)
         rc = ck_op_describe(e->op, &n->attrs, in, &t->type, &n->info, ld->file, path, ld->err);
     if (rc != CK_OK && strchr(name, '.') && ld->err) {
@@ -688,7 +804,8 @@ static int expand_block(loader *ld, const entry *e, size_t input, size_t *output
             rc = name ? add_node(ld, name, be, ins, ld->m->n_groups - 1, path) : ck_fail_oom(ld->err);
             local[j] = ld->m->n_inputs + ld->m->n_nodes - 1;
         }
-        ld->m->groups[ld->m->n_groups - 1].end = ld->m->n_nodes;
+        if (rc == CK_OK) /* otherwise the group may not have been added */
+            ld->m->groups[ld->m->n_groups - 1].end = ld->m->n_nodes;
         input = local[b->n - 1];
     }
     *output = input;
@@ -699,15 +816,14 @@ static int expand_block(loader *ld, const entry *e, size_t input, size_t *output
 static int expand(loader *ld, const ck_ttype *input_types)
 {
     ck_model *m = ld->m;
-    size_t n_nodes = 0, n_groups = 0;
-    int rc = count_nodes(ld, &n_nodes, &n_groups);
+    int rc = index_tables(ld);
     if (rc != CK_OK)
         return rc;
     m->n_inputs = ld->n_inputs;
-    m->n_tensors = ld->n_inputs + n_nodes;
+    m->n_tensors = ld->n_inputs + ld->n_nodes;
     m->tensors = calloc(m->n_tensors, sizeof *m->tensors);
-    m->nodes = calloc(n_nodes, sizeof *m->nodes);
-    m->groups = calloc(n_groups, sizeof *m->groups);
+    m->nodes = calloc(ld->n_nodes, sizeof *m->nodes);
+    m->groups = calloc(ld->n_groups, sizeof *m->groups);
     size_t *entry_out = calloc(ld->top.n, sizeof *entry_out);
     if (!m->tensors || !m->nodes || !m->groups || !entry_out) {
         free(entry_out);
@@ -765,8 +881,10 @@ static int load(loader *ld, const cJSON *root)
     if (rc == CK_OK) rc = ck_json_get_array(root, "nodes", true, &nodes, ld->file, "", ld->err);
     snprintf(ld->top.path, sizeof ld->top.path, "nodes");
     if (rc == CK_OK) rc = read_scope(ld, &ld->top, nodes, NULL);
-    if (rc == CK_OK) rc = check_all_used(ld, &ld->top, NULL);
+    if (rc == CK_OK) rc = count_nodes(ld);
+    /* The loss first: without one, the targets are unused, and saying so would mislead. */
     if (rc == CK_OK) rc = check_loss(ld);
+    if (rc == CK_OK) rc = check_all_used(ld, &ld->top, NULL);
     if (rc == CK_OK) {
         ld->m->file = strdup(ld->file);
         ld->m->name = strdup(name);
@@ -785,11 +903,19 @@ int ck_model_from_json(const cJSON *root, const char *file, ck_model **out, ck_e
     if (!ld.m)
         return ck_fail_oom(err);
     int rc = load(&ld, root);
-    for (size_t b = 0; b < ld.n_blocks; b++)
+    for (size_t b = 0; b < ld.n_blocks; b++) {
         free(ld.blocks[b].e);
+        ck_index_free(&ld.blocks[b].names);
+    }
     free(ld.blocks);
     free(ld.top.e);
+    ck_index_free(&ld.top.names);
     free(ld.input_names);
+    ck_index_free(&ld.input_index);
+    ck_index_free(&ld.block_index);
+    ck_index_free(&ld.tables);
+    free(ld.table_keys);
+    free(ld.table_made);
     if (rc != CK_OK) {
         ck_model_free(ld.m);
         return rc;

@@ -309,8 +309,12 @@ END_TEST
 START_TEST(err_no_loss_or_loss_not_last)
 {
     fx_assert_has(fx_refuse(FX_BASE "'nodes': [{'name': 'r', 'op': 'add', 'inputs': ['x', 'y']}]}"),
-                  FX_FILE ": nodes[0]: expected the loss (cross_entropy or mse) as the last node, got add",
-                  NULL);
+                  FX_FILE ": nodes[0]: expected the loss (cross_entropy or mse) as the last node, got add: "
+                  "a training step needs a loss", NULL);
+    /* without a loss the targets are unused too, but the missing loss is what to say */
+    fx_assert_has(fx_refuse(FX_BASE "'nodes': [{'name': 'r', 'op': 'relu', 'inputs': ['x']}]}"),
+                  FX_FILE ": nodes[0]: expected the loss (cross_entropy or mse) as the last node, got relu: "
+                  "a training step needs a loss", NULL);
     fx_assert_has(fx_refuse(FX_BASE "'nodes': [{'name': 'l', 'op': 'mse', 'inputs': ['x', 'y']},"
                             " {'name': 'r', 'op': 'relu', 'inputs': ['l']}]}"),
                   FX_FILE ": nodes[0].op: a loss must be the last node", NULL);
