@@ -1,5 +1,7 @@
 #include "planner/json.h"
 
+#include "planner/envlimit.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdbool.h>
@@ -8,16 +10,6 @@
 #include <string.h>
 
 #define SHOWN_PATH(path) ((path)[0] ? (path) : "(top level)")
-
-/* A limit from the environment variable `name`, or `dflt` when it is unset or not a
- * positive whole number. */
-static unsigned long env_limit(const char *name, unsigned long dflt)
-{
-    const char *v = getenv(name);
-    char *end;
-    unsigned long n = v ? strtoul(v, &end, 10) : 0;
-    return v && *v && !*end && n > 0 ? n : dflt;
-}
 
 /* Length of the UTF-8 sequence starting at p (at most n bytes available), or 0 when it is
  * not well-formed (overlong forms, surrogates and code points above U+10FFFF included). */
@@ -116,7 +108,7 @@ int ck_json_parse_raw(const char *text, size_t len, cJSON **root, const char **e
 
 int ck_json_parse(const char *file, const char *text, size_t len, cJSON **root, ck_err *err)
 {
-    unsigned long max_depth = env_limit("CKPLAN_MAX_JSON_DEPTH", CK_JSON_MAX_DEPTH);
+    unsigned long max_depth = ck_env_limit("CKPLAN_MAX_JSON_DEPTH", CK_JSON_MAX_DEPTH);
     if (max_depth > 1000) /* cJSON refuses deeper documents whatever we allow */
         max_depth = 1000;
     int scanned = scan_text(file, text, len, max_depth, err);
@@ -166,7 +158,7 @@ static int too_large(const char *file, unsigned long max_mb, ck_err *err)
 
 int ck_json_load_file(const char *file, cJSON **root, char **raw, size_t *raw_len, ck_err *err)
 {
-    unsigned long max_mb = env_limit("CKPLAN_MAX_INPUT_MB", CK_JSON_MAX_FILE_BYTES >> 20);
+    unsigned long max_mb = ck_env_limit("CKPLAN_MAX_INPUT_MB", CK_JSON_MAX_FILE_BYTES >> 20);
     size_t max_bytes = max_mb > SIZE_MAX >> 21 ? SIZE_MAX >> 1 : (size_t)max_mb << 20;
     FILE *f = fopen(file, "rb");
     if (!f)

@@ -1,0 +1,11 @@
+#include "planner/envlimit.h"
+
+#include <stdlib.h>
+
+unsigned long ck_env_limit(const char *name, unsigned long dflt)
+{
+    const char *v = getenv(name);
+    char *end;
+    unsigned long n = v ? strtoul(v, &end, 10) : 0;
+    return v && *v && !*end && n > 0 ? n : dflt;
+}
