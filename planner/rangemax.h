@@ -1,7 +1,7 @@
 /* rangemax: the largest of a fixed array's values over any range of indices in constant
  * time (a sparse table: n log n values, built once), for planners that price many
  * schedules of one chain without replaying each. Sums of sizes that could pass 2^64
- * saturate at CK_SAT (ck_sat_add), which then means "2^64 or more". */
+ * saturate at CK_SAT (ck_sat_add), which then means "2^64 or more, cannot tell". */
 #ifndef CK_RANGEMAX_H
 #define CK_RANGEMAX_H
 

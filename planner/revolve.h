@@ -33,8 +33,8 @@ uint64_t ck_revolve_schedule_length(uint64_t L, uint64_t snapshots);
  * the schedule's subproblems, pricing runs of consecutive snapshots in O(log L). */
 typedef struct ck_revolve_pricer ck_revolve_pricer;
 int ck_revolve_pricer_new(const ck_chain *c, ck_revolve_pricer **out, ck_err *err);
-/* The peak ck_schedule_replay reports for ck_revolve_schedule(c, snapshots); UINT64_MAX
- * when it would reach 2^64 - 1 or more. */
+/* The peak ck_schedule_replay reports for ck_revolve_schedule(c, snapshots), or UINT64_MAX
+ * when a sum it needs reaches 2^64 (always so when that peak does): replay to tell. */
 uint64_t ck_revolve_peak(ck_revolve_pricer *p, uint64_t snapshots);
 void ck_revolve_pricer_free(ck_revolve_pricer *p);
 
