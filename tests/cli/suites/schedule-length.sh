@@ -43,3 +43,10 @@ min=$(printf '%s' "$err" | sed -n 's/.*its smallest plan needs [^(]*(\([0-9]*\) 
 run plan u20k.json --budget "$min" --planner revolve -o len-min.json
 check "revolve plans at that minimum" 0 "planner revolve"
 check_that "within the limit" test "$(json_get len-min.json '["schedule"].__len__()')" -le 1000000
+
+# The limit holds for every plan; the other planners' schedules are checked once made.
+CKPLAN_MAX_SCHEDULE_OPS=500 run plan u200.json --budget 40 --planner sqrt -o len-sqrt.json
+check "a sqrt schedule over a lowered limit is refused" 2 "planner sqrt: its schedule" "limit of 500"
+CKPLAN_MAX_SCHEDULE_OPS=400 run plan u200.json --budget 1G -o len-base.json
+check "so is the store-everything schedule (401 operations)" 2 "store-everything schedule would have 401 operations"
+check_that "neither writes a file" test ! -e len-sqrt.json -a ! -e len-base.json
