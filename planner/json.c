@@ -1,5 +1,7 @@
 #include "planner/json.h"
 
+#include "planner/limits.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdbool.h>

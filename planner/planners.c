@@ -1,5 +1,6 @@
 #include "planner/planners.h"
 
+#include <stdio.h>
 #include <string.h>
 
 const ck_planner *const ck_planners[] = {&ck_planner_dp, &ck_planner_revolve, &ck_planner_chen,
@@ -38,6 +39,16 @@ void ck_plan_result_free(ck_plan_result *r)
     ck_plan_result_init(r);
 }
 
+/* Every plan within CKPLAN_MAX_SCHEDULE_OPS, whichever planner made it (revolve checks
+ * before building; the others' schedules are short by construction, see docs/planners.md). */
+static int check_length(const char *what, ck_plan_result *result, ck_err *err)
+{
+    int rc = ck_schedule_check_length(what, result->schedule.n, err);
+    if (rc != CK_OK)
+        ck_plan_result_free(result);
+    return rc;
+}
+
 int ck_plan_chain(const ck_chain *c, const ck_planner *p, uint64_t budget,
                   const ck_planner_opts *opts, ck_plan_result *result, ck_replay *replay,
                   uint64_t *min_budget, ck_err *err)
@@ -46,12 +57,11 @@ int ck_plan_chain(const ck_chain *c, const ck_planner *p, uint64_t budget,
     int rc = ck_schedule_baseline(c, &result->schedule, err);
     if (rc == CK_OK)
         rc = ck_schedule_replay(c, &result->schedule, replay, NULL, NULL, err);
-    if (rc != CK_OK || replay->peak_bytes <= budget) {
-        if (rc != CK_OK)
-            ck_plan_result_free(result);
-        return rc;
-    }
+    if (rc == CK_OK && replay->peak_bytes <= budget)
+        return check_length("the store-everything schedule", result, err);
     ck_plan_result_free(result);
+    if (rc != CK_OK)
+        return rc;
     uint64_t baseline_peak = replay->peak_bytes;
     rc = p->plan(c, budget, opts, result, min_budget, err);
     if (rc == CK_ERR_INFEASIBLE && *min_budget > baseline_peak)
@@ -66,7 +76,11 @@ int ck_plan_chain(const ck_chain *c, const ck_planner *p, uint64_t budget,
                          "whose peak %llu exceeds the budget %llu", p->name,
                          (unsigned long long)replay->peak_bytes, (unsigned long long)budget);
     }
-    if (rc != CK_OK)
-        ck_plan_result_free(result);
+    if (rc == CK_OK) {
+        char what[64];
+        snprintf(what, sizeof what, "planner %s: its schedule", p->name);
+        return check_length(what, result, err);
+    }
+    ck_plan_result_free(result);
     return rc;
 }

@@ -25,4 +25,17 @@ uint64_t ck_revolve_split(uint64_t n, uint64_t c);
  * L F_all operations and p(L, snapshots) advances. */
 int ck_revolve_schedule(const ck_chain *c, uint64_t snapshots, ck_schedule *out, ck_err *err);
 
+/* The number of operations of that schedule, 2L + 1 + p(L, snapshots), in closed form;
+ * UINT64_MAX when it does not fit in 64 bits. */
+uint64_t ck_revolve_schedule_length(uint64_t L, uint64_t snapshots);
+
+/* Prices revolve schedules without building them: after O(L log L) set-up, each call walks
+ * the schedule's subproblems, pricing runs of consecutive snapshots in O(log L). */
+typedef struct ck_revolve_pricer ck_revolve_pricer;
+int ck_revolve_pricer_new(const ck_chain *c, ck_revolve_pricer **out, ck_err *err);
+/* The peak ck_schedule_replay reports for ck_revolve_schedule(c, snapshots), or UINT64_MAX
+ * when a sum it needs reaches 2^64 (always so when that peak does): replay to tell. */
+uint64_t ck_revolve_peak(ck_revolve_pricer *p, uint64_t snapshots);
+void ck_revolve_pricer_free(ck_revolve_pricer *p);
+
 #endif

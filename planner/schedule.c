@@ -1,5 +1,6 @@
 #include "planner/schedule.h"
 
+#include "planner/limits.h"
 #include "planner/size.h"
 
 #include <stdio.h>
@@ -21,6 +22,18 @@ bool ck_opkind_parse(const char *name, ck_opkind *out)
             return true;
         }
     return false;
+}
+
+int ck_schedule_check_length(const char *what, uint64_t ops, ck_err *err)
+{
+    unsigned long limit = ck_limit_from_env("CKPLAN_MAX_SCHEDULE_OPS", CK_SCHEDULE_MAX_OPS);
+    if (ops <= limit)
+        return CK_OK;
+    char count[32] = "more than 2^64";
+    if (ops != UINT64_MAX)
+        snprintf(count, sizeof count, "%llu", (unsigned long long)ops);
+    return ck_fail(err, CK_ERR_INPUT, "%s would have %s operations, more than the limit of %lu "
+                   "for a schedule (set CKPLAN_MAX_SCHEDULE_OPS to raise it)", what, count, limit);
 }
 
 bool ck_schedule_push(ck_schedule *s, ck_opkind kind, size_t stage)

@@ -23,6 +23,16 @@ typedef struct {
     size_t n, cap;
 } ck_schedule;
 
+/* Schedules of more operations than this are refused (its plan file, at about 45 bytes an
+ * operation, stays within the default limit on input files, so that `run` reads it back);
+ * the environment variable CKPLAN_MAX_SCHEDULE_OPS changes it. */
+#define CK_SCHEDULE_MAX_OPS 1000000
+
+/* CK_OK when a schedule of `ops` operations is within that limit; otherwise CK_ERR_INPUT
+ * with a message that begins with `what` (what would be that long) and says how to raise
+ * the limit. */
+int ck_schedule_check_length(const char *what, uint64_t ops, ck_err *err);
+
 /* "F_all", "F_ck", "F_none", "loss", "B". */
 const char *ck_opkind_name(ck_opkind kind);
 /* Parses one of those names; false if it is none of them. */

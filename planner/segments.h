@@ -16,4 +16,18 @@
 int ck_schedule_segments(const ck_chain *c, const size_t *starts, size_t n, ck_schedule *out,
                          ck_err *err);
 
+/* The time ck_schedule_replay reports for ck_schedule_segments(c, starts, n): the same sum
+ * in the same order, without building the schedule. */
+double ck_segments_time(const ck_chain *c, const size_t *starts, size_t n);
+
+/* Prices such schedules without building them: O(L log L) to set up, then O(n) a schedule
+ * of n segments, from prefix sums and range maxima. */
+typedef struct ck_segments_pricer ck_segments_pricer;
+int ck_segments_pricer_new(const ck_chain *c, ck_segments_pricer **out, ck_err *err);
+/* The peak ck_schedule_replay reports for ck_schedule_segments(c, starts, n), or
+ * UINT64_MAX when a sum it needs reaches 2^64 (always so when that peak does): replay to
+ * tell. */
+uint64_t ck_segments_peak(const ck_segments_pricer *p, const size_t *starts, size_t n);
+void ck_segments_pricer_free(ck_segments_pricer *p);
+
 #endif
