@@ -30,3 +30,14 @@ for value in 0 -3 twelve ""; do
     CKPLAN_MAX_STAGES=$value run plan twelve.chain.json --budget 1T -o twelve-plan.json
     check "CKPLAN_MAX_STAGES='$value' is not a limit: the default applies" 0 "12 stages"
 done
+
+# What plan writes under a limit, run reads under it: a plan's stage count is held to the
+# same limit as the chain it came from.
+CKPLAN_MAX_STAGES=12 run plan twelve.chain.json --budget 1T -o twelve-plan.json
+check "a plan of 12 stages is made at the limit of 12" 0
+CKPLAN_MAX_STAGES=12 CKPLAN_RUN_MEMORY=1 run run twelve-plan.json --steps 1 --runs twelve.jsonl
+check "run reads that plan under the same limit (and stops at the memory it may use)" 2 \
+    "more than the 1 B"
+CKPLAN_MAX_STAGES=11 run run twelve-plan.json --steps 1 --runs twelve.jsonl
+check "run refuses the plan under a lower limit, naming it and its variable" 2 \
+    "twelve-plan.json: stages: 12 stages is more than the limit of 11 stages (set CKPLAN_MAX_STAGES"
