@@ -132,6 +132,15 @@ bench: deps
 	  ./ckplan profile models/gpt2-tiny.json --steps 9 -o $(BUILD)/bench/gpt2-tiny.costs.json > /dev/null; \
 	  echo; echo "### Profiled costs"; echo; \
 	  tests/bench/predicted_vs_measured.sh ./ckplan models/gpt2-tiny.json $(BUILD)/bench/gpt2-tiny.costs.json; \
+	  echo; echo "## Scale: runs files, large models, long chains"; echo; \
+	  echo "What used to grow faster than the input: appending a record cost the whole runs"; \
+	  echo "file, names were looked up by comparing each with every other, and revolve and"; \
+	  echo "chen built a whole schedule for every candidate. The figures below are this"; \
+	  echo "build's; the last section gives the same commands before the fixes."; echo; \
+	  tests/bench/append.sh ./ckplan; echo; \
+	  tests/bench/loading.sh ./ckplan; echo; \
+	  tests/bench/planners_scale.sh ./ckplan; echo; \
+	  cat tests/bench/scale-before.md; \
 	} > docs/benchmarks.md.tmp && mv docs/benchmarks.md.tmp docs/benchmarks.md
 	@cat docs/benchmarks.md
 

@@ -56,6 +56,8 @@ commands=(
     "4 at once: ckplan sweep chain10.json --budgets 100:1G:2500 --planners dp --runs runs.jsonl"
 )
 notes=("a new runs file" "big.jsonl holds $big_mb MB before" "a new runs file shared by the four")
+echo "### Appending to a runs file"
+echo
 echo "Appending records to a runs file (\`tests/bench/append.sh\`): wall-clock time of each"
 echo "command on $(nproc) cores; chain10.json is tests/cli/data/chain10.json."
 echo

@@ -36,7 +36,7 @@ PY
     said=$(head -n 1 "$work/err")
 }
 
-echo "## Loading large models"
+echo "### Loading large models"
 echo
 echo "\`tests/bench/loading.sh $1\`: each model comes from \`tests/bench/big_model.py KIND N\`"
 echo "(\`chain\`: N relu nodes in a row; \`inputs\`: N extra inputs, each added by its own"
