@@ -12,6 +12,7 @@
 #include "cli/chart.h"
 #include "cli/commands.h"
 #include "cli/human.h"
+#include "cli/interrupt.h"
 #include "cli/options.h"
 #include "cli/runs.h"
 #include "planner/size.h"
@@ -335,7 +336,7 @@ int ck_cmd_report(int argc, char **argv)
     if (rc != CK_OK)
         return ck_report(rc, err.msg);
     ck_runs runs;
-    rc = ck_runs_read(path, stderr, &runs, &err);
+    rc = ck_runs_read(path, stderr, ck_interrupt_flag(), &runs, &err);
     if (rc != CK_OK)
         return ck_report(rc, err.msg);
     if (runs.n_lines == 0) {

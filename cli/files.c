@@ -9,6 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cli/interrupt.h"
+
 static const char *write_all(int fd, const char *data, size_t len)
 {
     while (len > 0) {
@@ -93,9 +95,11 @@ int ck_write_file_atomic(const char *path, const char *data, size_t len, ck_err 
     if (!tmp)
         return ck_fail_oom(err);
     snprintf(tmp, tmp_len, "%s.tmp.%ld", path, (long)getpid());
+    ck_interrupt_hold(); /* from here until tmp is renamed or removed, no signal ends ckplan */
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
         int rc = ck_fail(err, CK_ERR_RUNTIME, "%s: cannot create: %s", tmp, strerror(errno));
+        ck_interrupt_release();
         free(tmp);
         return rc;
     }
@@ -112,6 +116,7 @@ int ck_write_file_atomic(const char *path, const char *data, size_t len, ck_err 
                                           "is unchanged", path, failed, strerror(errno));
         unlink(tmp);
     }
+    ck_interrupt_release();
     free(tmp);
     return rc;
 }
