@@ -49,7 +49,7 @@ int ck_cmd_chain(int argc, char **argv)
         } else if (CK_IS_WORKLOAD_OPTION(code)) {
             rc = ck_workload_option(code, optarg, &opts, &err);
         } else {
-            rc = ck_option_error("chain", argv, code, &err);
+            rc = ck_option_error("chain", argv, longs, code, &err);
         }
     }
     ck_workload w;

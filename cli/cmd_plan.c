@@ -31,7 +31,8 @@ static void plan_usage(FILE *out)
             "\n"
             "  --budget SIZE         memory for the whole step: bytes, or a number with a unit:\n"
             "                        K M G T or KiB MiB GiB TiB (powers of 1024), KB MB GB TB\n"
-            "                        (powers of 1000); e.g. 8G, 1.5GiB, 500MB\n"
+            "                        (powers of 1000); e.g. 8G, 1.5GiB, 500MB. A whole number\n"
+            "                        of bytes below 2^53 (8 PiB)\n"
             "  --planner P           which planner (default dp; see below)\n"
             "  --slots N             dp: memory resolution, the budget in N units (default %d)\n",
             CK_DEFAULT_SLOTS);
@@ -117,7 +118,7 @@ static int parse_args(int argc, char **argv, plan_args *a, ck_err *err)
             break;
         default:
             rc = CK_IS_WORKLOAD_OPTION(code) ? ck_workload_option(code, optarg, &a->workload_opts, err)
-                                             : ck_option_error("plan", argv, code, err);
+                                             : ck_option_error("plan", argv, longs, code, err);
         }
     }
     if (rc != CK_OK)
@@ -151,9 +152,12 @@ static void print_stage_runs(FILE *out, const ck_chain *c, const bool *set)
         size_t j = i;
         while (j + 1 < c->n_stages && set[j + 1])
             j++;
-        fprintf(out, "%s%s", first ? "" : ", ", c->stages[i].name);
-        if (j > i)
-            fprintf(out, "%s%s", j == i + 1 ? ", " : "..", c->stages[j].name);
+        fputs(first ? "" : ", ", out);
+        ck_put_terminal_text(out, c->stages[i].name);
+        if (j > i) {
+            fputs(j == i + 1 ? ", " : "..", out);
+            ck_put_terminal_text(out, c->stages[j].name);
+        }
         first = false;
         i = j;
     }
@@ -202,8 +206,11 @@ static void print_summary(FILE *out, const ck_workload *w, const ck_plan_doc *d,
     char budget[32], note[256], s1[32], s2[32], s3[32], s4[32];
     ck_size_format(d->budget_bytes, budget, sizeof budget);
     const ck_chain *c = &w->chain;
-    fprintf(out, "%s (%s): %zu stages%s%s\n", c->name, w->path, c->n_stages,
-            d->granularity ? ", granularity " : "", d->granularity ? d->granularity : "");
+    ck_put_terminal_text(out, c->name); /* names from the input: shown, never obeyed */
+    fputs(" (", out);
+    ck_put_terminal_text(out, w->path);
+    fprintf(out, "): %zu stages%s%s\n", c->n_stages, d->granularity ? ", granularity " : "",
+            d->granularity ? d->granularity : "");
     fprintf(out, "planner %s, budget %s (%llu bytes)%s\n\n", d->planner, budget,
             (unsigned long long)d->budget_bytes,
             d->baseline_fits ? ": the baseline fits, nothing to recompute" : "");

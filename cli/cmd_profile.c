@@ -112,7 +112,7 @@ int ck_cmd_profile(int argc, char **argv)
         case OPT_STEPS: rc = ck_parse_count(optarg, "--steps", 1, 1000, &steps, &err); break;
         case OPT_THREADS: rc = ck_parse_count(optarg, "--threads", 1, 1024, &threads, &err); break;
         case OPT_SEED: rc = ck_parse_count(optarg, "--seed", 0, UINT64_MAX, &seed, &err); break;
-        default: rc = ck_option_error("profile", argv, code, &err);
+        default: rc = ck_option_error("profile", argv, longs, code, &err);
         }
     }
     ck_workload w;

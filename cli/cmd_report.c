@@ -15,6 +15,8 @@
 #include "cli/interrupt.h"
 #include "cli/options.h"
 #include "cli/runs.h"
+#include "cli/safename.h"
+#include "planner/json.h"
 #include "planner/size.h"
 
 #define DEFAULT_RUNS_FILE "ckplan.runs.jsonl"
@@ -34,9 +36,14 @@ static void report_usage(FILE *out)
             "                overheads as fractions; empty cells where a record has no figure\n"
             "  --json        a JSON array of objects with the CSV's columns (null when absent)\n"
             "  --svg DIR     also draw, per model, the trade-off of activation peak against\n"
-            "                overhead, one line per planner, in DIR/MODEL.tradeoff.svg\n"
+            "                overhead, one line per planner, in DIR/MODEL.tradeoff.svg (a\n"
+            "                name with characters other than letters, digits, '.', '-' and\n"
+            "                '_' gets '_' for them and a hash; each chart is printed with\n"
+            "                its model)\n"
             "  -h, --help    show this help\n"
             "\n"
+            "The table shows control characters in names escaped (\\x1b); --csv and --json\n"
+            "keep every character (JSON escapes them, CSV quotes the field).\n"
             "A line that is not a valid record is reported with its line number and skipped.\n"
             "Exit codes: 0 ok (also for an empty file), 2 usage error, a missing file, or a\n"
             "file with corrupt lines (the valid rows are still printed).\n",
@@ -112,10 +119,20 @@ static cell get_cell(const ck_run_row *r, enum col c)
     return (cell){false, NULL, 0, 0};
 }
 
-/* RFC 4180: a field holding a comma, quote, CR or LF is quoted, its quotes doubled. */
+/* RFC 4180: a field holding a comma, quote, CR or LF is quoted, its quotes doubled. Any
+ * other control character is kept as it is, faithful to the record, and quoted too, so
+ * that readers take the field as text. */
+static bool csv_needs_quotes(const char *s)
+{
+    for (; *s; s++)
+        if (*s == ',' || *s == '"' || (unsigned char)*s < 0x20 || *s == 0x7f)
+            return true;
+    return false;
+}
+
 static void csv_field(FILE *out, const char *s)
 {
-    if (!strpbrk(s, ",\"\r\n")) {
+    if (!csv_needs_quotes(s)) {
         fputs(s, out);
         return;
     }
@@ -167,9 +184,9 @@ static int print_json(FILE *out, const ck_runs *runs)
             else if (columns[c].kind == TEXT)
                 ok = cJSON_AddStringToObject(o, k, v.text) != NULL;
             else if (columns[c].kind == BYTES)
-                ok = cJSON_AddNumberToObject(o, k, (double)v.bytes) != NULL;
+                ok = ck_json_add_number(o, k, (double)v.bytes) != NULL;
             else
-                ok = cJSON_AddNumberToObject(o, k, v.number) != NULL;
+                ok = ck_json_add_number(o, k, v.number) != NULL;
         }
     }
     char *text = ok ? cJSON_Print(arr) : NULL;
@@ -205,6 +222,15 @@ static void fmt_pct(bool present, double v, char *buf, size_t len)
         snprintf(buf, len, "-");
 }
 
+/* Columns a cell takes on a terminal: one per UTF-8 character (not per byte). */
+static int shown_width(const char *s)
+{
+    int n = 0;
+    for (; *s; s++)
+        n += ((unsigned char)*s & 0xC0) != 0x80;
+    return n;
+}
+
 #define TABLE_COLS 15
 #define CELL 64
 
@@ -226,8 +252,8 @@ static int print_table(FILE *out, const ck_runs *runs)
         const ck_run_row *r = &runs->rows[i];
         char(*row)[CELL] = cells[i + 1];
         bool p = r->has_predicted, m = r->has_measured;
-        snprintf(row[0], CELL, "%.60s", r->model);
-        snprintf(row[1], CELL, "%.60s", r->planner);
+        ck_terminal_text(r->model, row[0], CELL);
+        ck_terminal_text(r->planner, row[1], CELL);
         fmt_size(true, r->budget_bytes, row[2], CELL);
         fmt_size(p, r->predicted_peak, row[3], CELL);
         fmt_size(m, r->measured_peak, row[4], CELL);
@@ -250,13 +276,16 @@ static int print_table(FILE *out, const ck_runs *runs)
     }
     for (size_t i = 0; i < n; i++)
         for (int c = 0; c < TABLE_COLS; c++)
-            if ((int)strlen(cells[i][c]) > width[c])
-                width[c] = (int)strlen(cells[i][c]);
+            if (shown_width(cells[i][c]) > width[c])
+                width[c] = shown_width(cells[i][c]);
     for (size_t i = 0; i < n; i++) {
         /* names left-aligned, figures right-aligned so that their units line up */
-        for (int c = 0; c < TABLE_COLS; c++)
-            fprintf(out, c < 2 || c == TABLE_COLS - 1 ? "%s%-*s" : "%s%*s", c ? "  " : "",
-                    c == TABLE_COLS - 1 ? 0 : width[c], cells[i][c]);
+        for (int c = 0; c < TABLE_COLS; c++) {
+            int pad = c == TABLE_COLS - 1 ? 0 : width[c] - shown_width(cells[i][c]);
+            bool left = c < 2 || c == TABLE_COLS - 1;
+            fprintf(out, "%s%*s%s%*s", c ? "  " : "", left ? 0 : pad, "", cells[i][c],
+                    left ? pad : 0, "");
+        }
         fputc('\n', out);
     }
     free(cells);
@@ -265,42 +294,107 @@ static int print_table(FILE *out, const ck_runs *runs)
 
 enum { OPT_RUNS = 3000, OPT_CSV, OPT_JSON_OUT, OPT_SVG_DIR };
 
-/* Writes DIR/<model>.tradeoff.svg for every model of the records: activation peak against
- * overhead, one series per planner, predicted points and, for runs, measured ones. The
- * names of the files written are printed on `names`. */
+/* One trade-off chart: a model's records are order[begin..end), the first at `first`. */
+typedef struct {
+    size_t first, begin, end;
+} chart_group;
+
+static const ck_run_row *sort_rows;
+
+/* Records by model, then by line, so that each model's records are side by side. */
+static int by_model(const void *a, const void *b)
+{
+    size_t i = *(const size_t *)a, j = *(const size_t *)b;
+    int c = strcmp(sort_rows[i].model, sort_rows[j].model);
+    return c ? c : (i > j) - (i < j);
+}
+
+static int by_first_record(const void *a, const void *b)
+{
+    size_t i = ((const chart_group *)a)->first, j = ((const chart_group *)b)->first;
+    return (i > j) - (i < j);
+}
+
+/* Groups the records by model into *groups, in the order the models first appear, leaving
+ * out models with nothing to draw (only infeasible points); returns how many. */
+static size_t group_by_model(const ck_runs *runs, size_t *order, chart_group *groups)
+{
+    for (size_t i = 0; i < runs->n; i++)
+        order[i] = i;
+    sort_rows = runs->rows;
+    qsort(order, runs->n, sizeof *order, by_model);
+    size_t m = 0;
+    for (size_t begin = 0, end; begin < runs->n; begin = end) {
+        const char *model = runs->rows[order[begin]].model;
+        bool drawn = false;
+        for (end = begin; end < runs->n && strcmp(runs->rows[order[end]].model, model) == 0; end++)
+            drawn = drawn || runs->rows[order[end]].has_predicted || runs->rows[order[end]].has_measured;
+        if (drawn)
+            groups[m++] = (chart_group){order[begin], begin, end};
+    }
+    qsort(groups, m, sizeof *groups, by_first_record);
+    return m;
+}
+
+/* Draws one model's chart into path and says on `names` which model it is for. */
+static int draw_model(const ck_runs *runs, const size_t *order, const chart_group *g,
+                      const char *path, ck_chart_point *pts, FILE *names, ck_err *err)
+{
+    size_t n = 0;
+    for (size_t k = g->begin; k < g->end; k++) {
+        const ck_run_row *r = &runs->rows[order[k]];
+        if (r->has_predicted)
+            pts[n++] = (ck_chart_point){r->planner, r->predicted_peak, 100 * r->predicted_overhead, false};
+        if (r->has_measured)
+            pts[n++] = (ck_chart_point){r->planner, r->measured_peak, 100 * r->measured_overhead, true};
+    }
+    const char *model = runs->rows[g->first].model;
+    char shown[160], title[256]; /* the name cut whole characters at a time */
+    ck_terminal_text(model, shown, sizeof shown);
+    snprintf(title, sizeof title, "%s: activation memory against time overhead", shown);
+    int rc = ck_chart_tradeoff_write(path, title, NULL, pts, n, err);
+    if (rc == CK_OK) {
+        fputs("chart: ", names);
+        ck_put_terminal_text(names, path);
+        fputs(" (model \"", names);
+        ck_put_terminal_text(names, model);
+        fputs("\")\n", names);
+    }
+    return rc;
+}
+
+/* Writes a chart for every model of the records into DIR: activation peak against
+ * overhead, one series per planner, predicted points and, for runs, measured ones. The file
+ * names come from the model names (cli/safename.h): always inside DIR, one per model. The
+ * names of the files written, and their models, are printed on `names`. */
 static int write_tradeoff_charts(const char *dir, const ck_runs *runs, FILE *names, ck_err *err)
 {
     if (mkdir(dir, 0755) != 0 && errno != EEXIST)
         return ck_fail(err, CK_ERR_RUNTIME, "%s: cannot create: %s", dir, strerror(errno));
-    ck_chart_point *pts = calloc(2 * runs->n + 1, sizeof *pts);
-    bool *done = calloc(runs->n + 1, sizeof *done);
-    int rc = pts && done ? CK_OK : ck_fail_oom(err);
-    for (size_t i = 0; rc == CK_OK && i < runs->n; i++) {
-        if (done[i])
-            continue;
-        const char *model = runs->rows[i].model;
-        size_t n = 0;
-        for (size_t j = i; j < runs->n; j++) {
-            const ck_run_row *r = &runs->rows[j];
-            if (strcmp(r->model, model) != 0)
-                continue;
-            done[j] = true;
-            if (r->has_predicted)
-                pts[n++] = (ck_chart_point){r->planner, r->predicted_peak, 100 * r->predicted_overhead, false};
-            if (r->has_measured)
-                pts[n++] = (ck_chart_point){r->planner, r->measured_peak, 100 * r->measured_overhead, true};
-        }
-        if (n == 0) /* only infeasible points: nothing to draw */
-            continue;
-        char path[4096], title[256];
-        snprintf(path, sizeof path, "%s/%s.tradeoff.svg", dir, model);
-        snprintf(title, sizeof title, "%s: activation memory against time overhead", model);
-        rc = ck_chart_tradeoff_write(path, title, NULL, pts, n, err);
-        if (rc == CK_OK)
-            fprintf(names, "chart: %s\n", path);
+    size_t n = runs->n + 1;
+    size_t *order = malloc(n * sizeof *order);
+    chart_group *groups = malloc(n * sizeof *groups);
+    ck_chart_point *pts = malloc(2 * n * sizeof *pts);
+    const char **models = malloc(n * sizeof *models);
+    char(*stems)[CK_SAFE_STEM_MAX] = malloc(n * sizeof *stems);
+    int rc = order && groups && pts && models && stems ? CK_OK : ck_fail_oom(err);
+    size_t m = rc == CK_OK ? group_by_model(runs, order, groups) : 0;
+    for (size_t k = 0; k < m; k++)
+        models[k] = runs->rows[groups[k].first].model;
+    if (rc == CK_OK)
+        rc = ck_distinct_stems(models, m, stems, err);
+    for (size_t k = 0; rc == CK_OK && k < m; k++) {
+        char path[4096];
+        if (snprintf(path, sizeof path, "%s/%s.tradeoff.svg", dir, stems[k]) >= (int)sizeof path)
+            rc = ck_fail(err, CK_ERR_INPUT, "%.200s...: --svg DIR: too long a path", dir);
+        else
+            rc = draw_model(runs, order, &groups[k], path, pts, names, err);
     }
+    free(order);
+    free(groups);
     free(pts);
-    free(done);
+    free(models);
+    free(stems);
     return rc;
 }
 
@@ -325,7 +419,7 @@ int ck_cmd_report(int argc, char **argv)
         case OPT_CSV: csv = true; break;
         case OPT_JSON_OUT: json = true; break;
         case OPT_SVG_DIR: svg_dir = optarg; break;
-        default: rc = ck_option_error("report", argv, code, &err);
+        default: rc = ck_option_error("report", argv, longs, code, &err);
         }
     }
     if (rc == CK_OK && csv && json)
@@ -342,7 +436,9 @@ int ck_cmd_report(int argc, char **argv)
     if (runs.n_lines == 0) {
         /* Not an error: a fresh runs file is a normal state, but an empty table would look
          * like a failure. Said on stdout so that it is the answer, not a diagnostic. */
-        printf("no runs recorded in %s\n", path);
+        fputs("no runs recorded in ", stdout);
+        ck_put_terminal_text(stdout, path);
+        fputc('\n', stdout);
         ck_runs_free(&runs);
         return 0;
     }

@@ -10,6 +10,7 @@
 #include "cli/options.h"
 #include "cli/runner.h"
 #include "planner/json.h"
+#include "planner/size.h"
 #include "planner/plan_io.h"
 #include "planner/sha256.h"
 
@@ -27,13 +28,16 @@ static void run_usage(FILE *out)
             "A chain file's stages run as synthetic work of the declared sizes and times.\n"
             "\n"
             "  --verify          check that the plan's loss and every gradient equal the\n"
-            "                    baseline's bit for bit, and that its tracked activation peak\n"
-            "                    stays within %.0f%% below its prediction; exit 1 if not\n"
+            "                    baseline's bit for bit, that its tracked activation peak\n"
+            "                    stays within %.0f%% below its prediction, and that the plan\n"
+            "                    file's budget and predictions are those of its replayed\n"
+            "                    schedule; exit 1 if not\n"
             "  --steps N         steps per run, after one warm-up step, for memory and\n"
             "                    gradients (default 3); then 2N+1 rounds time one baseline\n"
             "                    step and one plan step in turn\n"
             "  --threads N       threads for matrix products (default: OpenBLAS's choice)\n"
-            "  --seed S          seed of parameters, inputs and dropout (default 1)\n"
+            "  --seed S          seed of parameters, inputs and dropout, below 2^53 (recorded\n"
+            "                    exactly; default 1)\n"
             "  --runs FILE       append the run's record to FILE (default %s)\n"
             "  --rng stateful    draw dropout from one sequential generator that recomputation\n"
             "                    does not rewind: the bug --verify exists to catch\n"
@@ -41,12 +45,17 @@ static void run_usage(FILE *out)
             "                    and the baseline as a standalone SVG chart\n"
             "  --trace FILE      write one step of each as Chrome trace-event JSON (for\n"
             "                    Perfetto or chrome://tracing): operations and live bytes\n"
-            "  --quiet           print nothing but errors\n"
+            "  --quiet           print nothing but errors and warnings\n"
             "  -h, --help        show this help\n"
+            "\n"
+            "Every predicted figure comes from replaying the plan's schedule on its model's\n"
+            "chain, not from the plan file; without --verify a plan file that differs from\n"
+            "the replay is run on the replayed figures, with a warning. A relative model\n"
+            "path is relative to the plan file's directory (else the current one).\n"
             "\n"
             "A run needs the static memory plus the larger activation peak of the baseline\n"
             "and the plan. It is refused when that exceeds MemAvailable, or the size in\n"
-            "CKPLAN_RUN_MEMORY when set (for example CKPLAN_RUN_MEMORY=64G with swap).\n"
+            "CKPLAN_RUN_MEMORY when set (a positive size: CKPLAN_RUN_MEMORY=64G with swap).\n"
             "\n"
             "Exit codes: 0 ran (and verified), 1 a check failed or execution failed, 2 usage\n"
             "or input error (including a model changed since planning, or too large here),\n"
@@ -86,7 +95,7 @@ static int parse_args(int argc, char **argv, run_args *a, ck_err *err)
         case OPT_TRACE: a->trace_path = optarg; break;
         case OPT_STEPS: rc = ck_parse_count(optarg, "--steps", 1, 1000, &a->steps, err); break;
         case OPT_THREADS: rc = ck_parse_count(optarg, "--threads", 1, 1024, &a->threads, err); break;
-        case OPT_SEED: rc = ck_parse_count(optarg, "--seed", 0, UINT64_MAX, &a->seed, err); break;
+        case OPT_SEED: rc = ck_parse_count(optarg, "--seed", 0, CK_EXACT_LIMIT - 1, &a->seed, err); break;
         case OPT_RNG:
             if (strcmp(optarg, "stateful") == 0)
                 a->stateful_rng = true;
@@ -94,7 +103,7 @@ static int parse_args(int argc, char **argv, run_args *a, ck_err *err)
                 rc = ck_fail(err, CK_ERR_INPUT, "--rng: expected 'counter' or 'stateful', got '%s'", optarg);
             break;
         default:
-            rc = ck_option_error("run", argv, code, err);
+            rc = ck_option_error("run", argv, longs, code, err);
         }
     }
     if (rc == CK_OK && argc - optind > 1)
@@ -128,7 +137,7 @@ int ck_cmd_run(int argc, char **argv)
     if (rc != CK_OK)
         return ck_report(rc, err.msg);
 
-    rc = ck_runner_run(&a, &plan, plan_sha, NULL, &err);
+    rc = ck_runner_run(&a, &plan, plan_sha, NULL, NULL, &err);
     ck_plan_file_free(&plan);
     return ck_report(rc, err.msg);
 }

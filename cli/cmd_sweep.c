@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "cli/files.h"
+#include "cli/human.h"
 #include "cli/interrupt.h"
 #include "cli/options.h"
 #include "cli/runner.h"
@@ -47,8 +48,8 @@ static void sweep_usage(FILE *out)
             "                        is recorded as planned, with a warning\n"
             "  --steps N             with --run: steps per run (default 3)\n"
             "  --threads N           with --run: threads for matrix products\n"
-            "  --seed S              with --run: seed of parameters, inputs and dropout\n"
-            "                        (default 1)\n"
+            "  --seed S              with --run: seed of parameters, inputs and dropout,\n"
+            "                        below 2^53 (default 1)\n"
             "  --runs FILE           append the records to FILE (default %s)\n"
             "  --slots N             dp: memory resolution (default %d)\n",
             DEFAULT_PLANNERS, DEFAULT_RUNS_FILE, CK_DEFAULT_SLOTS);
@@ -190,7 +191,7 @@ static int parse_args(int argc, char **argv, sweep_args *a, ck_err *err)
         case OPT_RUN: a->run = true; break;
         case OPT_STEPS: rc = ck_parse_count(optarg, "--steps", 1, 1000, &a->steps, err); break;
         case OPT_THREADS: rc = ck_parse_count(optarg, "--threads", 1, 1024, &a->threads, err); break;
-        case OPT_SEED: rc = ck_parse_count(optarg, "--seed", 0, UINT64_MAX, &a->seed, err); break;
+        case OPT_SEED: rc = ck_parse_count(optarg, "--seed", 0, CK_EXACT_LIMIT - 1, &a->seed, err); break;
         case OPT_RUNS: a->runs_path = optarg; break;
         case CK_OPT_SLOTS:
             rc = ck_parse_count(optarg, "--slots", 1, 1000000, &slots, err);
@@ -198,7 +199,7 @@ static int parse_args(int argc, char **argv, sweep_args *a, ck_err *err)
             break;
         default:
             rc = CK_IS_WORKLOAD_OPTION(code) ? ck_workload_option(code, optarg, &a->workload_opts, err)
-                                             : ck_option_error("sweep", argv, code, err);
+                                             : ck_option_error("sweep", argv, longs, code, err);
         }
     }
     if (rc != CK_OK)
@@ -234,23 +235,54 @@ typedef struct {
     size_t planned, ran, infeasible, too_large, failed;
 } tally;
 
-/* "ckplan: [KIND]dp at 8.0 GiB: [WHAT]MSG" about one point, on a line of its own below
- * the progress bar when there is one. */
-static void point_message(const char *kind, const ck_planner *planner, uint64_t budget,
-                          const char *what, const char *msg)
+/* Names one point in messages: "sweep of models/m.json, dp at 8.0 GiB". */
+static void point_label(const sweep_args *a, const ck_planner *planner, uint64_t budget,
+                        char *buf, size_t len)
 {
     char size[32];
     ck_size_format(budget, size, sizeof size);
-    fprintf(stderr, "%sckplan: %s%s at %s: %s%s\n", isatty(STDERR_FILENO) ? "\n" : "", kind,
-            planner->name, size, what, msg);
+    snprintf(buf, len, "sweep of %s, %s at %s", a->model_path, planner->name, size);
+}
+
+/* "ckplan: [KIND]POINT: [WHAT]MSG" about one point, on a line of its own below the
+ * progress bar when there is one. The point names the model file and the message may quote
+ * the input: both are shown escaped, as every message is. */
+static void point_message(const char *kind, const char *point, const char *what, const char *msg)
+{
+    char line[2 * sizeof ((ck_err *)0)->msg];
+    snprintf(line, sizeof line, "%s%s: %s%s", kind, point, what, msg);
+    fprintf(stderr, "%sckplan: ", isatty(STDERR_FILENO) ? "\n" : "");
+    ck_put_terminal_text(stderr, line);
+    fputc('\n', stderr);
+}
+
+/* Runs a planned point with verification, on the sweep's own workload: a point that fails
+ * is recorded (when it got as far as verification) and counted, and the sweep goes on. */
+static int run_point(const sweep_args *a, const ck_workload *w, const ck_plan_file *plan,
+                     const char *sha, const char *point, tally *t, ck_err *err)
+{
+    ck_run_settings s = {.plan_path = IN_MEMORY_PLAN, .label = point, .runs_path = a->runs_path,
+                         .verify = true, .quiet = true, .steps = a->steps,
+                         .threads = a->threads, .seed = a->seed};
+    bool passed = false;
+    int rc = ck_runner_run(&s, plan, sha, w, &passed, err);
+    if (rc == CK_ERR_RUNTIME) {
+        point_message("", point, "", err->msg);
+        t->failed++;
+        rc = CK_OK;
+    } else if (rc == CK_OK) {
+        t->ran++;
+    }
+    return rc;
 }
 
 /* One point: plan, then record it as infeasible, planned, or (with --run) ran. */
 static int sweep_point(const sweep_args *a, const ck_workload *w, const ck_planner *planner,
-                       uint64_t budget, tally *t, ck_err *err)
+                       uint64_t budget, const ck_run_memory *mem, tally *t, ck_err *err)
 {
     ck_planned planned;
-    char *line = NULL;
+    char *line = NULL, point[512];
+    point_label(a, planner, budget, point, sizeof point);
     int rc = ck_runner_plan(w, planner, budget, &a->planner_opts, &a->workload_opts, &planned, err);
     const char *gran = w->model ? ck_granularity_name(a->workload_opts.granularity) : NULL;
     if (rc == CK_ERR_INFEASIBLE) {
@@ -273,23 +305,19 @@ static int sweep_point(const sweep_args *a, const ck_workload *w, const ck_plann
     if (rc == CK_OK) {
         size_t len = strlen(planned.text);
         ck_sha256_hex(planned.text, len, sha);
-        rc = ck_json_parse(IN_MEMORY_PLAN, planned.text, len, &root, err);
+        rc = ck_json_parse(point, planned.text, len, &root, err);
     }
     if (rc == CK_OK)
-        have_plan = (rc = ck_plan_from_json(root, IN_MEMORY_PLAN, &plan, err)) == CK_OK;
+        have_plan = (rc = ck_plan_from_json(root, point, &plan, err)) == CK_OK;
     cJSON_Delete(root);
     bool run = a->run;
     if (rc == CK_OK && run) {
         /* A point this machine cannot hold is still a result worth keeping: its prediction. */
         ck_err why;
-        int fits = ck_runner_fits_here(a->model_path, &plan, &why);
-        if (fits == CK_ERR_INPUT) {
-            point_message("warning: ", planner, budget, "not run, recorded as planned: ", why.msg);
+        if (ck_runner_fits_here(mem, &plan.predicted, &why) != CK_OK) {
+            point_message("warning: ", point, "not run, recorded as planned: ", why.msg);
             t->too_large++;
             run = false;
-        } else if (fits != CK_OK) {
-            rc = fits;
-            *err = why;
         }
     }
     if (rc == CK_OK && !run) {
@@ -297,22 +325,7 @@ static int sweep_point(const sweep_args *a, const ck_workload *w, const ck_plann
         rc = line ? ck_append_line_atomic(a->runs_path, line, err) : ck_fail_oom(err);
         t->planned += rc == CK_OK;
     } else if (rc == CK_OK) {
-        ck_run_settings s = {.plan_path = IN_MEMORY_PLAN, .runs_path = a->runs_path,
-                             .verify = true, .quiet = true, .steps = a->steps,
-                             .threads = a->threads, .seed = a->seed};
-        /* The model is looked for again by path, as for a plan file: sweep was given it as
-         * a path, so it is found the same way. */
-        bool passed = false;
-        rc = ck_runner_run(&s, &plan, sha, &passed, err);
-        if (rc == CK_ERR_RUNTIME) {
-            /* A failed point does not stop the sweep: it is recorded (when it got as far
-             * as verification) and the exit status says so at the end. */
-            point_message("", planner, budget, "", err->msg);
-            t->failed++;
-            rc = CK_OK;
-        } else if (rc == CK_OK) {
-            t->ran++;
-        }
+        rc = run_point(a, w, &plan, sha, point, t, err);
     }
     free(line);
     if (have_plan)
@@ -333,6 +346,9 @@ int ck_cmd_sweep(int argc, char **argv)
     }
     ck_workload w;
     bool have_w = false;
+    ck_run_memory mem = {0};
+    if (rc == CK_OK && a.run)
+        rc = ck_runner_memory(&mem, &err); /* a bad CKPLAN_RUN_MEMORY stops it before any point */
     if (rc == CK_OK)
         have_w = (rc = ck_workload_load(a.model_path, &a.workload_opts, &w, &err)) == CK_OK;
     size_t total = a.n_budgets * a.n_planners, done = 0;
@@ -343,7 +359,7 @@ int ck_cmd_sweep(int argc, char **argv)
             progress(show, done, total, a.planners[p]->name, a.budgets[b]);
             rc = ck_interrupt_check(&err); /* the points done so far stay in the runs file */
             if (rc == CK_OK)
-                rc = sweep_point(&a, &w, a.planners[p], a.budgets[b], &t, &err);
+                rc = sweep_point(&a, &w, a.planners[p], a.budgets[b], &mem, &t, &err);
             done++;
         }
     if (show && total)

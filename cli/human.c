@@ -1,6 +1,8 @@
 #include "cli/human.h"
 
-#include <stdio.h>
+#include <string.h>
+
+#include "planner/json.h"
 
 void ck_format_seconds(double t, char *buf, size_t len)
 {
@@ -10,4 +12,47 @@ void ck_format_seconds(double t, char *buf, size_t len)
         snprintf(buf, len, "%.2f ms", t * 1e3);
     else
         snprintf(buf, len, "%.3f s", t);
+}
+
+/* The shown form of the character at s (not at its end) into piece; returns the bytes of s
+ * it stands for. */
+static size_t shown_piece(const unsigned char *s, char piece[8])
+{
+    size_t n = ck_utf8_length(s, strnlen((const char *)s, 4));
+    if (n == 0 || (n == 1 && (s[0] < 0x20 || s[0] == 0x7f))) {
+        snprintf(piece, 8, "\\x%02x", s[0]);
+        return 1;
+    }
+    if (n == 2 && s[0] == 0xc2 && s[1] < 0xa0) {
+        snprintf(piece, 8, "\\u%04x", s[1]);
+        return 2;
+    }
+    memcpy(piece, s, n);
+    piece[n] = '\0';
+    return n;
+}
+
+void ck_terminal_text(const char *s, char *buf, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t used = 0;
+    char piece[8];
+    while (*p) {
+        size_t took = shown_piece(p, piece), n = strlen(piece);
+        if (used + n >= len)
+            break;
+        memcpy(buf + used, piece, n);
+        used += n;
+        p += took;
+    }
+    buf[used] = '\0';
+}
+
+void ck_put_terminal_text(FILE *out, const char *s)
+{
+    char piece[8];
+    for (const unsigned char *p = (const unsigned char *)s; *p;) {
+        p += shown_piece(p, piece);
+        fputs(piece, out);
+    }
 }

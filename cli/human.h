@@ -1,10 +1,21 @@
-/* human: figures as the commands print them for people. (Sizes: ck_size_format.) */
+/* human: figures and text as the commands print them for people. (Sizes: ck_size_format.) */
 #ifndef CK_HUMAN_H
 #define CK_HUMAN_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 /* A duration in seconds as "12.3 us", "4.56 ms" or "7.890 s". */
 void ck_format_seconds(double t, char *buf, size_t len);
+
+/* Text that came from an input file or the command line, made safe to show on a terminal:
+ * control characters (C0, DEL, and U+0080-U+009F, which terminals obey too) become \xNN or
+ * \u00NN, and bytes that are not UTF-8 \xNN, so that a name can neither move the cursor,
+ * recolour the screen nor start a line of its own. Other text, UTF-8 included, is kept.
+ * Writes at most len - 1 bytes and a NUL (len >= 1), never cutting an escape or a character
+ * in two. */
+void ck_terminal_text(const char *s, char *buf, size_t len);
+/* The same, written whole to out. */
+void ck_put_terminal_text(FILE *out, const char *s);
 
 #endif

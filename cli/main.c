@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "cli/human.h"
 #include "cli/interrupt.h"
 #include "planner/err.h"
 
@@ -44,8 +45,12 @@ int ck_report(int status, const char *msg)
 {
     if (status == CK_HELP_PRINTED)
         return 0;
-    if (status != 0 && status != CK_INTERRUPTED) /* main says which signal it was */
-        fprintf(stderr, "ckplan: %s\n", msg);
+    if (status != 0 && status != CK_INTERRUPTED) { /* for that one, main names the signal */
+        /* messages quote names and paths from the input: never raw terminal controls */
+        fputs("ckplan: ", stderr);
+        ck_put_terminal_text(stderr, msg);
+        fputc('\n', stderr);
+    }
     return status;
 }
 
@@ -75,7 +80,9 @@ static int dispatch(int argc, char **argv)
             for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
                 if (strcmp(argv[2], commands[i].name) == 0)
                     return commands[i].run(2, help_argv);
-            fprintf(stderr, "ckplan: no command '%s'\n", argv[2]);
+            fputs("ckplan: no command '", stderr);
+            ck_put_terminal_text(stderr, argv[2]);
+            fputs("'\n", stderr);
             return 2;
         }
         usage(stdout);
@@ -88,7 +95,9 @@ static int dispatch(int argc, char **argv)
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (strcmp(cmd, commands[i].name) == 0)
             return commands[i].run(argc - 1, argv + 1);
-    fprintf(stderr, "ckplan: '%s' is not a command; see 'ckplan --help'\n", cmd);
+    fputs("ckplan: '", stderr);
+    ck_put_terminal_text(stderr, cmd);
+    fputs("' is not a command; see 'ckplan --help'\n", stderr);
     return 2;
 }
 

@@ -3,7 +3,9 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 
 static int parse_rate(const char *text, const char *flag, double *out, ck_err *err)
 {
@@ -66,16 +68,85 @@ int ck_parse_count(const char *text, const char *flag, uint64_t min, uint64_t ma
     return CK_OK;
 }
 
-int ck_option_error(const char *cmd, char **argv, int code, ck_err *err)
+/* How many long options `name` (its first len bytes) can stand for, as getopt_long reads
+ * it: one spelled out in full, else every option it abbreviates; the first in *match. */
+static size_t long_matches(const struct option *longs, const char *name, size_t len,
+                           const struct option **match)
 {
-    /* getopt names a bad short option in optopt; a bad long one is the argument it just read. */
-    char short_name[3] = {'-', (char)optopt, '\0'};
-    const char *given = optopt ? short_name : argv[optind - 1];
+    size_t n = 0;
+    *match = NULL;
+    for (const struct option *o = longs; len > 0 && o->name; o++) {
+        if (strncmp(o->name, name, len) != 0)
+            continue;
+        if (o->name[len] == '\0') {
+            *match = o;
+            return 1;
+        }
+        if (n++ == 0)
+            *match = o;
+    }
+    return n;
+}
+
+/* Whether getopt_long's complaint is about the long option `arg`, the argument it just read:
+ * it reads past a long option before complaining, and sets optopt to 0 for one it does not
+ * know and to the option's code for one given a value it does not take. A short option's
+ * complaint can leave argv[optind - 1] at an earlier, valid, long option. */
+static bool long_option_failed(const char *arg, const struct option *longs, int code)
+{
+    if (strncmp(arg, "--", 2) != 0 || arg[2] == '\0')
+        return false;
+    if (code == ':' || optopt == 0)
+        return true;
+    const char *eq = strchr(arg + 2, '=');
+    const struct option *o;
+    return eq && long_matches(longs, arg + 2, (size_t)(eq - arg - 2), &o) == 1 &&
+           o->has_arg == no_argument && o->val == optopt;
+}
+
+/* The message for the long option `arg`, named as the user wrote it, without its value. */
+static int long_option_error(const char *cmd, const char *arg, const struct option *longs,
+                             int code, ck_err *err)
+{
+    const char *name = arg + 2, *eq = strchr(name, '=');
+    size_t len = eq ? (size_t)(eq - name) : strlen(name);
+    int shown = len > 200 ? 200 : (int)len;
+    const struct option *o;
+    size_t n = long_matches(longs, name, len, &o);
+    const char *what = code == ':'                                 ? "needs a value"
+                       : n == 1 && eq && o->has_arg == no_argument ? "takes no value"
+                       : n > 1                                     ? "is ambiguous"
+                                                                   : NULL;
+    if (!what)
+        return ck_fail(err, CK_ERR_INPUT, "%s: unknown option '--%.*s'; see 'ckplan %s --help'",
+                       cmd, shown, name, cmd);
+    char could_be[256] = "";
+    size_t used = 0;
+    for (const struct option *c = longs; n > 1 && c->name; c++)
+        if (strncmp(c->name, name, len) == 0 && used < sizeof could_be)
+            used += (size_t)snprintf(could_be + used, sizeof could_be - used, "%s--%s",
+                                     used ? ", " : " (", c->name);
+    return ck_fail(err, CK_ERR_INPUT, "%s: option '--%.*s' %s%s%s; see 'ckplan %s --help'", cmd,
+                   shown, name, what, could_be, n > 1 ? ")" : "", cmd);
+}
+
+int ck_option_error(const char *cmd, char **argv, const struct option *longs, int code,
+                    ck_err *err)
+{
+    const char *arg = optind > 0 ? argv[optind - 1] : "";
+    if (long_option_failed(arg, longs, code))
+        return long_option_error(cmd, arg, longs, code, err);
+    char shown[8];
+    int c = optopt & 0xff; /* a char, possibly negative */
+    if (isgraph(c) && c < 0x80)
+        snprintf(shown, sizeof shown, "-%c", c);
+    else
+        snprintf(shown, sizeof shown, "-\\x%02x", (unsigned)c);
     if (code == ':')
         return ck_fail(err, CK_ERR_INPUT, "%s: option '%s' needs a value; see 'ckplan %s --help'",
-                       cmd, given, cmd);
+                       cmd, shown, cmd);
     return ck_fail(err, CK_ERR_INPUT, "%s: unknown option '%s'; see 'ckplan %s --help'", cmd,
-                   given, cmd);
+                   shown, cmd);
 }
 
 int ck_model_operand(const char *cmd, int argc, char **argv, const ck_workload_opts *opts,

@@ -42,8 +42,11 @@ void ck_workload_options_help(FILE *out);
 int ck_parse_count(const char *text, const char *flag, uint64_t min, uint64_t max, uint64_t *out,
                    ck_err *err);
 
-/* The message for what getopt_long returned as '?' or ':' (argv as given to getopt). */
-int ck_option_error(const char *cmd, char **argv, int code, ck_err *err);
+/* The message for what getopt_long returned as '?' or ':' (argv and longs as given to it):
+ * names the option as the user wrote it ("--budget", "-o"), and says whether it needs a
+ * value, takes none, is ambiguous or unknown. */
+int ck_option_error(const char *cmd, char **argv, const struct option *longs, int code,
+                    ck_err *err);
 
 /* For `ckplan cmd MODEL [-o FILE]`, after getopt_long: checks that argv[optind] is the one
  * operand and loads it into *w (free it with ck_workload_free on CK_OK). */

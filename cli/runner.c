@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -13,6 +14,7 @@
 
 #include "cli/chart.h"
 #include "cli/files.h"
+#include "cli/human.h"
 #include "cli/interrupt.h"
 #include "cli/trace.h"
 #include "cli/runs.h"
@@ -143,24 +145,26 @@ static int time_interleaved(ck_exec *e, const ck_schedule *base, const ck_schedu
 }
 
 typedef struct {
-    bool loss_identical, gradients_identical, peak_within, passed;
+    bool loss_identical, gradients_identical, peak_within, plan_file_matches, passed;
     double max_abs_diff, peak_ratio;
 } verification;
 
-static verification verify(const ck_plan_file *p, const run_measure *base, const run_measure *plan,
-                           uint64_t steps)
+/* p's figures are the replayed ones; check says how the plan file's differ. */
+static verification verify(const ck_plan_file *p, const ck_plan_check *check,
+                           const run_measure *base, const run_measure *plan, uint64_t steps)
 {
-    verification v = {.loss_identical = true, .gradients_identical = true};
+    verification v = {.loss_identical = true, .gradients_identical = true,
+                      .plan_file_matches = check->n_differences == 0};
     for (uint64_t k = 0; k < steps; k++) {
         v.loss_identical &= memcmp(&base->losses[k], &plan->losses[k], sizeof(double)) == 0;
         v.gradients_identical &= strcmp(base->grad_sha[k], plan->grad_sha[k]) == 0;
     }
     for (size_t i = 0; i < base->n_grads && i < plan->n_grads; i++)
         v.max_abs_diff = fmax(v.max_abs_diff, fabs((double)base->last_grads[i] - plan->last_grads[i]));
-    v.peak_ratio = p->activation_peak_bytes ? (double)plan->activation_peak / (double)p->activation_peak_bytes : 1;
-    v.peak_within = plan->activation_peak <= p->activation_peak_bytes &&
-                    v.peak_ratio >= 1 - CK_PEAK_TOLERANCE;
-    v.passed = v.loss_identical && v.gradients_identical && v.peak_within;
+    uint64_t predicted = p->predicted.activation_peak_bytes;
+    v.peak_ratio = predicted ? (double)plan->activation_peak / (double)predicted : 1;
+    v.peak_within = plan->activation_peak <= predicted && v.peak_ratio >= 1 - CK_PEAK_TOLERANCE;
+    v.passed = v.loss_identical && v.gradients_identical && v.peak_within && v.plan_file_matches;
     return v;
 }
 
@@ -168,13 +172,13 @@ static bool add_measure(cJSON *parent, const char *key, const run_measure *m, ui
 {
     cJSON *o = cJSON_AddObjectToObject(parent, key);
     cJSON *losses = o ? cJSON_AddArrayToObject(o, "losses") : NULL;
-    bool ok = losses && cJSON_AddNumberToObject(o, "activation_peak_bytes", (double)m->activation_peak) &&
-              cJSON_AddNumberToObject(o, "static_bytes", (double)m->static_bytes) &&
-              cJSON_AddNumberToObject(o, "rss_peak_bytes", (double)m->rss_peak) &&
-              cJSON_AddNumberToObject(o, "step_seconds", m->median_seconds) &&
+    bool ok = losses && ck_json_add_number(o, "activation_peak_bytes", (double)m->activation_peak) &&
+              ck_json_add_number(o, "static_bytes", (double)m->static_bytes) &&
+              ck_json_add_number(o, "rss_peak_bytes", (double)m->rss_peak) &&
+              ck_json_add_number(o, "step_seconds", m->median_seconds) &&
               cJSON_AddStringToObject(o, "gradients_sha256", m->grad_sha[steps - 1]);
     for (uint64_t k = 0; ok && k < steps; k++) {
-        cJSON *n = cJSON_CreateNumber(m->losses[k]);
+        cJSON *n = ck_json_number(m->losses[k]);
         ok = n && cJSON_AddItemToArray(losses, n);
     }
     return ok;
@@ -198,12 +202,12 @@ static cJSON *record_head(const char *status, const char *plan_path, const char 
               (!plan_path || cJSON_AddStringToObject(po, "path", plan_path)) &&
               (!plan_sha || cJSON_AddStringToObject(po, "sha256", plan_sha)) &&
               cJSON_AddStringToObject(po, "planner", planner) &&
-              cJSON_AddNumberToObject(po, "budget_bytes", (double)budget) &&
+              ck_json_add_number(po, "budget_bytes", (double)budget) &&
               (mo = cJSON_AddObjectToObject(root, "model")) &&
               cJSON_AddStringToObject(mo, "path", w->path) &&
               cJSON_AddStringToObject(mo, "sha256", w->sha256) &&
               cJSON_AddStringToObject(mo, "name", w->chain.name) &&
-              cJSON_AddNumberToObject(mo, "stages", (double)w->chain.n_stages) &&
+              ck_json_add_number(mo, "stages", (double)w->chain.n_stages) &&
               (!granularity || cJSON_AddStringToObject(mo, "granularity", granularity));
     if (!ok) {
         cJSON_Delete(root);
@@ -212,16 +216,32 @@ static cJSON *record_head(const char *status, const char *plan_path, const char 
     return root;
 }
 
-/* The plan file's predictions, copied. */
-static bool add_predicted(cJSON *root, const ck_plan_file *p)
+/* The predictions: the replay of the plan's schedule (for a plan made in memory, the
+ * replay it was made with). */
+static bool add_predicted(cJSON *root, const ck_plan_figures *f)
 {
     cJSON *pred = cJSON_AddObjectToObject(root, "predicted");
-    return pred && cJSON_AddNumberToObject(pred, "activation_peak_bytes", (double)p->activation_peak_bytes) &&
-           cJSON_AddNumberToObject(pred, "baseline_activation_peak_bytes", (double)p->baseline_activation_peak_bytes) &&
-           cJSON_AddNumberToObject(pred, "static_bytes", (double)p->static_bytes) &&
-           cJSON_AddNumberToObject(pred, "time", p->time) &&
-           cJSON_AddNumberToObject(pred, "baseline_time", p->baseline_time) &&
-           cJSON_AddNumberToObject(pred, "overhead", p->overhead);
+    return pred && ck_json_add_number(pred, "activation_peak_bytes", (double)f->activation_peak_bytes) &&
+           ck_json_add_number(pred, "baseline_activation_peak_bytes", (double)f->baseline_activation_peak_bytes) &&
+           ck_json_add_number(pred, "static_bytes", (double)f->static_bytes) &&
+           ck_json_add_number(pred, "time", f->time) &&
+           ck_json_add_number(pred, "baseline_time", f->baseline_time) &&
+           ck_json_add_number(pred, "overhead", f->overhead);
+}
+
+/* verification.plan_file_matches and the plan file's figures that the replay contradicts. */
+static bool add_differences(cJSON *vo, const ck_plan_check *check)
+{
+    cJSON *list = cJSON_AddArrayToObject(vo, "plan_file_differences");
+    bool ok = list && cJSON_AddBoolToObject(vo, "plan_file_matches", check->n_differences == 0);
+    for (size_t k = 0; ok && k < check->n_differences; k++) {
+        const ck_plan_difference *d = &check->differences[k];
+        cJSON *o = cJSON_CreateObject();
+        ok = o && cJSON_AddItemToArray(list, o) && cJSON_AddStringToObject(o, "field", d->field) &&
+             ck_json_add_number(o, "plan_file", d->is_time ? d->plan_time : (double)d->plan_bytes) &&
+             ck_json_add_number(o, "replayed", d->is_time ? d->replayed_time : (double)d->replayed_bytes);
+    }
+    return ok;
 }
 
 static char *finish_record(cJSON *root, bool ok)
@@ -232,43 +252,43 @@ static char *finish_record(cJSON *root, bool ok)
 }
 
 /* The ckplan-run/1 record of a run, one line of JSON (documented in docs/run-format.md). */
-static char *run_record(const run_args *a, const ck_plan_file *p, const char *plan_sha,
-                        const ck_workload *w, const run_measure *base, const run_measure *plan,
-                        double measured_overhead, const verification *v)
+static char *run_record(const run_args *a, const ck_plan_file *p, const ck_plan_check *check,
+                        const char *plan_sha, const ck_workload *w, const run_measure *base,
+                        const run_measure *plan, double measured_overhead, const verification *v)
 {
     cJSON *root = record_head("ran", a->plan_path, plan_sha, p->planner, p->budget_bytes, w,
                               p->granularity);
     cJSON *so = NULL, *vo = NULL;
     bool ok = root && (so = cJSON_AddObjectToObject(root, "settings")) &&
-              cJSON_AddNumberToObject(so, "steps", (double)a->steps) &&
-              cJSON_AddNumberToObject(so, "threads", (double)ck_blas_threads()) &&
-              cJSON_AddNumberToObject(so, "seed", (double)a->seed) &&
+              ck_json_add_number(so, "steps", (double)a->steps) &&
+              ck_json_add_number(so, "threads", (double)ck_blas_threads()) &&
+              ck_json_add_number(so, "seed", (double)a->seed) &&
               cJSON_AddStringToObject(so, "rng", a->stateful_rng ? "stateful" : "counter") &&
-              add_predicted(root, p) &&
+              add_predicted(root, &p->predicted) &&
               add_measure(root, "baseline", base, a->steps) && add_measure(root, "plan_run", plan, a->steps) &&
-              cJSON_AddNumberToObject(root, "measured_overhead", measured_overhead) &&
+              ck_json_add_number(root, "measured_overhead", measured_overhead) &&
               (vo = cJSON_AddObjectToObject(root, "verification")) &&
               cJSON_AddBoolToObject(vo, "performed", a->verify) &&
               cJSON_AddBoolToObject(vo, "passed", v->passed) &&
               cJSON_AddBoolToObject(vo, "loss_identical", v->loss_identical) &&
               cJSON_AddBoolToObject(vo, "gradients_identical", v->gradients_identical) &&
-              cJSON_AddNumberToObject(vo, "max_abs_gradient_difference", v->max_abs_diff) &&
+              ck_json_add_number(vo, "max_abs_gradient_difference", v->max_abs_diff) &&
               cJSON_AddBoolToObject(vo, "peak_within_prediction", v->peak_within) &&
-              cJSON_AddNumberToObject(vo, "peak_ratio", v->peak_ratio);
+              ck_json_add_number(vo, "peak_ratio", v->peak_ratio) && add_differences(vo, check);
     return root ? finish_record(root, ok) : NULL;
 }
 
 char *ck_runner_planned_record(const ck_plan_file *p, const char *plan_sha, const ck_workload *w)
 {
     cJSON *root = record_head("planned", NULL, plan_sha, p->planner, p->budget_bytes, w, p->granularity);
-    return root ? finish_record(root, add_predicted(root, p)) : NULL;
+    return root ? finish_record(root, add_predicted(root, &p->predicted)) : NULL;
 }
 
 char *ck_runner_infeasible_record(const char *planner, uint64_t budget, uint64_t min_budget,
                                   const ck_workload *w, const char *granularity)
 {
     cJSON *root = record_head("infeasible", NULL, NULL, planner, budget, w, granularity);
-    return root ? finish_record(root, cJSON_AddNumberToObject(root, "minimum_budget_bytes",
+    return root ? finish_record(root, ck_json_add_number(root, "minimum_budget_bytes",
                                                               (double)min_budget) != NULL)
                 : NULL;
 }
@@ -278,17 +298,21 @@ static void print_summary(const ck_plan_file *p, const ck_workload *w, const run
                           const verification *v, bool verified)
 {
     char a[32], b[32], c[32], d[32];
-    printf("%s: planner %s, %zu stages, budget ", w->chain.name, p->planner, w->chain.n_stages);
+    ck_put_terminal_text(stdout, w->chain.name); /* names from the input: shown, never obeyed */
+    fputs(": planner ", stdout);
+    ck_put_terminal_text(stdout, p->planner);
+    printf(", %zu stages, budget ", w->chain.n_stages);
     ck_size_format(p->budget_bytes, a, sizeof a);
     printf("%s\n\n", a);
     printf("  %-22s %12s %12s %12s %12s\n", "", "baseline", "", "plan", "");
     printf("  %-22s %12s %12s %12s %12s\n", "", "predicted", "measured", "predicted", "measured");
-    ck_size_format(p->baseline_activation_peak_bytes, a, sizeof a);
+    const ck_plan_figures *f = &p->predicted;
+    ck_size_format(f->baseline_activation_peak_bytes, a, sizeof a);
     ck_size_format(base->activation_peak, b, sizeof b);
-    ck_size_format(p->activation_peak_bytes, c, sizeof c);
+    ck_size_format(f->activation_peak_bytes, c, sizeof c);
     ck_size_format(plan->activation_peak, d, sizeof d);
     printf("  %-22s %12s %12s %12s %12s\n", "activation peak", a, b, c, d);
-    ck_size_format(p->static_bytes, a, sizeof a);
+    ck_size_format(f->static_bytes, a, sizeof a);
     ck_size_format(base->static_bytes, b, sizeof b);
     ck_size_format(plan->static_bytes, d, sizeof d);
     printf("  %-22s %12s %12s %12s %12s\n", "static", a, b, a, d);
@@ -299,7 +323,7 @@ static void print_summary(const ck_plan_file *p, const ck_workload *w, const run
     snprintf(b, sizeof b, "%.2f ms", 1e3 * base->median_seconds);
     snprintf(d, sizeof d, "%.2f ms", 1e3 * plan->median_seconds);
     printf("  %-22s %12s %12s %12s %12s\n", "step time (median)", "", b, "", d);
-    snprintf(c, sizeof c, "%+.1f%%", 100 * p->overhead);
+    snprintf(c, sizeof c, "%+.1f%%", 100 * f->overhead);
     snprintf(d, sizeof d, "%+.1f%%", 100 * measured_overhead);
     printf("  %-22s %12s %12s %12s %12s\n\n", "overhead", "", "", c, d);
     if (!seconds)
@@ -312,6 +336,8 @@ static void print_summary(const ck_plan_file *p, const ck_workload *w, const run
         printf(" (largest difference %.3g)", v->max_abs_diff);
     printf("\nverify: tracked activation peak is %.2f%% of the prediction: %s\n", 100 * v->peak_ratio,
            v->peak_within ? "within it" : "OUTSIDE the allowed range");
+    printf("verify: the plan file's figures %s the replay of its schedule\n",
+           v->plan_file_matches ? "match" : "DIFFER from");
     printf("verify: %s\n", v->passed ? "passed" : "FAILED");
 }
 
@@ -321,44 +347,81 @@ static bool is_regular_file(const char *path)
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-/* Loads the model a plan names: a relative path is taken from the current directory when
- * a file is there, and otherwise from the plan's own directory. Errors name the plan too,
- * since the user gave only the plan. */
-static int load_plan_model(const char *plan_path, const ck_plan_file *p, ck_workload *w, ck_err *err)
+/* A path the plan file names: a relative one is relative to the plan's directory. Plans
+ * name their files as `ckplan plan` was given them, from the directory it ran in, so a
+ * path that is no file beside the plan but is one from here is taken from here. NULL when
+ * out of memory. */
+static char *plan_relative(const char *plan_path, const char *path)
+{
+    const char *slash = strrchr(plan_path, '/');
+    if (path[0] == '/' || !slash)
+        return strdup(path);
+    size_t dir = (size_t)(slash - plan_path) + 1;
+    char *beside = malloc(dir + strlen(path) + 1);
+    if (beside) {
+        memcpy(beside, plan_path, dir);
+        strcpy(beside + dir, path);
+    }
+    if (beside && !is_regular_file(beside) && is_regular_file(path)) {
+        free(beside);
+        return strdup(path);
+    }
+    return beside;
+}
+
+/* "LABEL: WHAT: the message already in err", for an error found in a file the plan names. */
+static int name_plan(int rc, const char *label, const char *what, ck_err *err)
+{
+    char cause[sizeof err->msg];
+    memcpy(cause, err->msg, sizeof cause);
+    return ck_fail(err, rc, "%s: %s%s", label, what, cause);
+}
+
+/* Stage times from the costs file the plan was made with, if any. */
+static int apply_plan_costs(const run_args *a, const ck_plan_file *p, ck_workload_opts *opts,
+                            ck_workload *w, ck_err *err)
+{
+    if (!p->costs_path || !w->model)
+        return CK_OK;
+    char *costs = plan_relative(a->plan_path, p->costs_path);
+    if (!costs)
+        return ck_fail_oom(err);
+    opts->costs_path = costs;
+    int rc = ck_workload_apply_costs(w, opts, err);
+    free(costs);
+    opts->costs_path = NULL;
+    return rc == CK_ERR_INPUT ? name_plan(rc, a->label, "details.costs: ", err) : rc;
+}
+
+/* Loads the model a plan names, derived as the plan says (granularity; times from its
+ * roofline rates, the default ones when it does not say, or from its costs file), and
+ * checks that it is the one planned. Errors name the plan too, since the user gave only
+ * the plan. */
+static int load_plan_model(const run_args *a, const ck_plan_file *p, ck_workload *w, ck_err *err)
 {
     ck_workload_opts opts;
     ck_workload_opts_default(&opts);
     if (p->granularity && !ck_granularity_parse(p->granularity, &opts.granularity))
         return ck_fail(err, CK_ERR_INPUT, "%s: details.granularity: expected 'op' or 'block', got '%s'",
-                       plan_path, p->granularity);
-    const char *model = p->model_path;
-    char *beside = NULL;
-    const char *slash = strrchr(plan_path, '/');
-    if (model[0] != '/' && !is_regular_file(model) && slash) {
-        size_t dir = (size_t)(slash - plan_path) + 1;
-        beside = malloc(dir + strlen(model) + 1);
-        if (!beside)
-            return ck_fail_oom(err);
-        memcpy(beside, plan_path, dir);
-        strcpy(beside + dir, model);
-        model = beside;
-    }
+                       a->label, p->granularity);
+    if (p->has_cost_model)
+        opts.cost = p->cost_model;
+    char *model = plan_relative(a->plan_path, p->model_path);
+    if (!model)
+        return ck_fail_oom(err);
     int rc = ck_workload_load(model, &opts, w, err);
-    free(beside);
-    if (rc == CK_ERR_INPUT) {
-        char cause[sizeof err->msg];
-        memcpy(cause, err->msg, sizeof cause);
-        return ck_fail(err, rc, "%s: model.path: %s", plan_path, cause);
-    }
+    free(model);
     if (rc != CK_OK)
-        return rc;
-    if (strcmp(w->sha256, p->model_sha256) != 0)
+        return rc == CK_ERR_INPUT ? name_plan(rc, a->label, "model.path: ", err) : rc;
+    if (strcasecmp(w->sha256, p->model_sha256) != 0)
         rc = ck_fail(err, CK_ERR_INPUT, "%s: the model file %s changed since the plan was made "
                                         "(sha256 %.12s..., plan says %.12s...); plan it again",
-                     plan_path, w->path, w->sha256, p->model_sha256);
+                     a->label, w->path, w->sha256, p->model_sha256);
     else if (w->chain.n_stages != p->stages)
         rc = ck_fail(err, CK_ERR_INPUT, "%s: stages: the plan has %zu stages, the model derives %zu",
-                     plan_path, p->stages, w->chain.n_stages);
+                     a->label, p->stages, w->chain.n_stages);
+    if (rc == CK_OK)
+        rc = apply_plan_costs(a, p, &opts, w, err);
     if (rc != CK_OK)
         ck_workload_free(w);
     return rc;
@@ -378,47 +441,43 @@ static uint64_t available_memory(void)
     return (uint64_t)kib * 1024;
 }
 
-/* The memory a run may use: CKPLAN_RUN_MEMORY when set (for machines with swap, or to
- * keep a run small), otherwise MemAvailable; 0 when neither is known. */
-static int run_memory_limit(uint64_t *limit, const char **source, ck_err *err)
+int ck_runner_memory(ck_run_memory *out, ck_err *err)
 {
     const char *env = getenv("CKPLAN_RUN_MEMORY");
     if (!env || !*env) {
-        *limit = available_memory();
-        *source = "this machine has available (MemAvailable)";
+        out->bytes = available_memory();
+        out->source = "this machine has available (MemAvailable)";
         return CK_OK;
     }
-    *source = "CKPLAN_RUN_MEMORY allows";
+    out->source = "CKPLAN_RUN_MEMORY allows";
     ck_err why;
-    if (ck_size_parse(env, limit, &why) != CK_OK)
+    if (ck_size_parse(env, &out->bytes, &why) != CK_OK)
         return ck_fail(err, CK_ERR_INPUT, "CKPLAN_RUN_MEMORY: %s", why.msg);
+    if (out->bytes == 0)
+        return ck_fail(err, CK_ERR_INPUT, "CKPLAN_RUN_MEMORY: the memory a run may use must be "
+                                          "positive (e.g. 64G), got '%s'", env);
     return CK_OK;
 }
 
-int ck_runner_fits_here(const char *plan_path, const ck_plan_file *p, ck_err *err)
+int ck_runner_fits_here(const ck_run_memory *m, const ck_plan_figures *f, ck_err *err)
 {
-    uint64_t need, limit;
-    const char *source;
-    int rc = run_memory_limit(&limit, &source, err);
-    if (rc != CK_OK)
-        return rc;
-    uint64_t act = p->baseline_activation_peak_bytes > p->activation_peak_bytes
-                       ? p->baseline_activation_peak_bytes
-                       : p->activation_peak_bytes;
-    if (!ck_add(p->static_bytes, act, &need))
+    uint64_t need;
+    uint64_t act = f->baseline_activation_peak_bytes > f->activation_peak_bytes
+                       ? f->baseline_activation_peak_bytes
+                       : f->activation_peak_bytes;
+    if (!ck_add(f->static_bytes, act, &need))
         need = UINT64_MAX;
-    if (limit && need > limit) {
+    if (m->bytes && need > m->bytes) {
         char n[32], h[32];
         ck_size_format(need, n, sizeof n);
-        ck_size_format(limit, h, sizeof h);
-        return ck_fail(err, CK_ERR_INPUT, "%s: running the baseline next to the plan needs %s, more "
+        ck_size_format(m->bytes, h, sizeof h);
+        return ck_fail(err, CK_ERR_INPUT, "running the baseline next to the plan needs %s, more "
                                           "than the %s %s; free memory, or set CKPLAN_RUN_MEMORY "
                                           "(e.g. 64G) to allow more",
-                       plan_path, n, h, source);
+                       n, h, m->source);
     }
     return CK_OK;
 }
-
 
 /* One more step of s with every operation's start, duration and live bytes recorded, for
  * the chart and the trace. The arrays (s->n entries each) belong to the caller. */
@@ -461,7 +520,8 @@ static int draw_run(const run_args *a, const ck_plan_file *plan, const ck_worklo
         char title[256];
         snprintf(title, sizeof title, "%s: %s plan, activation memory per operation, predicted and "
                                       "measured", w->chain.name, plan->planner);
-        uint64_t budget = plan->budget_bytes > plan->static_bytes ? plan->budget_bytes - plan->static_bytes : 0;
+        uint64_t statics = plan->predicted.static_bytes;
+        uint64_t budget = plan->budget_bytes > statics ? plan->budget_bytes - statics : 0;
         rc = ck_chart_schedules_write(a->svg_path, title, &w->chain, label, &plan->schedule,
                                       tp.live, tb.live, budget, err);
     }
@@ -477,77 +537,148 @@ static int draw_run(const run_args *a, const ck_plan_file *plan, const ck_worklo
     return rc;
 }
 
-int ck_runner_run(const ck_run_settings *s, const ck_plan_file *p, const char *plan_sha,
-                  bool *passed, ck_err *errp)
+/* What a plan runs on: its model's workload (loaded here, or the caller's) and the replay
+ * of its schedule there. */
+typedef struct {
+    ck_workload loaded;
+    bool have_loaded;
+    const ck_workload *w;
+    ck_plan_check check;
+} plan_basis;
+
+static int prepare(const run_args *a, const ck_plan_file *p, const ck_workload *given,
+                   plan_basis *b, ck_err *err)
 {
-    const run_args a = *s;
-    ck_plan_file plan = *p;
-    ck_err err = {{0}};
-    int rc = CK_OK;
-    ck_workload w;
+    memset(b, 0, sizeof *b);
+    ck_run_memory mem;
+    int rc = ck_runner_memory(&mem, err);
+    if (rc == CK_OK && given) {
+        b->w = given;
+    } else if (rc == CK_OK) {
+        b->have_loaded = (rc = load_plan_model(a, p, &b->loaded, err)) == CK_OK;
+        b->w = &b->loaded;
+    }
+    if (rc == CK_OK) {
+        rc = ck_plan_check_replay(p, &b->w->chain, b->w->statics.total, &b->check, err);
+        if (rc == CK_ERR_INPUT)
+            rc = name_plan(rc, a->label, "", err);
+    }
+    if (rc == CK_OK && (rc = ck_runner_fits_here(&mem, &b->check.replayed, err)) != CK_OK)
+        rc = name_plan(rc, a->label, "", err);
+    return rc;
+}
+
+/* Without --verify, a plan file whose figures its replay contradicts still runs, on the
+ * replayed figures, and the record says so; the user is told here. */
+static void warn_differences(const run_args *a, const ck_plan_check *check)
+{
+    if (check->n_differences)
+        fprintf(stderr, "ckplan: warning: %s: the plan file's figures differ from the replay of "
+                        "its schedule; running it on the replayed ones (--verify fails on this):\n",
+                a->label);
+    for (size_t k = 0; k < check->n_differences; k++) {
+        char what[256];
+        ck_plan_difference_describe(&check->differences[k], what, sizeof what);
+        fprintf(stderr, "ckplan: warning: %s: %s\n", a->label, what);
+    }
+}
+
+static void verification_failure(const verification *v, const ck_plan_check *check, ck_err *err)
+{
+    size_t used = 0, len = sizeof err->msg;
+    used += (size_t)snprintf(err->msg, len, "verification failed:%s%s%s%s",
+                             v->loss_identical ? "" : " the loss differs from the baseline's;",
+                             v->gradients_identical ? "" : " gradients differ from the baseline's;",
+                             v->peak_within ? "" : " the tracked activation peak is outside [95%, 100%] of the prediction;",
+                             v->plan_file_matches ? "" : " the plan file's figures differ from the replay of its schedule:");
+    for (size_t k = 0; k < check->n_differences && used < len; k++) {
+        char what[256];
+        ck_plan_difference_describe(&check->differences[k], what, sizeof what);
+        used += (size_t)snprintf(err->msg + used, len - used, " %s;", what);
+    }
+}
+
+/* The two schedules' measured steps, their interleaved timing, and the chart and trace. */
+static int measure_both(const run_args *a, const ck_plan_file *plan, const ck_workload *w,
+                        ck_exec *exec, const ck_schedule *baseline, run_measure *base,
+                        run_measure *planned, double *overhead, ck_err *err)
+{
+    progress prog = {.show = !a->quiet && isatty(STDERR_FILENO), .start = ck_clock_seconds()};
+    int rc = measure(exec, baseline, a->steps, "baseline", &prog, base, err);
+    if (rc == CK_OK)
+        rc = measure(exec, &plan->schedule, a->steps, "plan", &prog, planned, err);
+    if (rc == CK_OK) {
+        progress_update(&prog, "timing baseline and plan in turn", 0, TIMING_ROUNDS(a->steps));
+        rc = time_interleaved(exec, baseline, &plan->schedule, TIMING_ROUNDS(a->steps), base,
+                              planned, overhead, err);
+    }
+    if (rc == CK_OK)
+        rc = ck_interrupt_check(err);
+    if (rc == CK_OK && (a->svg_path || a->trace_path))
+        rc = draw_run(a, plan, w, exec, baseline, err);
+    progress_done(&prog);
+    return rc;
+}
+
+/* Executes the plan (whose figures are the replayed ones) and its baseline, and records. */
+static int execute(const run_args *a, const ck_plan_file *plan, const plan_basis *b,
+                   const char *plan_sha, verification *v, ck_err *err)
+{
+    const ck_workload *w = b->w;
     ck_exec *exec = NULL;
     ck_schedule baseline = {0};
     run_measure base = {0}, planned = {0};
-    verification v = {0};
-    rc = load_plan_model(a.plan_path, &plan, &w, &err);
-    if (rc != CK_OK) {
-        *errp = err;
-        return rc;
-    }
-    ck_replay replay;
-    rc = ck_schedule_replay(&w.chain, &plan.schedule, &replay, NULL, NULL, &err);
-    if (rc != CK_OK) {
-        char why[sizeof err.msg];
-        snprintf(why, sizeof why, "%s", err.msg);
-        rc = ck_fail(&err, CK_ERR_INPUT, "%s: %s", a.plan_path, why);
-    }
-    if (rc == CK_OK)
-        rc = ck_runner_fits_here(a.plan_path, &plan, &err);
-    if (rc == CK_OK && a.threads)
-        ck_blas_set_threads((int)a.threads);
-    ck_exec_opts eo = {.seed = a.seed, .stateful_rng = a.stateful_rng, .stop = ck_interrupt_flag()};
-    if (rc == CK_OK)
-        rc = ck_exec_create(w.model, &w.chain, w.stage_first, &eo, &exec, &err);
-    if (rc == CK_OK)
-        rc = ck_schedule_baseline(&w.chain, &baseline, &err);
-    progress prog = {.show = !a.quiet && isatty(STDERR_FILENO), .start = ck_clock_seconds()};
-    if (rc == CK_OK)
-        rc = measure(exec, &baseline, a.steps, "baseline", &prog, &base, &err);
-    if (rc == CK_OK)
-        rc = measure(exec, &plan.schedule, a.steps, "plan", &prog, &planned, &err);
     double overhead = 0;
-    if (rc == CK_OK) {
-        progress_update(&prog, "timing baseline and plan in turn", 0, TIMING_ROUNDS(a.steps));
-        rc = time_interleaved(exec, &baseline, &plan.schedule, TIMING_ROUNDS(a.steps), &base,
-                              &planned, &overhead, &err);
-    }
+    if (a->threads)
+        ck_blas_set_threads((int)a->threads);
+    ck_exec_opts eo = {.seed = a->seed, .stateful_rng = a->stateful_rng, .stop = ck_interrupt_flag()};
+    int rc = ck_exec_create(w->model, &w->chain, w->stage_first, &eo, &exec, err);
+    if (rc == CK_ERR_INPUT)
+        rc = name_plan(rc, a->label, "", err);
     if (rc == CK_OK)
-        rc = ck_interrupt_check(&err);
-    if (rc == CK_OK && (a.svg_path || a.trace_path))
-        rc = draw_run(&a, &plan, &w, exec, &baseline, &err);
-    progress_done(&prog);
+        rc = ck_schedule_baseline(&w->chain, &baseline, err);
     if (rc == CK_OK)
-        rc = ck_interrupt_check(&err); /* the last boundary before the record is written */
+        rc = measure_both(a, plan, w, exec, &baseline, &base, &planned, &overhead, err);
+    if (rc == CK_OK)
+        rc = ck_interrupt_check(err); /* the last boundary before the record is written */
     if (rc == CK_OK) {
-        v = verify(&plan, &base, &planned, a.steps);
-        char *line = run_record(&a, &plan, plan_sha, &w, &base, &planned, overhead, &v);
-        rc = line ? ck_append_line_atomic(a.runs_path, line, &err) : ck_fail_oom(&err);
+        *v = verify(plan, &b->check, &base, &planned, a->steps);
+        char *line = run_record(a, plan, &b->check, plan_sha, w, &base, &planned, overhead, v);
+        rc = line ? ck_append_line_atomic(a->runs_path, line, err) : ck_fail_oom(err);
         free(line);
     }
-    if (rc == CK_OK && !a.quiet)
-        print_summary(&plan, &w, &base, &planned, overhead, &v, a.verify);
-    if (rc == CK_OK && a.verify && !v.passed) {
-        rc = CK_ERR_RUNTIME;
-        snprintf(err.msg, sizeof err.msg, "verification failed:%s%s%s",
-                 v.loss_identical ? "" : " the loss differs from the baseline's;",
-                 v.gradients_identical ? "" : " gradients differ from the baseline's;",
-                 v.peak_within ? "" : " the tracked activation peak is outside [95%, 100%] of the prediction;");
-    }
+    if (rc == CK_OK && !a->quiet)
+        print_summary(plan, w, &base, &planned, overhead, v, a->verify);
     run_measure_free(&base);
     run_measure_free(&planned);
     ck_schedule_free(&baseline);
     ck_exec_free(exec);
-    ck_workload_free(&w);
+    return rc;
+}
+
+int ck_runner_run(const ck_run_settings *s, const ck_plan_file *p, const char *plan_sha,
+                  const ck_workload *w, bool *passed, ck_err *errp)
+{
+    run_args a = *s;
+    if (!a.label)
+        a.label = a.plan_path;
+    ck_err err = {{0}};
+    verification v = {0};
+    plan_basis b;
+    int rc = prepare(&a, p, w, &b, &err);
+    if (rc == CK_OK) {
+        ck_plan_file plan = *p;
+        plan.predicted = b.check.replayed;
+        if (!a.verify)
+            warn_differences(&a, &b.check);
+        rc = execute(&a, &plan, &b, plan_sha, &v, &err);
+    }
+    if (rc == CK_OK && a.verify && !v.passed) {
+        rc = CK_ERR_RUNTIME;
+        verification_failure(&v, &b.check, &err);
+    }
+    if (b.have_loaded)
+        ck_workload_free(&b.loaded);
     if (passed)
         *passed = v.passed;
     *errp = err;
@@ -584,10 +715,6 @@ int ck_runner_plan(const ck_workload *w, const ck_planner *planner, uint64_t bud
     if (rc == CK_OK)
         rc = ck_schedule_replay(&w->chain, &base, &out->baseline, NULL, NULL, err);
     ck_schedule_free(&base);
-    uint64_t ignored;
-    if (rc == CK_OK && !ck_add(w->statics.total, out->baseline.peak_bytes, &ignored))
-        rc = ck_fail(err, CK_ERR_INPUT, "%s: static memory plus activations exceed 2^64 bytes",
-                     w->path);
     if (rc != CK_OK)
         return rc;
     out->doc = (ck_plan_doc){
@@ -605,6 +732,7 @@ int ck_runner_plan(const ck_workload *w, const ck_planner *planner, uint64_t bud
         .time_unit = w->model ? "s" : NULL,
         .slots = popts->slots,
         .costs_path = w->model ? wopts->costs_path : NULL,
+        .cost_model = w->model && !wopts->costs_path ? &wopts->cost : NULL,
     };
     cJSON *json = ck_plan_to_json(&out->doc);
     out->text = json ? ck_json_print(json) : NULL;

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "planner/err.h"
+#include "planner/plan_check.h"
 #include "planner/plan_io.h"
 #include "planner/planners.h"
 #include "planner/workload.h"
@@ -37,26 +38,40 @@ int ck_runner_plan(const ck_workload *w, const ck_planner *planner, uint64_t bud
                    ck_err *err);
 void ck_planned_free(ck_planned *p);
 
-/* How `run` executes a plan. plan_path names the plan in the record and in messages (and
- * a relative model path is also looked for beside it). */
+/* How `run` executes a plan. plan_path names the plan in the record, and the plan's
+ * relative paths are relative to its directory; label names the plan in messages (NULL:
+ * plan_path). */
 typedef struct {
-    const char *plan_path, *runs_path;
+    const char *plan_path, *label, *runs_path;
     const char *svg_path, *trace_path; /* or NULL: the measured timeline, the trace */
     bool verify, quiet, stateful_rng;
     uint64_t steps, threads, seed;
 } ck_run_settings;
 
-/* CK_OK when running the plan beside its baseline fits in the memory a run may use
- * (MemAvailable, or CKPLAN_RUN_MEMORY); CK_ERR_INPUT saying how much it needs otherwise. */
-int ck_runner_fits_here(const char *plan_path, const ck_plan_file *p, ck_err *err);
+/* The memory a run may use: the size in CKPLAN_RUN_MEMORY when set, otherwise
+ * MemAvailable (bytes 0 when unknown: then nothing is refused). CK_ERR_INPUT when
+ * CKPLAN_RUN_MEMORY is set to anything but a positive size. */
+typedef struct {
+    uint64_t bytes;
+    const char *source; /* completes "more than the 8 GiB ...": where bytes came from */
+} ck_run_memory;
+int ck_runner_memory(ck_run_memory *out, ck_err *err);
+
+/* CK_OK when running a plan with these (replayed) figures beside its baseline fits in m;
+ * CK_ERR_INPUT saying how much it needs otherwise (for the caller to say of what). */
+int ck_runner_fits_here(const ck_run_memory *m, const ck_plan_figures *f, ck_err *err);
 
 /* Runs the plan and its baseline, appends the ckplan-run/1 record to s->runs_path and,
- * unless quiet, prints the summary. plan_sha is the SHA-256 of the plan's bytes. *passed
- * (may be NULL) is the verification's outcome. Returns CK_ERR_RUNTIME when --verify was
- * asked for and failed (the record is written all the same), and CK_INTERRUPTED when
- * SIGINT arrived (polled between operations; then no record is written). */
+ * unless quiet, prints the summary. plan_sha is the SHA-256 of the plan's bytes. w is the
+ * plan's workload when the caller has it loaded (sweep), or NULL: then the model the plan
+ * names is loaded, and must be the one planned. The plan's figures are checked against
+ * the replay of its schedule (planner/plan_check.h) and only the replayed ones are used;
+ * differences are recorded, and warned about without --verify. *passed (may be NULL) is
+ * the verification's outcome. Returns CK_ERR_RUNTIME when --verify was asked for and
+ * failed (the record is written all the same), and CK_INTERRUPTED when SIGINT arrived
+ * (polled between operations; then no record is written). */
 int ck_runner_run(const ck_run_settings *s, const ck_plan_file *plan, const char *plan_sha,
-                  bool *passed, ck_err *err);
+                  const ck_workload *w, bool *passed, ck_err *err);
 
 /* The ckplan-run/1 records of sweep points that were not run (docs/run-format.md): a plan
  * made in memory (plan_sha of its text), and a budget the planner cannot meet, with the

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/human.h"
 #include "planner/json.h"
 
 static char *dup_string(const char *s)
@@ -133,26 +134,18 @@ static int read_ran(const cJSON *root, ck_run_row *r, const char *file, ck_err *
     return rc;
 }
 
-/* Parses one line into r; `file` is "FILE:LINE", the prefix of every message. */
-static int read_record(const char *text, size_t len, const char *file, ck_run_row *r, ck_err *err)
+/* Parses line `line` of `path` into r; `file` is "FILE:LINE", the prefix of every message. */
+static int read_record(const char *path, size_t line, const char *text, size_t len,
+                       const char *file, ck_run_row *r, ck_err *err)
 {
-    const char *end;
     cJSON *root;
-    int parsed = ck_json_parse_raw(text, len, &root, &end, err);
-    if (parsed == CK_ERR_RUNTIME) /* not the line's fault: the whole read stops */
-        return parsed;
-    if (parsed != CK_OK) {
-        size_t col = end && end >= text && end <= text + len ? (size_t)(end - text) + 1 : 1;
-        return ck_fail(err, CK_ERR_INPUT, "%s: not valid JSON (column %zu)", file, col);
-    }
-    while (end < text + len && (*end == ' ' || *end == '\t' || *end == '\r'))
-        end++;
+    int rc = ck_json_parse_record(path, line, text, len, &root, err);
+    if (rc != CK_OK)
+        return rc;
     static const char *const formats[] = {CK_RUN_FORMAT, NULL};
     const char *format, *status = "ran", *s;
     const cJSON *plan, *model;
-    int rc = end < text + len
-                 ? ck_fail(err, CK_ERR_INPUT, "%s: not valid JSON (trailing data after the record)", file)
-                 : ck_json_expect_format(root, formats, file, "", &format, err);
+    rc = ck_json_expect_format(root, formats, file, "", &format, err);
     if (rc == CK_OK)
         rc = ck_json_get_string(root, "status", false, &status, file, "", err);
     if (rc == CK_OK) {
@@ -236,7 +229,7 @@ int ck_runs_read(const char *path, FILE *warn, const atomic_int *interrupt, ck_r
         memset(r, 0, sizeof *r);
         r->line = line;
         ck_err why;
-        int lrc = read_record(text + a, b - a, label, r, &why);
+        int lrc = read_record(path, line, text + a, b - a, label, r, &why);
         if (lrc == CK_OK) {
             out->n++;
         } else {
@@ -246,7 +239,9 @@ int ck_runs_read(const char *path, FILE *warn, const atomic_int *interrupt, ck_r
                 rc = ck_fail_oom(err);
             else {
                 out->n_bad++;
-                fprintf(warn, "ckplan: %s (line skipped)\n", why.msg);
+                fputs("ckplan: ", warn);
+                ck_put_terminal_text(warn, why.msg);
+                fputs(" (line skipped)\n", warn);
             }
         }
     }

@@ -9,6 +9,7 @@
 #include <cjson/cJSON.h>
 
 #include "cli/files.h"
+#include "planner/json.h"
 
 /* cJSON's adders return NULL when out of memory and leave the parent without the member;
  * `ok` turns that into one failure checked when the document is complete. */
@@ -29,7 +30,7 @@ static cJSON *add_obj(guard *g, cJSON *array)
 
 static void add_num(guard *g, cJSON *o, const char *key, double v)
 {
-    if (o && !cJSON_AddNumberToObject(o, key, v))
+    if (o && !ck_json_add_number(o, key, v))
         g->ok = false;
 }
 

@@ -42,6 +42,19 @@ uint64_t ck_chain_xbar_bytes(const ck_chain *c, size_t i)
     return i == 0 ? c->input_bytes : c->stages[i - 1].saved_bytes;
 }
 
+/* A time of the chain: finite, non-negative and at most CK_CHAIN_MAX_TIME. */
+static int get_chain_time(const cJSON *obj, const char *key, bool required, double *out,
+                          const char *file, const char *path, ck_err *err)
+{
+    int rc = ck_json_get_time(obj, key, required, out, file, path, err);
+    if (rc != CK_OK || *out <= CK_CHAIN_MAX_TIME)
+        return rc;
+    char mpath[CK_JSON_PATH_MAX];
+    ck_json_path_key(mpath, path, key);
+    return ck_fail(err, CK_ERR_INPUT, "%s: %s: expected at most %g, got %g: " CK_CHAIN_MAX_TIME_WHY,
+                   file, mpath, CK_CHAIN_MAX_TIME, *out);
+}
+
 static int read_stage(const cJSON *js, const char *stages_path, size_t index, const char *file,
                       ck_stage *st, ck_err *err)
 {
@@ -52,8 +65,8 @@ static int read_stage(const cJSON *js, const char *stages_path, size_t index, co
     int rc = ck_json_expect_object(js, keys, file, path, err);
     const char *name = NULL;
     if (rc == CK_OK) rc = ck_json_get_string(js, "name", false, &name, file, path, err);
-    if (rc == CK_OK) rc = ck_json_get_time(js, "fwd_time", true, &st->fwd_time, file, path, err);
-    if (rc == CK_OK) rc = ck_json_get_time(js, "bwd_time", true, &st->bwd_time, file, path, err);
+    if (rc == CK_OK) rc = get_chain_time(js, "fwd_time", true, &st->fwd_time, file, path, err);
+    if (rc == CK_OK) rc = get_chain_time(js, "bwd_time", true, &st->bwd_time, file, path, err);
     if (rc == CK_OK) rc = ck_json_get_u64(js, "out_bytes", true, &st->out_bytes, file, path, err);
     if (rc == CK_OK) rc = ck_json_get_u64(js, "saved_bytes", true, &st->saved_bytes, file, path, err);
     if (rc == CK_OK) rc = ck_json_get_u64(js, "fwd_tmp_bytes", false, &st->fwd_tmp_bytes, file, path, err);
@@ -108,7 +121,7 @@ int ck_chain_from_json(const cJSON *root, const char *file, const char *path, ck
     const cJSON *loss = cJSON_GetObjectItemCaseSensitive(root, "loss");
     if (rc == CK_OK && loss) {
         rc = ck_json_expect_object(loss, loss_keys, file, loss_path, err);
-        if (rc == CK_OK) rc = ck_json_get_time(loss, "bwd_time", false, &out->loss_bwd_time, file, loss_path, err);
+        if (rc == CK_OK) rc = get_chain_time(loss, "bwd_time", false, &out->loss_bwd_time, file, loss_path, err);
         if (rc == CK_OK) rc = ck_json_get_u64(loss, "bwd_tmp_bytes", false, &out->loss_bwd_tmp_bytes, file, loss_path, err);
     }
     if (rc != CK_OK)
@@ -124,23 +137,23 @@ cJSON *ck_chain_to_json(const ck_chain *c)
     cJSON *stages = NULL, *loss = NULL;
     bool ok = root && cJSON_AddStringToObject(root, "format", CK_CHAIN_FORMAT) &&
               cJSON_AddStringToObject(root, "name", c->name ? c->name : "") &&
-              cJSON_AddNumberToObject(root, "input_bytes", (double)c->input_bytes) &&
+              ck_json_add_number(root, "input_bytes", (double)c->input_bytes) &&
               (stages = cJSON_AddArrayToObject(root, "stages"));
     for (size_t i = 0; ok && i < c->n_stages; i++) {
         const ck_stage *s = &c->stages[i];
         cJSON *js = cJSON_CreateObject();
         ok = js && cJSON_AddItemToArray(stages, js) &&
              cJSON_AddStringToObject(js, "name", s->name ? s->name : "") &&
-             cJSON_AddNumberToObject(js, "fwd_time", s->fwd_time) &&
-             cJSON_AddNumberToObject(js, "bwd_time", s->bwd_time) &&
-             cJSON_AddNumberToObject(js, "out_bytes", (double)s->out_bytes) &&
-             cJSON_AddNumberToObject(js, "saved_bytes", (double)s->saved_bytes) &&
-             cJSON_AddNumberToObject(js, "fwd_tmp_bytes", (double)s->fwd_tmp_bytes) &&
-             cJSON_AddNumberToObject(js, "bwd_tmp_bytes", (double)s->bwd_tmp_bytes);
+             ck_json_add_number(js, "fwd_time", s->fwd_time) &&
+             ck_json_add_number(js, "bwd_time", s->bwd_time) &&
+             ck_json_add_number(js, "out_bytes", (double)s->out_bytes) &&
+             ck_json_add_number(js, "saved_bytes", (double)s->saved_bytes) &&
+             ck_json_add_number(js, "fwd_tmp_bytes", (double)s->fwd_tmp_bytes) &&
+             ck_json_add_number(js, "bwd_tmp_bytes", (double)s->bwd_tmp_bytes);
     }
     ok = ok && (loss = cJSON_AddObjectToObject(root, "loss")) &&
-         cJSON_AddNumberToObject(loss, "bwd_time", c->loss_bwd_time) &&
-         cJSON_AddNumberToObject(loss, "bwd_tmp_bytes", (double)c->loss_bwd_tmp_bytes);
+         ck_json_add_number(loss, "bwd_time", c->loss_bwd_time) &&
+         ck_json_add_number(loss, "bwd_tmp_bytes", (double)c->loss_bwd_tmp_bytes);
     if (!ok) {
         cJSON_Delete(root);
         return NULL;

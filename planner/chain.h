@@ -16,6 +16,12 @@
 #define CK_CHAIN_FORMAT "ckplan-chain/1"
 /* Chains longer than this are refused: every planner is at least quadratic in length. */
 #define CK_CHAIN_MAX_STAGES 100000
+/* A stage's forward or backward time, or the loss's, is at most this: a schedule's total
+ * time (a sum over fewer than 2^64 operations) then stays finite, and JSON, where plans and
+ * records hold it, has no infinity. Chain files, costs files and derived chains are held
+ * to it. */
+#define CK_CHAIN_MAX_TIME 1e100
+#define CK_CHAIN_MAX_TIME_WHY "times must be at most 1e+100 so that a schedule's total time stays finite"
 
 typedef struct {
     char *name;

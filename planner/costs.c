@@ -18,7 +18,7 @@ cJSON *ck_costs_to_json(const ck_chain *c, const char *model_path, const char *s
               cJSON_AddStringToObject(model, "path", model_path) &&
               cJSON_AddStringToObject(model, "sha256", sha256) &&
               cJSON_AddStringToObject(root, "granularity", granularity) &&
-              cJSON_AddNumberToObject(root, "measured_activation_peak_bytes",
+              ck_json_add_number(root, "measured_activation_peak_bytes",
                                       (double)measured_activation_peak_bytes) &&
               cJSON_AddItemToObject(root, "chain", chain);
     if (!ok) {

@@ -25,6 +25,19 @@ static int overflow(const ck_model *m, const char *what, ck_err *err)
     return ck_fail(err, CK_ERR_INPUT, "%s: %s overflows 64 bits", m->file, what);
 }
 
+/* A derived time must be one a chain file may hold (CK_CHAIN_MAX_TIME): a cost model slow
+ * enough makes it infinite. */
+static int check_time(const ck_model *m, const ck_cost_model *cm, const char *what,
+                      const char *name, double t, ck_err *err)
+{
+    if (t <= CK_CHAIN_MAX_TIME)
+        return CK_OK;
+    return ck_fail(err, CK_ERR_INPUT, "%s: %s %s is %g s with the cost model's %g "
+                   "FLOP/s and %g B/s (--gemm-flops, --mem-bandwidth), more than the limit of "
+                   "%g s: " CK_CHAIN_MAX_TIME_WHY, m->file, what, name, t, cm->gemm_flops,
+                   cm->mem_bandwidth, CK_CHAIN_MAX_TIME);
+}
+
 int ck_model_saved_bytes(const ck_model *m, size_t first, size_t end, uint64_t *out, ck_err *err)
 {
     if (first > end || end > m->n_nodes)
@@ -176,6 +189,10 @@ static int fill_stage(const ck_stage_rules *r, ck_granularity g, const ck_cost_m
         st->fwd_time += op_time(cm, info->fwd_flops, info->fwd_bytes_moved);
         st->bwd_time += op_time(cm, info->bwd_flops, info->bwd_bytes_moved);
     }
+    if (rc == CK_OK)
+        rc = check_time(m, cm, "the forward time of stage", st->name, st->fwd_time, err);
+    if (rc == CK_OK)
+        rc = check_time(m, cm, "the backward time of stage", st->name, st->bwd_time, err);
     return rc;
 }
 
@@ -186,6 +203,10 @@ static int fill_loss(const ck_model *m, const ck_cost_model *cm, ck_chain *c, ck
     const ck_op_info *info = &m->nodes[m->n_nodes - 1].info;
     c->loss_bwd_time = op_time(cm, info->fwd_flops, info->fwd_bytes_moved) +
                        op_time(cm, info->bwd_flops, info->bwd_bytes_moved);
+    int rc = check_time(m, cm, "the time of the loss node", m->nodes[m->n_nodes - 1].name,
+                        c->loss_bwd_time, err);
+    if (rc != CK_OK)
+        return rc;
     tally loss = {.count_kept = true};
     if (ck_stage_loss(m, tally_event, &loss, err) != CK_OK)
         return overflow(m, "the loss's memory", err);

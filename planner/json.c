@@ -19,9 +19,7 @@ static unsigned long env_limit(const char *name, unsigned long dflt)
     return v && *v && !*end && n > 0 ? n : dflt;
 }
 
-/* Length of the UTF-8 sequence starting at p (at most n bytes available), or 0 when it is
- * not well-formed (overlong forms, surrogates and code points above U+10FFFF included). */
-static size_t utf8_length(const unsigned char *p, size_t n)
+size_t ck_utf8_length(const unsigned char *p, size_t n)
 {
     unsigned char c = p[0];
     size_t len = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
@@ -36,11 +34,51 @@ static size_t utf8_length(const unsigned char *p, size_t n)
     return len;
 }
 
+/* Where a document is, for messages: a whole file ("m.json:3:14: ...") or one line of a
+ * file holding a record per line ("runs.jsonl:7: ... (column 14 ...)"). */
+typedef struct {
+    const char *file;
+    size_t record_line; /* 0 for a whole file */
+} json_source;
+
+#define LABEL_MAX 1024 /* as long as a whole message (ck_err) */
+
+/* The file, or "FILE:LINE" for a record: what messages without a column start with. */
+static const char *source_label(const json_source *src, char *buf, size_t len)
+{
+    if (src->record_line == 0)
+        return src->file;
+    snprintf(buf, len, "%.*s:%zu", (int)(len - 24), src->file, src->record_line);
+    return buf;
+}
+
+/* A fault at line/col of the text: `syntax` ones are "not valid JSON (why)". */
+static int fault_at(const json_source *src, size_t line, size_t col, bool syntax,
+                    const char *why, ck_err *err)
+{
+    if (src->record_line == 0)
+        return ck_fail(err, CK_ERR_INPUT, "%s:%zu:%zu: %s%s%s", src->file, line, col,
+                       syntax ? "not valid JSON (" : "", why, syntax ? ")" : "");
+    if (syntax)
+        return ck_fail(err, CK_ERR_INPUT, "%s:%zu: not valid JSON (column %zu: %s)", src->file,
+                       src->record_line, col, why);
+    return ck_fail(err, CK_ERR_INPUT, "%s:%zu: %s (column %zu)", src->file, src->record_line, why,
+                   col);
+}
+
+/* Whether the escape at p (just after its backslash, n bytes available) is \u0000: cJSON
+ * would end the string there, and a name would silently lose its tail. */
+static bool escapes_nul(const unsigned char *p, size_t n)
+{
+    return n >= 5 && p[0] == 'u' && memcmp(p + 1, "0000", 4) == 0;
+}
+
 /* What cJSON lets through but JSON (RFC 8259) does not, and what ckplan will not parse:
  * NUL bytes (cJSON would stop there and read a shorter document), raw control characters
- * in strings, text that is not UTF-8, and nesting deeper than max_depth. */
-static int scan_text(const char *file, const char *text, size_t len, unsigned long max_depth,
-                     ck_err *err)
+ * in strings, text that is not UTF-8, \u0000 in strings, and nesting deeper than
+ * max_depth. */
+static int scan_text(const json_source *src, const char *text, size_t len,
+                     unsigned long max_depth, ck_err *err)
 {
     const unsigned char *t = (const unsigned char *)text;
     unsigned long depth = 0;
@@ -48,7 +86,7 @@ static int scan_text(const char *file, const char *text, size_t len, unsigned lo
     bool in_string = false, escaped = false;
     for (size_t i = 0; i < len;) {
         const char *why = NULL;
-        size_t step = utf8_length(t + i, len - i);
+        size_t step = ck_utf8_length(t + i, len - i);
         unsigned char c = t[i];
         if (c == 0)
             why = "a NUL byte";
@@ -56,8 +94,10 @@ static int scan_text(const char *file, const char *text, size_t len, unsigned lo
             why = "bytes that are not UTF-8";
         else if (in_string && c < 0x20)
             why = "a control character inside a string (write it escaped, e.g. \\t)";
+        else if (escaped && escapes_nul(t + i, len - i))
+            why = "a NUL character (\\u0000) inside a string";
         if (why)
-            return ck_fail(err, CK_ERR_INPUT, "%s:%zu:%zu: not valid JSON (%s)", file, line, col, why);
+            return fault_at(src, line, col, true, why, err);
         if (in_string) {
             if (escaped)
                 escaped = false;
@@ -68,10 +108,10 @@ static int scan_text(const char *file, const char *text, size_t len, unsigned lo
         } else if (c == '"') {
             in_string = true;
         } else if ((c == '[' || c == '{') && ++depth > max_depth) {
-            return ck_fail(err, CK_ERR_INPUT, "%s:%zu:%zu: nested deeper than the limit of %lu "
-                                              "levels of arrays and objects (set "
-                                              "CKPLAN_MAX_JSON_DEPTH to raise it)",
-                           file, line, col, max_depth);
+            char why_deep[160];
+            snprintf(why_deep, sizeof why_deep, "nested deeper than the limit of %lu levels of "
+                     "arrays and objects (set CKPLAN_MAX_JSON_DEPTH to raise it)", max_depth);
+            return fault_at(src, line, col, false, why_deep, err);
         } else if ((c == ']' || c == '}') && depth > 0) {
             depth--;
         }
@@ -96,7 +136,9 @@ static void *cjson_malloc(size_t size)
     return p;
 }
 
-int ck_json_parse_raw(const char *text, size_t len, cJSON **root, const char **end, ck_err *err)
+/* cJSON's parse alone: CK_OK with *root, CK_ERR_RUNTIME when out of memory, CK_ERR_INPUT
+ * (no message) for text that is not JSON, with *end where cJSON stopped (or NULL). */
+static int parse_raw(const char *text, size_t len, cJSON **root, const char **end, ck_err *err)
 {
     static bool hooked;
     if (!hooked) {
@@ -109,53 +151,149 @@ int ck_json_parse_raw(const char *text, size_t len, cJSON **root, const char **e
     *root = cJSON_ParseWithLengthOpts(text, len, end, 0);
     if (*root)
         return CK_OK;
-    if (cjson_alloc_failed)
-        return ck_fail_oom(err);
-    return ck_fail(err, CK_ERR_INPUT, "not valid JSON");
+    return cjson_alloc_failed ? ck_fail_oom(err) : CK_ERR_INPUT;
 }
 
-int ck_json_parse(const char *file, const char *text, size_t len, cJSON **root, ck_err *err)
+/* The message for text cJSON could not parse, at the line and column where it stopped. */
+static int syntax_error(const json_source *src, const char *text, size_t len, const char *end,
+                        ck_err *err)
+{
+    char label[LABEL_MAX];
+    if (!end || end < text || end > text + len)
+        return ck_fail(err, CK_ERR_INPUT, "%s: not valid JSON", source_label(src, label, sizeof label));
+    size_t line = 1, col = 1;
+    for (const char *p = text; p < end; p++) {
+        if (*p == '\n') {
+            line++;
+            col = 1;
+        } else {
+            col++;
+        }
+    }
+    /* cJSON stops at the token it could not finish; when only blanks follow that, the
+     * document was cut short rather than malformed there. */
+    const char *rest = end < text + len ? end + 1 : end;
+    while (rest < text + len && (*rest == ' ' || *rest == '\n' || *rest == '\r' || *rest == '\t'))
+        rest++;
+    const char *cut = src->record_line ? "unexpected end of the line" : "unexpected end of file";
+    return fault_at(src, line, col, true, rest >= text + len ? cut : "syntax error here", err);
+}
+
+/* Names of an object's members sorted, to find a repeated one in n log n. */
+static int compare_names(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Objects up to this many keys are checked pair by pair, without allocating. */
+#define FEW_KEYS 16
+
+/* A key of object v given twice (NULL if none); CK_ERR_RUNTIME when out of memory. */
+static int repeated_key(const cJSON *v, const char **repeated, ck_err *err)
+{
+    size_t n = 0;
+    for (const cJSON *m = v->child; m; m = m->next)
+        n++;
+    *repeated = NULL;
+    if (n <= FEW_KEYS) {
+        for (const cJSON *m = v->child; m && !*repeated; m = m->next)
+            for (const cJSON *o = v->child; o != m && !*repeated; o = o->next)
+                if (strcmp(o->string, m->string) == 0)
+                    *repeated = m->string;
+        return CK_OK;
+    }
+    const char **names = malloc(n * sizeof *names);
+    if (!names)
+        return ck_fail_oom(err);
+    n = 0;
+    for (const cJSON *m = v->child; m; m = m->next)
+        names[n++] = m->string;
+    qsort(names, n, sizeof *names, compare_names);
+    for (size_t i = 1; i < n && !*repeated; i++)
+        if (strcmp(names[i - 1], names[i]) == 0)
+            *repeated = names[i];
+    free(names);
+    return CK_OK;
+}
+
+/* Fails naming the JSON path of a key given twice in any object of the document: cJSON
+ * would keep both and lookups would see only the first, whatever the writer meant. */
+static int check_unique_keys(const cJSON *v, const char *path, const char *label, ck_err *err)
+{
+    if (cJSON_IsObject(v)) {
+        const char *twice;
+        int rc = repeated_key(v, &twice, err);
+        if (rc != CK_OK)
+            return rc;
+        char mpath[CK_JSON_PATH_MAX];
+        if (twice) {
+            ck_json_path_key(mpath, path, twice);
+            return ck_fail(err, CK_ERR_INPUT, "%s: %s: field given twice", label, mpath);
+        }
+        for (const cJSON *m = v->child; m; m = m->next) {
+            ck_json_path_key(mpath, path, m->string);
+            if ((rc = check_unique_keys(m, mpath, label, err)) != CK_OK)
+                return rc;
+        }
+    } else if (cJSON_IsArray(v)) {
+        size_t i = 0;
+        for (const cJSON *m = v->child; m; m = m->next, i++) {
+            char ipath[CK_JSON_PATH_MAX];
+            ck_json_path_index(ipath, path, i);
+            int rc = check_unique_keys(m, ipath, label, err);
+            if (rc != CK_OK)
+                return rc;
+        }
+    }
+    return CK_OK;
+}
+
+/* Every check, then the parse: what ck_json_parse and ck_json_parse_record share. */
+static int parse_checked(const json_source *src, const char *text, size_t len, cJSON **root,
+                         ck_err *err)
 {
     unsigned long max_depth = env_limit("CKPLAN_MAX_JSON_DEPTH", CK_JSON_MAX_DEPTH);
     if (max_depth > 1000) /* cJSON refuses deeper documents whatever we allow */
         max_depth = 1000;
-    int scanned = scan_text(file, text, len, max_depth, err);
-    if (scanned != CK_OK)
-        return scanned;
+    int rc = scan_text(src, text, len, max_depth, err);
+    if (rc != CK_OK)
+        return rc;
     const char *end;
     cJSON *doc;
-    int rc = ck_json_parse_raw(text, len, &doc, &end, err);
-    if (rc == CK_ERR_RUNTIME)
+    rc = parse_raw(text, len, &doc, &end, err);
+    if (rc == CK_ERR_INPUT)
+        return syntax_error(src, text, len, end, err);
+    if (rc != CK_OK)
         return rc;
-    if (rc != CK_OK) {
-        if (!end || end < text || end > text + len)
-            return ck_fail(err, CK_ERR_INPUT, "%s: not valid JSON", file);
-        size_t line = 1, col = 1;
-        for (const char *p = text; p < end; p++) {
-            if (*p == '\n') {
-                line++;
-                col = 1;
-            } else {
-                col++;
-            }
-        }
-        /* cJSON stops at the token it could not finish; when only blanks follow that, the
-         * document was cut short rather than malformed there. */
-        const char *rest = end < text + len ? end + 1 : end;
-        while (rest < text + len && (*rest == ' ' || *rest == '\n' || *rest == '\r' || *rest == '\t'))
-            rest++;
-        return ck_fail(err, CK_ERR_INPUT, "%s:%zu:%zu: not valid JSON (%s)", file, line, col,
-                       rest >= text + len ? "unexpected end of file" : "syntax error here");
-    }
+    char buf[LABEL_MAX];
+    const char *label = source_label(src, buf, sizeof buf);
     /* Trailing content after the document ("{} x") is an error, not something to ignore. */
     while (end < text + len && (*end == ' ' || *end == '\n' || *end == '\r' || *end == '\t'))
         end++;
-    if (end < text + len) {
+    if (end < text + len)
+        rc = ck_fail(err, CK_ERR_INPUT, "%s: not valid JSON (trailing data after the %s)", label,
+                     src->record_line ? "record" : "document");
+    else
+        rc = check_unique_keys(doc, "", label, err);
+    if (rc != CK_OK) {
         cJSON_Delete(doc);
-        return ck_fail(err, CK_ERR_INPUT, "%s: not valid JSON (trailing data after the document)", file);
+        return rc;
     }
     *root = doc;
     return CK_OK;
+}
+
+int ck_json_parse(const char *file, const char *text, size_t len, cJSON **root, ck_err *err)
+{
+    const json_source src = {file, 0};
+    return parse_checked(&src, text, len, root, err);
+}
+
+int ck_json_parse_record(const char *file, size_t line, const char *text, size_t len,
+                         cJSON **root, ck_err *err)
+{
+    const json_source src = {file, line};
+    return parse_checked(&src, text, len, root, err);
 }
 
 static int too_large(const char *file, unsigned long max_mb, ck_err *err)
@@ -273,9 +411,6 @@ int ck_json_expect_object(const cJSON *v, const char *const *allowed, const char
             return ck_fail(err, CK_ERR_INPUT, "%s: %s: unknown field (allowed here: %s)", file,
                            mpath, list);
         }
-        for (const cJSON *o = v->child; o != m; o = o->next)
-            if (strcmp(o->string, m->string) == 0)
-                return ck_fail(err, CK_ERR_INPUT, "%s: %s: field given twice", file, mpath);
     }
     return CK_OK;
 }
@@ -386,6 +521,32 @@ int ck_json_expect_format(const cJSON *root, const char *const *formats, const c
             return CK_OK;
         }
     return expected(v, wanted, file, format_path, err);
+}
+
+cJSON *ck_json_number(double v)
+{
+    if (!isfinite(v))
+        return cJSON_CreateNull();
+    char text[32];
+    if (v == floor(v) && fabs(v) < CK_JSON_MAX_EXACT_INT) /* sizes, counts: in full */
+        snprintf(text, sizeof text, "%.0f", v);
+    else
+        for (int digits = 15; digits <= 17; digits++) { /* 17 always reads back */
+            snprintf(text, sizeof text, "%.*g", digits, v);
+            if (strtod(text, NULL) == v)
+                break;
+        }
+    return cJSON_CreateRaw(text);
+}
+
+cJSON *ck_json_add_number(cJSON *obj, const char *key, double v)
+{
+    cJSON *item = ck_json_number(v);
+    if (item && !cJSON_AddItemToObject(obj, key, item)) {
+        cJSON_Delete(item);
+        item = NULL;
+    }
+    return item;
 }
 
 char *ck_json_print(const cJSON *root)

@@ -163,14 +163,12 @@ static int read_dims(loader *ld, const cJSON *root)
         return CK_OK;
     if (!cJSON_IsObject(dims))
         return expected(ld, "dims", "an object of named sizes", dims);
+    /* dims are keys: the parse refused a name given twice (ck_json_parse) */
     for (const cJSON *d = dims->child; d; d = d->next) {
         char path[CK_JSON_PATH_MAX];
         ck_json_path_key(path, "dims", d->string);
         if (!is_identifier(d->string))
             return fail_at(ld, path, "expected a dim name made of letters, digits and '_'");
-        uint64_t ignored;
-        if (find_dim(ld, d->string, strlen(d->string), &ignored))
-            return fail_at(ld, path, "duplicate dim name");
         if (ld->n_dims == CK_MODEL_MAX_DIMS)
             return fail_at(ld, path, "more than %d dims", CK_MODEL_MAX_DIMS);
         uint64_t value;
@@ -522,14 +520,12 @@ static int read_blocks(loader *ld, const cJSON *root)
     ld->blocks = calloc((size_t)cJSON_GetArraySize(blocks) + 1, sizeof *ld->blocks);
     if (!ld->blocks)
         return ck_fail_oom(ld->err);
+    /* blocks are keys: the parse refused a name given twice (ck_json_parse) */
     for (const cJSON *b = blocks->child; b; b = b->next) {
         char path[CK_JSON_PATH_MAX];
         ck_json_path_key(path, "blocks", b->string);
         if (!is_identifier(b->string))
             return fail_at(ld, path, "expected a block name made of letters, digits and '_'");
-        for (size_t j = 0; j < ld->n_blocks; j++)
-            if (strcmp(ld->blocks[j].name, b->string) == 0)
-                return fail_at(ld, path, "duplicate block name");
         scope *s = &ld->blocks[ld->n_blocks++];
         s->name = b->string;
         ck_json_path_key(s->path, path, "nodes");

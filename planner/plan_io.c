@@ -1,5 +1,7 @@
 #include "planner/plan_io.h"
 
+#include <ctype.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,7 +14,7 @@ double ck_plan_overhead(double time, double baseline_time)
 
 static bool add_u64(cJSON *obj, const char *key, uint64_t v)
 {
-    return cJSON_AddNumberToObject(obj, key, (double)v) != NULL;
+    return ck_json_add_number(obj, key, (double)v) != NULL;
 }
 
 static bool add_details(cJSON *root, const ck_plan_doc *d)
@@ -29,11 +31,16 @@ static bool add_details(cJSON *root, const ck_plan_doc *d)
     if (ok && d->time_unit)
         ok = cJSON_AddStringToObject(details, "time_unit", d->time_unit) != NULL;
     if (ok && r->snapshots >= 0)
-        ok = cJSON_AddNumberToObject(details, "snapshots", (double)r->snapshots) != NULL;
+        ok = ck_json_add_number(details, "snapshots", (double)r->snapshots) != NULL;
     if (ok && r->segments >= 0)
-        ok = cJSON_AddNumberToObject(details, "segments", (double)r->segments) != NULL;
+        ok = ck_json_add_number(details, "segments", (double)r->segments) != NULL;
     if (ok && d->costs_path)
         ok = cJSON_AddStringToObject(details, "costs", d->costs_path) != NULL;
+    cJSON *cost = NULL;
+    if (ok && d->cost_model)
+        ok = (cost = cJSON_AddObjectToObject(details, "cost_model")) &&
+             ck_json_add_number(cost, "gemm_flops", d->cost_model->gemm_flops) &&
+             ck_json_add_number(cost, "mem_bandwidth", d->cost_model->mem_bandwidth);
     if (ok && r->memory_unit > 0)
         ok = add_u64(details, "memory_unit_bytes", r->memory_unit) && add_u64(details, "slots", d->slots);
     return ok;
@@ -56,11 +63,11 @@ cJSON *ck_plan_to_json(const ck_plan_doc *d)
               add_u64(pred, "peak_bytes", peak) &&
               add_u64(pred, "activation_peak_bytes", d->predicted.peak_bytes) &&
               add_u64(pred, "static_bytes", d->static_bytes) &&
-              cJSON_AddNumberToObject(pred, "time", d->predicted.time) &&
-              cJSON_AddNumberToObject(pred, "baseline_time", d->baseline.time) &&
+              ck_json_add_number(pred, "time", d->predicted.time) &&
+              ck_json_add_number(pred, "baseline_time", d->baseline.time) &&
               add_u64(pred, "baseline_peak_bytes", base_peak) &&
               add_u64(pred, "baseline_activation_peak_bytes", d->baseline.peak_bytes) &&
-              cJSON_AddNumberToObject(pred, "overhead",
+              ck_json_add_number(pred, "overhead",
                                       ck_plan_overhead(d->predicted.time, d->baseline.time)) &&
               add_details(root, d) && (sched = cJSON_AddArrayToObject(root, "schedule"));
     const ck_schedule *s = &d->result->schedule;
@@ -113,13 +120,91 @@ static int dup_string(const char *s, char **out, ck_err *err)
     return *out ? CK_OK : ck_fail_oom(err);
 }
 
+/* A finite number of either sign: the overhead (an edited plan's may be anything). */
+static int get_finite(const cJSON *obj, const char *key, double *out, const char *file,
+                      const char *path, ck_err *err)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (cJSON_IsNumber(v) && isfinite(v->valuedouble)) {
+        *out = v->valuedouble;
+        return CK_OK;
+    }
+    if (!v)
+        return ck_fail(err, CK_ERR_INPUT, "%s: %s.%s: missing (expected a finite number)", file,
+                       path, key);
+    char got[96];
+    ck_json_describe(v, got, sizeof got);
+    return ck_fail(err, CK_ERR_INPUT, "%s: %s.%s: expected a finite number, got %s", file, path,
+                   key, got);
+}
+
+static int read_predicted(const cJSON *root, const char *file, ck_plan_figures *f, ck_err *err)
+{
+    const char *p = "predicted";
+    const cJSON *pred = cJSON_GetObjectItemCaseSensitive(root, p);
+    if (!cJSON_IsObject(pred))
+        return ck_fail(err, CK_ERR_INPUT, "%s: predicted: missing or not an object", file);
+    int rc = ck_json_get_u64(pred, "peak_bytes", true, &f->peak_bytes, file, p, err);
+    if (rc == CK_OK) rc = ck_json_get_u64(pred, "activation_peak_bytes", true, &f->activation_peak_bytes, file, p, err);
+    if (rc == CK_OK) rc = ck_json_get_u64(pred, "static_bytes", true, &f->static_bytes, file, p, err);
+    if (rc == CK_OK) rc = ck_json_get_u64(pred, "baseline_peak_bytes", true, &f->baseline_peak_bytes, file, p, err);
+    if (rc == CK_OK) rc = ck_json_get_u64(pred, "baseline_activation_peak_bytes", true, &f->baseline_activation_peak_bytes, file, p, err);
+    if (rc == CK_OK) rc = ck_json_get_time(pred, "time", true, &f->time, file, p, err);
+    if (rc == CK_OK) rc = ck_json_get_time(pred, "baseline_time", true, &f->baseline_time, file, p, err);
+    if (rc == CK_OK) rc = get_finite(pred, "overhead", &f->overhead, file, p, err);
+    return rc;
+}
+
+static int get_rate(const cJSON *obj, const char *key, double *out, const char *file, ck_err *err)
+{
+    int rc = ck_json_get_time(obj, key, true, out, file, "details.cost_model", err);
+    if (rc == CK_OK && !(*out > 0))
+        rc = ck_fail(err, CK_ERR_INPUT, "%s: details.cost_model.%s: expected a positive number, "
+                                        "got 0", file, key);
+    return rc;
+}
+
+/* The parts of `details` that say how the chain's times were made: ckplan run derives the
+ * chain again the same way to replay the plan's predicted times. */
+static int read_details(const cJSON *root, const char *file, ck_plan_file *out, ck_err *err)
+{
+    static const char *const cost_keys[] = {"gemm_flops", "mem_bandwidth", NULL};
+    const cJSON *details = cJSON_GetObjectItemCaseSensitive(root, "details");
+    if (!cJSON_IsObject(details))
+        return CK_OK;
+    const char *granularity = NULL, *costs = NULL;
+    const cJSON *cost = cJSON_GetObjectItemCaseSensitive(details, "cost_model");
+    int rc = ck_json_get_string(details, "granularity", false, &granularity, file, "details", err);
+    if (rc == CK_OK) rc = ck_json_get_string(details, "costs", false, &costs, file, "details", err);
+    if (rc == CK_OK && cost) {
+        rc = ck_json_expect_object(cost, cost_keys, file, "details.cost_model", err);
+        if (rc == CK_OK) rc = get_rate(cost, "gemm_flops", &out->cost_model.gemm_flops, file, err);
+        if (rc == CK_OK) rc = get_rate(cost, "mem_bandwidth", &out->cost_model.mem_bandwidth, file, err);
+        out->has_cost_model = rc == CK_OK;
+    }
+    if (rc == CK_OK && granularity) rc = dup_string(granularity, &out->granularity, err);
+    if (rc == CK_OK && costs) rc = dup_string(costs, &out->costs_path, err);
+    return rc;
+}
+
+static int check_sha256(const char *sha, const char *file, ck_err *err)
+{
+    size_t n = 0;
+    while (isxdigit((unsigned char)sha[n]))
+        n++;
+    if (n == 64 && sha[n] == '\0')
+        return CK_OK;
+    return ck_fail(err, CK_ERR_INPUT, "%s: model.sha256: expected 64 hexadecimal digits, got "
+                                      "\"%.70s\"", file, sha);
+}
+
 int ck_plan_from_json(const cJSON *root, const char *file, ck_plan_file *out, ck_err *err)
 {
     static const char *const formats[] = {CK_PLAN_FORMAT, NULL};
     static const char *const model_keys[] = {"path", "sha256", NULL};
     memset(out, 0, sizeof *out);
-    const char *format, *planner = NULL, *path = NULL, *sha = NULL, *granularity = NULL;
-    const cJSON *model = NULL, *pred = NULL, *details = NULL, *schedule = NULL;
+    const char *format, *planner = NULL, *path = NULL, *sha = NULL;
+    const cJSON *model = NULL, *schedule = NULL;
     uint64_t stages = 0;
     int rc = ck_json_expect_format(root, formats, file, "", &format, err);
     if (rc == CK_OK) rc = ck_json_get_string(root, "planner", true, &planner, file, "", err);
@@ -128,29 +213,20 @@ int ck_plan_from_json(const cJSON *root, const char *file, ck_plan_file *out, ck
     if (rc == CK_OK) rc = ck_json_expect_object(model, model_keys, file, "model", err);
     if (rc == CK_OK) rc = ck_json_get_string(model, "path", true, &path, file, "model", err);
     if (rc == CK_OK) rc = ck_json_get_string(model, "sha256", true, &sha, file, "model", err);
+    if (rc == CK_OK) rc = check_sha256(sha, file, err);
     if (rc == CK_OK) rc = ck_json_get_u64(root, "budget_bytes", true, &out->budget_bytes, file, "", err);
     if (rc == CK_OK) rc = ck_json_get_u64(root, "stages", true, &stages, file, "", err);
     if (rc == CK_OK && (stages == 0 || stages > CK_CHAIN_MAX_STAGES))
         rc = ck_fail(err, CK_ERR_INPUT, "%s: stages: expected 1 to %d, got %llu", file,
                      CK_CHAIN_MAX_STAGES, (unsigned long long)stages);
-    if (rc == CK_OK && !cJSON_IsObject(pred = cJSON_GetObjectItemCaseSensitive(root, "predicted")))
-        rc = ck_fail(err, CK_ERR_INPUT, "%s: predicted: missing or not an object", file);
-    if (rc == CK_OK) rc = ck_json_get_u64(pred, "static_bytes", true, &out->static_bytes, file, "predicted", err);
-    if (rc == CK_OK) rc = ck_json_get_u64(pred, "activation_peak_bytes", true, &out->activation_peak_bytes, file, "predicted", err);
-    if (rc == CK_OK) rc = ck_json_get_u64(pred, "baseline_activation_peak_bytes", true, &out->baseline_activation_peak_bytes, file, "predicted", err);
-    if (rc == CK_OK) rc = ck_json_get_time(pred, "time", true, &out->time, file, "predicted", err);
-    if (rc == CK_OK) rc = ck_json_get_time(pred, "baseline_time", true, &out->baseline_time, file, "predicted", err);
+    if (rc == CK_OK) rc = read_predicted(root, file, &out->predicted, err);
     if (rc == CK_OK) rc = ck_json_get_array(root, "schedule", true, &schedule, file, "", err);
-    details = cJSON_GetObjectItemCaseSensitive(root, "details");
-    if (rc == CK_OK && cJSON_IsObject(details))
-        rc = ck_json_get_string(details, "granularity", false, &granularity, file, "details", err);
+    if (rc == CK_OK) rc = read_details(root, file, out, err);
     if (rc == CK_OK) rc = dup_string(planner, &out->planner, err);
     if (rc == CK_OK) rc = dup_string(path, &out->model_path, err);
     if (rc == CK_OK) rc = dup_string(sha, &out->model_sha256, err);
-    if (rc == CK_OK && granularity) rc = dup_string(granularity, &out->granularity, err);
     if (rc == CK_OK) {
         out->stages = (size_t)stages;
-        out->overhead = ck_plan_overhead(out->time, out->baseline_time);
         rc = read_schedule(schedule, file, out->stages, &out->schedule, err);
     }
     if (rc != CK_OK)
@@ -164,6 +240,7 @@ void ck_plan_file_free(ck_plan_file *p)
     free(p->model_path);
     free(p->model_sha256);
     free(p->granularity);
+    free(p->costs_path);
     ck_schedule_free(&p->schedule);
     memset(p, 0, sizeof *p);
 }

@@ -7,6 +7,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "planner/derive.h"
 #include "planner/planners.h"
 #include "planner/schedule.h"
 
@@ -27,14 +28,26 @@ typedef struct {
     const char *time_unit;   /* "s" for models; NULL when the chain's own unit */
     uint32_t slots;          /* dp only */
     const char *costs_path;  /* the profiled costs the times came from, or NULL */
+    const ck_cost_model *cost_model; /* the roofline rates they came from, or NULL */
 } ck_plan_doc;
 
-/* A plan file as read back: what `ckplan run` needs to execute and check it. */
+/* The `predicted` object of a plan file (spec section 4). */
+typedef struct {
+    uint64_t peak_bytes, activation_peak_bytes, static_bytes;
+    uint64_t baseline_peak_bytes, baseline_activation_peak_bytes;
+    double time, baseline_time, overhead;
+} ck_plan_figures;
+
+/* A plan file as read back: what `ckplan run` needs to execute and check it. The figures
+ * are the file's claims; planner/plan_check replays the schedule to check them. */
 typedef struct {
     char *planner, *model_path, *model_sha256;
     char *granularity; /* NULL when the plan was made from a chain file */
-    uint64_t budget_bytes, static_bytes, activation_peak_bytes, baseline_activation_peak_bytes;
-    double time, baseline_time, overhead;
+    char *costs_path;  /* details.costs: the profiled costs the times came from, or NULL */
+    bool has_cost_model;
+    ck_cost_model cost_model; /* details.cost_model, when has_cost_model */
+    uint64_t budget_bytes;
+    ck_plan_figures predicted;
     size_t stages;
     ck_schedule schedule;
 } ck_plan_file;
@@ -46,7 +59,8 @@ double ck_plan_overhead(double time, double baseline_time);
 cJSON *ck_plan_to_json(const ck_plan_doc *d);
 
 /* Reads a `ckplan-plan/1` document; `file` names it in messages. The schedule is checked
- * for form (known operations, stages below `stages`), not replayed: that needs the chain. */
+ * for form (known operations, stages below `stages`), not replayed: that needs the chain
+ * (planner/plan_check.h). model.sha256 must be 64 hexadecimal digits, in either case. */
 int ck_plan_from_json(const cJSON *root, const char *file, ck_plan_file *out, ck_err *err);
 void ck_plan_file_free(ck_plan_file *p);
 

@@ -52,7 +52,10 @@ int ck_plan_chain(const ck_chain *c, const ck_planner *p, uint64_t budget,
         return rc;
     }
     ck_plan_result_free(result);
+    uint64_t baseline_peak = replay->peak_bytes;
     rc = p->plan(c, budget, opts, result, min_budget, err);
+    if (rc == CK_ERR_INFEASIBLE && *min_budget > baseline_peak)
+        *min_budget = baseline_peak; /* where the baseline fits, it is the plan */
     if (rc == CK_OK) {
         ck_err why;
         if (ck_schedule_replay(c, &result->schedule, replay, NULL, NULL, &why) != CK_OK)

@@ -60,7 +60,8 @@ void ck_plan_result_free(ck_plan_result *r);
 
 /* Plans c under budget with planner p and replays the result into *replay. When the
  * store-everything schedule fits, that is the plan, whatever p. On CK_ERR_INFEASIBLE,
- * *min_budget holds the planner's smallest feasible budget. */
+ * *min_budget holds the smallest budget that gets a plan: the planner's smallest, or the
+ * baseline's peak when that is lower. */
 int ck_plan_chain(const ck_chain *c, const ck_planner *p, uint64_t budget,
                   const ck_planner_opts *opts, ck_plan_result *result, ck_replay *replay,
                   uint64_t *min_budget, ck_err *err);

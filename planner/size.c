@@ -1,7 +1,6 @@
 #include "planner/size.h"
 
 #include <ctype.h>
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -21,17 +20,24 @@ uint64_t ck_size_ceil_div(uint64_t bytes, uint64_t unit)
     return bytes / unit + (bytes % unit != 0);
 }
 
-static const struct {
+/* A unit multiplies by 2^twos * 5^fives (1024^p = 2^10p, 1000^p = 2^3p * 5^3p): kept as
+ * factors so that the 10^d of d decimals can be divided out exactly. */
+typedef struct {
     const char *suffix;
-    uint64_t base;
-    int power;
-} size_units[] = {
-    {"", 1, 0},     {"b", 1, 0},
-    {"k", 1024, 1}, {"kib", 1024, 1}, {"kb", 1000, 1},
-    {"m", 1024, 2}, {"mib", 1024, 2}, {"mb", 1000, 2},
-    {"g", 1024, 3}, {"gib", 1024, 3}, {"gb", 1000, 3},
-    {"t", 1024, 4}, {"tib", 1024, 4}, {"tb", 1000, 4},
+    unsigned twos, fives;
+} size_unit;
+
+static const size_unit size_units[] = {
+    {"", 0, 0},   {"b", 0, 0},
+    {"k", 10, 0}, {"kib", 10, 0}, {"kb", 3, 3},
+    {"m", 20, 0}, {"mib", 20, 0}, {"mb", 6, 6},
+    {"g", 30, 0}, {"gib", 30, 0}, {"gb", 9, 9},
+    {"t", 40, 0}, {"tib", 40, 0}, {"tb", 12, 12},
 };
+
+/* Significant digits worth keeping: with at most 40 decimals (see exact_bytes), more
+ * digits than this make at least 10^40 bytes. */
+#define SIZE_MAX_DIGITS 80
 
 static int size_usage(ck_err *err, const char *text, const char *why)
 {
@@ -42,52 +48,92 @@ static int size_usage(ck_err *err, const char *text, const char *why)
                    text, why);
 }
 
+static int size_too_large(ck_err *err, const char *text)
+{
+    return size_usage(err, text, "too large: " CK_EXACT_LIMIT_WHY);
+}
+
+/* Divides the decimal digits d[0..n) (most significant first) by `by` in place; returns
+ * the remainder. */
+static unsigned divide_digits(char *d, size_t n, unsigned by)
+{
+    unsigned rem = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned cur = rem * 10 + (unsigned)(d[i] - '0');
+        d[i] = (char)('0' + cur / by);
+        rem = cur % by;
+    }
+    return rem;
+}
+
+/* Divides the mantissa by `prime`, out of the unit's factors while it has some (*left of
+ * them), else out of the digits; false when that leaves a remainder. */
+static bool divide_out(unsigned *left, char *digits, size_t n, unsigned prime)
+{
+    if (*left) {
+        (*left)--;
+        return true;
+    }
+    return divide_digits(digits, n, prime) == 0;
+}
+
+/* The value of the digits in [start, end) (perhaps one '.' among them, with `decimals`
+ * digits after it, the last of which is not 0) times the unit, when it is a whole number of
+ * bytes below CK_EXACT_LIMIT. */
+static int exact_bytes(const char *text, const char *start, const char *end, size_t decimals,
+                       const size_unit *u, uint64_t *out, ck_err *err)
+{
+    /* The mantissa does not end in 0, so it lacks a factor 2 or a factor 5: dividing by
+     * 10^decimals leaves a fraction unless the unit supplies that many. */
+    if (decimals > u->twos && decimals > u->fives)
+        return size_usage(err, text, "not a whole number of bytes");
+    char digits[SIZE_MAX_DIGITS];
+    size_t n = 0;
+    for (const char *q = start; q < end; q++) {
+        if (*q == '.' || (n == 0 && *q == '0'))
+            continue;
+        if (n == SIZE_MAX_DIGITS)
+            return size_too_large(err, text);
+        digits[n++] = *q;
+    }
+    unsigned twos = u->twos, fives = u->fives;
+    for (size_t k = 0; k < decimals; k++)
+        if (!divide_out(&twos, digits, n, 2) || !divide_out(&fives, digits, n, 5))
+            return size_usage(err, text, "not a whole number of bytes");
+    uint64_t bytes = 0, scale = UINT64_C(1) << twos;
+    bool ok = true;
+    for (size_t i = 0; i < n && ok; i++)
+        ok = ck_mul(bytes, 10, &bytes) && ck_add(bytes, (uint64_t)(digits[i] - '0'), &bytes);
+    while (fives--)
+        scale *= 5; /* at most 2^40 or 10^12 */
+    if (!ok || !ck_mul(bytes, scale, &bytes) || bytes >= CK_EXACT_LIMIT)
+        return size_too_large(err, text);
+    *out = bytes;
+    return CK_OK;
+}
+
 int ck_size_parse(const char *text, uint64_t *out, ck_err *err)
 {
     /* Digits, at most one '.', then a unit: parsed by hand so that "0x10", "1e3", " 8G",
-     * "-1" and "inf", which strtod would accept, are rejected. */
+     * "-1" and "inf", which strtod would accept, are refused, and read exactly. */
     const char *p = text;
-    uint64_t whole = 0;
-    int n_digits = 0;
-    while (isdigit((unsigned char)*p)) {
-        if (!ck_mul(whole, 10, &whole) || !ck_add(whole, (uint64_t)(*p - '0'), &whole))
-            return size_usage(err, text, "too large");
-        p++;
-        n_digits++;
-    }
-    uint64_t frac_num = 0, frac_den = 1;
+    size_t n_digits = 0, decimals = 0;
+    while (isdigit((unsigned char)*p))
+        p++, n_digits++;
+    const char *significant_end = p; /* trailing zeros of decimals do not count: 2.50 is 2.5 */
     if (*p == '.') {
-        p++;
-        while (isdigit((unsigned char)*p)) {
-            if (frac_den < 1000000000000ULL) { /* 12 decimals are plenty for bytes */
-                frac_num = frac_num * 10 + (uint64_t)(*p - '0');
-                frac_den *= 10;
-            }
-            p++;
-            n_digits++;
-        }
+        const char *first_decimal = ++p;
+        for (; isdigit((unsigned char)*p); p++, n_digits++)
+            if (*p != '0')
+                significant_end = p + 1;
+        if (significant_end > first_decimal)
+            decimals = (size_t)(significant_end - first_decimal);
     }
     if (n_digits == 0)
         return size_usage(err, text, "no number");
-    for (size_t i = 0; i < sizeof size_units / sizeof size_units[0]; i++) {
-        if (strcasecmp(p, size_units[i].suffix) != 0)
-            continue;
-        uint64_t scale = 1;
-        for (int k = 0; k < size_units[i].power; k++)
-            scale *= size_units[i].base;
-        uint64_t bytes;
-        if (!ck_mul(whole, scale, &bytes))
-            return size_usage(err, text, "larger than 2^64 bytes");
-        /* frac_num/frac_den < 1 and scale <= 2^40, so frac_num * scale fits only if we
-         * divide first where needed; long double keeps 64 bits of mantissa. */
-        long double frac_bytes = (long double)frac_num * (long double)scale / (long double)frac_den;
-        if (!ck_add(bytes, (uint64_t)floorl(frac_bytes), &bytes))
-            return size_usage(err, text, "larger than 2^64 bytes");
-        if (*p == '\0' && frac_den != 1)
-            return size_usage(err, text, "a fraction of a byte");
-        *out = bytes;
-        return CK_OK;
-    }
+    for (size_t i = 0; i < sizeof size_units / sizeof size_units[0]; i++)
+        if (strcasecmp(p, size_units[i].suffix) == 0)
+            return exact_bytes(text, text, significant_end, decimals, &size_units[i], out, err);
     return size_usage(err, text, "unknown unit");
 }
 

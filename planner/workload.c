@@ -5,7 +5,9 @@
 
 #include "planner/costs.h"
 #include "planner/json.h"
+#include "planner/schedule.h"
 #include "planner/sha256.h"
+#include "planner/size.h"
 
 static const char *const file_formats[] = {CK_CHAIN_FORMAT, CK_MODEL_FORMAT, NULL};
 
@@ -32,7 +34,7 @@ bool ck_granularity_parse(const char *name, ck_granularity *out)
     return true;
 }
 
-static int apply_costs(const ck_workload_opts *opts, ck_workload *w, ck_err *err)
+int ck_workload_apply_costs(ck_workload *w, const ck_workload_opts *opts, ck_err *err)
 {
     cJSON *root = NULL;
     ck_costs costs;
@@ -58,8 +60,37 @@ static int load_model(const cJSON *root, const char *path, const ck_workload_opt
     if (rc == CK_OK)
         rc = ck_model_static_memory(w->model, &w->statics, err);
     if (rc == CK_OK && opts->costs_path)
-        rc = apply_costs(opts, w, err);
+        rc = ck_workload_apply_costs(w, opts, err);
     return rc;
+}
+
+/* Every size that a plan or a run record of w can hold is at most what the store-everything
+ * step needs (static memory plus the baseline's peak, in which every tensor and temporary
+ * of the chain appears; a plan's peak is at most its budget, and a planner's smallest
+ * budget at most the baseline's): keeping that below CK_EXACT_LIMIT keeps them all exact. */
+static int check_exact(const ck_workload *w, ck_err *err)
+{
+    ck_schedule base = {0};
+    ck_replay r;
+    int rc = ck_schedule_baseline(&w->chain, &base, err);
+    if (rc == CK_OK)
+        rc = ck_schedule_replay(&w->chain, &base, &r, NULL, NULL, err);
+    ck_schedule_free(&base);
+    if (rc == CK_ERR_RUNTIME)
+        return rc;
+    /* The baseline is a valid schedule: its replay fails only past 2^64 bytes. */
+    uint64_t total;
+    if (rc != CK_OK || !ck_add(w->statics.total, r.peak_bytes, &total))
+        return ck_fail(err, CK_ERR_INPUT, "%s: the store-everything step needs more than 2^64 "
+                       "bytes: " CK_EXACT_LIMIT_WHY, w->path);
+    if (total < CK_EXACT_LIMIT)
+        return CK_OK;
+    char need[32];
+    ck_size_format(total, need, sizeof need);
+    return ck_fail(err, CK_ERR_INPUT, "%s: the store-everything step needs %s (%llu bytes: static "
+                   "%llu + activations %llu): " CK_EXACT_LIMIT_WHY, w->path, need,
+                   (unsigned long long)total, (unsigned long long)w->statics.total,
+                   (unsigned long long)r.peak_bytes);
 }
 
 int ck_workload_load(const char *path, const ck_workload_opts *opts, ck_workload *out, ck_err *err)
@@ -87,6 +118,8 @@ int ck_workload_load(const char *path, const ck_workload_opts *opts, ck_workload
     else if (rc == CK_OK)
         rc = ck_chain_from_json(root, path, "", &out->chain, err);
     cJSON_Delete(root);
+    if (rc == CK_OK)
+        rc = check_exact(out, err);
     if (rc != CK_OK)
         ck_workload_free(out);
     return rc;

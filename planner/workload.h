@@ -34,6 +34,11 @@ void ck_workload_opts_default(ck_workload_opts *o);
 int ck_workload_load(const char *path, const ck_workload_opts *opts, ck_workload *out, ck_err *err);
 void ck_workload_free(ck_workload *w);
 
+/* Replaces the stage times of a model's chain with those of opts->costs_path (checked
+ * against the model's sha256 and opts->granularity), as loading with that option does:
+ * for a caller that must tell the model's errors from the costs file's. */
+int ck_workload_apply_costs(ck_workload *w, const ck_workload_opts *opts, ck_err *err);
+
 const char *ck_granularity_name(ck_granularity g);
 /* Parses "op" or "block"; false otherwise. */
 bool ck_granularity_parse(const char *name, ck_granularity *out);

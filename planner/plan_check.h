@@ -1,0 +1,47 @@
+/* plan_check: a plan file's figures against the replay of its own schedule on the chain
+ * its model derives, so that no number `ckplan run` reports or checks against is taken on
+ * trust from the file (docs/plan-format.md, "How ckplan run checks a plan"). */
+#ifndef CK_PLAN_CHECK_H
+#define CK_PLAN_CHECK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "planner/chain.h"
+#include "planner/err.h"
+#include "planner/plan_io.h"
+
+/* Times (and the overhead) agree within this fraction of the larger one: a JSON tool that
+ * rewrites a plan may round a number's last digits. Sizes must agree exactly. */
+#define CK_PLAN_TIME_TOLERANCE 1e-9
+
+/* One figure of the file that the replay contradicts. For "budget_bytes", replayed is the
+ * replayed peak_bytes, which the budget must hold; for the others, the field's own value. */
+typedef struct {
+    const char *field; /* "budget_bytes", "predicted.time", ... */
+    bool is_time;      /* the values are in plan_time / replayed_time, else in *_bytes */
+    uint64_t plan_bytes, replayed_bytes;
+    double plan_time, replayed_time;
+} ck_plan_difference;
+
+/* budget_bytes and the eight fields of `predicted`. */
+enum { CK_PLAN_CHECKED_FIELDS = 9 };
+
+typedef struct {
+    ck_plan_figures replayed; /* what the file's `predicted` should hold */
+    ck_plan_difference differences[CK_PLAN_CHECKED_FIELDS];
+    size_t n_differences; /* 0: the file's figures are the replay's */
+} ck_plan_check;
+
+/* Replays p's schedule and the store-everything baseline on c (the chain derived from the
+ * plan's model, with static_bytes beside it) and compares every figure. CK_OK with *out
+ * filled whether or not they agree; CK_ERR_INPUT when the schedule is invalid on c (the
+ * replay's message, naming the operation). */
+int ck_plan_check_replay(const ck_plan_file *p, const ck_chain *c, uint64_t static_bytes,
+                         ck_plan_check *out, ck_err *err);
+
+/* "predicted.time: the plan file says 69, the replay gives 68" into buf. */
+void ck_plan_difference_describe(const ck_plan_difference *d, char *buf, size_t len);
+
+#endif
