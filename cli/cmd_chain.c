@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "cli/files.h"
+#include "cli/interrupt.h"
 #include "cli/options.h"
 #include "planner/json.h"
 #include "planner/workload.h"
@@ -66,9 +67,11 @@ int ck_cmd_chain(int argc, char **argv)
     cJSON_Delete(json);
     if (!text)
         rc = ck_fail_oom(&err);
-    else if (output)
+    if (rc == CK_OK)
+        rc = ck_interrupt_check(&err); /* a signal while the model was read: write nothing */
+    if (rc == CK_OK && output)
         rc = ck_write_file_atomic(output, text, strlen(text), &err);
-    else
+    else if (rc == CK_OK)
         fputs(text, stdout);
     free(text);
     ck_workload_free(&w);

@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "cli/chart.h"
 #include "cli/files.h"
+#include "cli/interrupt.h"
 #include "cli/human.h"
 #include "cli/options.h"
 #include "cli/runner.h"
@@ -81,6 +82,7 @@ static int parse_args(int argc, char **argv, plan_args *a, ck_err *err)
     a->output = DEFAULT_PLAN_FILE;
     a->planner = ck_planner_find("dp");
     a->planner_opts.slots = CK_DEFAULT_SLOTS;
+    a->planner_opts.stop = ck_interrupt_flag();
     ck_workload_opts_default(&a->workload_opts);
     opterr = 0;
     optind = 1;
@@ -328,6 +330,8 @@ int ck_cmd_plan(int argc, char **argv)
     /* Everything that can fail comes before the plan is written, the chart included: a
      * failure then leaves the old plan file as it was. */
     bool *flags = NULL;
+    if (rc == CK_OK)
+        rc = ck_interrupt_check(&err); /* a signal during planning: leave the files as they are */
     if (rc == CK_OK && !a.json && !(flags = calloc(2 * w.chain.n_stages, sizeof *flags)))
         rc = ck_fail_oom(&err);
     if (rc == CK_OK && a.svg) {

@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "cli/files.h"
+#include "cli/interrupt.h"
 #include "cli/options.h"
 #include "planner/costs.h"
 #include "planner/json.h"
@@ -57,12 +58,14 @@ static int time_ops(ck_exec *e, const ck_schedule *s, uint64_t steps, double *op
     }
     int rc = CK_OK;
     *peak = 0;
-    for (uint64_t k = 0; k <= steps && rc == CK_OK; k++) {
+    for (uint64_t k = 0; k <= steps; k++) {
         ck_step_stats st;
         /* step 0 warms up; its times are written into row 0 and overwritten by step 1 */
         double *row = samples + (k ? k - 1 : 0) * s->n;
         rc = ck_exec_step(e, s, k, &st, &(ck_op_trace){.seconds = row}, err);
-        if (rc == CK_OK && st.activation_peak_bytes > *peak)
+        if (rc != CK_OK) /* interrupted, say: st holds nothing */
+            break;
+        if (st.activation_peak_bytes > *peak)
             *peak = st.activation_peak_bytes;
         outside[k ? k - 1 : 0] = st.seconds;
         for (size_t op = 0; op < s->n; op++)
@@ -133,7 +136,7 @@ int ck_cmd_profile(int argc, char **argv)
     double *base_median = NULL, *median = NULL;
     uint64_t peak = 0, ignored;
     double outside_ops = 0, ignored_time;
-    ck_exec_opts eo = {.seed = seed};
+    ck_exec_opts eo = {.seed = seed, .stop = ck_interrupt_flag()};
     size_t L = w.chain.n_stages;
     size_t *starts = malloc(L * sizeof *starts);
     rc = starts ? ck_exec_create(w.model, &w.chain, w.stage_first, &eo, &exec, &err) : ck_fail_oom(&err);
@@ -187,7 +190,9 @@ int ck_cmd_profile(int argc, char **argv)
                                        ck_granularity_name(opts.granularity), peak);
         char *text = json ? ck_json_print(json) : NULL;
         cJSON_Delete(json);
-        rc = text ? ck_write_file_atomic(output, text, strlen(text), &err) : ck_fail_oom(&err);
+        rc = text ? ck_interrupt_check(&err) : ck_fail_oom(&err); /* measured, but stopped */
+        if (rc == CK_OK)
+            rc = ck_write_file_atomic(output, text, strlen(text), &err);
         free(text);
     }
     if (rc == CK_OK) {

@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "cli/files.h"
 #include "cli/human.h"
+#include "cli/interrupt.h"
 #include "cli/options.h"
 #include "cli/runs.h"
 #include "cli/safename.h"
@@ -468,7 +469,7 @@ int ck_cmd_report(int argc, char **argv)
     if (rc != CK_OK)
         return ck_report(rc, err.msg);
     ck_runs runs;
-    rc = ck_runs_read(path, stderr, &runs, &err);
+    rc = ck_runs_read(path, stderr, ck_interrupt_flag(), &runs, &err);
     if (rc != CK_OK)
         return ck_report(rc, err.msg);
     chart_set charts = {0};

@@ -8,7 +8,6 @@
 
 #include "cli/commands.h"
 #include "cli/files.h"
-#include "cli/interrupt.h"
 #include "cli/options.h"
 #include "cli/runner.h"
 #include "planner/json.h"
@@ -61,7 +60,8 @@ static void run_usage(FILE *out)
             "\n"
             "Exit codes: 0 ran (and verified), 1 a check failed or execution failed, 2 usage\n"
             "or input error (including a model changed since planning, or too large here),\n"
-            "130 interrupted (Ctrl-C, between operations: no record is written).\n",
+            "130, 143, 129 stopped by SIGINT (Ctrl-C), SIGTERM, SIGHUP (between operations:\n"
+            "no record is written).\n",
             DEFAULT_PLAN_FILE, 100 * CK_PEAK_TOLERANCE, DEFAULT_RUNS_FILE);
 }
 
@@ -141,7 +141,6 @@ int ck_cmd_run(int argc, char **argv)
     if (rc != CK_OK)
         return ck_report(rc, err.msg);
 
-    ck_interrupt_install();
     rc = ck_runner_run(&a, &plan, plan_sha, NULL, NULL, &err);
     ck_plan_file_free(&plan);
     return ck_report(rc, err.msg);

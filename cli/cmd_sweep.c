@@ -58,8 +58,9 @@ static void sweep_usage(FILE *out)
     fprintf(out, "  -h, --help            show this help\n"
                  "\n"
                  "Exit codes: 0 every point processed (infeasible ones and ones too large to run\n"
-                 "included), 1 a run failed or its verification did, 2 usage or input error, 130\n"
-                 "interrupted (Ctrl-C: the points done so far are in the runs file).\n");
+                 "included), 1 a run failed or its verification did, 2 usage or input error,\n"
+                 "130, 143, 129 stopped by SIGINT (Ctrl-C), SIGTERM, SIGHUP (the points done so\n"
+                 "far are in the runs file).\n");
 }
 
 enum { OPT_BUDGETS = 4000, OPT_PLANNERS, OPT_RUN, OPT_STEPS, OPT_THREADS, OPT_SEED, OPT_RUNS };
@@ -172,6 +173,7 @@ static int parse_args(int argc, char **argv, sweep_args *a, ck_err *err)
     a->steps = 3;
     a->seed = 1;
     a->planner_opts.slots = CK_DEFAULT_SLOTS;
+    a->planner_opts.stop = ck_interrupt_flag();
     ck_workload_opts_default(&a->workload_opts);
     int rc = parse_planners(DEFAULT_PLANNERS, a, err);
     opterr = 0;
@@ -352,10 +354,8 @@ int ck_cmd_sweep(int argc, char **argv)
     ck_run_memory mem = {0};
     if (rc == CK_OK && a.run)
         rc = ck_runner_memory(&mem, &err); /* a bad CKPLAN_RUN_MEMORY stops it before any point */
-    if (rc == CK_OK) {
-        ck_interrupt_install();
+    if (rc == CK_OK)
         have_w = (rc = ck_workload_load(a.model_path, &a.workload_opts, &w, &err)) == CK_OK;
-    }
     size_t total = a.n_budgets * a.n_planners, done = 0;
     bool show = isatty(STDERR_FILENO);
     tally t = {0};

@@ -11,6 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cli/interrupt.h"
+
 /* As the kernel's own limit on links followed in one path (ELOOP). */
 #define MAX_LINK_HOPS 40
 #define TEMP_NAME ".ckplan-XXXXXX"
@@ -111,10 +113,12 @@ static int replace_via_temp(const char *path, const char *target, const char *da
     char *tmp = temp_template(target);
     if (!tmp)
         return ck_fail_oom(err);
+    ck_interrupt_hold(); /* from here until tmp is renamed or removed, no signal ends ckplan */
     int fd = mkostemp(tmp, O_CLOEXEC);
     if (fd < 0) {
         int rc = ck_fail(err, CK_ERR_RUNTIME, "%s: cannot create a temporary file %s: %s", path,
                          tmp, strerror(errno));
+        ck_interrupt_release();
         free(tmp);
         return rc;
     }
@@ -133,6 +137,7 @@ static int replace_via_temp(const char *path, const char *target, const char *da
                                           "is unchanged", path, failed, strerror(errno));
         unlink(tmp);
     }
+    ck_interrupt_release();
     free(tmp);
     return rc;
 }
@@ -203,8 +208,12 @@ int ck_append_line_atomic(const char *path, const char *line, ck_err *err)
     while (rc == CK_OK && flock(fd, LOCK_EX) != 0)
         if (errno != EINTR)
             rc = ck_fail(err, CK_ERR_RUNTIME, "%s: cannot lock: %s", path, strerror(errno));
-    if (rc == CK_OK)
+    if (rc == CK_OK) {
+        /* a second signal waits until the record is written whole, or taken back */
+        ck_interrupt_hold();
         rc = append_locked(fd, path, record, line_len + 2, err);
+        ck_interrupt_release();
+    }
     /* closing releases the lock */
     if (fd >= 0 && close(fd) != 0 && rc == CK_OK)
         rc = ck_fail(err, CK_ERR_RUNTIME, "%s: cannot write (close: %s)", path, strerror(errno));

@@ -5,6 +5,7 @@
 
 #include "cli/commands.h"
 #include "cli/human.h"
+#include "cli/interrupt.h"
 #include "planner/err.h"
 
 #define CKPLAN_VERSION "0.1.0"
@@ -36,14 +37,15 @@ static void usage(FILE *out)
     fprintf(out, "\n"
                  "Run 'ckplan <command> --help' for a command's options.\n"
                  "Exit codes: 0 ok, 1 verification or runtime failure, 2 usage or input error,\n"
-                 "3 budget infeasible, 130 interrupted (run and sweep stop cleanly on Ctrl-C).\n");
+                 "3 budget infeasible, 128 + N stopped by signal N: 130 SIGINT (Ctrl-C), 143\n"
+                 "SIGTERM, 129 SIGHUP (every command stops cleanly, its files whole).\n");
 }
 
 int ck_report(int status, const char *msg)
 {
     if (status == CK_HELP_PRINTED)
         return 0;
-    if (status != 0) {
+    if (status != 0 && status != CK_INTERRUPTED) { /* for that one, main names the signal */
         /* messages quote names and paths from the input: never raw terminal controls */
         fputs("ckplan: ", stderr);
         ck_put_terminal_text(stderr, msg);
@@ -101,5 +103,6 @@ static int dispatch(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-    return finish_stdout(dispatch(argc, argv));
+    ck_interrupt_install();
+    return ck_interrupt_exit_status(finish_stdout(dispatch(argc, argv)));
 }

@@ -703,13 +703,15 @@ int ck_runner_plan(const ck_workload *w, const ck_planner *planner, uint64_t bud
     memset(out, 0, sizeof *out);
     if (budget < w->statics.total) {
         /* Still find the planner's minimum, so that a sweep can record what would fit. */
-        ck_err ignored;
+        ck_err why;
         ck_replay r;
         out->static_too_large = true;
         int rc = ck_plan_chain(&w->chain, planner, 0, popts, &out->result, &r,
-                               &out->min_activation_bytes, &ignored);
+                               &out->min_activation_bytes, &why);
         ck_plan_result_free(&out->result);
-        return rc == CK_ERR_RUNTIME ? ck_fail_oom(err) : CK_ERR_INFEASIBLE;
+        if (rc == CK_ERR_RUNTIME || rc == CK_INTERRUPTED) /* no minimum found: nothing to record */
+            return ck_fail(err, rc, "%s", why.msg);
+        return CK_ERR_INFEASIBLE;
     }
     uint64_t min_budget = 0;
     int rc = ck_plan_chain(&w->chain, planner, budget - w->statics.total, popts, &out->result,

@@ -199,7 +199,7 @@ static void row_free(ck_run_row *r)
     free(r->planner);
 }
 
-int ck_runs_read(const char *path, FILE *warn, ck_runs *out, ck_err *err)
+int ck_runs_read(const char *path, FILE *warn, const atomic_int *interrupt, ck_runs *out, ck_err *err)
 {
     memset(out, 0, sizeof *out);
     char *text = NULL;
@@ -216,7 +216,8 @@ int ck_runs_read(const char *path, FILE *warn, ck_runs *out, ck_err *err)
         return ck_fail_oom(err);
     }
     size_t line = 0;
-    for (size_t start = 0; start < len && rc == CK_OK;) {
+    /* polled after the last line too: a report never prints after a signal */
+    for (size_t start = 0; rc == CK_OK && (rc = ck_check_stop(interrupt, err)) == CK_OK && start < len;) {
         const char *nl = memchr(text + start, '\n', len - start);
         size_t stop = nl ? (size_t)(nl - text) : len;
         line++;

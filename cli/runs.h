@@ -8,6 +8,7 @@
 #ifndef CK_RUNS_H
 #define CK_RUNS_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -46,8 +47,10 @@ typedef struct {
 
 /* Reads path. A file that cannot be read is CK_ERR_INPUT in err; a corrupt line is
  * reported on `warn` as "ckplan: FILE:LINE: [JSON path: ]what is wrong", counted in n_bad
- * and skipped. Out of memory is CK_ERR_RUNTIME. */
-int ck_runs_read(const char *path, FILE *warn, ck_runs *out, ck_err *err);
+ * and skipped. Out of memory is CK_ERR_RUNTIME. interrupt (or NULL) is polled before each
+ * line and at the end: once it is set, the result is CK_INTERRUPTED and nothing is kept. */
+int ck_runs_read(const char *path, FILE *warn, const atomic_int *interrupt, ck_runs *out,
+                 ck_err *err);
 void ck_runs_free(ck_runs *r);
 
 /* "passed", "FAILED", "not checked", "infeasible" or "planned only". */

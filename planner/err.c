@@ -18,3 +18,8 @@ int ck_fail_oom(ck_err *err)
 {
     return ck_fail(err, CK_ERR_RUNTIME, "out of memory");
 }
+
+int ck_check_stop(const atomic_int *stop, ck_err *err)
+{
+    return stop && atomic_load(stop) ? ck_fail(err, CK_INTERRUPTED, "interrupted") : CK_OK;
+}

@@ -6,12 +6,15 @@
 #ifndef CK_ERR_H
 #define CK_ERR_H
 
+#include <stdatomic.h>
+
 enum {
     CK_OK = 0,
     CK_ERR_RUNTIME = 1,    /* verification or runtime failure (also: out of memory) */
     CK_ERR_INPUT = 2,      /* usage or input error */
     CK_ERR_INFEASIBLE = 3, /* the budget cannot be met */
-    CK_INTERRUPTED = 130   /* stopped by SIGINT (Ctrl-C), 128 + its number, as shells say */
+    CK_INTERRUPTED = 130   /* stopped by a signal: main exits 128 + its number, as shells
+                              say (cli/interrupt.h), which for SIGINT (Ctrl-C) is this */
 };
 
 typedef struct {
@@ -25,5 +28,9 @@ int ck_fail(ck_err *err, int status, const char *fmt, ...)
 
 /* The out-of-memory failure, worded once for the whole program. */
 int ck_fail_oom(ck_err *err);
+
+/* What long loops below cli/ poll: CK_INTERRUPTED with the message "interrupted" once *stop
+ * is non-zero (a signal handler in cli/ sets it), else CK_OK. A NULL stop is never set. */
+int ck_check_stop(const atomic_int *stop, ck_err *err);
 
 #endif

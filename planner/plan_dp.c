@@ -124,11 +124,13 @@ typedef struct {
     uint32_t *leaf;
 } min_peak_table;
 
-static void min_peak_fill(min_peak_table *mp, const ck_chain *c)
+/* Both fills poll stop once a diagonal: at most a few tens of milliseconds apart. */
+static int min_peak_fill(min_peak_table *mp, const ck_chain *c, const atomic_int *stop, ck_err *err)
 {
     const unit_sizes *z = mp->z;
     size_t L = z->L;
-    for (size_t d = 0; d < L; d++)
+    int rc = CK_OK;
+    for (size_t d = 0; d < L && (rc = ck_check_stop(stop, err)) == CK_OK; d++)
         for (size_t s = 0, t = d; t < L; s++, t++) {
             size_t here = pair_index(s, t);
             if (d == 0) {
@@ -159,6 +161,7 @@ static void min_peak_fill(min_peak_table *mp, const ck_chain *c)
             mp->time[here] = best_time;
             mp->leaf[here] = best_leaf;
         }
+    return rc;
 }
 
 static void min_peak_decide(void *ctx, size_t s, size_t t, uint64_t value, ck_seg_choice *out)
@@ -177,11 +180,12 @@ typedef struct {
     uint32_t *leaf;
 } time_table;
 
-static void time_fill(time_table *tt, const ck_chain *c)
+static int time_fill(time_table *tt, const ck_chain *c, const atomic_int *stop, ck_err *err)
 {
     const unit_sizes *z = tt->z;
     size_t L = z->L, w = tt->width;
-    for (size_t d = 0; d < L; d++)
+    int rc = CK_OK;
+    for (size_t d = 0; d < L && (rc = ck_check_stop(stop, err)) == CK_OK; d++)
         for (size_t s = 0, t = d; t < L; s++, t++) {
             double *row = tt->time + pair_index(s, t) * w;
             uint32_t *leaf = tt->leaf + pair_index(s, t) * w;
@@ -217,6 +221,7 @@ static void time_fill(time_table *tt, const ck_chain *c)
                 }
             }
         }
+    return rc;
 }
 
 static void time_decide(void *ctx, size_t s, size_t t, uint64_t m, ck_seg_choice *out)
@@ -249,24 +254,28 @@ static int check_table_size(size_t L, uint64_t width, ck_err *err)
 
 /* The fastest schedule in tt's slots if there is one, else the minimum-peak schedule (with
  * a 1-byte unit) when it fits in bytes, else CK_ERR_INFEASIBLE. */
-static int plan_tables(const ck_chain *c, uint64_t budget, min_peak_table *mp, time_table *tt,
-                       ck_plan_result *result, uint64_t *min_budget, ck_err *err)
+static int plan_tables(const ck_chain *c, uint64_t budget, const atomic_int *stop,
+                       min_peak_table *mp, time_table *tt, ck_plan_result *result,
+                       uint64_t *min_budget, ck_err *err)
 {
     size_t L = c->n_stages, pairs = L * (L + 1) / 2, top = pair_index(0, L - 1);
-    min_peak_fill(mp, c);
+    int rc = min_peak_fill(mp, c, stop, err);
+    if (rc != CK_OK)
+        return rc;
     bool fits = budget >= sat_add(c->input_bytes, mp->peak[top]);
     if (fits) {
         tt->time = malloc(pairs * tt->width * sizeof *tt->time);
         tt->leaf = malloc(pairs * tt->width * sizeof *tt->leaf);
         if (!tt->time || !tt->leaf)
             return ck_fail_oom(err);
-        time_fill(tt, c);
+        if ((rc = time_fill(tt, c, stop, err)) != CK_OK)
+            return rc;
         if (isfinite(tt->time[top * tt->width + tt->width - 1]))
             return ck_persistent_emit(c, time_decide, tt, tt->width - 1, &result->schedule, err);
     }
     /* Either the budget is below the smallest peak, or rounding sizes up to units lost all
      * the schedules that fit in bytes: the minimum-peak schedule answers both. */
-    int rc = ck_persistent_emit(c, min_peak_decide, mp, 0, &result->schedule, err);
+    rc = ck_persistent_emit(c, min_peak_decide, mp, 0, &result->schedule, err);
     if (rc != CK_OK)
         return rc;
     if (fits) {
@@ -313,7 +322,7 @@ static int plan_dp(const ck_chain *c, uint64_t budget, const ck_planner_opts *op
     if (!mp.peak || !mp.time || !mp.leaf)
         rc = ck_fail_oom(err);
     else
-        rc = plan_tables(c, budget, &mp, &tt, result, min_budget, err);
+        rc = plan_tables(c, budget, opts->stop, &mp, &tt, result, min_budget, err);
     free(mp.peak);
     free(mp.time);
     free(mp.leaf);

@@ -6,6 +6,7 @@
 #ifndef CK_PLANNERS_H
 #define CK_PLANNERS_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "planner/chain.h"
@@ -16,6 +17,8 @@
 
 typedef struct {
     uint32_t slots; /* dp: the budget is divided into this many memory units (>= 1) */
+    const atomic_int *stop; /* or NULL: planners whose work can take long (dp's tables)
+                               poll it and return CK_INTERRUPTED once it is non-zero */
 } ck_planner_opts;
 
 /* What a planner returns besides its schedule; -1 / 0 where a field does not apply. */

@@ -793,9 +793,8 @@ int ck_exec_step(ck_exec *e, const ck_schedule *s, uint64_t step, ck_step_stats 
     double t0 = ck_clock_seconds();
     rc = start_step(e, err);
     for (size_t k = 0; k < s->n && rc == CK_OK; k++) {
-        if (e->opts.stop && *e->opts.stop)
-            rc = ck_fail(err, CK_INTERRUPTED, "interrupted");
-        else
+        rc = ck_check_stop(e->opts.stop, err);
+        if (rc == CK_OK)
             rc = traced_op(e, k, &s->ops[k], t0, trace, err);
     }
     if (rc == CK_OK && !e->y[0])

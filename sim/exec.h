@@ -8,7 +8,7 @@
 #ifndef CK_EXEC_H
 #define CK_EXEC_H
 
-#include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -27,8 +27,8 @@ typedef struct {
                            sequential generator that recomputation does not rewind */
     bool skip_chain_work; /* chain files: no GEMMs giving operations their declared time
                              (tests that check memory and gradients only) */
-    const volatile sig_atomic_t *stop; /* or NULL: when it becomes non-zero (a signal
-                             handler sets it), a step stops before its next operation with
+    const atomic_int *stop; /* or NULL: when it becomes non-zero (a signal handler sets
+                             it), a step stops before its next operation with
                              CK_INTERRUPTED, the step abandoned and its memory released */
 } ck_exec_opts;
 

@@ -27,7 +27,7 @@ static int time_planner(const ck_chain *c, const ck_planner *p, uint64_t budget,
                         double *median, double *overhead)
 {
     double t[REPEATS];
-    ck_planner_opts opts = {slots};
+    ck_planner_opts opts = {.slots = slots};
     ck_replay base = baseline(c);
     for (int r = 0; r < REPEATS; r++) {
         ck_plan_result res;
@@ -49,7 +49,7 @@ static int time_planner(const ck_chain *c, const ck_planner *p, uint64_t budget,
 /* Half-way between dp's minimum and the baseline's peak. */
 static uint64_t half_way(const ck_chain *c)
 {
-    ck_planner_opts opts = {CK_DEFAULT_SLOTS};
+    ck_planner_opts opts = {.slots = CK_DEFAULT_SLOTS};
     ck_plan_result res;
     ck_replay replay;
     uint64_t min_budget = 0;

@@ -37,7 +37,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     ck_runs r;
     ck_err err;
-    if (ck_runs_read(path, devnull, &r, &err) == CK_OK)
+    if (ck_runs_read(path, devnull, NULL, &r, &err) == CK_OK)
         ck_runs_free(&r);
     return 0;
 }

@@ -10,6 +10,7 @@
  * lives in cli/, so its sources are compiled into this test directly. */
 #include "cli/chart.c"
 #include "cli/files.c"
+#include "cli/interrupt.c"
 
 #include "planner/planners.h"
 #include "planner/workload.h"

@@ -245,6 +245,28 @@ START_TEST(refuses_oversized_tables_and_zero_slots)
 }
 END_TEST
 
+/* A signal handler sets ckplan's stop flag (cli/interrupt.c): dp polls it while it fills
+ * its tables, which can take minutes, and gives up with nothing planned. */
+START_TEST(stops_when_the_stop_flag_is_set)
+{
+    ck_chain c;
+    ck_err err = {{0}};
+    ck_assert_int_eq(ck_chaingen_uniform(&c, 60, 1, &err), CK_OK);
+    uint64_t budget = ck_test_baseline(&c).peak_bytes / 2, least = 0;
+    atomic_int stop = 15; /* the number of the signal that arrived */
+    ck_planner_opts opts = {.slots = CK_DEFAULT_SLOTS, .stop = &stop};
+    ck_plan_result r;
+    ck_plan_result_init(&r);
+    ck_assert_int_eq(ck_planner_dp.plan(&c, budget, &opts, &r, &least, &err), CK_INTERRUPTED);
+    ck_assert_uint_eq(r.schedule.n, 0);
+    atomic_store(&stop, 0);
+    ck_assert_msg(ck_planner_dp.plan(&c, budget, &opts, &r, &least, &err) == CK_OK, "%s", err.msg);
+    ck_assert_uint_gt(r.schedule.n, 0);
+    ck_plan_result_free(&r);
+    ck_chain_free(&c);
+}
+END_TEST
+
 static Suite *dp_suite(void)
 {
     Suite *s = suite_create("dp");
@@ -257,6 +279,7 @@ static Suite *dp_suite(void)
     tcase_add_test(tc, hundred_stages_with_500_slots);
     tcase_add_test(tc, huge_budget_gives_store_everything);
     tcase_add_test(tc, refuses_oversized_tables_and_zero_slots);
+    tcase_add_test(tc, stops_when_the_stop_flag_is_set);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -24,7 +24,7 @@ static void written_plan(ck_chain *c, ck_plan_file *p)
     ck_plan_result res;
     ck_replay plan, base;
     uint64_t min_budget;
-    ck_planner_opts opts = {BUDGET};
+    ck_planner_opts opts = {.slots = BUDGET};
     ck_err err;
     ck_assert_int_eq(ck_plan_chain(c, &ck_planner_dp, BUDGET, &opts, &res, &plan, &min_budget, &err), CK_OK);
     ck_schedule bs = {0};

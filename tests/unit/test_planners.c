@@ -8,7 +8,7 @@
 /* Plans c with p under budget; returns whether it fit, with the replayed time in *time. */
 static bool plan_time(const ck_chain *c, const ck_planner *p, uint64_t budget, double *time)
 {
-    ck_planner_opts opts = {(uint32_t)(budget + 1)}; /* one byte per slot: dp is exact */
+    ck_planner_opts opts = {.slots = (uint32_t)(budget + 1)}; /* one byte per slot: dp is exact */
     ck_plan_result res;
     ck_replay r;
     uint64_t min_budget = 0;
@@ -65,7 +65,7 @@ START_TEST(every_planner_fits_from_its_minimum_up)
         ck_assert_int_eq(ck_chaingen_random(&c, 1 + (size_t)(trial % 10), 7, 10, &rng, NULL), CK_OK);
         uint64_t top = ck_test_baseline(&c).peak_bytes;
         for (const ck_planner *const *p = ck_planners; *p; p++) {
-            ck_planner_opts opts = {CK_DEFAULT_SLOTS};
+            ck_planner_opts opts = {.slots = CK_DEFAULT_SLOTS};
             ck_plan_result res;
             ck_replay r;
             uint64_t min_budget = 0;

@@ -156,7 +156,7 @@ START_TEST(driver_returns_baseline_when_it_fits)
     ck_schedule base = {0};
     ck_assert_int_eq(ck_schedule_baseline(&c, &base, NULL), CK_OK);
     ck_replay b = replay_ok(&c, &base);
-    ck_planner_opts opts = {CK_DEFAULT_SLOTS};
+    ck_planner_opts opts = {.slots = CK_DEFAULT_SLOTS};
     const ck_planner *mine[] = {&ck_planner_sqrt, &ck_planner_chen, &ck_planner_none};
     for (int p = 0; p < 3; p++) {
         ck_plan_result res;

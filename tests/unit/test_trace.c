@@ -10,6 +10,7 @@
 /* The Makefile links unit tests against the library (planner/, sim/) only; the trace module
  * lives in cli/, so its sources are compiled into this test directly. */
 #include "cli/files.c"
+#include "cli/interrupt.c"
 #include "cli/trace.c"
 
 #include "planner/json.h"
