@@ -229,16 +229,33 @@ static bool same_file(const char *a, const char *b)
            sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
+/* Whether two outputs would land in one file: the same regular file, or the same name of one
+ * that does not exist yet (so that neither is written over the other). */
+static bool same_output(const char *a, const char *b)
+{
+    struct stat st;
+    if (strcmp(a, b) == 0)
+        return stat(a, &st) != 0 || S_ISREG(st.st_mode);
+    return same_file(a, b);
+}
+
 int ck_check_outputs_apart(const char *cmd, const ck_named_file *inputs, size_t n_inputs,
                            const ck_named_file *outputs, size_t n_outputs, ck_err *err)
 {
-    for (size_t o = 0; o < n_outputs; o++)
-        for (size_t i = 0; outputs[o].path && i < n_inputs; i++)
-            if (inputs[i].path && same_file(outputs[o].path, inputs[i].path))
+    for (size_t o = 0; o < n_outputs; o++) {
+        const ck_named_file *out = &outputs[o];
+        for (size_t i = 0; out->path && i < n_inputs; i++)
+            if (inputs[i].path && same_file(out->path, inputs[i].path))
                 return ck_fail(err, CK_ERR_INPUT, "%s: the output %s (%s) is the same file as the "
                                                   "input %s (%s): writing it would destroy that "
                                                   "input; choose another output",
-                               cmd, outputs[o].path, outputs[o].role, inputs[i].path,
-                               inputs[i].role);
+                               cmd, out->path, out->role, inputs[i].path, inputs[i].role);
+        for (size_t p = o + 1; out->path && p < n_outputs; p++)
+            if (outputs[p].path && same_output(out->path, outputs[p].path))
+                return ck_fail(err, CK_ERR_INPUT, "%s: the outputs %s (%s) and %s (%s) are the same "
+                                                  "file: one would overwrite the other; choose "
+                                                  "another name for one of them",
+                               cmd, out->path, out->role, outputs[p].path, outputs[p].role);
+    }
     return CK_OK;
 }

@@ -39,7 +39,8 @@ typedef struct {
  * it would destroy what the command reads. Called by every command before it reads or
  * writes anything. Outputs that do not exist yet, inputs that do not (their loader says
  * so) and files that are not regular (/dev/null, FIFOs: writing them destroys nothing) are
- * never refused. cmd names the command in the message. */
+ * never refused. Two outputs that are one file (or one name not created yet) are refused
+ * too, since the second would overwrite the first. cmd names the command in the message. */
 int ck_check_outputs_apart(const char *cmd, const ck_named_file *inputs, size_t n_inputs,
                            const ck_named_file *outputs, size_t n_outputs, ck_err *err);
 /* The same for two arrays, counted here so that no count can disagree with its array. */

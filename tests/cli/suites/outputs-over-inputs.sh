@@ -70,6 +70,24 @@ ln -sf kept.jsonl charts/chain-10.tradeoff.svg
 refused "report --svg DIR whose chart is a link to --runs" charts/kept.jsonl --runs "a chart of --svg" \
     report --runs charts/kept.jsonl --svg charts
 
+# Two outputs of one command that are one file: the second would overwrite the first,
+# whether the file exists yet or not.
+# clash NAME CMD...: CMD exits 2 naming both outputs, and nothing new is written.
+clash() {
+    local name=$1; shift
+    ls -A > "$work/before.ls"
+    run "$@"
+    check "$name: refused" 2 "are the same file: one would overwrite the other"
+    check_that "$name: nothing written" bash -c 'ls -A | cmp -s - "$1"' _ "$work/before.ls"
+}
+clash "plan -o and --svg one new name" plan chain.json --budget 1G -o both.out --svg both.out
+clash "plan -o and --svg one existing file" plan chain.json --budget 1G -o plan.json --svg plan.json
+ln -sf plan.json plan-link.json
+clash "plan --svg a link to -o" plan chain.json --budget 1G -o plan.json --svg plan-link.json
+clash "run --svg and --trace one new name" run plan.json --steps 1 --runs r.jsonl --svg t.out --trace t.out
+clash "run --runs and --trace one file" run plan.json --steps 1 --runs records.jsonl --trace records.jsonl
+check_that "records.jsonl is unchanged" cmp records.jsonl records.jsonl.before
+
 # Not refused: outputs that are not regular files, and different files with equal content.
 run plan chain.json --budget 1G -o /dev/null --svg /dev/null
 check "outputs on /dev/null are not inputs" 0
