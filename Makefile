@@ -117,7 +117,7 @@ bench: deps
 	  $(BUILD)/bench/bench_planners; \
 	  echo; echo "## Linear layers: kernels against cblas_sgemm alone"; echo; \
 	  echo "\`$(BUILD)/bench/bench_kernels\` (source \`tests/bench/bench_kernels.c\`) times"; \
-	  echo "ck_linear_forward and ck_linear_backward on the linear layers of gpt2-tiny and"; \
+	  echo "ck_kernel_linear_forward and ck_kernel_linear_backward on the linear layers of gpt2-tiny and"; \
 	  echo "gpt2-small and the same sgemm calls made directly (GFLOP/s, median); target: the"; \
 	  echo "kernels reach at least 85% of sgemm alone."; echo; \
 	  $(BUILD)/bench/bench_kernels; \

@@ -88,7 +88,7 @@ static int finish(buf *b, char **svg, size_t *len, ck_err *err)
 {
     if (b->oom || !b->s) {
         free(b->s);
-        return ck_fail_oom(err);
+        return ck_err_oom(err);
     }
     *svg = b->s;
     *len = b->n;
@@ -355,7 +355,7 @@ static void put_axis_label(buf *b, double x, double y, bool vertical, const char
 #define COLOUR_RECOMPUTE "#D62728"
 #define COLOUR_DROPPED "#9467BD"
 
-static bool is_forward(ck_opkind k)
+static bool is_forward(ck_action_kind k)
 {
     return k == CK_F_ALL || k == CK_F_CK || k == CK_F_NONE;
 }
@@ -364,7 +364,7 @@ static bool is_forward(ck_opkind k)
 static size_t loss_index(const ck_schedule *s)
 {
     for (size_t k = 0; k < s->n; k++)
-        if (s->ops[k].kind == CK_LOSS)
+        if (s->actions[k].kind == CK_LOSS)
             return k;
     return s->n;
 }
@@ -404,7 +404,7 @@ static void put_panel(buf *b, const ck_chart_timeline *t, const axis *y, double 
 
     /* recomputation band under the axis */
     for (size_t k = 0; k < n; k++) {
-        ck_opkind kind = s->ops[k].kind;
+        ck_action_kind kind = s->actions[k].kind;
         const char *colour = NULL;
         if (k > loss && is_forward(kind))
             colour = COLOUR_RECOMPUTE;
@@ -415,7 +415,7 @@ static void put_panel(buf *b, const ck_chart_timeline *t, const axis *y, double 
                    "height=\"8\" fill=\"%s\"><title>%s %s %zu</title></rect>\n",
                 at(&x, (double)k) + (slot > 3 ? 0.5 : 0), bottom + 3,
                 slot > 3 ? slot - 1 : slot, colour, k > loss ? "recomputed:" : "dropped:",
-                ck_opkind_name(kind), s->ops[k].stage);
+                ck_action_name(kind), s->actions[k].stage);
     }
 
     /* x ticks at operation centres, labels under the band */
@@ -473,7 +473,7 @@ static void put_panel(buf *b, const ck_chart_timeline *t, const axis *y, double 
 static int check_timeline(const ck_chart_timeline *t, ck_err *err)
 {
     if (!t->schedule || t->schedule->n == 0 || !t->predicted)
-        return ck_fail(err, CK_ERR_INPUT, "chart: timeline \"%s\" has no operations",
+        return ck_err_fail(err, CK_ERR_INPUT, "chart: timeline \"%s\" has no operations",
                        t->label ? t->label : "");
     return CK_OK;
 }
@@ -499,7 +499,7 @@ int ck_chart_memory_svg(const char *title, const ck_chart_timeline *plan,
             max = fmax(max, (double)t->predicted[k]);
             if (t->measured)
                 max = fmax(max, (double)t->measured[k]);
-            ck_opkind kind = t->schedule->ops[k].kind;
+            ck_action_kind kind = t->schedule->actions[k].kind;
             recomputes |= k > loss && is_forward(kind);
             drops |= k < loss && (kind == CK_F_CK || kind == CK_F_NONE);
         }
@@ -557,7 +557,7 @@ int ck_chart_memory_svg(const char *title, const ck_chart_timeline *plan,
 
 static int write_svg(const char *path, char *svg, size_t len, ck_err *err)
 {
-    int rc = ck_write_file_atomic(path, svg, len, err);
+    int rc = ck_files_write_atomic(path, svg, len, err);
     free(svg);
     return rc;
 }
@@ -616,10 +616,10 @@ int ck_chart_tradeoff_svg(const char *title, const char *x_label, const ck_chart
                           size_t n, char **svg, size_t *len, ck_err *err)
 {
     if (n == 0)
-        return ck_fail(err, CK_ERR_INPUT, "chart: a trade-off chart needs at least one point");
+        return ck_err_fail(err, CK_ERR_INPUT, "chart: a trade-off chart needs at least one point");
     for (size_t i = 0; i < n; i++)
         if (!isfinite(pts[i].overhead_pct))
-            return ck_fail(err, CK_ERR_INPUT, "chart: point %zu (%s) has no finite overhead", i,
+            return ck_err_fail(err, CK_ERR_INPUT, "chart: point %zu (%s) has no finite overhead", i,
                            pts[i].planner ? pts[i].planner : "");
 
     /* planners in order of first appearance */
@@ -630,7 +630,7 @@ int ck_chart_tradeoff_svg(const char *title, const char *x_label, const ck_chart
         free(names);
         free(sel);
         free(items);
-        return ck_fail_oom(err);
+        return ck_err_oom(err);
     }
     size_t n_names = 0;
     bool any_measured = false;
@@ -725,9 +725,9 @@ int ck_chart_schedules_write(const char *path, const char *title, const ck_chain
     ck_schedule base = {0};
     uint64_t *plan_live = malloc(plan->n * sizeof *plan_live), *base_live = NULL;
     ck_replay r;
-    int rc = plan_live ? ck_schedule_baseline(c, &base, err) : ck_fail_oom(err);
+    int rc = plan_live ? ck_schedule_baseline(c, &base, err) : ck_err_oom(err);
     if (rc == CK_OK && !(base_live = malloc(base.n * sizeof *base_live)))
-        rc = ck_fail_oom(err);
+        rc = ck_err_oom(err);
     if (rc == CK_OK)
         rc = ck_schedule_replay(c, plan, &r, plan_live, NULL, err);
     if (rc == CK_OK)

@@ -22,7 +22,7 @@ typedef struct {
     const char *label;           /* panel title, e.g. "plan (dp)" or "baseline" */
     const ck_schedule *schedule; /* at least one operation */
     const uint64_t *predicted;   /* schedule->n entries: ck_schedule_replay's live_after */
-    const uint64_t *measured;    /* schedule->n entries (ck_op_trace's live_after), or NULL */
+    const uint64_t *measured;    /* schedule->n entries (ck_exec_trace's live_after), or NULL */
 } ck_chart_timeline;
 
 /* The memory timeline chart: x is the operation index, y the live activation bytes after

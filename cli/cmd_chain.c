@@ -20,7 +20,7 @@ static void chain_usage(FILE *out)
                  "be inspected, edited, and planned with 'ckplan plan'. A chain file is passed\n"
                  "through unchanged in meaning.\n"
                  "\n");
-    ck_workload_options_help(out);
+    ck_options_workload_help(out);
     fprintf(out, "  -o, --output FILE     write the chain to FILE instead of stdout\n"
                  "  -h, --help            show this help\n");
 }
@@ -47,9 +47,9 @@ int ck_cmd_chain(int argc, char **argv)
         } else if (code == 'o') {
             output = optarg;
         } else if (CK_IS_WORKLOAD_OPTION(code)) {
-            rc = ck_workload_option(code, optarg, &opts, &err);
+            rc = ck_options_workload(code, optarg, &opts, &err);
         } else {
-            rc = ck_option_error("chain", argv, longs, code, &err);
+            rc = ck_options_error("chain", argv, longs, code, &err);
         }
     }
     const ck_named_file in[] = {{optind < argc ? argv[optind] : NULL, "MODEL"},
@@ -59,21 +59,21 @@ int ck_cmd_chain(int argc, char **argv)
         rc = CK_CHECK_OUTPUTS_APART("chain", in, out, &err);
     ck_workload w;
     if (rc == CK_OK)
-        rc = ck_model_operand("chain", argc, argv, &opts, &w, &err);
+        rc = ck_options_model_operand("chain", argc, argv, &opts, &w, &err);
     if (rc != CK_OK)
-        return ck_report(rc, err.msg);
+        return ck_main_report(rc, err.msg);
     cJSON *json = ck_chain_to_json(&w.chain);
     char *text = json ? ck_json_print(json) : NULL;
     cJSON_Delete(json);
     if (!text)
-        rc = ck_fail_oom(&err);
+        rc = ck_err_oom(&err);
     if (rc == CK_OK)
         rc = ck_interrupt_check(&err); /* a signal while the model was read: write nothing */
     if (rc == CK_OK && output)
-        rc = ck_write_file_atomic(output, text, strlen(text), &err);
+        rc = ck_files_write_atomic(output, text, strlen(text), &err);
     else if (rc == CK_OK)
         fputs(text, stdout);
     free(text);
     ck_workload_free(&w);
-    return ck_report(rc, err.msg);
+    return ck_main_report(rc, err.msg);
 }

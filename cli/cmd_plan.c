@@ -13,8 +13,8 @@
 #include "cli/options.h"
 #include "cli/runner.h"
 #include "planner/json.h"
-#include "planner/plan_io.h"
-#include "planner/planners.h"
+#include "planner/plan.h"
+#include "planner/planner.h"
 #include "planner/size.h"
 #include "planner/workload.h"
 
@@ -36,7 +36,7 @@ static void plan_usage(FILE *out)
             "  --planner P           which planner (default dp; see below)\n"
             "  --slots N             dp: memory resolution, the budget in N units (default %d)\n",
             CK_DEFAULT_SLOTS);
-    ck_workload_options_help(out);
+    ck_options_workload_help(out);
     fprintf(out,
             "  -o, --output FILE     where to write the plan (default %s)\n"
             "  --json                print the plan object on stdout instead of the summary\n"
@@ -103,11 +103,11 @@ static int parse_args(int argc, char **argv, plan_args *a, ck_err *err)
         case CK_OPT_PLANNER:
             a->planner = ck_planner_find(optarg);
             if (!a->planner)
-                rc = ck_fail(err, CK_ERR_INPUT, "--planner: no planner '%s' (dp, revolve, chen, "
+                rc = ck_err_fail(err, CK_ERR_INPUT, "--planner: no planner '%s' (dp, revolve, chen, "
                                                 "sqrt or none)", optarg);
             break;
         case CK_OPT_SLOTS:
-            rc = ck_parse_count(optarg, "--slots", 1, 1000000, &slots, err);
+            rc = ck_options_parse_count(optarg, "--slots", 1, 1000000, &slots, err);
             a->planner_opts.slots = (uint32_t)slots;
             break;
         case CK_OPT_JSON:
@@ -117,19 +117,19 @@ static int parse_args(int argc, char **argv, plan_args *a, ck_err *err)
             a->svg = optarg;
             break;
         default:
-            rc = CK_IS_WORKLOAD_OPTION(code) ? ck_workload_option(code, optarg, &a->workload_opts, err)
-                                             : ck_option_error("plan", argv, longs, code, err);
+            rc = CK_IS_WORKLOAD_OPTION(code) ? ck_options_workload(code, optarg, &a->workload_opts, err)
+                                             : ck_options_error("plan", argv, longs, code, err);
         }
     }
     if (rc != CK_OK)
         return rc;
     if (optind != argc - 1)
-        return ck_fail(err, CK_ERR_INPUT, optind >= argc ? "plan: no MODEL given; usage: ckplan plan "
+        return ck_err_fail(err, CK_ERR_INPUT, optind >= argc ? "plan: no MODEL given; usage: ckplan plan "
                                                            "MODEL --budget SIZE (see --help)"
                                                          : "plan: more than one MODEL given (%s)",
                        optind < argc ? argv[optind + 1] : "");
     if (!a->have_budget)
-        return ck_fail(err, CK_ERR_INPUT, "plan: --budget SIZE is required (e.g. --budget 8G)");
+        return ck_err_fail(err, CK_ERR_INPUT, "plan: --budget SIZE is required (e.g. --budget 8G)");
     a->model_path = argv[optind];
     return CK_OK;
 }
@@ -137,7 +137,7 @@ static int parse_args(int argc, char **argv, plan_args *a, ck_err *err)
 static void format_time(double t, bool seconds, char *buf, size_t len)
 {
     if (seconds)
-        ck_format_seconds(t, buf, len);
+        ck_human_seconds(t, buf, len);
     else
         snprintf(buf, len, "%.6g", t);
 }
@@ -153,10 +153,10 @@ static void print_stage_runs(FILE *out, const ck_chain *c, const bool *set)
         while (j + 1 < c->n_stages && set[j + 1])
             j++;
         fputs(first ? "" : ", ", out);
-        ck_put_terminal_text(out, c->stages[i].name);
+        ck_human_put_terminal_text(out, c->stages[i].name);
         if (j > i) {
             fputs(j == i + 1 ? ", " : "..", out);
-            ck_put_terminal_text(out, c->stages[j].name);
+            ck_human_put_terminal_text(out, c->stages[j].name);
         }
         first = false;
         i = j;
@@ -175,13 +175,13 @@ static void print_checkpoints(FILE *out, const ck_chain *c, const ck_schedule *s
     bool *recomputed = flags;
     bool *kept_input = recomputed + L;
     size_t n_recomputed = 0;
-    for (size_t k = 0; k < s->n && s->ops[k].kind != CK_LOSS; k++) {
-        size_t i = s->ops[k].stage;
-        if (s->ops[k].kind != CK_F_ALL && !recomputed[i]) {
+    for (size_t k = 0; k < s->n && s->actions[k].kind != CK_LOSS; k++) {
+        size_t i = s->actions[k].stage;
+        if (s->actions[k].kind != CK_F_ALL && !recomputed[i]) {
             recomputed[i] = true;
             n_recomputed++;
         }
-        if (s->ops[k].kind == CK_F_CK)
+        if (s->actions[k].kind == CK_F_CK)
             kept_input[i] = true;
     }
     fprintf(out, "checkpointed stages (activations dropped, recomputed in backward): %zu of %zu\n  ",
@@ -206,9 +206,9 @@ static void print_summary(FILE *out, const ck_workload *w, const ck_plan_doc *d,
     char budget[32], note[256], s1[32], s2[32], s3[32], s4[32];
     ck_size_format(d->budget_bytes, budget, sizeof budget);
     const ck_chain *c = &w->chain;
-    ck_put_terminal_text(out, c->name); /* names from the input: shown, never obeyed */
+    ck_human_put_terminal_text(out, c->name); /* names from the input: shown, never obeyed */
     fputs(" (", out);
-    ck_put_terminal_text(out, w->path);
+    ck_human_put_terminal_text(out, w->path);
     fprintf(out, "): %zu stages%s%s\n", c->n_stages, d->granularity ? ", granularity " : "",
             d->granularity ? d->granularity : "");
     fprintf(out, "planner %s, budget %s (%llu bytes)%s\n\n", d->planner, budget,
@@ -258,7 +258,7 @@ static int report_infeasible(const plan_args *a, const ck_workload *w, uint64_t 
     char have[32], need[32], stat[32], act[32], dp_need[32];
     ck_size_format(a->budget, have, sizeof have);
     uint64_t total_min;
-    if (!ck_add(w->statics.total, activation_min, &total_min))
+    if (!ck_size_add(w->statics.total, activation_min, &total_min))
         total_min = UINT64_MAX;
     ck_size_format(total_min, need, sizeof need);
     ck_size_format(w->statics.total, stat, sizeof stat);
@@ -272,8 +272,8 @@ static int report_infeasible(const plan_args *a, const ck_workload *w, uint64_t 
         ck_replay r;
         uint64_t dp_min = 0;
         ck_err ignored;
-        int rc = ck_plan_chain(&w->chain, &ck_planner_dp, 0, &a->planner_opts, &res, &r, &dp_min, &ignored);
-        ck_plan_result_free(&res);
+        int rc = ck_planner_run(&w->chain, &ck_planner_dp, 0, &a->planner_opts, &res, &r, &dp_min, &ignored);
+        ck_planner_result_free(&res);
         if (rc == CK_ERR_INFEASIBLE && dp_min < activation_min) {
             ck_size_format(w->statics.total + dp_min, dp_need, sizeof dp_need);
             fprintf(stderr, "ckplan: planner dp fits in %s (%llu bytes)\n", dp_need,
@@ -312,18 +312,18 @@ int ck_cmd_plan(int argc, char **argv)
     if (rc == CK_OK)
         rc = CK_CHECK_OUTPUTS_APART("plan", in, out, &err);
     if (rc != CK_OK)
-        return ck_report(rc, err.msg);
+        return ck_main_report(rc, err.msg);
     ck_workload w;
     rc = ck_workload_load(a.model_path, &a.workload_opts, &w, &err);
     if (rc != CK_OK)
-        return ck_report(rc, err.msg);
+        return ck_main_report(rc, err.msg);
     ck_planned planned;
     rc = ck_runner_plan(&w, a.planner, a.budget, &a.planner_opts, &a.workload_opts, &planned, &err);
     if (rc == CK_ERR_INFEASIBLE) {
-        /* its own messages, already printed: nothing for ck_report to add */
+        /* its own messages, already printed: nothing for ck_main_report to add */
         rc = planned.static_too_large ? report_static_too_large(&a, &w)
                                       : report_infeasible(&a, &w, planned.min_activation_bytes);
-        ck_planned_free(&planned);
+        ck_runner_planned_free(&planned);
         ck_workload_free(&w);
         return rc;
     }
@@ -333,7 +333,7 @@ int ck_cmd_plan(int argc, char **argv)
     if (rc == CK_OK)
         rc = ck_interrupt_check(&err); /* a signal during planning: leave the files as they are */
     if (rc == CK_OK && !a.json && !(flags = calloc(2 * w.chain.n_stages, sizeof *flags)))
-        rc = ck_fail_oom(&err);
+        rc = ck_err_oom(&err);
     if (rc == CK_OK && a.svg) {
         char title[256];
         snprintf(title, sizeof title, "%s: %s plan, activation memory per operation", w.chain.name,
@@ -343,15 +343,15 @@ int ck_cmd_plan(int argc, char **argv)
                                       a.budget - w.statics.total, &err);
     }
     if (rc == CK_OK)
-        rc = ck_write_file_atomic(a.output, planned.text, strlen(planned.text), &err);
+        rc = ck_files_write_atomic(a.output, planned.text, strlen(planned.text), &err);
     if (rc == CK_OK && a.json)
         fputs(planned.text, stdout);
     else if (rc == CK_OK)
         print_summary(stdout, &w, &planned.doc, a.output, flags);
     free(flags);
-    ck_planned_free(&planned);
+    ck_runner_planned_free(&planned);
     ck_workload_free(&w);
     if (rc == CK_ERR_RUNTIME && !err.msg[0])
         snprintf(err.msg, sizeof err.msg, "out of memory");
-    return ck_report(rc, err.msg);
+    return ck_main_report(rc, err.msg);
 }

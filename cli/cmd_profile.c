@@ -54,7 +54,7 @@ static int time_ops(ck_exec *e, const ck_schedule *s, uint64_t steps, double *op
         free(samples);
         free(column);
         free(outside);
-        return ck_fail_oom(err);
+        return ck_err_oom(err);
     }
     int rc = CK_OK;
     *peak = 0;
@@ -62,7 +62,7 @@ static int time_ops(ck_exec *e, const ck_schedule *s, uint64_t steps, double *op
         ck_step_stats st;
         /* step 0 warms up; its times are written into row 0 and overwritten by step 1 */
         double *row = samples + (k ? k - 1 : 0) * s->n;
-        rc = ck_exec_step(e, s, k, &st, &(ck_op_trace){.seconds = row}, err);
+        rc = ck_exec_step(e, s, k, &st, &(ck_exec_trace){.seconds = row}, err);
         if (rc != CK_OK) /* interrupted, say: st holds nothing */
             break;
         if (st.activation_peak_bytes > *peak)
@@ -71,12 +71,12 @@ static int time_ops(ck_exec *e, const ck_schedule *s, uint64_t steps, double *op
         for (size_t op = 0; op < s->n; op++)
             outside[k ? k - 1 : 0] -= row[op];
     }
-    *outside_ops = fmax(0, ck_median(outside, steps));
+    *outside_ops = fmax(0, ck_clock_median(outside, steps));
     free(outside);
     for (size_t op = 0; rc == CK_OK && op < s->n; op++) {
         for (uint64_t k = 0; k < steps; k++)
             column[k] = samples[k * s->n + op];
-        op_median[op] = ck_median(column, steps);
+        op_median[op] = ck_clock_median(column, steps);
     }
     free(samples);
     free(column);
@@ -108,11 +108,11 @@ int ck_cmd_profile(int argc, char **argv)
             profile_usage(stdout);
             return 0;
         case 'o': output = optarg; break;
-        case CK_OPT_GRANULARITY: rc = ck_workload_option(code, optarg, &opts, &err); break;
-        case OPT_STEPS: rc = ck_parse_count(optarg, "--steps", 1, 1000, &steps, &err); break;
-        case OPT_THREADS: rc = ck_parse_count(optarg, "--threads", 1, 1024, &threads, &err); break;
-        case OPT_SEED: rc = ck_parse_count(optarg, "--seed", 0, UINT64_MAX, &seed, &err); break;
-        default: rc = ck_option_error("profile", argv, longs, code, &err);
+        case CK_OPT_GRANULARITY: rc = ck_options_workload(code, optarg, &opts, &err); break;
+        case OPT_STEPS: rc = ck_options_parse_count(optarg, "--steps", 1, 1000, &steps, &err); break;
+        case OPT_THREADS: rc = ck_options_parse_count(optarg, "--threads", 1, 1024, &threads, &err); break;
+        case OPT_SEED: rc = ck_options_parse_count(optarg, "--seed", 0, UINT64_MAX, &seed, &err); break;
+        default: rc = ck_options_error("profile", argv, longs, code, &err);
         }
     }
     const ck_named_file in[] = {{optind < argc ? argv[optind] : NULL, "MODEL"}};
@@ -121,12 +121,12 @@ int ck_cmd_profile(int argc, char **argv)
         rc = CK_CHECK_OUTPUTS_APART("profile", in, out, &err);
     ck_workload w;
     if (rc == CK_OK)
-        rc = ck_model_operand("profile", argc, argv, &opts, &w, &err);
+        rc = ck_options_model_operand("profile", argc, argv, &opts, &w, &err);
     if (rc != CK_OK)
-        return ck_report(rc, err.msg);
+        return ck_main_report(rc, err.msg);
     if (!w.model) {
         ck_workload_free(&w);
-        return ck_report(CK_ERR_INPUT, "profile: a chain file has no ops to measure; profile the "
+        return ck_main_report(CK_ERR_INPUT, "profile: a chain file has no ops to measure; profile the "
                                        "model it came from");
     }
     if (threads)
@@ -139,7 +139,7 @@ int ck_cmd_profile(int argc, char **argv)
     ck_exec_opts eo = {.seed = seed, .stop = ck_interrupt_flag()};
     size_t L = w.chain.n_stages;
     size_t *starts = malloc(L * sizeof *starts);
-    rc = starts ? ck_exec_create(w.model, &w.chain, w.stage_first, &eo, &exec, &err) : ck_fail_oom(&err);
+    rc = starts ? ck_exec_create(w.model, &w.chain, w.stage_first, &eo, &exec, &err) : ck_err_oom(&err);
     for (size_t i = 0; rc == CK_OK && i < L; i++)
         starts[i] = i;
     /* Two schedules: the baseline for the store-everything peak, and one that checkpoints
@@ -147,10 +147,10 @@ int ck_cmd_profile(int argc, char **argv)
     if (rc == CK_OK)
         rc = ck_schedule_baseline(&w.chain, &base, &err);
     if (rc == CK_OK)
-        rc = ck_schedule_segments(&w.chain, starts, L, &every, &err);
+        rc = ck_segments_of(&w.chain, starts, L, &every, &err);
     if (rc == CK_OK && (!(base_median = calloc(base.n, sizeof *base_median)) ||
                         !(median = calloc(every.n, sizeof *median))))
-        rc = ck_fail_oom(&err);
+        rc = ck_err_oom(&err);
     if (rc == CK_OK)
         rc = time_ops(exec, &base, 1, base_median, &ignored_time, &peak, &err);
     if (rc == CK_OK)
@@ -159,12 +159,12 @@ int ck_cmd_profile(int argc, char **argv)
     ck_stage *stages = NULL;
     double *keep_nothing = calloc(L, sizeof *keep_nothing), *keep_all = calloc(L, sizeof *keep_all);
     if (rc == CK_OK && (!(stages = malloc(L * sizeof *stages)) || !keep_nothing || !keep_all))
-        rc = ck_fail_oom(&err);
+        rc = ck_err_oom(&err);
     if (rc == CK_OK) {
         memcpy(stages, w.chain.stages, L * sizeof *stages);
         measured.stages = stages;
         for (size_t k = 0; k < every.n; k++) {
-            const ck_op *op = &every.ops[k];
+            const ck_action *op = &every.actions[k];
             if (op->kind == CK_F_CK)
                 keep_nothing[op->stage] = median[k];
             else if (op->kind == CK_F_ALL)
@@ -187,12 +187,12 @@ int ck_cmd_profile(int argc, char **argv)
             stages[i].bwd_time = fmax(0, stages[i].bwd_time + keep_all[i] - keep_nothing[i]);
         }
         cJSON *json = ck_costs_to_json(&measured, w.path, w.sha256,
-                                       ck_granularity_name(opts.granularity), peak);
+                                       ck_workload_granularity_name(opts.granularity), peak);
         char *text = json ? ck_json_print(json) : NULL;
         cJSON_Delete(json);
-        rc = text ? ck_interrupt_check(&err) : ck_fail_oom(&err); /* measured, but stopped */
+        rc = text ? ck_interrupt_check(&err) : ck_err_oom(&err); /* measured, but stopped */
         if (rc == CK_OK)
-            rc = ck_write_file_atomic(output, text, strlen(text), &err);
+            rc = ck_files_write_atomic(output, text, strlen(text), &err);
         free(text);
     }
     if (rc == CK_OK) {
@@ -223,5 +223,5 @@ int ck_cmd_profile(int argc, char **argv)
     ck_schedule_free(&base);
     ck_exec_free(exec);
     ck_workload_free(&w);
-    return ck_report(rc, err.msg);
+    return ck_main_report(rc, err.msg);
 }

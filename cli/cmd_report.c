@@ -100,7 +100,7 @@ static cell get_cell(const ck_run_row *r, enum col c)
     case C_MODEL: return (cell){true, r->model, 0, 0};
     case C_PLANNER: return (cell){true, r->planner, 0, 0};
     case C_BUDGET: return (cell){true, NULL, r->budget_bytes, 0};
-    case C_OUTCOME: return (cell){true, ck_run_outcome(r), 0, 0};
+    case C_OUTCOME: return (cell){true, ck_runs_outcome(r), 0, 0};
     case C_MIN_BUDGET: return (cell){r->status == CK_RUN_INFEASIBLE, NULL, r->min_budget_bytes, 0};
     case C_PRED_PEAK: return (cell){p, NULL, r->predicted_peak, 0};
     case C_MEAS_PEAK: return (cell){m, NULL, r->measured_peak, 0};
@@ -210,7 +210,7 @@ static void fmt_size(bool present, uint64_t v, char *buf, size_t len)
 static void fmt_time(bool present, double t, char *buf, size_t len)
 {
     if (present)
-        ck_format_seconds(t, buf, len);
+        ck_human_seconds(t, buf, len);
     else
         snprintf(buf, len, "-");
 }
@@ -253,8 +253,8 @@ static int print_table(FILE *out, const ck_runs *runs)
         const ck_run_row *r = &runs->rows[i];
         char(*row)[CELL] = cells[i + 1];
         bool p = r->has_predicted, m = r->has_measured;
-        ck_terminal_text(r->model, row[0], CELL);
-        ck_terminal_text(r->planner, row[1], CELL);
+        ck_human_terminal_text(r->model, row[0], CELL);
+        ck_human_terminal_text(r->planner, row[1], CELL);
         fmt_size(true, r->budget_bytes, row[2], CELL);
         fmt_size(p, r->predicted_peak, row[3], CELL);
         fmt_size(m, r->measured_peak, row[4], CELL);
@@ -272,7 +272,7 @@ static int print_table(FILE *out, const ck_runs *runs)
             ck_size_format(r->min_budget_bytes, need, sizeof need);
             snprintf(row[14], CELL, "infeasible (needs %s)", need);
         } else {
-            snprintf(row[14], CELL, "%s", ck_run_outcome(r));
+            snprintf(row[14], CELL, "%s", ck_runs_outcome(r));
         }
     }
     for (size_t i = 0; i < n; i++)
@@ -351,14 +351,14 @@ static int draw_model(const ck_runs *runs, const size_t *order, const chart_grou
     }
     const char *model = runs->rows[g->first].model;
     char shown[160], title[256]; /* the name cut whole characters at a time */
-    ck_terminal_text(model, shown, sizeof shown);
+    ck_human_terminal_text(model, shown, sizeof shown);
     snprintf(title, sizeof title, "%s: activation memory against time overhead", shown);
     int rc = ck_chart_tradeoff_write(path, title, NULL, pts, n, err);
     if (rc == CK_OK) {
         fputs("chart: ", names);
-        ck_put_terminal_text(names, path);
+        ck_human_put_terminal_text(names, path);
         fputs(" (model \"", names);
-        ck_put_terminal_text(names, model);
+        ck_human_put_terminal_text(names, model);
         fputs("\")\n", names);
     }
     return rc;
@@ -387,12 +387,12 @@ static int chart_set_make(const ck_runs *runs, chart_set *cs, ck_err *err)
     cs->groups = malloc(n * sizeof *cs->groups);
     cs->stems = malloc(n * sizeof *cs->stems);
     const char **models = malloc(n * sizeof *models);
-    int rc = cs->order && cs->groups && cs->stems && models ? CK_OK : ck_fail_oom(err);
+    int rc = cs->order && cs->groups && cs->stems && models ? CK_OK : ck_err_oom(err);
     cs->m = rc == CK_OK ? group_by_model(runs, cs->order, cs->groups) : 0;
     for (size_t k = 0; k < cs->m; k++)
         models[k] = runs->rows[cs->groups[k].first].model;
     if (rc == CK_OK)
-        rc = ck_distinct_stems(models, cs->m, cs->stems, err);
+        rc = ck_safename_distinct_stems(models, cs->m, cs->stems, err);
     free(models);
     return rc;
 }
@@ -401,7 +401,7 @@ static int chart_path(const char *dir, const chart_set *cs, size_t k, char *path
                       ck_err *err)
 {
     if (snprintf(path, len, "%s/%s.tradeoff.svg", dir, cs->stems[k]) >= (int)len)
-        return ck_fail(err, CK_ERR_INPUT, "%.200s...: --svg DIR: too long a path", dir);
+        return ck_err_fail(err, CK_ERR_INPUT, "%.200s...: --svg DIR: too long a path", dir);
     return CK_OK;
 }
 
@@ -425,9 +425,9 @@ static int write_tradeoff_charts(const char *dir, const chart_set *cs, const ck_
                                  FILE *names, ck_err *err)
 {
     if (mkdir(dir, 0755) != 0 && errno != EEXIST)
-        return ck_fail(err, CK_ERR_RUNTIME, "%s: cannot create: %s", dir, strerror(errno));
+        return ck_err_fail(err, CK_ERR_RUNTIME, "%s: cannot create: %s", dir, strerror(errno));
     ck_chart_point *pts = malloc((2 * runs->n + 1) * sizeof *pts);
-    int rc = pts ? CK_OK : ck_fail_oom(err);
+    int rc = pts ? CK_OK : ck_err_oom(err);
     for (size_t k = 0; rc == CK_OK && k < cs->m; k++) {
         char path[4096];
         if ((rc = chart_path(dir, cs, k, path, sizeof path, err)) == CK_OK)
@@ -458,32 +458,32 @@ int ck_cmd_report(int argc, char **argv)
         case OPT_CSV: csv = true; break;
         case OPT_JSON_OUT: json = true; break;
         case OPT_SVG_DIR: svg_dir = optarg; break;
-        default: rc = ck_option_error("report", argv, longs, code, &err);
+        default: rc = ck_options_error("report", argv, longs, code, &err);
         }
     }
     if (rc == CK_OK && csv && json)
-        rc = ck_fail(&err, CK_ERR_INPUT, "report: --csv and --json exclude each other");
+        rc = ck_err_fail(&err, CK_ERR_INPUT, "report: --csv and --json exclude each other");
     if (rc == CK_OK && optind < argc)
-        rc = ck_fail(&err, CK_ERR_INPUT, "report: unexpected argument '%s' (the runs file is "
+        rc = ck_err_fail(&err, CK_ERR_INPUT, "report: unexpected argument '%s' (the runs file is "
                                          "given with --runs FILE)", argv[optind]);
     if (rc != CK_OK)
-        return ck_report(rc, err.msg);
+        return ck_main_report(rc, err.msg);
     ck_runs runs;
     rc = ck_runs_read(path, stderr, ck_interrupt_flag(), &runs, &err);
     if (rc != CK_OK)
-        return ck_report(rc, err.msg);
+        return ck_main_report(rc, err.msg);
     chart_set charts = {0};
     if (svg_dir && ((rc = chart_set_make(&runs, &charts, &err)) != CK_OK ||
                     (rc = charts_apart(svg_dir, &charts, path, &err)) != CK_OK)) {
         chart_set_free(&charts);
         ck_runs_free(&runs);
-        return ck_report(rc, err.msg);
+        return ck_main_report(rc, err.msg);
     }
     if (runs.n_lines == 0) {
         /* Not an error: a fresh runs file is a normal state, but an empty table would look
          * like a failure. Said on stdout so that it is the answer, not a diagnostic. */
         fputs("no runs recorded in ", stdout);
-        ck_put_terminal_text(stdout, path);
+        ck_human_put_terminal_text(stdout, path);
         fputc('\n', stdout);
         chart_set_free(&charts);
         ck_runs_free(&runs);
@@ -496,13 +496,13 @@ int ck_cmd_report(int argc, char **argv)
     else
         rc = print_table(stdout, &runs);
     if (rc != CK_OK)
-        ck_fail_oom(&err);
+        ck_err_oom(&err);
     else if (svg_dir)
         rc = write_tradeoff_charts(svg_dir, &charts, &runs, csv || json ? stderr : stdout, &err);
     if (rc == CK_OK && runs.n_bad)
-        rc = ck_fail(&err, CK_ERR_INPUT, "%s: %zu of %zu records could not be read (see above)",
+        rc = ck_err_fail(&err, CK_ERR_INPUT, "%s: %zu of %zu records could not be read (see above)",
                      path, runs.n_bad, runs.n_lines);
     chart_set_free(&charts);
     ck_runs_free(&runs);
-    return ck_report(rc, err.msg);
+    return ck_main_report(rc, err.msg);
 }

@@ -12,7 +12,7 @@
 #include "cli/runner.h"
 #include "planner/json.h"
 #include "planner/size.h"
-#include "planner/plan_io.h"
+#include "planner/plan.h"
 #include "planner/sha256.h"
 
 #define DEFAULT_PLAN_FILE "ckplan.plan.json"
@@ -94,21 +94,21 @@ static int parse_args(int argc, char **argv, run_args *a, ck_err *err)
         case OPT_RUNS: a->runs_path = optarg; break;
         case OPT_SVG: a->svg_path = optarg; break;
         case OPT_TRACE: a->trace_path = optarg; break;
-        case OPT_STEPS: rc = ck_parse_count(optarg, "--steps", 1, 1000, &a->steps, err); break;
-        case OPT_THREADS: rc = ck_parse_count(optarg, "--threads", 1, 1024, &a->threads, err); break;
-        case OPT_SEED: rc = ck_parse_count(optarg, "--seed", 0, CK_EXACT_LIMIT - 1, &a->seed, err); break;
+        case OPT_STEPS: rc = ck_options_parse_count(optarg, "--steps", 1, 1000, &a->steps, err); break;
+        case OPT_THREADS: rc = ck_options_parse_count(optarg, "--threads", 1, 1024, &a->threads, err); break;
+        case OPT_SEED: rc = ck_options_parse_count(optarg, "--seed", 0, CK_EXACT_LIMIT - 1, &a->seed, err); break;
         case OPT_RNG:
             if (strcmp(optarg, "stateful") == 0)
                 a->stateful_rng = true;
             else if (strcmp(optarg, "counter") != 0)
-                rc = ck_fail(err, CK_ERR_INPUT, "--rng: expected 'counter' or 'stateful', got '%s'", optarg);
+                rc = ck_err_fail(err, CK_ERR_INPUT, "--rng: expected 'counter' or 'stateful', got '%s'", optarg);
             break;
         default:
-            rc = ck_option_error("run", argv, longs, code, err);
+            rc = ck_options_error("run", argv, longs, code, err);
         }
     }
     if (rc == CK_OK && argc - optind > 1)
-        rc = ck_fail(err, CK_ERR_INPUT, "run: more than one PLAN given (%s)", argv[optind + 1]);
+        rc = ck_err_fail(err, CK_ERR_INPUT, "run: more than one PLAN given (%s)", argv[optind + 1]);
     if (rc == CK_OK && optind < argc)
         a->plan_path = argv[optind];
     return rc;
@@ -124,7 +124,7 @@ int ck_cmd_run(int argc, char **argv)
     if (rc == CK_OK)
         rc = ck_runner_outputs_apart(&a, in, 1, &err);
     if (rc != CK_OK)
-        return ck_report(rc, err.msg);
+        return ck_main_report(rc, err.msg);
 
     cJSON *root = NULL;
     char *raw = NULL;
@@ -133,15 +133,15 @@ int ck_cmd_run(int argc, char **argv)
     char plan_sha[65];
     rc = ck_json_load_file(a.plan_path, &root, &raw, &raw_len, &err);
     if (rc != CK_OK)
-        return ck_report(rc, err.msg);
+        return ck_main_report(rc, err.msg);
     ck_sha256_hex(raw, raw_len, plan_sha);
     free(raw);
     rc = ck_plan_from_json(root, a.plan_path, &plan, &err);
     cJSON_Delete(root);
     if (rc != CK_OK)
-        return ck_report(rc, err.msg);
+        return ck_main_report(rc, err.msg);
 
     rc = ck_runner_run(&a, &plan, plan_sha, NULL, NULL, &err);
     ck_plan_file_free(&plan);
-    return ck_report(rc, err.msg);
+    return ck_main_report(rc, err.msg);
 }

@@ -14,8 +14,8 @@
 #include "cli/options.h"
 #include "cli/runner.h"
 #include "planner/json.h"
-#include "planner/plan_io.h"
-#include "planner/planners.h"
+#include "planner/plan.h"
+#include "planner/planner.h"
 #include "planner/sha256.h"
 #include "planner/size.h"
 #include "planner/workload.h"
@@ -54,7 +54,7 @@ static void sweep_usage(FILE *out)
             "                        sweeps and runs at once may share one file\n"
             "  --slots N             dp: memory resolution (default %d)\n",
             DEFAULT_PLANNERS, DEFAULT_RUNS_FILE, CK_DEFAULT_SLOTS);
-    ck_workload_options_help(out);
+    ck_options_workload_help(out);
     fprintf(out, "  -h, --help            show this help\n"
                  "\n"
                  "Exit codes: 0 every point processed (infeasible ones and ones too large to run\n"
@@ -83,26 +83,26 @@ static int parse_budgets(const char *text, sweep_args *a, ck_err *err)
     const char *colon = strchr(text, ':');
     char buf[256];
     if (strlen(text) >= sizeof buf)
-        return ck_fail(err, CK_ERR_INPUT, "--budgets: too long; " BUDGETS_FORMS);
+        return ck_err_fail(err, CK_ERR_INPUT, "--budgets: too long; " BUDGETS_FORMS);
     strcpy(buf, text);
     ck_err why;
     if (colon) {
         char *from = buf, *to = strchr(buf, ':') + 1, *count = strchr(to, ':');
         if (!count || strchr(count + 1, ':'))
-            return ck_fail(err, CK_ERR_INPUT, "--budgets: '%s': " BUDGETS_FORMS, text);
+            return ck_err_fail(err, CK_ERR_INPUT, "--budgets: '%s': " BUDGETS_FORMS, text);
         to[-1] = '\0';
         *count++ = '\0';
         uint64_t lo, hi, n;
         if (ck_size_parse(from, &lo, &why) != CK_OK || ck_size_parse(to, &hi, &why) != CK_OK)
-            return ck_fail(err, CK_ERR_INPUT, "--budgets: '%s': %s; " BUDGETS_FORMS, text, why.msg);
-        if (ck_parse_count(count, "N", 1, MAX_POINTS, &n, &why) != CK_OK)
-            return ck_fail(err, CK_ERR_INPUT, "--budgets: '%s': %s; " BUDGETS_FORMS, text, why.msg);
+            return ck_err_fail(err, CK_ERR_INPUT, "--budgets: '%s': %s; " BUDGETS_FORMS, text, why.msg);
+        if (ck_options_parse_count(count, "N", 1, MAX_POINTS, &n, &why) != CK_OK)
+            return ck_err_fail(err, CK_ERR_INPUT, "--budgets: '%s': %s; " BUDGETS_FORMS, text, why.msg);
         if (hi < lo || (n == 1 && hi != lo))
-            return ck_fail(err, CK_ERR_INPUT, "--budgets: '%s': TO must be at least FROM, and N at "
+            return ck_err_fail(err, CK_ERR_INPUT, "--budgets: '%s': TO must be at least FROM, and N at "
                                               "least 2 unless they are equal; " BUDGETS_FORMS, text);
         a->budgets = calloc(n, sizeof *a->budgets);
         if (!a->budgets)
-            return ck_fail_oom(err);
+            return ck_err_oom(err);
         /* lo + (hi - lo) * i / (n - 1) without overflowing: quotient and remainder apart */
         uint64_t span = hi - lo, q = n > 1 ? span / (n - 1) : 0, r = n > 1 ? span % (n - 1) : 0;
         for (uint64_t i = 0; i < n; i++)
@@ -115,14 +115,14 @@ static int parse_budgets(const char *text, sweep_args *a, ck_err *err)
         n += *p == ',';
     a->budgets = calloc(n, sizeof *a->budgets);
     if (!a->budgets)
-        return ck_fail_oom(err);
+        return ck_err_oom(err);
     char *item = buf;
     for (size_t i = 0; i < n; i++) {
         char *comma = strchr(item, ',');
         if (comma)
             *comma = '\0';
         if (ck_size_parse(item, &a->budgets[i], &why) != CK_OK)
-            return ck_fail(err, CK_ERR_INPUT, "--budgets: '%s': %s; " BUDGETS_FORMS, text, why.msg);
+            return ck_err_fail(err, CK_ERR_INPUT, "--budgets: '%s': %s; " BUDGETS_FORMS, text, why.msg);
         item = comma ? comma + 1 : item;
     }
     a->n_budgets = n;
@@ -133,7 +133,7 @@ static int parse_planners(const char *text, sweep_args *a, ck_err *err)
 {
     char buf[256];
     if (strlen(text) >= sizeof buf)
-        return ck_fail(err, CK_ERR_INPUT, "--planners: too long");
+        return ck_err_fail(err, CK_ERR_INPUT, "--planners: too long");
     strcpy(buf, text);
     a->n_planners = 0;
     for (char *item = buf; item;) {
@@ -142,10 +142,10 @@ static int parse_planners(const char *text, sweep_args *a, ck_err *err)
             *comma = '\0';
         const ck_planner *p = ck_planner_find(item);
         if (!p)
-            return ck_fail(err, CK_ERR_INPUT, "--planners: no planner '%s' (dp, revolve, chen, "
+            return ck_err_fail(err, CK_ERR_INPUT, "--planners: no planner '%s' (dp, revolve, chen, "
                                               "sqrt or none, comma-separated)", item);
         if (a->n_planners == sizeof a->planners / sizeof a->planners[0])
-            return ck_fail(err, CK_ERR_INPUT, "--planners: more than %zu planners",
+            return ck_err_fail(err, CK_ERR_INPUT, "--planners: more than %zu planners",
                            sizeof a->planners / sizeof a->planners[0]);
         a->planners[a->n_planners++] = p;
         item = comma ? comma + 1 : NULL;
@@ -190,28 +190,28 @@ static int parse_args(int argc, char **argv, sweep_args *a, ck_err *err)
             break;
         case OPT_PLANNERS: rc = parse_planners(optarg, a, err); break;
         case OPT_RUN: a->run = true; break;
-        case OPT_STEPS: rc = ck_parse_count(optarg, "--steps", 1, 1000, &a->steps, err); break;
-        case OPT_THREADS: rc = ck_parse_count(optarg, "--threads", 1, 1024, &a->threads, err); break;
-        case OPT_SEED: rc = ck_parse_count(optarg, "--seed", 0, CK_EXACT_LIMIT - 1, &a->seed, err); break;
+        case OPT_STEPS: rc = ck_options_parse_count(optarg, "--steps", 1, 1000, &a->steps, err); break;
+        case OPT_THREADS: rc = ck_options_parse_count(optarg, "--threads", 1, 1024, &a->threads, err); break;
+        case OPT_SEED: rc = ck_options_parse_count(optarg, "--seed", 0, CK_EXACT_LIMIT - 1, &a->seed, err); break;
         case OPT_RUNS: a->runs_path = optarg; break;
         case CK_OPT_SLOTS:
-            rc = ck_parse_count(optarg, "--slots", 1, 1000000, &slots, err);
+            rc = ck_options_parse_count(optarg, "--slots", 1, 1000000, &slots, err);
             a->planner_opts.slots = (uint32_t)slots;
             break;
         default:
-            rc = CK_IS_WORKLOAD_OPTION(code) ? ck_workload_option(code, optarg, &a->workload_opts, err)
-                                             : ck_option_error("sweep", argv, longs, code, err);
+            rc = CK_IS_WORKLOAD_OPTION(code) ? ck_options_workload(code, optarg, &a->workload_opts, err)
+                                             : ck_options_error("sweep", argv, longs, code, err);
         }
     }
     if (rc != CK_OK)
         return rc;
     if (optind != argc - 1)
-        return ck_fail(err, CK_ERR_INPUT, optind >= argc ? "sweep: no MODEL given; usage: ckplan sweep "
+        return ck_err_fail(err, CK_ERR_INPUT, optind >= argc ? "sweep: no MODEL given; usage: ckplan sweep "
                                                            "MODEL --budgets LIST|FROM:TO:N (see --help)"
                                                          : "sweep: more than one MODEL given (%s)",
                        optind < argc ? argv[optind + 1] : "");
     if (!a->budgets)
-        return ck_fail(err, CK_ERR_INPUT, "sweep: --budgets is required; " BUDGETS_FORMS);
+        return ck_err_fail(err, CK_ERR_INPUT, "sweep: --budgets is required; " BUDGETS_FORMS);
     a->model_path = argv[optind];
     return CK_OK;
 }
@@ -253,7 +253,7 @@ static void point_message(const char *kind, const char *point, const char *what,
     char line[2 * sizeof ((ck_err *)0)->msg];
     snprintf(line, sizeof line, "%s%s: %s%s", kind, point, what, msg);
     fprintf(stderr, "%sckplan: ", isatty(STDERR_FILENO) ? "\n" : "");
-    ck_put_terminal_text(stderr, line);
+    ck_human_put_terminal_text(stderr, line);
     fputc('\n', stderr);
 }
 
@@ -285,16 +285,16 @@ static int sweep_point(const sweep_args *a, const ck_workload *w, const ck_plann
     char *line = NULL, point[512];
     point_label(a, planner, budget, point, sizeof point);
     int rc = ck_runner_plan(w, planner, budget, &a->planner_opts, &a->workload_opts, &planned, err);
-    const char *gran = w->model ? ck_granularity_name(a->workload_opts.granularity) : NULL;
+    const char *gran = w->model ? ck_workload_granularity_name(a->workload_opts.granularity) : NULL;
     if (rc == CK_ERR_INFEASIBLE) {
         uint64_t min_budget;
-        if (!ck_add(w->statics.total, planned.min_activation_bytes, &min_budget))
+        if (!ck_size_add(w->statics.total, planned.min_activation_bytes, &min_budget))
             min_budget = UINT64_MAX;
         line = ck_runner_infeasible_record(planner->name, budget, min_budget, w, gran);
-        rc = line ? ck_append_line_atomic(a->runs_path, line, err) : ck_fail_oom(err);
+        rc = line ? ck_files_append_line(a->runs_path, line, err) : ck_err_oom(err);
         t->infeasible += rc == CK_OK;
         free(line);
-        ck_planned_free(&planned);
+        ck_runner_planned_free(&planned);
         return rc;
     }
     /* The plan goes through its JSON text, as a plan file would: run and the planned record
@@ -323,7 +323,7 @@ static int sweep_point(const sweep_args *a, const ck_workload *w, const ck_plann
     }
     if (rc == CK_OK && !run) {
         line = ck_runner_planned_record(&plan, sha, w);
-        rc = line ? ck_append_line_atomic(a->runs_path, line, err) : ck_fail_oom(err);
+        rc = line ? ck_files_append_line(a->runs_path, line, err) : ck_err_oom(err);
         t->planned += rc == CK_OK;
     } else if (rc == CK_OK) {
         rc = run_point(a, w, &plan, sha, point, t, err);
@@ -331,7 +331,7 @@ static int sweep_point(const sweep_args *a, const ck_workload *w, const ck_plann
     free(line);
     if (have_plan)
         ck_plan_file_free(&plan);
-    ck_planned_free(&planned);
+    ck_runner_planned_free(&planned);
     return rc;
 }
 
@@ -380,9 +380,9 @@ int ck_cmd_sweep(int argc, char **argv)
                t.failed ? "some runs (see above)" : "", a.runs_path, a.runs_path);
     }
     if (rc == CK_OK && t.failed)
-        rc = ck_fail(&err, CK_ERR_RUNTIME, "sweep: %zu of %zu runs failed", t.failed, total);
+        rc = ck_err_fail(&err, CK_ERR_RUNTIME, "sweep: %zu of %zu runs failed", t.failed, total);
     if (have_w)
         ck_workload_free(&w);
     free(a.budgets);
-    return ck_report(rc, err.msg);
+    return ck_main_report(rc, err.msg);
 }

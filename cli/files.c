@@ -35,12 +35,12 @@ static int write_in_place(const char *path, const char *data, size_t len, ck_err
 {
     int fd = open(path, O_WRONLY | O_CLOEXEC);
     if (fd < 0)
-        return ck_fail(err, CK_ERR_RUNTIME, "%s: cannot open for writing: %s", path, strerror(errno));
+        return ck_err_fail(err, CK_ERR_RUNTIME, "%s: cannot open for writing: %s", path, strerror(errno));
     const char *failed = write_all(fd, data, len);
     if (close(fd) != 0 && !failed)
         failed = "close";
     if (failed)
-        return ck_fail(err, CK_ERR_RUNTIME, "%s: cannot write (%s: %s)", path, failed, strerror(errno));
+        return ck_err_fail(err, CK_ERR_RUNTIME, "%s: cannot write (%s: %s)", path, failed, strerror(errno));
     return CK_OK;
 }
 
@@ -63,12 +63,12 @@ static int link_target(const char *path, char **out, ck_err *err)
     char target[PATH_MAX];
     ssize_t n = readlink(path, target, sizeof target);
     if (n < 0 || (size_t)n >= sizeof target)
-        return ck_fail(err, CK_ERR_RUNTIME, "%s: cannot read the symbolic link: %s", path,
+        return ck_err_fail(err, CK_ERR_RUNTIME, "%s: cannot read the symbolic link: %s", path,
                        n < 0 ? strerror(errno) : "target too long");
     const char *slash = target[0] == '/' ? NULL : strrchr(path, '/');
     size_t dir = slash ? (size_t)(slash - path) + 1 : 0;
     if (!(*out = malloc(dir + (size_t)n + 1)))
-        return ck_fail_oom(err);
+        return ck_err_oom(err);
     memcpy(*out, path, dir);
     memcpy(*out + dir, target, (size_t)n);
     (*out)[dir + (size_t)n] = '\0';
@@ -84,7 +84,7 @@ static int resolve_links(const char *path, char **out, ck_err *err)
     for (int hops = 0; cur && lstat(cur, &st) == 0 && S_ISLNK(st.st_mode); hops++) {
         char *next = NULL;
         int rc = hops == MAX_LINK_HOPS
-                     ? ck_fail(err, CK_ERR_RUNTIME, "%s: cannot write: more than %d symbolic "
+                     ? ck_err_fail(err, CK_ERR_RUNTIME, "%s: cannot write: more than %d symbolic "
                                                     "links to follow", path, MAX_LINK_HOPS)
                      : link_target(cur, &next, err);
         free(cur);
@@ -93,7 +93,7 @@ static int resolve_links(const char *path, char **out, ck_err *err)
         cur = next;
     }
     *out = cur;
-    return cur ? CK_OK : ck_fail_oom(err);
+    return cur ? CK_OK : ck_err_oom(err);
 }
 
 /* The process's umask, which mkstemp's 0600 does not apply: read by setting it back. */
@@ -112,11 +112,11 @@ static int replace_via_temp(const char *path, const char *target, const char *da
 {
     char *tmp = temp_template(target);
     if (!tmp)
-        return ck_fail_oom(err);
+        return ck_err_oom(err);
     ck_interrupt_hold(); /* from here until tmp is renamed or removed, no signal ends ckplan */
     int fd = mkostemp(tmp, O_CLOEXEC);
     if (fd < 0) {
-        int rc = ck_fail(err, CK_ERR_RUNTIME, "%s: cannot create a temporary file %s: %s", path,
+        int rc = ck_err_fail(err, CK_ERR_RUNTIME, "%s: cannot create a temporary file %s: %s", path,
                          tmp, strerror(errno));
         ck_interrupt_release();
         free(tmp);
@@ -133,7 +133,7 @@ static int replace_via_temp(const char *path, const char *target, const char *da
         failed = "rename";
     int rc = CK_OK;
     if (failed) {
-        rc = ck_fail(err, CK_ERR_RUNTIME, "%s: cannot write (%s: %s); the previous file, if any, "
+        rc = ck_err_fail(err, CK_ERR_RUNTIME, "%s: cannot write (%s: %s); the previous file, if any, "
                                           "is unchanged", path, failed, strerror(errno));
         unlink(tmp);
     }
@@ -142,7 +142,7 @@ static int replace_via_temp(const char *path, const char *target, const char *da
     return rc;
 }
 
-int ck_write_file_atomic(const char *path, const char *data, size_t len, ck_err *err)
+int ck_files_write_atomic(const char *path, const char *data, size_t len, ck_err *err)
 {
     char *target;
     int rc = resolve_links(path, &target, err);
@@ -171,7 +171,7 @@ static int append_locked(int fd, const char *path, char *record, size_t len, ck_
 {
     struct stat st;
     if (fstat(fd, &st) != 0)
-        return ck_fail(err, CK_ERR_RUNTIME, "%s: cannot append: %s", path, strerror(errno));
+        return ck_err_fail(err, CK_ERR_RUNTIME, "%s: cannot append: %s", path, strerror(errno));
     bool regular = S_ISREG(st.st_mode);
     if (!regular || !cut_short(fd, st.st_size)) {
         record++; /* the newline in front, only for a file cut short */
@@ -181,19 +181,19 @@ static int append_locked(int fd, const char *path, char *record, size_t len, ck_
         return CK_OK;
     int cause = errno;
     if (regular && ftruncate(fd, st.st_size) != 0)
-        return ck_fail(err, CK_ERR_RUNTIME, "%s: cannot write (write: %s), and cannot truncate the "
+        return ck_err_fail(err, CK_ERR_RUNTIME, "%s: cannot write (write: %s), and cannot truncate the "
                                             "partial record away (%s)", path, strerror(cause),
                        strerror(errno));
-    return ck_fail(err, CK_ERR_RUNTIME, "%s: cannot write (write: %s)%s", path, strerror(cause),
+    return ck_err_fail(err, CK_ERR_RUNTIME, "%s: cannot write (write: %s)%s", path, strerror(cause),
                    regular ? "; the file is as it was" : "");
 }
 
-int ck_append_line_atomic(const char *path, const char *line, ck_err *err)
+int ck_files_append_line(const char *path, const char *line, ck_err *err)
 {
     size_t line_len = strlen(line);
     char *record = malloc(line_len + 2); /* "\n" LINE "\n": the first only when cut short */
     if (!record)
-        return ck_fail_oom(err);
+        return ck_err_oom(err);
     record[0] = '\n';
     memcpy(record + 1, line, line_len);
     record[line_len + 1] = '\n';
@@ -204,10 +204,10 @@ int ck_append_line_atomic(const char *path, const char *line, ck_err *err)
     int fd = open(path, mode | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
     int rc = CK_OK;
     if (fd < 0)
-        rc = ck_fail(err, CK_ERR_RUNTIME, "%s: cannot open for appending: %s", path, strerror(errno));
+        rc = ck_err_fail(err, CK_ERR_RUNTIME, "%s: cannot open for appending: %s", path, strerror(errno));
     while (rc == CK_OK && flock(fd, LOCK_EX) != 0)
         if (errno != EINTR)
-            rc = ck_fail(err, CK_ERR_RUNTIME, "%s: cannot lock: %s", path, strerror(errno));
+            rc = ck_err_fail(err, CK_ERR_RUNTIME, "%s: cannot lock: %s", path, strerror(errno));
     if (rc == CK_OK) {
         /* a second signal waits until the record is written whole, or taken back */
         ck_interrupt_hold();
@@ -216,7 +216,7 @@ int ck_append_line_atomic(const char *path, const char *line, ck_err *err)
     }
     /* closing releases the lock */
     if (fd >= 0 && close(fd) != 0 && rc == CK_OK)
-        rc = ck_fail(err, CK_ERR_RUNTIME, "%s: cannot write (close: %s)", path, strerror(errno));
+        rc = ck_err_fail(err, CK_ERR_RUNTIME, "%s: cannot write (close: %s)", path, strerror(errno));
     free(record);
     return rc;
 }
@@ -239,20 +239,20 @@ static bool same_output(const char *a, const char *b)
     return same_file(a, b);
 }
 
-int ck_check_outputs_apart(const char *cmd, const ck_named_file *inputs, size_t n_inputs,
+int ck_files_check_apart(const char *cmd, const ck_named_file *inputs, size_t n_inputs,
                            const ck_named_file *outputs, size_t n_outputs, ck_err *err)
 {
     for (size_t o = 0; o < n_outputs; o++) {
         const ck_named_file *out = &outputs[o];
         for (size_t i = 0; out->path && i < n_inputs; i++)
             if (inputs[i].path && same_file(out->path, inputs[i].path))
-                return ck_fail(err, CK_ERR_INPUT, "%s: the output %s (%s) is the same file as the "
+                return ck_err_fail(err, CK_ERR_INPUT, "%s: the output %s (%s) is the same file as the "
                                                   "input %s (%s): writing it would destroy that "
                                                   "input; choose another output",
                                cmd, out->path, out->role, inputs[i].path, inputs[i].role);
         for (size_t p = o + 1; out->path && p < n_outputs; p++)
             if (outputs[p].path && same_output(out->path, outputs[p].path))
-                return ck_fail(err, CK_ERR_INPUT, "%s: the outputs %s (%s) and %s (%s) are the same "
+                return ck_err_fail(err, CK_ERR_INPUT, "%s: the outputs %s (%s) and %s (%s) are the same "
                                                   "file: one would overwrite the other; choose "
                                                   "another name for one of them",
                                cmd, out->path, out->role, outputs[p].path, outputs[p].role);

@@ -16,7 +16,7 @@
  * target that exists and is not a regular file (/dev/stdout, /dev/null, a FIFO) is
  * written in place: renaming over it would replace the device or pipe with a file.
  * Two processes writing the same path at once each rename a whole file: the last wins. */
-int ck_write_file_atomic(const char *path, const char *data, size_t len, ck_err *err);
+int ck_files_write_atomic(const char *path, const char *data, size_t len, ck_err *err);
 
 /* Appends one line (a newline is added) to the file at path, creating it if needed, with
  * one write under an exclusive advisory lock (flock) on the file, opened O_APPEND: appends
@@ -26,7 +26,7 @@ int ck_write_file_atomic(const char *path, const char *data, size_t len, ck_err 
  * part-way (a full disk, EIO), the file is truncated back to its length before the append:
  * it only ever gains whole lines. Records are not synced one by one: a power failure may
  * lose the last ones. Writers that do not take the lock (a shell's >>) are not ordered. */
-int ck_append_line_atomic(const char *path, const char *line, ck_err *err);
+int ck_files_append_line(const char *path, const char *line, ck_err *err);
 
 /* A file a command reads or writes, with how the user named it, for messages. */
 typedef struct {
@@ -41,11 +41,11 @@ typedef struct {
  * so) and files that are not regular (/dev/null, FIFOs: writing them destroys nothing) are
  * never refused. Two outputs that are one file (or one name not created yet) are refused
  * too, since the second would overwrite the first. cmd names the command in the message. */
-int ck_check_outputs_apart(const char *cmd, const ck_named_file *inputs, size_t n_inputs,
+int ck_files_check_apart(const char *cmd, const ck_named_file *inputs, size_t n_inputs,
                            const ck_named_file *outputs, size_t n_outputs, ck_err *err);
 /* The same for two arrays, counted here so that no count can disagree with its array. */
 #define CK_CHECK_OUTPUTS_APART(cmd, inputs, outputs, err)                                          \
-    ck_check_outputs_apart(cmd, inputs, sizeof(inputs) / sizeof(inputs)[0], outputs,             \
+    ck_files_check_apart(cmd, inputs, sizeof(inputs) / sizeof(inputs)[0], outputs,             \
                            sizeof(outputs) / sizeof(outputs)[0], err)
 
 #endif

@@ -4,7 +4,7 @@
 
 #include "planner/json.h"
 
-void ck_format_seconds(double t, char *buf, size_t len)
+void ck_human_seconds(double t, char *buf, size_t len)
 {
     if (t < 1e-3)
         snprintf(buf, len, "%.1f us", t * 1e6);
@@ -18,7 +18,7 @@ void ck_format_seconds(double t, char *buf, size_t len)
  * it stands for. */
 static size_t shown_piece(const unsigned char *s, char piece[8])
 {
-    size_t n = ck_utf8_length(s, strnlen((const char *)s, 4));
+    size_t n = ck_json_utf8_length(s, strnlen((const char *)s, 4));
     if (n == 0 || (n == 1 && (s[0] < 0x20 || s[0] == 0x7f))) {
         snprintf(piece, 8, "\\x%02x", s[0]);
         return 1;
@@ -32,7 +32,7 @@ static size_t shown_piece(const unsigned char *s, char piece[8])
     return n;
 }
 
-void ck_terminal_text(const char *s, char *buf, size_t len)
+void ck_human_terminal_text(const char *s, char *buf, size_t len)
 {
     const unsigned char *p = (const unsigned char *)s;
     size_t used = 0;
@@ -48,7 +48,7 @@ void ck_terminal_text(const char *s, char *buf, size_t len)
     buf[used] = '\0';
 }
 
-void ck_put_terminal_text(FILE *out, const char *s)
+void ck_human_put_terminal_text(FILE *out, const char *s)
 {
     char piece[8];
     for (const unsigned char *p = (const unsigned char *)s; *p;) {

@@ -6,7 +6,7 @@
 #include <stdio.h>
 
 /* A duration in seconds as "12.3 us", "4.56 ms" or "7.890 s". */
-void ck_format_seconds(double t, char *buf, size_t len);
+void ck_human_seconds(double t, char *buf, size_t len);
 
 /* Text that came from an input file or the command line, made safe to show on a terminal:
  * control characters (C0, DEL, and U+0080-U+009F, which terminals obey too) become \xNN or
@@ -14,8 +14,8 @@ void ck_format_seconds(double t, char *buf, size_t len);
  * recolour the screen nor start a line of its own. Other text, UTF-8 included, is kept.
  * Writes at most len - 1 bytes and a NUL (len >= 1), never cutting an escape or a character
  * in two. */
-void ck_terminal_text(const char *s, char *buf, size_t len);
+void ck_human_terminal_text(const char *s, char *buf, size_t len);
 /* The same, written whole to out. */
-void ck_put_terminal_text(FILE *out, const char *s);
+void ck_human_put_terminal_text(FILE *out, const char *s);
 
 #endif

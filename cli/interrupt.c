@@ -91,7 +91,7 @@ bool ck_interrupted(void)
 int ck_interrupt_check(ck_err *err)
 {
     int sig = atomic_load(&first_signal);
-    return sig ? ck_fail(err, CK_INTERRUPTED, "interrupted by %s", signal_name(sig)) : CK_OK;
+    return sig ? ck_err_fail(err, CK_INTERRUPTED, "interrupted by %s", signal_name(sig)) : CK_OK;
 }
 
 int ck_interrupt_exit_status(int status)

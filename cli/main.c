@@ -41,14 +41,14 @@ static void usage(FILE *out)
                  "SIGTERM, 129 SIGHUP (every command stops cleanly, its files whole).\n");
 }
 
-int ck_report(int status, const char *msg)
+int ck_main_report(int status, const char *msg)
 {
     if (status == CK_HELP_PRINTED)
         return 0;
     if (status != 0 && status != CK_INTERRUPTED) { /* for that one, main names the signal */
         /* messages quote names and paths from the input: never raw terminal controls */
         fputs("ckplan: ", stderr);
-        ck_put_terminal_text(stderr, msg);
+        ck_human_put_terminal_text(stderr, msg);
         fputc('\n', stderr);
     }
     return status;
@@ -81,7 +81,7 @@ static int dispatch(int argc, char **argv)
                 if (strcmp(argv[2], commands[i].name) == 0)
                     return commands[i].run(2, help_argv);
             fputs("ckplan: no command '", stderr);
-            ck_put_terminal_text(stderr, argv[2]);
+            ck_human_put_terminal_text(stderr, argv[2]);
             fputs("'\n", stderr);
             return 2;
         }
@@ -96,7 +96,7 @@ static int dispatch(int argc, char **argv)
         if (strcmp(cmd, commands[i].name) == 0)
             return commands[i].run(argc - 1, argv + 1);
     fputs("ckplan: '", stderr);
-    ck_put_terminal_text(stderr, cmd);
+    ck_human_put_terminal_text(stderr, cmd);
     fputs("' is not a command; see 'ckplan --help'\n", stderr);
     return 2;
 }

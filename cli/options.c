@@ -13,18 +13,18 @@ static int parse_rate(const char *text, const char *flag, double *out, ck_err *e
     errno = 0;
     double v = strtod(text, &end);
     if (end == text || *end || errno || !isfinite(v) || v <= 0 || isspace((unsigned char)*text))
-        return ck_fail(err, CK_ERR_INPUT, "%s: expected a positive number such as 1e11, got '%s'",
+        return ck_err_fail(err, CK_ERR_INPUT, "%s: expected a positive number such as 1e11, got '%s'",
                        flag, text);
     *out = v;
     return CK_OK;
 }
 
-int ck_workload_option(int code, const char *arg, ck_workload_opts *o, ck_err *err)
+int ck_options_workload(int code, const char *arg, ck_workload_opts *o, ck_err *err)
 {
     switch (code) {
     case CK_OPT_GRANULARITY:
-        if (!ck_granularity_parse(arg, &o->granularity))
-            return ck_fail(err, CK_ERR_INPUT, "--granularity: expected 'op' or 'block', got '%s'", arg);
+        if (!ck_workload_granularity_parse(arg, &o->granularity))
+            return ck_err_fail(err, CK_ERR_INPUT, "--granularity: expected 'op' or 'block', got '%s'", arg);
         return CK_OK;
     case CK_OPT_GEMM_FLOPS:
         return parse_rate(arg, "--gemm-flops", &o->cost.gemm_flops, err);
@@ -34,14 +34,14 @@ int ck_workload_option(int code, const char *arg, ck_workload_opts *o, ck_err *e
         o->costs_path = arg;
         return CK_OK;
     default:
-        return ck_fail(err, CK_ERR_INPUT, "internal error: option code %d", code);
+        return ck_err_fail(err, CK_ERR_INPUT, "internal error: option code %d", code);
     }
 }
 
-void ck_workload_options_help(FILE *out)
+void ck_options_workload_help(FILE *out)
 {
     ck_cost_model cost;
-    ck_cost_model_default(&cost);
+    ck_derive_cost_model_default(&cost);
     fprintf(out,
             "  --granularity G       for model files: cut stages at every op where one tensor\n"
             "                        carries all state (op), or only between top-level blocks\n"
@@ -55,14 +55,14 @@ void ck_workload_options_help(FILE *out)
             cost.gemm_flops, cost.mem_bandwidth);
 }
 
-int ck_parse_count(const char *text, const char *flag, uint64_t min, uint64_t max, uint64_t *out,
+int ck_options_parse_count(const char *text, const char *flag, uint64_t min, uint64_t max, uint64_t *out,
                    ck_err *err)
 {
     char *end;
     errno = 0;
     unsigned long long v = strtoull(text, &end, 10);
     if (!isdigit((unsigned char)*text) || *end || errno || v < min || v > max)
-        return ck_fail(err, CK_ERR_INPUT, "%s: expected a whole number from %llu to %llu, got '%s'",
+        return ck_err_fail(err, CK_ERR_INPUT, "%s: expected a whole number from %llu to %llu, got '%s'",
                        flag, (unsigned long long)min, (unsigned long long)max, text);
     *out = v;
     return CK_OK;
@@ -118,7 +118,7 @@ static int long_option_error(const char *cmd, const char *arg, const struct opti
                        : n > 1                                     ? "is ambiguous"
                                                                    : NULL;
     if (!what)
-        return ck_fail(err, CK_ERR_INPUT, "%s: unknown option '--%.*s'; see 'ckplan %s --help'",
+        return ck_err_fail(err, CK_ERR_INPUT, "%s: unknown option '--%.*s'; see 'ckplan %s --help'",
                        cmd, shown, name, cmd);
     char could_be[256] = "";
     size_t used = 0;
@@ -126,11 +126,11 @@ static int long_option_error(const char *cmd, const char *arg, const struct opti
         if (strncmp(c->name, name, len) == 0 && used < sizeof could_be)
             used += (size_t)snprintf(could_be + used, sizeof could_be - used, "%s--%s",
                                      used ? ", " : " (", c->name);
-    return ck_fail(err, CK_ERR_INPUT, "%s: option '--%.*s' %s%s%s; see 'ckplan %s --help'", cmd,
+    return ck_err_fail(err, CK_ERR_INPUT, "%s: option '--%.*s' %s%s%s; see 'ckplan %s --help'", cmd,
                    shown, name, what, could_be, n > 1 ? ")" : "", cmd);
 }
 
-int ck_option_error(const char *cmd, char **argv, const struct option *longs, int code,
+int ck_options_error(const char *cmd, char **argv, const struct option *longs, int code,
                     ck_err *err)
 {
     const char *arg = optind > 0 ? argv[optind - 1] : "";
@@ -143,17 +143,17 @@ int ck_option_error(const char *cmd, char **argv, const struct option *longs, in
     else
         snprintf(shown, sizeof shown, "-\\x%02x", (unsigned)c);
     if (code == ':')
-        return ck_fail(err, CK_ERR_INPUT, "%s: option '%s' needs a value; see 'ckplan %s --help'",
+        return ck_err_fail(err, CK_ERR_INPUT, "%s: option '%s' needs a value; see 'ckplan %s --help'",
                        cmd, shown, cmd);
-    return ck_fail(err, CK_ERR_INPUT, "%s: unknown option '%s'; see 'ckplan %s --help'", cmd,
+    return ck_err_fail(err, CK_ERR_INPUT, "%s: unknown option '%s'; see 'ckplan %s --help'", cmd,
                    shown, cmd);
 }
 
-int ck_model_operand(const char *cmd, int argc, char **argv, const ck_workload_opts *opts,
+int ck_options_model_operand(const char *cmd, int argc, char **argv, const ck_workload_opts *opts,
                      ck_workload *w, ck_err *err)
 {
     if (optind != argc - 1)
-        return ck_fail(err, CK_ERR_INPUT, "%s: expected exactly one MODEL; usage: ckplan %s "
+        return ck_err_fail(err, CK_ERR_INPUT, "%s: expected exactly one MODEL; usage: ckplan %s "
                                           "MODEL [-o FILE] (see --help)", cmd, cmd);
     return ck_workload_load(argv[optind], opts, w, err);
 }

@@ -34,23 +34,23 @@ enum {
 #define CK_IS_WORKLOAD_OPTION(code) ((code) >= CK_OPT_GRANULARITY && (code) <= CK_OPT_COSTS)
 
 /* Applies a workload option; CK_OK, or CK_ERR_INPUT naming the option and what it takes. */
-int ck_workload_option(int code, const char *arg, ck_workload_opts *o, ck_err *err);
+int ck_options_workload(int code, const char *arg, ck_workload_opts *o, ck_err *err);
 /* The help lines of the workload options, with their defaults. */
-void ck_workload_options_help(FILE *out);
+void ck_options_workload_help(FILE *out);
 
 /* Parses a whole number in [min, max] given to option `flag`. */
-int ck_parse_count(const char *text, const char *flag, uint64_t min, uint64_t max, uint64_t *out,
+int ck_options_parse_count(const char *text, const char *flag, uint64_t min, uint64_t max, uint64_t *out,
                    ck_err *err);
 
 /* The message for what getopt_long returned as '?' or ':' (argv and longs as given to it):
  * names the option as the user wrote it ("--budget", "-o"), and says whether it needs a
  * value, takes none, is ambiguous or unknown. */
-int ck_option_error(const char *cmd, char **argv, const struct option *longs, int code,
+int ck_options_error(const char *cmd, char **argv, const struct option *longs, int code,
                     ck_err *err);
 
 /* For `ckplan cmd MODEL [-o FILE]`, after getopt_long: checks that argv[optind] is the one
  * operand and loads it into *w (free it with ck_workload_free on CK_OK). */
-int ck_model_operand(const char *cmd, int argc, char **argv, const ck_workload_opts *opts,
+int ck_options_model_operand(const char *cmd, int argc, char **argv, const ck_workload_opts *opts,
                      ck_workload *w, ck_err *err);
 
 #endif

@@ -23,7 +23,7 @@
 #include "planner/size.h"
 #include "sim/blas.h"
 #include "sim/exec.h"
-#include "sim/memory.h"
+#include "sim/mem.h"
 #include "sim/clock.h"
 
 /* Rounds of alternating baseline and plan steps that the times come from. */
@@ -76,10 +76,10 @@ static int measure(ck_exec *e, const ck_schedule *s, uint64_t steps, const char 
     double *seconds = calloc(steps, sizeof *seconds);
     if (!m->losses || !m->grad_sha || !seconds) {
         free(seconds);
-        return ck_fail_oom(err);
+        return ck_err_oom(err);
     }
     ck_exec_reset(e);
-    int rc = ck_rss_reset_peak(err);
+    int rc = ck_mem_rss_reset_peak(err);
     for (uint64_t k = 0; k <= steps && rc == CK_OK; k++) {
         progress_update(prog, what, k, steps);
         if ((rc = ck_interrupt_check(err)) != CK_OK)
@@ -99,14 +99,14 @@ static int measure(ck_exec *e, const ck_schedule *s, uint64_t steps, const char 
         if (k == steps) {
             m->last_grads = malloc(n * sizeof *g);
             if (!m->last_grads)
-                rc = ck_fail_oom(err);
+                rc = ck_err_oom(err);
             else
                 memcpy(m->last_grads, g, n * sizeof *g);
             m->n_grads = n;
         }
     }
     if (rc == CK_OK)
-        rc = ck_rss_peak(&m->rss_peak, err);
+        rc = ck_mem_rss_peak(&m->rss_peak, err);
     free(seconds);
     return rc;
 }
@@ -120,7 +120,7 @@ static int time_interleaved(ck_exec *e, const ck_schedule *base, const ck_schedu
 {
     double *t = calloc(3 * rounds, sizeof *t);
     if (!t)
-        return ck_fail_oom(err);
+        return ck_err_oom(err);
     double *tb = t, *tp = t + rounds, *ratio = t + 2 * rounds;
     int rc = CK_OK;
     ck_exec_reset(e);
@@ -136,9 +136,9 @@ static int time_interleaved(ck_exec *e, const ck_schedule *base, const ck_schedu
         ratio[k] = sp.seconds / sb.seconds;
     }
     if (rc == CK_OK) {
-        *overhead = ck_median(ratio, rounds) - 1;
-        mb->median_seconds = ck_median(tb, rounds);
-        mp->median_seconds = ck_median(tp, rounds);
+        *overhead = ck_clock_median(ratio, rounds) - 1;
+        mb->median_seconds = ck_clock_median(tb, rounds);
+        mp->median_seconds = ck_clock_median(tp, rounds);
     }
     free(t);
     return rc;
@@ -298,9 +298,9 @@ static void print_summary(const ck_plan_file *p, const ck_workload *w, const run
                           const verification *v, bool verified)
 {
     char a[32], b[32], c[32], d[32];
-    ck_put_terminal_text(stdout, w->chain.name); /* names from the input: shown, never obeyed */
+    ck_human_put_terminal_text(stdout, w->chain.name); /* names from the input: shown, never obeyed */
     fputs(": planner ", stdout);
-    ck_put_terminal_text(stdout, p->planner);
+    ck_human_put_terminal_text(stdout, p->planner);
     printf(", %zu stages, budget ", w->chain.n_stages);
     ck_size_format(p->budget_bytes, a, sizeof a);
     printf("%s\n\n", a);
@@ -374,7 +374,7 @@ static int name_plan(int rc, const char *label, const char *what, ck_err *err)
 {
     char cause[sizeof err->msg];
     memcpy(cause, err->msg, sizeof cause);
-    return ck_fail(err, rc, "%s: %s%s", label, what, cause);
+    return ck_err_fail(err, rc, "%s: %s%s", label, what, cause);
 }
 
 /* Stage times from the costs file the plan was made with, if any. */
@@ -385,7 +385,7 @@ static int apply_plan_costs(const run_args *a, const ck_plan_file *p, ck_workloa
         return CK_OK;
     char *costs = plan_relative(a->plan_path, p->costs_path);
     if (!costs)
-        return ck_fail_oom(err);
+        return ck_err_oom(err);
     opts->costs_path = costs;
     int rc = ck_workload_apply_costs(w, opts, err);
     free(costs);
@@ -401,24 +401,24 @@ static int load_plan_model(const run_args *a, const ck_plan_file *p, ck_workload
 {
     ck_workload_opts opts;
     ck_workload_opts_default(&opts);
-    if (p->granularity && !ck_granularity_parse(p->granularity, &opts.granularity))
-        return ck_fail(err, CK_ERR_INPUT, "%s: details.granularity: expected 'op' or 'block', got '%s'",
+    if (p->granularity && !ck_workload_granularity_parse(p->granularity, &opts.granularity))
+        return ck_err_fail(err, CK_ERR_INPUT, "%s: details.granularity: expected 'op' or 'block', got '%s'",
                        a->label, p->granularity);
     if (p->has_cost_model)
         opts.cost = p->cost_model;
     char *model = plan_relative(a->plan_path, p->model_path);
     if (!model)
-        return ck_fail_oom(err);
+        return ck_err_oom(err);
     int rc = ck_workload_load(model, &opts, w, err);
     free(model);
     if (rc != CK_OK)
         return rc == CK_ERR_INPUT ? name_plan(rc, a->label, "model.path: ", err) : rc;
     if (strcasecmp(w->sha256, p->model_sha256) != 0)
-        rc = ck_fail(err, CK_ERR_INPUT, "%s: the model file %s changed since the plan was made "
+        rc = ck_err_fail(err, CK_ERR_INPUT, "%s: the model file %s changed since the plan was made "
                                         "(sha256 %.12s..., plan says %.12s...); plan it again",
                      a->label, w->path, w->sha256, p->model_sha256);
     else if (w->chain.n_stages != p->stages)
-        rc = ck_fail(err, CK_ERR_INPUT, "%s: stages: the plan has %zu stages, the model derives %zu",
+        rc = ck_err_fail(err, CK_ERR_INPUT, "%s: stages: the plan has %zu stages, the model derives %zu",
                      a->label, p->stages, w->chain.n_stages);
     if (rc == CK_OK)
         rc = apply_plan_costs(a, p, &opts, w, err);
@@ -452,9 +452,9 @@ int ck_runner_memory(ck_run_memory *out, ck_err *err)
     out->source = "CKPLAN_RUN_MEMORY allows";
     ck_err why;
     if (ck_size_parse(env, &out->bytes, &why) != CK_OK)
-        return ck_fail(err, CK_ERR_INPUT, "CKPLAN_RUN_MEMORY: %s", why.msg);
+        return ck_err_fail(err, CK_ERR_INPUT, "CKPLAN_RUN_MEMORY: %s", why.msg);
     if (out->bytes == 0)
-        return ck_fail(err, CK_ERR_INPUT, "CKPLAN_RUN_MEMORY: the memory a run may use must be "
+        return ck_err_fail(err, CK_ERR_INPUT, "CKPLAN_RUN_MEMORY: the memory a run may use must be "
                                           "positive (e.g. 64G), got '%s'", env);
     return CK_OK;
 }
@@ -465,13 +465,13 @@ int ck_runner_fits_here(const ck_run_memory *m, const ck_plan_figures *f, ck_err
     uint64_t act = f->baseline_activation_peak_bytes > f->activation_peak_bytes
                        ? f->baseline_activation_peak_bytes
                        : f->activation_peak_bytes;
-    if (!ck_add(f->static_bytes, act, &need))
+    if (!ck_size_add(f->static_bytes, act, &need))
         need = UINT64_MAX;
     if (m->bytes && need > m->bytes) {
         char n[32], h[32];
         ck_size_format(need, n, sizeof n);
         ck_size_format(m->bytes, h, sizeof h);
-        return ck_fail(err, CK_ERR_INPUT, "running the baseline next to the plan needs %s, more "
+        return ck_err_fail(err, CK_ERR_INPUT, "running the baseline next to the plan needs %s, more "
                                           "than the %s %s; free memory, or set CKPLAN_RUN_MEMORY "
                                           "(e.g. 64G) to allow more",
                        n, h, m->source);
@@ -492,8 +492,8 @@ static int trace_step(ck_exec *e, const ck_schedule *s, uint64_t step, traced_st
     t->seconds = calloc(s->n, sizeof *t->seconds);
     t->live = calloc(s->n, sizeof *t->live);
     if (!t->start || !t->seconds || !t->live)
-        return ck_fail_oom(err);
-    ck_op_trace trace = {.seconds = t->seconds, .start = t->start, .live_after = t->live};
+        return ck_err_oom(err);
+    ck_exec_trace trace = {.seconds = t->seconds, .start = t->start, .live_after = t->live};
     ck_step_stats st;
     return ck_exec_step(e, s, step, &st, &trace, err);
 }
@@ -542,7 +542,7 @@ int ck_runner_outputs_apart(const ck_run_settings *s, const ck_named_file *input
 {
     const ck_named_file out[] = {{s->runs_path, "--runs"}, {s->svg_path, "--svg"},
                                  {s->trace_path, "--trace"}};
-    return ck_check_outputs_apart("run", inputs, n_inputs, out, sizeof out / sizeof out[0], err);
+    return ck_files_check_apart("run", inputs, n_inputs, out, sizeof out / sizeof out[0], err);
 }
 
 /* What a plan runs on: its model's workload (loaded here, or the caller's) and the replay
@@ -589,7 +589,7 @@ static void warn_differences(const run_args *a, const ck_plan_check *check)
                 a->label);
     for (size_t k = 0; k < check->n_differences; k++) {
         char what[256];
-        ck_plan_difference_describe(&check->differences[k], what, sizeof what);
+        ck_plan_check_describe(&check->differences[k], what, sizeof what);
         fprintf(stderr, "ckplan: warning: %s: %s\n", a->label, what);
     }
 }
@@ -604,7 +604,7 @@ static void verification_failure(const verification *v, const ck_plan_check *che
                              v->plan_file_matches ? "" : " the plan file's figures differ from the replay of its schedule:");
     for (size_t k = 0; k < check->n_differences && used < len; k++) {
         char what[256];
-        ck_plan_difference_describe(&check->differences[k], what, sizeof what);
+        ck_plan_check_describe(&check->differences[k], what, sizeof what);
         used += (size_t)snprintf(err->msg + used, len - used, " %s;", what);
     }
 }
@@ -655,7 +655,7 @@ static int execute(const run_args *a, const ck_plan_file *plan, const plan_basis
     if (rc == CK_OK) {
         *v = verify(plan, &b->check, &base, &planned, a->steps);
         char *line = run_record(a, plan, &b->check, plan_sha, w, &base, &planned, overhead, v);
-        rc = line ? ck_append_line_atomic(a->runs_path, line, err) : ck_fail_oom(err);
+        rc = line ? ck_files_append_line(a->runs_path, line, err) : ck_err_oom(err);
         free(line);
     }
     if (rc == CK_OK && !a->quiet)
@@ -706,15 +706,15 @@ int ck_runner_plan(const ck_workload *w, const ck_planner *planner, uint64_t bud
         ck_err why;
         ck_replay r;
         out->static_too_large = true;
-        int rc = ck_plan_chain(&w->chain, planner, 0, popts, &out->result, &r,
+        int rc = ck_planner_run(&w->chain, planner, 0, popts, &out->result, &r,
                                &out->min_activation_bytes, &why);
-        ck_plan_result_free(&out->result);
+        ck_planner_result_free(&out->result);
         if (rc == CK_ERR_RUNTIME || rc == CK_INTERRUPTED) /* no minimum found: nothing to record */
-            return ck_fail(err, rc, "%s", why.msg);
+            return ck_err_fail(err, rc, "%s", why.msg);
         return CK_ERR_INFEASIBLE;
     }
     uint64_t min_budget = 0;
-    int rc = ck_plan_chain(&w->chain, planner, budget - w->statics.total, popts, &out->result,
+    int rc = ck_planner_run(&w->chain, planner, budget - w->statics.total, popts, &out->result,
                            &out->predicted, &min_budget, err);
     if (rc == CK_ERR_INFEASIBLE) {
         out->min_activation_bytes = min_budget;
@@ -739,7 +739,7 @@ int ck_runner_plan(const ck_workload *w, const ck_planner *planner, uint64_t bud
         .baseline = out->baseline,
         .result = &out->result,
         .baseline_fits = out->baseline.peak_bytes <= budget - w->statics.total,
-        .granularity = w->model ? ck_granularity_name(wopts->granularity) : NULL,
+        .granularity = w->model ? ck_workload_granularity_name(wopts->granularity) : NULL,
         .time_unit = w->model ? "s" : NULL,
         .slots = popts->slots,
         .costs_path = w->model ? wopts->costs_path : NULL,
@@ -748,12 +748,12 @@ int ck_runner_plan(const ck_workload *w, const ck_planner *planner, uint64_t bud
     cJSON *json = ck_plan_to_json(&out->doc);
     out->text = json ? ck_json_print(json) : NULL;
     cJSON_Delete(json);
-    return out->text ? CK_OK : ck_fail_oom(err);
+    return out->text ? CK_OK : ck_err_oom(err);
 }
 
-void ck_planned_free(ck_planned *p)
+void ck_runner_planned_free(ck_planned *p)
 {
-    ck_plan_result_free(&p->result);
+    ck_planner_result_free(&p->result);
     free(p->text);
     memset(p, 0, sizeof *p);
 }

@@ -10,8 +10,8 @@
 #include "cli/files.h"
 #include "planner/err.h"
 #include "planner/plan_check.h"
-#include "planner/plan_io.h"
-#include "planner/planners.h"
+#include "planner/plan.h"
+#include "planner/planner.h"
 #include "planner/workload.h"
 
 /* The tracked peak must reach this fraction below the prediction: a prediction far above
@@ -33,11 +33,11 @@ typedef struct {
 /* Plans w at the whole-step `budget`. CK_OK with out->doc and out->text filled;
  * CK_ERR_INFEASIBLE with out->min_activation_bytes (also when the static memory alone is
  * over budget, then out->static_too_large); other statuses with err. Free with
- * ck_planned_free whatever the status. */
+ * ck_runner_planned_free whatever the status. */
 int ck_runner_plan(const ck_workload *w, const ck_planner *planner, uint64_t budget,
                    const ck_planner_opts *popts, const ck_workload_opts *wopts, ck_planned *out,
                    ck_err *err);
-void ck_planned_free(ck_planned *p);
+void ck_runner_planned_free(ck_planned *p);
 
 /* How `run` executes a plan. plan_path names the plan in the record, and the plan's
  * relative paths are relative to its directory; label names the plan in messages (NULL:
@@ -49,7 +49,7 @@ typedef struct {
     uint64_t steps, threads, seed;
 } ck_run_settings;
 
-/* ck_check_outputs_apart for the files a run writes (--runs, --svg, --trace) against
+/* ck_files_check_apart for the files a run writes (--runs, --svg, --trace) against
  * inputs: `run` checks its PLAN, ck_runner_run the plan's model. */
 int ck_runner_outputs_apart(const ck_run_settings *s, const ck_named_file *inputs, size_t n_inputs,
                             ck_err *err);

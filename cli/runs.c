@@ -19,24 +19,24 @@ static char *dup_string(const char *s)
 }
 
 /* Reads the whole file: runs files are appended to for a long time, so no size limit
- * beyond what memory allows. Under a shared lock: appends (ck_append_line_atomic) hold an
+ * beyond what memory allows. Under a shared lock: appends (ck_files_append_line) hold an
  * exclusive one while they write, so a record is never read half-written. Where locks
  * are not available (ENOLCK) the file is read all the same. */
 static int read_all(const char *path, char **text, size_t *len, ck_err *err)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
-        return ck_fail(err, CK_ERR_INPUT, "%s: cannot open: %s", path, strerror(errno));
+        return ck_err_fail(err, CK_ERR_INPUT, "%s: cannot open: %s", path, strerror(errno));
     while (flock(fileno(f), LOCK_SH) != 0 && errno == EINTR)
         continue;
     size_t cap = 1 << 16, n = 0;
     char *buf = malloc(cap);
-    int rc = buf ? CK_OK : ck_fail_oom(err);
+    int rc = buf ? CK_OK : ck_err_oom(err);
     while (rc == CK_OK) {
         if (n == cap) {
             char *bigger = cap <= SIZE_MAX / 2 ? realloc(buf, cap * 2) : NULL;
             if (!bigger) {
-                rc = ck_fail_oom(err);
+                rc = ck_err_oom(err);
                 break;
             }
             buf = bigger;
@@ -46,7 +46,7 @@ static int read_all(const char *path, char **text, size_t *len, ck_err *err)
         n += got;
         if (got == 0) {
             if (ferror(f))
-                rc = ck_fail(err, CK_ERR_INPUT, "%s: read error", path);
+                rc = ck_err_fail(err, CK_ERR_INPUT, "%s: read error", path);
             break;
         }
     }
@@ -65,11 +65,11 @@ static int get_object(const cJSON *root, const char *key, const cJSON **out, con
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
     if (!v)
-        return ck_fail(err, CK_ERR_INPUT, "%s: %s: missing (expected an object)", file, key);
+        return ck_err_fail(err, CK_ERR_INPUT, "%s: %s: missing (expected an object)", file, key);
     if (!cJSON_IsObject(v)) {
         char got[96];
         ck_json_describe(v, got, sizeof got);
-        return ck_fail(err, CK_ERR_INPUT, "%s: %s: expected an object, got %s", file, key, got);
+        return ck_err_fail(err, CK_ERR_INPUT, "%s: %s: expected an object, got %s", file, key, got);
     }
     *out = v;
     return CK_OK;
@@ -109,7 +109,7 @@ static int read_predicted(const cJSON *root, ck_run_row *r, const char *file, ck
      * read as any finite number. */
     const cJSON *ov = rc == CK_OK ? cJSON_GetObjectItemCaseSensitive(o, "overhead") : NULL;
     if (rc == CK_OK && (!cJSON_IsNumber(ov) || !isfinite(ov->valuedouble)))
-        rc = ck_fail(err, CK_ERR_INPUT, "%s: predicted.overhead: expected a finite number", file);
+        rc = ck_err_fail(err, CK_ERR_INPUT, "%s: predicted.overhead: expected a finite number", file);
     if (rc == CK_OK)
         r->predicted_overhead = ov->valuedouble;
     r->has_predicted = rc == CK_OK;
@@ -125,7 +125,7 @@ static int read_ran(const cJSON *root, ck_run_row *r, const char *file, ck_err *
         rc = read_measure(root, "plan_run", &r->measured_peak, &r->measured_rss, &r->measured_time, file, err);
     const cJSON *ov = rc == CK_OK ? cJSON_GetObjectItemCaseSensitive(root, "measured_overhead") : NULL;
     if (rc == CK_OK && (!cJSON_IsNumber(ov) || !isfinite(ov->valuedouble)))
-        rc = ck_fail(err, CK_ERR_INPUT, "%s: measured_overhead: expected a finite number", file);
+        rc = ck_err_fail(err, CK_ERR_INPUT, "%s: measured_overhead: expected a finite number", file);
     if (rc == CK_OK)
         r->measured_overhead = ov->valuedouble;
     const cJSON *v;
@@ -161,19 +161,19 @@ static int read_record(const char *path, size_t line, const char *text, size_t l
         else if (strcmp(status, "infeasible") == 0)
             r->status = CK_RUN_INFEASIBLE;
         else
-            rc = ck_fail(err, CK_ERR_INPUT, "%s: status: expected \"ran\", \"planned\" or "
+            rc = ck_err_fail(err, CK_ERR_INPUT, "%s: status: expected \"ran\", \"planned\" or "
                                             "\"infeasible\", got \"%.40s\"", file, status);
     }
     if (rc == CK_OK)
         rc = ck_json_get_string(root, "time", true, &s, file, "", err);
     if (rc == CK_OK && !(r->time = dup_string(s)))
-        rc = ck_fail_oom(err);
+        rc = ck_err_oom(err);
     if (rc == CK_OK)
         rc = get_object(root, "plan", &plan, file, err);
     if (rc == CK_OK)
         rc = ck_json_get_string(plan, "planner", true, &s, file, "plan", err);
     if (rc == CK_OK && !(r->planner = dup_string(s)))
-        rc = ck_fail_oom(err);
+        rc = ck_err_oom(err);
     if (rc == CK_OK)
         rc = ck_json_get_u64(plan, "budget_bytes", true, &r->budget_bytes, file, "plan", err);
     if (rc == CK_OK)
@@ -181,7 +181,7 @@ static int read_record(const char *path, size_t line, const char *text, size_t l
     if (rc == CK_OK)
         rc = ck_json_get_string(model, "name", true, &s, file, "model", err);
     if (rc == CK_OK && !(r->model = dup_string(s)))
-        rc = ck_fail_oom(err);
+        rc = ck_err_oom(err);
     if (rc == CK_OK && r->status == CK_RUN_RAN)
         rc = read_ran(root, r, file, err);
     else if (rc == CK_OK && r->status == CK_RUN_PLANNED)
@@ -213,11 +213,11 @@ int ck_runs_read(const char *path, FILE *warn, const atomic_int *interrupt, ck_r
     out->rows = calloc(lines, sizeof *out->rows);
     if (!out->rows) {
         free(text);
-        return ck_fail_oom(err);
+        return ck_err_oom(err);
     }
     size_t line = 0;
     /* polled after the last line too: a report never prints after a signal */
-    for (size_t start = 0; rc == CK_OK && (rc = ck_check_stop(interrupt, err)) == CK_OK && start < len;) {
+    for (size_t start = 0; rc == CK_OK && (rc = ck_err_check_stop(interrupt, err)) == CK_OK && start < len;) {
         const char *nl = memchr(text + start, '\n', len - start);
         size_t stop = nl ? (size_t)(nl - text) : len;
         line++;
@@ -241,11 +241,11 @@ int ck_runs_read(const char *path, FILE *warn, const atomic_int *interrupt, ck_r
             row_free(r);
             memset(r, 0, sizeof *r);
             if (lrc == CK_ERR_RUNTIME) /* out of memory: no point going on */
-                rc = ck_fail_oom(err);
+                rc = ck_err_oom(err);
             else {
                 out->n_bad++;
                 fputs("ckplan: ", warn);
-                ck_put_terminal_text(warn, why.msg);
+                ck_human_put_terminal_text(warn, why.msg);
                 fputs(" (line skipped)\n", warn);
             }
         }
@@ -264,7 +264,7 @@ void ck_runs_free(ck_runs *r)
     memset(r, 0, sizeof *r);
 }
 
-const char *ck_run_outcome(const ck_run_row *r)
+const char *ck_runs_outcome(const ck_run_row *r)
 {
     switch (r->status) {
     case CK_RUN_PLANNED: return "planned only";

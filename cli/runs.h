@@ -54,6 +54,6 @@ int ck_runs_read(const char *path, FILE *warn, const atomic_int *interrupt, ck_r
 void ck_runs_free(ck_runs *r);
 
 /* "passed", "FAILED", "not checked", "infeasible" or "planned only". */
-const char *ck_run_outcome(const ck_run_row *r);
+const char *ck_runs_outcome(const ck_run_row *r);
 
 #endif

@@ -16,13 +16,13 @@ static bool kept(unsigned char c)
            c == '_' || c == '-' || c == '.';
 }
 
-void ck_safe_stem(const char *name, char stem[CK_SAFE_STEM_MAX])
+void ck_safename_stem(const char *name, char stem[CK_SAFE_STEM_MAX])
 {
     const unsigned char *p = (const unsigned char *)name;
     size_t used = 0;
     while (*p && used < CK_SAFE_NAME_KEPT) {
         bool keep = kept(*p) && !(used == 0 && (*p == '.' || *p == '-'));
-        size_t n = kept(*p) ? 1 : ck_utf8_length(p, strnlen((const char *)p, 4));
+        size_t n = kept(*p) ? 1 : ck_json_utf8_length(p, strnlen((const char *)p, 4));
         stem[used++] = keep ? (char)*p : '_';
         p += n ? n : 1;
     }
@@ -63,7 +63,7 @@ static size_t find_slot(const stem_set *set, const char *stem)
     return k;
 }
 
-int ck_distinct_stems(const char *const *names, size_t n, char (*stems)[CK_SAFE_STEM_MAX],
+int ck_safename_distinct_stems(const char *const *names, size_t n, char (*stems)[CK_SAFE_STEM_MAX],
                       ck_err *err)
 {
     size_t cap = 16;
@@ -74,12 +74,12 @@ int ck_distinct_stems(const char *const *names, size_t n, char (*stems)[CK_SAFE_
     if (!set.taken || !set.next_counter) {
         free(set.taken);
         free(set.next_counter);
-        return ck_fail_oom(err);
+        return ck_err_oom(err);
     }
     for (size_t k = 0; k < cap; k++)
         set.taken[k] = SIZE_MAX;
     for (size_t i = 0; i < n; i++) {
-        ck_safe_stem(names[i], stems[i]);
+        ck_safename_stem(names[i], stems[i]);
         size_t slot = find_slot(&set, stems[i]);
         if (set.taken[slot] != SIZE_MAX) {
             /* taken by an earlier name: the first free "-2", "-3"... (a stem is at most

@@ -19,13 +19,13 @@
  * "unnamed". When any of that changed the name, '-' and 8 hex digits of the name's SHA-256
  * follow, so that names that read alike ("a/b", "a:b") still differ. Depends on the name
  * alone. */
-void ck_safe_stem(const char *name, char stem[CK_SAFE_STEM_MAX]);
+void ck_safename_stem(const char *name, char stem[CK_SAFE_STEM_MAX]);
 
 /* Stems for n different names, different from each other also to a file system that
- * ignores case: ck_safe_stem's, and for a stem already taken by an earlier name (of
+ * ignores case: ck_safename_stem's, and for a stem already taken by an earlier name (of
  * names[0..n), in order) a counter, "-2", "-3"... The result depends only on the names and
  * their order. CK_ERR_RUNTIME when out of memory. */
-int ck_distinct_stems(const char *const *names, size_t n, char (*stems)[CK_SAFE_STEM_MAX],
+int ck_safename_distinct_stems(const char *const *names, size_t n, char (*stems)[CK_SAFE_STEM_MAX],
                       ck_err *err);
 
 #endif

@@ -74,15 +74,15 @@ static void add_counter(guard *g, cJSON *events, int pid, double ts_us, uint64_t
 static int check_run(const ck_trace_run *r, size_t i, ck_err *err)
 {
     if (!r->chain || !r->schedule || !r->start || !r->seconds)
-        return ck_fail(err, CK_ERR_INPUT, "trace: run %zu has no operations or times", i);
+        return ck_err_fail(err, CK_ERR_INPUT, "trace: run %zu has no operations or times", i);
     for (size_t k = 0; k < r->schedule->n; k++) {
-        const ck_op *op = &r->schedule->ops[k];
-        if (op->kind >= CK_N_OPKINDS || (op->kind != CK_LOSS && op->stage >= r->chain->n_stages))
-            return ck_fail(err, CK_ERR_INPUT, "trace: run %zu, operation %zu is not in the chain",
+        const ck_action *op = &r->schedule->actions[k];
+        if (op->kind >= CK_N_ACTIONS || (op->kind != CK_LOSS && op->stage >= r->chain->n_stages))
+            return ck_err_fail(err, CK_ERR_INPUT, "trace: run %zu, operation %zu is not in the chain",
                            i, k);
         if (!isfinite(r->start[k]) || !isfinite(r->seconds[k]) || r->start[k] < 0 ||
             r->seconds[k] < 0)
-            return ck_fail(err, CK_ERR_INPUT, "trace: run %zu, operation %zu has no valid time",
+            return ck_err_fail(err, CK_ERR_INPUT, "trace: run %zu, operation %zu has no valid time",
                            i, k);
     }
     return CK_OK;
@@ -95,8 +95,8 @@ static void add_run(guard *g, cJSON *events, const ck_trace_run *r, int pid)
     if (r->live_after)
         add_counter(g, events, pid, 0, r->chain->input_bytes);
     for (size_t k = 0; k < r->schedule->n && g->ok; k++) {
-        const ck_op *op = &r->schedule->ops[k];
-        const char *kind = ck_opkind_name(op->kind);
+        const ck_action *op = &r->schedule->actions[k];
+        const char *kind = ck_action_name(op->kind);
         char name[256];
         if (op->kind == CK_LOSS)
             snprintf(name, sizeof name, "%s", kind);
@@ -129,7 +129,7 @@ int ck_trace_json(const ck_trace_run *runs, size_t n_runs, char **json, size_t *
                   ck_err *err)
 {
     if (n_runs == 0)
-        return ck_fail(err, CK_ERR_INPUT, "trace: no runs to write");
+        return ck_err_fail(err, CK_ERR_INPUT, "trace: no runs to write");
     for (size_t i = 0; i < n_runs; i++) {
         int rc = check_run(&runs[i], i, err);
         if (rc != CK_OK)
@@ -147,7 +147,7 @@ int ck_trace_json(const ck_trace_run *runs, size_t n_runs, char **json, size_t *
     char *text = g.ok ? cJSON_PrintUnformatted(root) : NULL;
     cJSON_Delete(root);
     if (!text)
-        return ck_fail_oom(err);
+        return ck_err_oom(err);
     *json = text;
     *len = strlen(text);
     return CK_OK;
@@ -160,7 +160,7 @@ int ck_trace_write(const char *path, const ck_trace_run *runs, size_t n_runs, ck
     int rc = ck_trace_json(runs, n_runs, &json, &len, err);
     if (rc != CK_OK)
         return rc;
-    rc = ck_write_file_atomic(path, json, len, err);
+    rc = ck_files_write_atomic(path, json, len, err);
     free(json);
     return rc;
 }

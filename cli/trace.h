@@ -22,9 +22,9 @@ typedef struct {
     const char *label;           /* process name, e.g. "plan (dp)" or "baseline" */
     const ck_chain *chain;       /* stage names, x_0's size */
     const ck_schedule *schedule; /* the operations that were executed */
-    const double *start;         /* schedule->n entries: ck_op_trace's start (seconds) */
-    const double *seconds;       /* schedule->n entries: ck_op_trace's seconds */
-    const uint64_t *live_after;  /* schedule->n entries (ck_op_trace's live_after), or NULL */
+    const double *start;         /* schedule->n entries: ck_exec_trace's start (seconds) */
+    const double *seconds;       /* schedule->n entries: ck_exec_trace's seconds */
+    const uint64_t *live_after;  /* schedule->n entries (ck_exec_trace's live_after), or NULL */
 } ck_trace_run;
 
 /* The trace of n_runs >= 1 runs. On success *json (caller frees) holds *len bytes and a

@@ -10,7 +10,7 @@
 
 static size_t max_stages(void)
 {
-    unsigned long n = ck_limit_from_env("CKPLAN_MAX_STAGES", CK_CHAIN_MAX_STAGES);
+    unsigned long n = ck_limits_from_env("CKPLAN_MAX_STAGES", CK_CHAIN_MAX_STAGES);
     return n > SIZE_MAX ? SIZE_MAX : (size_t)n;
 }
 
@@ -19,7 +19,7 @@ int ck_chain_check_length(size_t n_stages, const char *file, const char *path, c
     size_t max = max_stages();
     if (n_stages <= max)
         return CK_OK;
-    return ck_fail(err, CK_ERR_INPUT, "%s: %s%s%zu stages is more than the limit of %zu stages "
+    return ck_err_fail(err, CK_ERR_INPUT, "%s: %s%s%zu stages is more than the limit of %zu stages "
                    "(set CKPLAN_MAX_STAGES to raise it)", file, path, path[0] ? ": " : "",
                    n_stages, max);
 }
@@ -31,7 +31,7 @@ int ck_chain_alloc(ck_chain *c, const char *name, size_t n_stages, ck_err *err)
     c->stages = calloc(n_stages ? n_stages : 1, sizeof *c->stages);
     if (!c->name || !c->stages) {
         ck_chain_free(c);
-        return ck_fail_oom(err);
+        return ck_err_oom(err);
     }
     c->n_stages = n_stages;
     return CK_OK;
@@ -68,7 +68,7 @@ static int get_chain_time(const cJSON *obj, const char *key, bool required, doub
         return rc;
     char mpath[CK_JSON_PATH_MAX];
     ck_json_path_key(mpath, path, key);
-    return ck_fail(err, CK_ERR_INPUT, "%s: %s: expected at most %g, got %g: " CK_CHAIN_MAX_TIME_WHY,
+    return ck_err_fail(err, CK_ERR_INPUT, "%s: %s: expected at most %g, got %g: " CK_CHAIN_MAX_TIME_WHY,
                    file, mpath, CK_CHAIN_MAX_TIME, *out);
 }
 
@@ -91,7 +91,7 @@ static int read_stage(const cJSON *js, const char *stages_path, size_t index, co
     if (rc != CK_OK)
         return rc;
     if (st->saved_bytes < st->out_bytes)
-        return ck_fail(err, CK_ERR_INPUT,
+        return ck_err_fail(err, CK_ERR_INPUT,
                        "%s: %s.saved_bytes: expected at least out_bytes (%llu), got %llu: the saved "
                        "tensors include the stage's output",
                        file, path, (unsigned long long)st->out_bytes,
@@ -99,7 +99,7 @@ static int read_stage(const cJSON *js, const char *stages_path, size_t index, co
     char fallback[32];
     snprintf(fallback, sizeof fallback, "s%zu", index);
     st->name = strdup(name ? name : fallback);
-    return st->name ? CK_OK : ck_fail_oom(err);
+    return st->name ? CK_OK : ck_err_oom(err);
 }
 
 int ck_chain_from_json(const cJSON *root, const char *file, const char *path, ck_chain *out,
@@ -123,7 +123,7 @@ int ck_chain_from_json(const cJSON *root, const char *file, const char *path, ck
         return rc;
     size_t n = (size_t)cJSON_GetArraySize(stages);
     if (n == 0)
-        return ck_fail(err, CK_ERR_INPUT, "%s: %s: expected at least one stage, got an empty array",
+        return ck_err_fail(err, CK_ERR_INPUT, "%s: %s: expected at least one stage, got an empty array",
                        file, stages_path);
     rc = ck_chain_check_length(n, file, stages_path, err);
     if (rc != CK_OK)

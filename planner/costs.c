@@ -50,14 +50,14 @@ int ck_costs_from_json(const cJSON *root, const char *file, ck_costs *out, ck_er
                              &out->measured_activation_peak_bytes, file, "", err);
     const cJSON *chain = cJSON_GetObjectItemCaseSensitive(root, "chain");
     if (rc == CK_OK && !chain)
-        rc = ck_fail(err, CK_ERR_INPUT, "%s: chain: missing (expected a ckplan-chain/1 object)", file);
+        rc = ck_err_fail(err, CK_ERR_INPUT, "%s: chain: missing (expected a ckplan-chain/1 object)", file);
     if (rc == CK_OK) rc = ck_chain_from_json(chain, file, "chain", &out->chain, err);
     if (rc == CK_OK) {
         out->model_path = strdup(path);
         out->model_sha256 = strdup(sha);
         out->granularity = strdup(granularity);
         if (!out->model_path || !out->model_sha256 || !out->granularity)
-            rc = ck_fail_oom(err);
+            rc = ck_err_oom(err);
     }
     if (rc != CK_OK)
         ck_costs_free(out);
@@ -77,20 +77,20 @@ int ck_costs_apply(const ck_costs *costs, const char *costs_file, const char *sh
                    const char *granularity, ck_chain *chain, ck_err *err)
 {
     if (strcmp(costs->model_sha256, sha256) != 0)
-        return ck_fail(err, CK_ERR_INPUT, "%s: model.sha256: measured on a different version of "
+        return ck_err_fail(err, CK_ERR_INPUT, "%s: model.sha256: measured on a different version of "
                                           "%s; run 'ckplan profile' again", costs_file,
                        costs->model_path);
     if (strcmp(costs->granularity, granularity) != 0)
-        return ck_fail(err, CK_ERR_INPUT, "%s: granularity: measured at '%s' granularity, planning "
+        return ck_err_fail(err, CK_ERR_INPUT, "%s: granularity: measured at '%s' granularity, planning "
                                           "at '%s'; use --granularity %s or profile again",
                        costs_file, costs->granularity, granularity, costs->granularity);
     const ck_chain *m = &costs->chain;
     if (m->n_stages != chain->n_stages)
-        return ck_fail(err, CK_ERR_INPUT, "%s: chain.stages: %zu measured stages, the model has %zu",
+        return ck_err_fail(err, CK_ERR_INPUT, "%s: chain.stages: %zu measured stages, the model has %zu",
                        costs_file, m->n_stages, chain->n_stages);
     for (size_t i = 0; i < m->n_stages; i++)
         if (strcmp(m->stages[i].name, chain->stages[i].name) != 0)
-            return ck_fail(err, CK_ERR_INPUT, "%s: chain.stages[%zu].name: expected \"%s\", got \"%s\"",
+            return ck_err_fail(err, CK_ERR_INPUT, "%s: chain.stages[%zu].name: expected \"%s\", got \"%s\"",
                            costs_file, i, chain->stages[i].name, m->stages[i].name);
     for (size_t i = 0; i < m->n_stages; i++) {
         chain->stages[i].fwd_time = m->stages[i].fwd_time;

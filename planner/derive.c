@@ -9,7 +9,7 @@
 #include "planner/size.h"
 #include "planner/stage.h"
 
-void ck_cost_model_default(ck_cost_model *cm)
+void ck_derive_cost_model_default(ck_cost_model *cm)
 {
     cm->gemm_flops = 100e9;
     cm->mem_bandwidth = 20e9;
@@ -22,7 +22,7 @@ static double op_time(const ck_cost_model *cm, uint64_t flops, uint64_t bytes)
 
 static int overflow(const ck_model *m, const char *what, ck_err *err)
 {
-    return ck_fail(err, CK_ERR_INPUT, "%s: %s overflows 64 bits", m->file, what);
+    return ck_err_fail(err, CK_ERR_INPUT, "%s: %s overflows 64 bits", m->file, what);
 }
 
 /* A derived time must be one a chain file may hold (CK_CHAIN_MAX_TIME): a cost model slow
@@ -32,26 +32,26 @@ static int check_time(const ck_model *m, const ck_cost_model *cm, const char *wh
 {
     if (t <= CK_CHAIN_MAX_TIME)
         return CK_OK;
-    return ck_fail(err, CK_ERR_INPUT, "%s: %s %s is %g s with the cost model's %g "
+    return ck_err_fail(err, CK_ERR_INPUT, "%s: %s %s is %g s with the cost model's %g "
                    "FLOP/s and %g B/s (--gemm-flops, --mem-bandwidth), more than the limit of "
                    "%g s: " CK_CHAIN_MAX_TIME_WHY, m->file, what, name, t, cm->gemm_flops,
                    cm->mem_bandwidth, CK_CHAIN_MAX_TIME);
 }
 
-int ck_model_saved_bytes(const ck_model *m, size_t first, size_t end, uint64_t *out, ck_err *err)
+int ck_derive_saved_bytes(const ck_model *m, size_t first, size_t end, uint64_t *out, ck_err *err)
 {
     if (first > end || end > m->n_nodes)
-        return ck_fail(err, CK_ERR_RUNTIME, "saved bytes of nodes [%zu, %zu): the model has %zu nodes",
+        return ck_err_fail(err, CK_ERR_RUNTIME, "saved bytes of nodes [%zu, %zu): the model has %zu nodes",
                        first, end, m->n_nodes);
     size_t *mark = calloc(m->n_tensors, sizeof *mark);
     if (!mark)
-        return ck_fail_oom(err);
+        return ck_err_oom(err);
     bool ok = ck_stage_mark_saved(m, first, end, mark, 1, out);
     free(mark);
     return ok ? CK_OK : overflow(m, "the saved bytes", err);
 }
 
-int ck_model_static_memory(const ck_model *m, ck_static_mem *out, ck_err *err)
+int ck_derive_static_memory(const ck_model *m, ck_static_mem *out, ck_err *err)
 {
     const ck_training *t = &m->training;
     static const uint64_t optimizer_bytes[] = {[CK_OPT_NONE] = 0, [CK_OPT_SGD] = 0,
@@ -59,17 +59,17 @@ int ck_model_static_memory(const ck_model *m, ck_static_mem *out, ck_err *err)
     memset(out, 0, sizeof *out);
     bool ok = true;
     for (size_t k = 0; k < m->n_nodes; k++)
-        ok = ok && ck_add(out->n_params, m->nodes[k].info.n_params, &out->n_params);
+        ok = ok && ck_size_add(out->n_params, m->nodes[k].info.n_params, &out->n_params);
     for (size_t i = 1; i < m->n_inputs; i++)
-        ok = ok && ck_add(out->held_inputs, m->tensors[i].bytes, &out->held_inputs);
-    ok = ok && ck_mul(out->n_params, ck_dtype_bytes(t->param_dtype), &out->params) &&
-         ck_mul(out->n_params, ck_dtype_bytes(t->grad_dtype), &out->grads) &&
-         ck_mul(out->n_params, optimizer_bytes[t->optimizer], &out->optimizer) &&
-         ck_mul(out->n_params, t->master_weights ? 4 : 0, &out->master) &&
-         ck_add(out->params, out->grads, &out->total) &&
-         ck_add(out->total, out->optimizer, &out->total) &&
-         ck_add(out->total, out->master, &out->total) &&
-         ck_add(out->total, out->held_inputs, &out->total);
+        ok = ok && ck_size_add(out->held_inputs, m->tensors[i].bytes, &out->held_inputs);
+    ok = ok && ck_size_mul(out->n_params, ck_dtype_bytes(t->param_dtype), &out->params) &&
+         ck_size_mul(out->n_params, ck_dtype_bytes(t->grad_dtype), &out->grads) &&
+         ck_size_mul(out->n_params, optimizer_bytes[t->optimizer], &out->optimizer) &&
+         ck_size_mul(out->n_params, t->master_weights ? 4 : 0, &out->master) &&
+         ck_size_add(out->params, out->grads, &out->total) &&
+         ck_size_add(out->total, out->optimizer, &out->total) &&
+         ck_size_add(out->total, out->master, &out->total) &&
+         ck_size_add(out->total, out->held_inputs, &out->total);
     return ok ? CK_OK : overflow(m, "the static memory", err);
 }
 
@@ -121,8 +121,8 @@ typedef struct {
 static int tally_event(void *ctx, const ck_stage_ev *ev, ck_err *err)
 {
     tally *t = ctx;
-    if (ev->kept && !ck_add(t->kept, ev->bytes, &t->kept))
-        return ck_fail(err, CK_ERR_INPUT, "a stage's memory overflows 64 bits");
+    if (ev->kept && !ck_size_add(t->kept, ev->bytes, &t->kept))
+        return ck_err_fail(err, CK_ERR_INPUT, "a stage's memory overflows 64 bits");
     if (ev->kept && !t->count_kept)
         return CK_OK;
     switch (ev->kind) {
@@ -137,8 +137,8 @@ static int tally_event(void *ctx, const ck_stage_ev *ev, ck_err *err)
         t->live -= ev->bytes;
         break;
     default:
-        if (!ck_add(t->live, ev->bytes, &t->live))
-            return ck_fail(err, CK_ERR_INPUT, "a stage's memory overflows 64 bits");
+        if (!ck_size_add(t->live, ev->bytes, &t->live))
+            return ck_err_fail(err, CK_ERR_INPUT, "a stage's memory overflows 64 bits");
     }
     return CK_OK;
 }
@@ -182,7 +182,7 @@ static int fill_stage(const ck_stage_rules *r, ck_granularity g, const ck_cost_m
     st->name = g == CK_GRAN_OP ? range_name(a->name, b->name)
                                : range_name(m->groups[a->group].name, m->groups[b->group].name);
     if (!st->name)
-        return ck_fail_oom(err);
+        return ck_err_oom(err);
     int rc = simulate(r, st, err);
     for (size_t k = r->first; k < r->end && rc == CK_OK; k++) {
         const ck_op_info *info = &m->nodes[k].info;
@@ -214,12 +214,12 @@ static int fill_loss(const ck_model *m, const ck_cost_model *cm, ck_chain *c, ck
     return CK_OK;
 }
 
-int ck_model_to_chain(const ck_model *m, ck_granularity g, const ck_cost_model *cm,
+int ck_derive_chain(const ck_model *m, ck_granularity g, const ck_cost_model *cm,
                       ck_chain *out, size_t **stage_first_node, ck_err *err)
 {
     if (!(cm->gemm_flops > 0 && isfinite(cm->gemm_flops) && cm->mem_bandwidth > 0 &&
           isfinite(cm->mem_bandwidth)))
-        return ck_fail(err, CK_ERR_INPUT, "cost model: expected a positive finite FLOP rate and "
+        return ck_err_fail(err, CK_ERR_INPUT, "cost model: expected a positive finite FLOP rate and "
                        "memory bandwidth, got %g FLOP/s and %g B/s", cm->gemm_flops, cm->mem_bandwidth);
     size_t *last_use = calloc(m->n_tensors, sizeof *last_use);
     size_t *mark = calloc(m->n_tensors, sizeof *mark);
@@ -227,7 +227,7 @@ int ck_model_to_chain(const ck_model *m, ck_granularity g, const ck_cost_model *
     long *crossing = calloc(m->n_nodes, sizeof *crossing);
     int rc = CK_OK;
     if (!last_use || !mark || !first || !crossing) {
-        rc = ck_fail_oom(err);
+        rc = ck_err_oom(err);
         goto done;
     }
     ck_model_last_uses(m, last_use);

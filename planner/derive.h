@@ -26,11 +26,11 @@ typedef struct {
 } ck_cost_model;
 
 /* 100 GFLOP/s and 20 GB/s: a few CPU cores. */
-void ck_cost_model_default(ck_cost_model *cm);
+void ck_derive_cost_model_default(ck_cost_model *cm);
 
 /* Derives the chain of m. When stage_first_node is non-NULL it receives a malloc'ed array
  * of L+1 entries: stage i is nodes [first[i], first[i+1]) and first[L] is the loss node. */
-int ck_model_to_chain(const ck_model *m, ck_granularity g, const ck_cost_model *cm,
+int ck_derive_chain(const ck_model *m, ck_granularity g, const ck_cost_model *cm,
                       ck_chain *out, size_t **stage_first_node, ck_err *err);
 
 typedef struct {
@@ -40,11 +40,11 @@ typedef struct {
 
 /* Parameters, their gradients, optimizer state (adam 8 bytes per parameter, momentum 4),
  * f32 master weights, and the inputs other than the first (held for the whole step). */
-int ck_model_static_memory(const ck_model *m, ck_static_mem *out, ck_err *err);
+int ck_derive_static_memory(const ck_model *m, ck_static_mem *out, ck_err *err);
 
 /* Bytes the nodes [first, end) save for backward: each saved tensor once, the range's
  * input included, inputs other than the first (static memory) excluded. A range outside
  * the model is CK_ERR_RUNTIME (a caller's mistake). */
-int ck_model_saved_bytes(const ck_model *m, size_t first, size_t end, uint64_t *out, ck_err *err);
+int ck_derive_saved_bytes(const ck_model *m, size_t first, size_t end, uint64_t *out, ck_err *err);
 
 #endif

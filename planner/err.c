@@ -3,7 +3,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-int ck_fail(ck_err *err, int status, const char *fmt, ...)
+int ck_err_fail(ck_err *err, int status, const char *fmt, ...)
 {
     if (err) {
         va_list ap;
@@ -14,12 +14,12 @@ int ck_fail(ck_err *err, int status, const char *fmt, ...)
     return status;
 }
 
-int ck_fail_oom(ck_err *err)
+int ck_err_oom(ck_err *err)
 {
-    return ck_fail(err, CK_ERR_RUNTIME, "out of memory");
+    return ck_err_fail(err, CK_ERR_RUNTIME, "out of memory");
 }
 
-int ck_check_stop(const atomic_int *stop, ck_err *err)
+int ck_err_check_stop(const atomic_int *stop, ck_err *err)
 {
-    return stop && atomic_load(stop) ? ck_fail(err, CK_INTERRUPTED, "interrupted") : CK_OK;
+    return stop && atomic_load(stop) ? ck_err_fail(err, CK_INTERRUPTED, "interrupted") : CK_OK;
 }

@@ -22,15 +22,15 @@ typedef struct {
 } ck_err;
 
 /* Formats the message into err (if err is non-NULL) and returns status, so that callers
- * can write `return ck_fail(err, CK_ERR_INPUT, "%s: ...", file);`. */
-int ck_fail(ck_err *err, int status, const char *fmt, ...)
+ * can write `return ck_err_fail(err, CK_ERR_INPUT, "%s: ...", file);`. */
+int ck_err_fail(ck_err *err, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* The out-of-memory failure, worded once for the whole program. */
-int ck_fail_oom(ck_err *err);
+int ck_err_oom(ck_err *err);
 
 /* What long loops below cli/ poll: CK_INTERRUPTED with the message "interrupted" once *stop
  * is non-zero (a signal handler in cli/ sets it), else CK_OK. A NULL stop is never set. */
-int ck_check_stop(const atomic_int *stop, ck_err *err);
+int ck_err_check_stop(const atomic_int *stop, ck_err *err);
 
 #endif

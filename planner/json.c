@@ -13,7 +13,7 @@
 
 #define SHOWN_PATH(path) ((path)[0] ? (path) : "(top level)")
 
-size_t ck_utf8_length(const unsigned char *p, size_t n)
+size_t ck_json_utf8_length(const unsigned char *p, size_t n)
 {
     unsigned char c = p[0];
     size_t len = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
@@ -51,12 +51,12 @@ static int fault_at(const json_source *src, size_t line, size_t col, bool syntax
                     const char *why, ck_err *err)
 {
     if (src->record_line == 0)
-        return ck_fail(err, CK_ERR_INPUT, "%s:%zu:%zu: %s%s%s", src->file, line, col,
+        return ck_err_fail(err, CK_ERR_INPUT, "%s:%zu:%zu: %s%s%s", src->file, line, col,
                        syntax ? "not valid JSON (" : "", why, syntax ? ")" : "");
     if (syntax)
-        return ck_fail(err, CK_ERR_INPUT, "%s:%zu: not valid JSON (column %zu: %s)", src->file,
+        return ck_err_fail(err, CK_ERR_INPUT, "%s:%zu: not valid JSON (column %zu: %s)", src->file,
                        src->record_line, col, why);
-    return ck_fail(err, CK_ERR_INPUT, "%s:%zu: %s (column %zu)", src->file, src->record_line, why,
+    return ck_err_fail(err, CK_ERR_INPUT, "%s:%zu: %s (column %zu)", src->file, src->record_line, why,
                    col);
 }
 
@@ -80,7 +80,7 @@ static int scan_text(const json_source *src, const char *text, size_t len,
     bool in_string = false, escaped = false;
     for (size_t i = 0; i < len;) {
         const char *why = NULL;
-        size_t step = ck_utf8_length(t + i, len - i);
+        size_t step = ck_json_utf8_length(t + i, len - i);
         unsigned char c = t[i];
         if (c == 0)
             why = "a NUL byte";
@@ -145,7 +145,7 @@ static int parse_raw(const char *text, size_t len, cJSON **root, const char **en
     *root = cJSON_ParseWithLengthOpts(text, len, end, 0);
     if (*root)
         return CK_OK;
-    return cjson_alloc_failed ? ck_fail_oom(err) : CK_ERR_INPUT;
+    return cjson_alloc_failed ? ck_err_oom(err) : CK_ERR_INPUT;
 }
 
 /* The message for text cJSON could not parse, at the line and column where it stopped. */
@@ -154,7 +154,7 @@ static int syntax_error(const json_source *src, const char *text, size_t len, co
 {
     char label[LABEL_MAX];
     if (!end || end < text || end > text + len)
-        return ck_fail(err, CK_ERR_INPUT, "%s: not valid JSON", source_label(src, label, sizeof label));
+        return ck_err_fail(err, CK_ERR_INPUT, "%s: not valid JSON", source_label(src, label, sizeof label));
     size_t line = 1, col = 1;
     for (const char *p = text; p < end; p++) {
         if (*p == '\n') {
@@ -198,7 +198,7 @@ static int repeated_key(const cJSON *v, const char **repeated, ck_err *err)
     }
     const char **names = malloc(n * sizeof *names);
     if (!names)
-        return ck_fail_oom(err);
+        return ck_err_oom(err);
     n = 0;
     for (const cJSON *m = v->child; m; m = m->next)
         names[n++] = m->string;
@@ -222,7 +222,7 @@ static int check_unique_keys(const cJSON *v, const char *path, const char *label
         char mpath[CK_JSON_PATH_MAX];
         if (twice) {
             ck_json_path_key(mpath, path, twice);
-            return ck_fail(err, CK_ERR_INPUT, "%s: %s: field given twice", label, mpath);
+            return ck_err_fail(err, CK_ERR_INPUT, "%s: %s: field given twice", label, mpath);
         }
         for (const cJSON *m = v->child; m; m = m->next) {
             ck_json_path_key(mpath, path, m->string);
@@ -246,7 +246,7 @@ static int check_unique_keys(const cJSON *v, const char *path, const char *label
 static int parse_checked(const json_source *src, const char *text, size_t len, cJSON **root,
                          ck_err *err)
 {
-    unsigned long max_depth = ck_limit_from_env("CKPLAN_MAX_JSON_DEPTH", CK_JSON_MAX_DEPTH);
+    unsigned long max_depth = ck_limits_from_env("CKPLAN_MAX_JSON_DEPTH", CK_JSON_MAX_DEPTH);
     if (max_depth > 1000) /* cJSON refuses deeper documents whatever we allow */
         max_depth = 1000;
     int rc = scan_text(src, text, len, max_depth, err);
@@ -265,7 +265,7 @@ static int parse_checked(const json_source *src, const char *text, size_t len, c
     while (end < text + len && (*end == ' ' || *end == '\n' || *end == '\r' || *end == '\t'))
         end++;
     if (end < text + len)
-        rc = ck_fail(err, CK_ERR_INPUT, "%s: not valid JSON (trailing data after the %s)", label,
+        rc = ck_err_fail(err, CK_ERR_INPUT, "%s: not valid JSON (trailing data after the %s)", label,
                      src->record_line ? "record" : "document");
     else
         rc = check_unique_keys(doc, "", label, err);
@@ -292,22 +292,22 @@ int ck_json_parse_record(const char *file, size_t line, const char *text, size_t
 
 static int too_large(const char *file, unsigned long max_mb, ck_err *err)
 {
-    return ck_fail(err, CK_ERR_INPUT, "%s: larger than the limit of %lu MiB for input files (set "
+    return ck_err_fail(err, CK_ERR_INPUT, "%s: larger than the limit of %lu MiB for input files (set "
                                       "CKPLAN_MAX_INPUT_MB to raise it)", file, max_mb);
 }
 
 int ck_json_load_file(const char *file, cJSON **root, char **raw, size_t *raw_len, ck_err *err)
 {
-    unsigned long max_mb = ck_limit_from_env("CKPLAN_MAX_INPUT_MB", CK_JSON_MAX_FILE_BYTES >> 20);
+    unsigned long max_mb = ck_limits_from_env("CKPLAN_MAX_INPUT_MB", CK_JSON_MAX_FILE_BYTES >> 20);
     size_t max_bytes = max_mb > SIZE_MAX >> 21 ? SIZE_MAX >> 1 : (size_t)max_mb << 20;
     FILE *f = fopen(file, "rb");
     if (!f)
-        return ck_fail(err, CK_ERR_INPUT, "%s: cannot open: %s", file, strerror(errno));
+        return ck_err_fail(err, CK_ERR_INPUT, "%s: cannot open: %s", file, strerror(errno));
     size_t cap = 1 << 16, len = 0;
     char *buf = malloc(cap);
     if (!buf) {
         fclose(f);
-        return ck_fail_oom(err);
+        return ck_err_oom(err);
     }
     for (;;) {
         if (len == cap) {
@@ -320,7 +320,7 @@ int ck_json_load_file(const char *file, cJSON **root, char **raw, size_t *raw_le
             if (!grown) {
                 free(buf);
                 fclose(f);
-                return ck_fail_oom(err);
+                return ck_err_oom(err);
             }
             buf = grown;
             cap *= 2;
@@ -334,7 +334,7 @@ int ck_json_load_file(const char *file, cJSON **root, char **raw, size_t *raw_le
     fclose(f);
     if (read_errno) {
         free(buf);
-        return ck_fail(err, CK_ERR_INPUT, "%s: read error: %s", file, strerror(read_errno));
+        return ck_err_fail(err, CK_ERR_INPUT, "%s: read error: %s", file, strerror(read_errno));
     }
     if (len > max_bytes) {
         free(buf);
@@ -404,7 +404,7 @@ static int expected(const cJSON *v, const char *what, const char *file, const ch
 {
     char got[96];
     ck_json_describe(v, got, sizeof got);
-    return ck_fail(err, CK_ERR_INPUT, "%s: %s: expected %s, got %s", file, SHOWN_PATH(path), what, got);
+    return ck_err_fail(err, CK_ERR_INPUT, "%s: %s: expected %s, got %s", file, SHOWN_PATH(path), what, got);
 }
 
 int ck_json_expect_object(const cJSON *v, const char *const *allowed, const char *file,
@@ -432,7 +432,7 @@ int ck_json_expect_object(const cJSON *v, const char *const *allowed, const char
             for (const char *const *a = allowed; *a; a++)
                 used += (size_t)snprintf(list + used, used < sizeof list ? sizeof list - used : 0,
                                          "%s%s", a == allowed ? "" : ", ", *a);
-            return ck_fail(err, CK_ERR_INPUT, "%s: %s: unknown field (allowed here: %s)", file,
+            return ck_err_fail(err, CK_ERR_INPUT, "%s: %s: unknown field (allowed here: %s)", file,
                            mpath, list);
         }
     }
@@ -449,7 +449,7 @@ static const cJSON *member(const cJSON *obj, const char *key, bool required, con
     if (!v && required) {
         char mpath[CK_JSON_PATH_MAX];
         ck_json_path_key(mpath, path, key);
-        *rc = ck_fail(err, CK_ERR_INPUT, "%s: %s: missing (expected %s)", file, mpath, what);
+        *rc = ck_err_fail(err, CK_ERR_INPUT, "%s: %s: missing (expected %s)", file, mpath, what);
     }
     return v;
 }

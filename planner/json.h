@@ -79,7 +79,7 @@ void ck_json_describe(const cJSON *v, char *buf, size_t len);
 
 /* Length of the UTF-8 sequence starting at p (at most n >= 1 bytes available), or 0 when it
  * is not well-formed (overlong forms, surrogates and code points above U+10FFFF included). */
-size_t ck_utf8_length(const unsigned char *p, size_t n);
+size_t ck_json_utf8_length(const unsigned char *p, size_t n);
 
 /* Numbers as ckplan writes them: integers below 2^53 in full ("9007199254740991"), other
  * values as the shortest text that reads back as exactly v. (cJSON's own printer settles

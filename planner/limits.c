@@ -2,7 +2,7 @@
 
 #include <stdlib.h>
 
-unsigned long ck_limit_from_env(const char *name, unsigned long dflt)
+unsigned long ck_limits_from_env(const char *name, unsigned long dflt)
 {
     const char *v = getenv(name);
     char *end;

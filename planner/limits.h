@@ -6,6 +6,6 @@
 
 /* The positive whole number in the environment variable `name`, or `dflt` when the variable
  * is unset or holds anything else. */
-unsigned long ck_limit_from_env(const char *name, unsigned long dflt);
+unsigned long ck_limits_from_env(const char *name, unsigned long dflt);
 
 #endif

@@ -78,7 +78,7 @@ static int fail_at(loader *ld, const char *path, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(why, sizeof why, fmt, ap);
     va_end(ap);
-    return ck_fail(ld->err, CK_ERR_INPUT, "%s: %s: %s", ld->file, path[0] ? path : "(top level)", why);
+    return ck_err_fail(ld->err, CK_ERR_INPUT, "%s: %s: %s", ld->file, path[0] ? path : "(top level)", why);
 }
 
 static int expected(loader *ld, const char *path, const char *what, const cJSON *got)
@@ -161,7 +161,7 @@ static int parse_dim(loader *ld, const cJSON *v, const char *path, uint64_t *out
         uint64_t factor = 0;
         if (isdigit((unsigned char)*p)) {
             while (isdigit((unsigned char)*p))
-                if (!ck_mul(factor, 10, &factor) || !ck_add(factor, (uint64_t)(*p++ - '0'), &factor))
+                if (!ck_size_mul(factor, 10, &factor) || !ck_size_add(factor, (uint64_t)(*p++ - '0'), &factor))
                     return fail_at(ld, path, "\"%s\" overflows 64 bits", v->valuestring);
         } else {
             while (isalnum((unsigned char)*p) || *p == '_')
@@ -174,7 +174,7 @@ static int parse_dim(loader *ld, const cJSON *v, const char *path, uint64_t *out
                                          "before their use)", (int)(p - start), start);
             factor = ld->dims[d].value;
         }
-        if (!ck_mul(value, factor, &value))
+        if (!ck_size_mul(value, factor, &value))
             return fail_at(ld, path, "\"%s\" overflows 64 bits", v->valuestring);
         while (*p == ' ')
             p++;
@@ -260,7 +260,7 @@ static int read_training(loader *ld, const cJSON *root, ck_training *t)
     return CK_OK;
 }
 
-const char *ck_optimizer_name(ck_optimizer o)
+const char *ck_model_optimizer_name(ck_optimizer o)
 {
     static const char *const names[] = {"none", "sgd", "momentum", "adam"};
     return names[o];
@@ -306,7 +306,7 @@ static int read_inputs(loader *ld, const cJSON *root, ck_ttype **types)
     ld->input_names = calloc(n, sizeof *ld->input_names);
     *types = calloc(n, sizeof **types);
     if (!ld->input_names || !*types)
-        return ck_fail_oom(ld->err);
+        return ck_err_oom(ld->err);
     for (const cJSON *js = inputs->child; js; js = js->next, ld->n_inputs++) {
         char path[CK_JSON_PATH_MAX];
         ck_json_path_index(path, "inputs", ld->n_inputs);
@@ -321,7 +321,7 @@ static int read_inputs(loader *ld, const cJSON *root, ck_ttype **types)
             break;
     }
     if (!ck_index_alloc(&ld->input_index, ld->n_inputs))
-        return ck_fail_oom(ld->err);
+        return ck_err_oom(ld->err);
     for (size_t i = 0; i < ld->n_inputs; i++)
         ck_index_set_name(&ld->input_index, i, ld->input_names[i]);
     return refuse_repeated_name(ld, &ld->input_index, "inputs", rc);
@@ -486,7 +486,7 @@ static int check_all_used(loader *ld, const scope *s, const char *block_input)
     size_t n_out = n_outer(ld, s);
     bool *used = calloc(s->n + n_out, sizeof *used);
     if (!used)
-        return ck_fail_oom(ld->err);
+        return ck_err_oom(ld->err);
     for (size_t k = 0; k < s->n; k++) {
         size_t arity = s->e[k].op ? s->e[k].op->arity : 1;
         for (size_t i = 0; i < arity; i++)
@@ -536,7 +536,7 @@ static int read_scope_names(loader *ld, scope *s, const cJSON *nodes, const char
             k++;
     }
     if (!ck_index_alloc(&s->names, k))
-        return ck_fail_oom(ld->err);
+        return ck_err_oom(ld->err);
     for (size_t j = 0; j < k; j++)
         ck_index_set_name(&s->names, j, s->e[j].name);
     return refuse_repeated_name(ld, &s->names, s->path, rc);
@@ -553,7 +553,7 @@ static int read_scope(loader *ld, scope *s, const cJSON *nodes, const char *bloc
                        CK_MODEL_MAX_NODES);
     s->e = calloc(s->n, sizeof *s->e);
     if (!s->e)
-        return ck_fail_oom(ld->err);
+        return ck_err_oom(ld->err);
     int rc = read_scope_names(ld, s, nodes, block_input);
     if (rc != CK_OK)
         return rc;
@@ -576,7 +576,7 @@ static int index_blocks(loader *ld, int rc)
     if (rc != CK_OK)
         return rc;
     if (!ck_index_alloc(&ld->block_index, ld->n_blocks))
-        return ck_fail_oom(ld->err);
+        return ck_err_oom(ld->err);
     for (size_t b = 0; b < ld->n_blocks; b++)
         ck_index_set_name(&ld->block_index, b, ld->blocks[b].name);
     ck_index_sort(&ld->block_index);
@@ -593,7 +593,7 @@ static int read_blocks(loader *ld, const cJSON *root)
         return expected(ld, "blocks", "an object of named blocks", blocks);
     ld->blocks = calloc((size_t)cJSON_GetArraySize(blocks) + 1, sizeof *ld->blocks);
     if (!ld->blocks)
-        return ck_fail_oom(ld->err);
+        return ck_err_oom(ld->err);
     /* blocks are keys: the parse refused a name given twice (ck_json_parse) */
     int rc = CK_OK;
     for (const cJSON *b = blocks->child; b && rc == CK_OK; b = b->next) {
@@ -658,7 +658,7 @@ static int count_nodes(loader *ld)
             size = ld->blocks[e->block].n;
         }
         uint64_t added;
-        if (!ck_mul(size, count, &added) || !ck_add(nodes, added, &nodes) ||
+        if (!ck_size_mul(size, count, &added) || !ck_size_add(nodes, added, &nodes) ||
             nodes > CK_MODEL_MAX_NODES) {
             char path[CK_JSON_PATH_MAX];
             ck_json_path_index(path, "nodes", k);
@@ -698,7 +698,7 @@ static int index_tables(loader *ld)
     ld->table_keys = calloc(n ? n : 1, sizeof *ld->table_keys);
     ld->table_made = calloc(n ? n : 1, sizeof *ld->table_made);
     if (!ld->table_keys || !ld->table_made || !ck_index_alloc(&ld->tables, n))
-        return ck_fail_oom(ld->err);
+        return ck_err_oom(ld->err);
     n = add_table_keys(ld, &ld->top, 0);
     for (size_t b = 0; b < ld->n_blocks; b++)
         n = add_table_keys(ld, &ld->blocks[b], n);
@@ -744,7 +744,7 @@ static int add_node(loader *ld, char *name, const entry *e, const size_t *inputs
     if (!t->name) {
         free(name);
         n->name = NULL;
-        return ck_fail_oom(ld->err);
+        return ck_err_oom(ld->err);
     }
     m->n_nodes++; /* from here the model owns the names */
     t->producer = m->n_nodes - 1;
@@ -777,7 +777,7 @@ static int add_group(loader *ld, char *name)
 {
     ck_model *m = ld->m;
     if (!name)
-        return ck_fail_oom(ld->err);
+        return ck_err_oom(ld->err);
     m->groups[m->n_groups++] = (ck_group){name, m->n_nodes, m->n_nodes};
     return CK_OK;
 }
@@ -787,7 +787,7 @@ static int expand_block(loader *ld, const entry *e, size_t input, size_t *output
     const scope *b = &ld->blocks[e->block];
     size_t *local = calloc(b->n, sizeof *local);
     if (!local)
-        return ck_fail_oom(ld->err);
+        return ck_err_oom(ld->err);
     int rc = CK_OK;
     for (uint64_t r = 0; r < e->repeat && rc == CK_OK; r++) {
         char index[24];
@@ -801,7 +801,7 @@ static int expand_block(loader *ld, const entry *e, size_t input, size_t *output
             char path[CK_JSON_PATH_MAX];
             ck_json_path_index(path, b->path, j);
             char *name = joined(ld->m->groups[ld->m->n_groups - 1].name, ".", be->name);
-            rc = name ? add_node(ld, name, be, ins, ld->m->n_groups - 1, path) : ck_fail_oom(ld->err);
+            rc = name ? add_node(ld, name, be, ins, ld->m->n_groups - 1, path) : ck_err_oom(ld->err);
             local[j] = ld->m->n_inputs + ld->m->n_nodes - 1;
         }
         if (rc == CK_OK) /* otherwise the group may not have been added */
@@ -827,7 +827,7 @@ static int expand(loader *ld, const ck_ttype *input_types)
     size_t *entry_out = calloc(ld->top.n, sizeof *entry_out);
     if (!m->tensors || !m->nodes || !m->groups || !entry_out) {
         free(entry_out);
-        return ck_fail_oom(ld->err);
+        return ck_err_oom(ld->err);
     }
     for (size_t i = 0; i < ld->n_inputs && rc == CK_OK; i++) {
         ck_tensor *t = &m->tensors[i];
@@ -835,7 +835,7 @@ static int expand(loader *ld, const ck_ttype *input_types)
                          .producer = CK_NO_NODE};
         ck_ttype_bytes(&t->type, &t->bytes); /* checked by read_shape */
         if (!t->name)
-            rc = ck_fail_oom(ld->err);
+            rc = ck_err_oom(ld->err);
     }
     for (size_t k = 0; k < ld->top.n && rc == CK_OK; k++) {
         const entry *e = &ld->top.e[k];
@@ -852,7 +852,7 @@ static int expand(loader *ld, const ck_ttype *input_types)
         rc = add_group(ld, strdup(e->name));
         char *name = rc == CK_OK ? strdup(e->name) : NULL;
         if (rc == CK_OK)
-            rc = name ? add_node(ld, name, e, ins, m->n_groups - 1, path) : ck_fail_oom(ld->err);
+            rc = name ? add_node(ld, name, e, ins, m->n_groups - 1, path) : ck_err_oom(ld->err);
         if (rc == CK_OK)
             m->groups[m->n_groups - 1].end = m->n_nodes;
         entry_out[k] = m->n_inputs + m->n_nodes - 1;
@@ -889,7 +889,7 @@ static int load(loader *ld, const cJSON *root)
         ld->m->file = strdup(ld->file);
         ld->m->name = strdup(name);
         if (!ld->m->file || !ld->m->name)
-            rc = ck_fail_oom(ld->err);
+            rc = ck_err_oom(ld->err);
     }
     if (rc == CK_OK) rc = expand(ld, input_types);
     free(input_types);
@@ -901,7 +901,7 @@ int ck_model_from_json(const cJSON *root, const char *file, ck_model **out, ck_e
     loader ld = {.file = file, .err = err};
     ld.m = calloc(1, sizeof *ld.m);
     if (!ld.m)
-        return ck_fail_oom(err);
+        return ck_err_oom(err);
     int rc = load(&ld, root);
     for (size_t b = 0; b < ld.n_blocks; b++) {
         free(ld.blocks[b].e);

@@ -73,6 +73,6 @@ int ck_model_from_json(const cJSON *root, const char *file, ck_model **out, ck_e
 void ck_model_free(ck_model *m);
 
 /* "none", "sgd", "momentum", "adam". */
-const char *ck_optimizer_name(ck_optimizer o);
+const char *ck_model_optimizer_name(ck_optimizer o);
 
 #endif

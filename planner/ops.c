@@ -34,7 +34,7 @@ bool ck_ttype_numel(const ck_ttype *t, uint64_t *out)
 {
     uint64_t n = 1;
     for (size_t i = 0; i < t->rank; i++)
-        if (!ck_mul(n, t->dim[i], &n))
+        if (!ck_size_mul(n, t->dim[i], &n))
             return false;
     *out = n;
     return true;
@@ -43,7 +43,7 @@ bool ck_ttype_numel(const ck_ttype *t, uint64_t *out)
 bool ck_ttype_bytes(const ck_ttype *t, uint64_t *out)
 {
     uint64_t n;
-    return ck_ttype_numel(t, &n) && ck_mul(n, ck_dtype_bytes(t->dtype), out);
+    return ck_ttype_numel(t, &n) && ck_size_mul(n, ck_dtype_bytes(t->dtype), out);
 }
 
 void ck_ttype_format(const ck_ttype *t, char *buf, size_t len)
@@ -118,7 +118,7 @@ static int bad_input(const char *file, const char *path, size_t i, const char *e
 {
     char shown[128];
     ck_ttype_format(got, shown, sizeof shown);
-    return ck_fail(err, CK_ERR_INPUT, "%s: %s.inputs[%zu]: expected %s, got %s", file, path, i,
+    return ck_err_fail(err, CK_ERR_INPUT, "%s: %s.inputs[%zu]: expected %s, got %s", file, path, i,
                    expected, shown);
 }
 
@@ -133,7 +133,7 @@ static int bad_attr(const char *file, const char *path, const char *attr, ck_err
     va_start(ap, fmt);
     vsnprintf(why, sizeof why, fmt, ap);
     va_end(ap);
-    return ck_fail(err, CK_ERR_INPUT, "%s: %s.%s: %s", file, path, attr, why);
+    return ck_err_fail(err, CK_ERR_INPUT, "%s: %s.%s: %s", file, path, attr, why);
 }
 
 static bool same_type(const ck_ttype *a, const ck_ttype *b)
@@ -193,7 +193,7 @@ static int infer_attention(ck_attrs *a, const ck_ttype *in, ck_ttype *out, const
                         "expected a divisor of heads (%llu), got %llu",
                         (unsigned long long)a->heads, (unsigned long long)a->kv_heads);
     uint64_t groups; /* heads + 2*kv_heads: heads <= 2^53 keeps this exact */
-    if (!ck_mul(a->kv_heads, 2, &groups) || !ck_add(groups, a->heads, &groups))
+    if (!ck_size_mul(a->kv_heads, 2, &groups) || !ck_size_add(groups, a->heads, &groups))
         return bad_attr(file, path, "heads", err, "heads + 2*kv_heads overflows 64 bits");
     if (last_dim(&in[0]) % groups != 0) {
         char want[160];
@@ -275,7 +275,7 @@ typedef struct {
 static uint64_t mul(ovf *o, uint64_t a, uint64_t b)
 {
     uint64_t r = 0;
-    if (!ck_mul(a, b, &r))
+    if (!ck_size_mul(a, b, &r))
         o->ok = false;
     return r;
 }
@@ -283,7 +283,7 @@ static uint64_t mul(ovf *o, uint64_t a, uint64_t b)
 static uint64_t add(ovf *o, uint64_t a, uint64_t b)
 {
     uint64_t r = 0;
-    if (!ck_add(a, b, &r))
+    if (!ck_size_add(a, b, &r))
         o->ok = false;
     return r;
 }
@@ -469,7 +469,7 @@ int ck_op_describe(const ck_op_def *op, const ck_attrs *a, const ck_ttype *in,
     info->fwd_bytes_moved = fwd;
     info->bwd_bytes_moved = bwd;
     if (!o.ok)
-        return ck_fail(err, CK_ERR_INPUT,
+        return ck_err_fail(err, CK_ERR_INPUT,
                        "%s: %s: the sizes or FLOP counts of this %s overflow 64 bits", file, path,
                        op->name);
     return CK_OK;

@@ -10,7 +10,7 @@ typedef struct {
     uint64_t value;
 } seg_task;
 
-static bool push_forward(ck_schedule *out, ck_opkind kind, size_t from, size_t to)
+static bool push_forward(ck_schedule *out, ck_action_kind kind, size_t from, size_t to)
 {
     bool ok = ck_schedule_push(out, kind, from);
     for (size_t k = from + 1; ok && k < to; k++)
@@ -25,7 +25,7 @@ int ck_persistent_emit(const ck_chain *c, ck_seg_decide decide, void *ctx, uint6
     /* The pending tasks cover disjoint ranges of stages, so there are at most L of them. */
     seg_task *stack = malloc(L * sizeof *stack);
     if (!stack)
-        return ck_fail_oom(err);
+        return ck_err_oom(err);
     size_t depth = 0;
     stack[depth++] = (seg_task){false, 0, L - 1, value};
     bool ok = true;
@@ -53,5 +53,5 @@ int ck_persistent_emit(const ck_chain *c, ck_seg_decide decide, void *ctx, uint6
         }
     }
     free(stack);
-    return ok ? CK_OK : ck_fail_oom(err);
+    return ok ? CK_OK : ck_err_oom(err);
 }

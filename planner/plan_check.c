@@ -53,9 +53,9 @@ int ck_plan_check_replay(const ck_plan_file *p, const ck_chain *c, uint64_t stat
     if (rc != CK_OK)
         return rc;
     ck_plan_figures *r = &out->replayed;
-    if (!ck_add(static_bytes, plan.peak_bytes, &r->peak_bytes) ||
-        !ck_add(static_bytes, base.peak_bytes, &r->baseline_peak_bytes))
-        return ck_fail(err, CK_ERR_INPUT, "static memory plus activations exceed 2^64 bytes");
+    if (!ck_size_add(static_bytes, plan.peak_bytes, &r->peak_bytes) ||
+        !ck_size_add(static_bytes, base.peak_bytes, &r->baseline_peak_bytes))
+        return ck_err_fail(err, CK_ERR_INPUT, "static memory plus activations exceed 2^64 bytes");
     r->activation_peak_bytes = plan.peak_bytes;
     r->static_bytes = static_bytes;
     r->baseline_activation_peak_bytes = base.peak_bytes;
@@ -78,7 +78,7 @@ int ck_plan_check_replay(const ck_plan_file *p, const ck_chain *c, uint64_t stat
     return CK_OK;
 }
 
-void ck_plan_difference_describe(const ck_plan_difference *d, char *buf, size_t len)
+void ck_plan_check_describe(const ck_plan_difference *d, char *buf, size_t len)
 {
     if (d->is_time) {
         snprintf(buf, len, "%s: the plan file says %.15g, the replay gives %.15g", d->field,

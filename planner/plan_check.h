@@ -10,7 +10,7 @@
 
 #include "planner/chain.h"
 #include "planner/err.h"
-#include "planner/plan_io.h"
+#include "planner/plan.h"
 
 /* Times (and the overhead) agree within this fraction of the larger one: a JSON tool that
  * rewrites a plan may round a number's last digits. Sizes must agree exactly. */
@@ -42,6 +42,6 @@ int ck_plan_check_replay(const ck_plan_file *p, const ck_chain *c, uint64_t stat
                          ck_plan_check *out, ck_err *err);
 
 /* "predicted.time: the plan file says 69, the replay gives 68" into buf. */
-void ck_plan_difference_describe(const ck_plan_difference *d, char *buf, size_t len);
+void ck_plan_check_describe(const ck_plan_difference *d, char *buf, size_t len);
 
 #endif

@@ -12,7 +12,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "planner/planners.h"
+#include "planner/planner.h"
 #include "planner/rangemax.h"
 #include "planner/segments.h"
 
@@ -107,7 +107,7 @@ static int search_init(chen_search *x, const ck_chain *c, ck_err *err)
     x->starts = malloc(L * sizeof *x->starts);
     int rc = x->saved_before && x->fwd_before && x->starts
                  ? ck_segments_pricer_new(c, &x->pricer, err)
-                 : ck_fail_oom(err);
+                 : ck_err_oom(err);
     if (rc != CK_OK) {
         search_free(x);
         return rc;
@@ -116,7 +116,7 @@ static int search_init(chen_search *x, const ck_chain *c, ck_err *err)
     double fwd = 0, bwd = 0;
     for (size_t i = 0; i < L; i++) {
         const ck_stage *st = &c->stages[i];
-        x->saved_before[i + 1] = ck_sat_add(x->saved_before[i], st->saved_bytes);
+        x->saved_before[i + 1] = ck_rangemax_sat_add(x->saved_before[i], st->saved_bytes);
         x->fwd_before[i + 1] = x->fwd_before[i] + st->fwd_time;
         fwd += st->fwd_time;
         bwd += st->bwd_time;
@@ -147,7 +147,7 @@ static int replay_candidate(const chen_search *x, candidate *cand, ck_schedule *
     size_t n = greedy_starts(x, cand->b, &next_b);
     ck_schedule s = {0};
     ck_replay r;
-    int rc = ck_schedule_segments(x->chain, x->starts, n, &s, err);
+    int rc = ck_segments_of(x->chain, x->starts, n, &s, err);
     if (rc == CK_OK)
         rc = ck_schedule_replay(x->chain, &s, &r, NULL, NULL, err);
     if (rc == CK_OK) {

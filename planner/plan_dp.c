@@ -6,7 +6,7 @@
 #include <stdlib.h>
 
 #include "planner/persistent.h"
-#include "planner/planners.h"
+#include "planner/planner.h"
 #include "planner/size.h"
 
 /* Above this the tables are refused rather than allocated. */
@@ -25,7 +25,7 @@ typedef struct {
 static uint64_t sat_add(uint64_t a, uint64_t b)
 {
     uint64_t r;
-    return ck_add(a, b, &r) ? r : UINT64_MAX;
+    return ck_size_add(a, b, &r) ? r : UINT64_MAX;
 }
 
 static uint64_t max2(uint64_t a, uint64_t b)
@@ -52,7 +52,7 @@ static int sizes_init(unit_sizes *z, const ck_chain *c, uint64_t unit, ck_err *e
                       .loss_tmp = ck_size_ceil_div(c->loss_bwd_tmp_bytes, unit)};
     if (!z->x || !z->xbar || !z->ftmp || !z->btmp) {
         sizes_free(z);
-        return ck_fail_oom(err);
+        return ck_err_oom(err);
     }
     for (size_t i = 0; i <= L; i++)
         z->x[i] = ck_size_ceil_div(ck_chain_x_bytes(c, i), unit);
@@ -130,7 +130,7 @@ static int min_peak_fill(min_peak_table *mp, const ck_chain *c, const atomic_int
     const unit_sizes *z = mp->z;
     size_t L = z->L;
     int rc = CK_OK;
-    for (size_t d = 0; d < L && (rc = ck_check_stop(stop, err)) == CK_OK; d++)
+    for (size_t d = 0; d < L && (rc = ck_err_check_stop(stop, err)) == CK_OK; d++)
         for (size_t s = 0, t = d; t < L; s++, t++) {
             size_t here = pair_index(s, t);
             if (d == 0) {
@@ -185,7 +185,7 @@ static int time_fill(time_table *tt, const ck_chain *c, const atomic_int *stop, 
     const unit_sizes *z = tt->z;
     size_t L = z->L, w = tt->width;
     int rc = CK_OK;
-    for (size_t d = 0; d < L && (rc = ck_check_stop(stop, err)) == CK_OK; d++)
+    for (size_t d = 0; d < L && (rc = ck_err_check_stop(stop, err)) == CK_OK; d++)
         for (size_t s = 0, t = d; t < L; s++, t++) {
             double *row = tt->time + pair_index(s, t) * w;
             uint32_t *leaf = tt->leaf + pair_index(s, t) * w;
@@ -239,14 +239,14 @@ static void time_decide(void *ctx, size_t s, size_t t, uint64_t m, ck_seg_choice
 static int check_table_size(size_t L, uint64_t width, ck_err *err)
 {
     uint64_t twice_pairs, entries, bytes, peak_bytes;
-    bool ok = ck_mul(L, L + 1, &twice_pairs) && ck_mul(twice_pairs / 2, width, &entries) &&
-              ck_mul(entries, sizeof(double) + sizeof(uint32_t), &bytes) &&
-              ck_mul(twice_pairs / 2, sizeof(uint64_t) + sizeof(double) + sizeof(uint32_t),
+    bool ok = ck_size_mul(L, L + 1, &twice_pairs) && ck_size_mul(twice_pairs / 2, width, &entries) &&
+              ck_size_mul(entries, sizeof(double) + sizeof(uint32_t), &bytes) &&
+              ck_size_mul(twice_pairs / 2, sizeof(uint64_t) + sizeof(double) + sizeof(uint32_t),
                      &peak_bytes) &&
-              ck_add(bytes, peak_bytes, &bytes);
+              ck_size_add(bytes, peak_bytes, &bytes);
     if (ok && bytes <= DP_TABLE_LIMIT)
         return CK_OK;
-    return ck_fail(err, CK_ERR_INPUT,
+    return ck_err_fail(err, CK_ERR_INPUT,
                    "dp: %zu stages with %llu memory slots need a table of more than 1 GiB; "
                    "use fewer --slots or --granularity block",
                    L, (unsigned long long)(width - 1));
@@ -267,7 +267,7 @@ static int plan_tables(const ck_chain *c, uint64_t budget, const atomic_int *sto
         tt->time = malloc(pairs * tt->width * sizeof *tt->time);
         tt->leaf = malloc(pairs * tt->width * sizeof *tt->leaf);
         if (!tt->time || !tt->leaf)
-            return ck_fail_oom(err);
+            return ck_err_oom(err);
         if ((rc = time_fill(tt, c, stop, err)) != CK_OK)
             return rc;
         if (isfinite(tt->time[top * tt->width + tt->width - 1]))
@@ -288,7 +288,7 @@ static int plan_tables(const ck_chain *c, uint64_t budget, const atomic_int *sto
     if (rc != CK_OK)
         return rc;
     *min_budget = replay.peak_bytes;
-    return ck_fail(err, CK_ERR_INFEASIBLE,
+    return ck_err_fail(err, CK_ERR_INFEASIBLE,
                    "dp: no persistent schedule fits in %llu bytes; the smallest peak is %llu bytes",
                    (unsigned long long)budget, (unsigned long long)replay.peak_bytes);
 }
@@ -297,7 +297,7 @@ static int plan_dp(const ck_chain *c, uint64_t budget, const ck_planner_opts *op
                    ck_plan_result *result, uint64_t *min_budget, ck_err *err)
 {
     if (opts->slots == 0)
-        return ck_fail(err, CK_ERR_INPUT, "dp: --slots must be at least 1");
+        return ck_err_fail(err, CK_ERR_INPUT, "dp: --slots must be at least 1");
     size_t L = c->n_stages;
     uint64_t avail = budget > c->input_bytes ? budget - c->input_bytes : 0;
     uint64_t unit = avail > opts->slots ? ck_size_ceil_div(avail, opts->slots) : 1;
@@ -320,7 +320,7 @@ static int plan_dp(const ck_chain *c, uint64_t budget, const ck_planner_opts *op
                          malloc(pairs * sizeof *mp.leaf)};
     time_table tt = {&units, slots + 1, NULL, NULL};
     if (!mp.peak || !mp.time || !mp.leaf)
-        rc = ck_fail_oom(err);
+        rc = ck_err_oom(err);
     else
         rc = plan_tables(c, budget, opts->stop, &mp, &tt, result, min_budget, err);
     free(mp.peak);

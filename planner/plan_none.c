@@ -1,5 +1,5 @@
 /* none: store everything. The fastest schedule, with the largest peak. */
-#include "planner/planners.h"
+#include "planner/planner.h"
 
 static int plan_none(const ck_chain *c, uint64_t budget, const ck_planner_opts *opts,
                      ck_plan_result *result, uint64_t *min_budget, ck_err *err)

@@ -5,7 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "planner/planners.h"
+#include "planner/planner.h"
 #include "planner/segments.h"
 
 static int plan_sqrt(const ck_chain *c, uint64_t budget, const ck_planner_opts *opts,
@@ -18,10 +18,10 @@ static int plan_sqrt(const ck_chain *c, uint64_t budget, const ck_planner_opts *
         n = 1;
     size_t *starts = malloc(n * sizeof *starts);
     if (!starts)
-        return ck_fail_oom(err);
+        return ck_err_oom(err);
     for (size_t k = 0; k < n; k++)
         starts[k] = k * L / n;
-    int rc = ck_schedule_segments(c, starts, n, &result->schedule, err);
+    int rc = ck_segments_of(c, starts, n, &result->schedule, err);
     free(starts);
     result->segments = (long)n;
     return rc == CK_OK ? ck_planner_check_fit(c, &result->schedule, budget, min_budget, err) : rc;

@@ -3,12 +3,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-uint64_t ck_sat_add(uint64_t a, uint64_t b)
+uint64_t ck_rangemax_sat_add(uint64_t a, uint64_t b)
 {
     return a > CK_SAT - b ? CK_SAT : a + b;
 }
 
-uint64_t ck_sat_sub(uint64_t a, uint64_t b)
+uint64_t ck_rangemax_sat_sub(uint64_t a, uint64_t b)
 {
     return a == CK_SAT ? CK_SAT : a - b;
 }
@@ -25,10 +25,10 @@ int ck_rangemax_init(ck_rangemax *r, const uint64_t *values, size_t n, ck_err *e
         levels++;
     memset(r, 0, sizeof *r);
     if (n > SIZE_MAX / sizeof *r->table / levels)
-        return ck_fail_oom(err);
+        return ck_err_oom(err);
     r->table = malloc(n * levels * sizeof *r->table);
     if (!r->table)
-        return ck_fail_oom(err);
+        return ck_err_oom(err);
     r->n = n;
     r->levels = levels;
     memcpy(r->table, values, n * sizeof *values);

@@ -1,7 +1,7 @@
 /* rangemax: the largest of a fixed array's values over any range of indices in constant
  * time (a sparse table: n log n values, built once), for planners that price many
  * schedules of one chain without replaying each. Sums of sizes that could pass 2^64
- * saturate at CK_SAT (ck_sat_add), which then means "2^64 or more, cannot tell". */
+ * saturate at CK_SAT (ck_rangemax_sat_add), which then means "2^64 or more, cannot tell". */
 #ifndef CK_RANGEMAX_H
 #define CK_RANGEMAX_H
 
@@ -13,9 +13,9 @@
 #define CK_SAT UINT64_MAX
 
 /* a + b, or CK_SAT when that overflows or either is CK_SAT. */
-uint64_t ck_sat_add(uint64_t a, uint64_t b);
+uint64_t ck_rangemax_sat_add(uint64_t a, uint64_t b);
 /* a - b for b <= a, keeping CK_SAT as CK_SAT. */
-uint64_t ck_sat_sub(uint64_t a, uint64_t b);
+uint64_t ck_rangemax_sat_sub(uint64_t a, uint64_t b);
 
 typedef struct {
     size_t n, levels;

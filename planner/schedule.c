@@ -7,18 +7,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const opkind_names[CK_N_OPKINDS] = {"F_all", "F_ck", "F_none", "loss", "B"};
+static const char *const opkind_names[CK_N_ACTIONS] = {"F_all", "F_ck", "F_none", "loss", "B"};
 
-const char *ck_opkind_name(ck_opkind kind)
+const char *ck_action_name(ck_action_kind kind)
 {
-    return kind < CK_N_OPKINDS ? opkind_names[kind] : "?";
+    return kind < CK_N_ACTIONS ? opkind_names[kind] : "?";
 }
 
-bool ck_opkind_parse(const char *name, ck_opkind *out)
+bool ck_action_parse(const char *name, ck_action_kind *out)
 {
-    for (int k = 0; k < CK_N_OPKINDS; k++)
+    for (int k = 0; k < CK_N_ACTIONS; k++)
         if (strcmp(name, opkind_names[k]) == 0) {
-            *out = (ck_opkind)k;
+            *out = (ck_action_kind)k;
             return true;
         }
     return false;
@@ -26,33 +26,33 @@ bool ck_opkind_parse(const char *name, ck_opkind *out)
 
 int ck_schedule_check_length(const char *what, uint64_t ops, ck_err *err)
 {
-    unsigned long limit = ck_limit_from_env("CKPLAN_MAX_SCHEDULE_OPS", CK_SCHEDULE_MAX_OPS);
+    unsigned long limit = ck_limits_from_env("CKPLAN_MAX_SCHEDULE_OPS", CK_SCHEDULE_MAX_OPS);
     if (ops <= limit)
         return CK_OK;
     char count[32] = "more than 2^64";
     if (ops != UINT64_MAX)
         snprintf(count, sizeof count, "%llu", (unsigned long long)ops);
-    return ck_fail(err, CK_ERR_INPUT, "%s would have %s operations, more than the limit of %lu "
+    return ck_err_fail(err, CK_ERR_INPUT, "%s would have %s operations, more than the limit of %lu "
                    "for a schedule (set CKPLAN_MAX_SCHEDULE_OPS to raise it)", what, count, limit);
 }
 
-bool ck_schedule_push(ck_schedule *s, ck_opkind kind, size_t stage)
+bool ck_schedule_push(ck_schedule *s, ck_action_kind kind, size_t stage)
 {
     if (s->n == s->cap) {
         size_t cap = s->cap ? 2 * s->cap : 64;
-        ck_op *grown = realloc(s->ops, cap * sizeof *grown);
+        ck_action *grown = realloc(s->actions, cap * sizeof *grown);
         if (!grown)
             return false;
-        s->ops = grown;
+        s->actions = grown;
         s->cap = cap;
     }
-    s->ops[s->n++] = (ck_op){kind, stage};
+    s->actions[s->n++] = (ck_action){kind, stage};
     return true;
 }
 
 void ck_schedule_free(ck_schedule *s)
 {
-    free(s->ops);
+    free(s->actions);
     memset(s, 0, sizeof *s);
 }
 
@@ -65,7 +65,7 @@ int ck_schedule_baseline(const ck_chain *c, ck_schedule *out, ck_err *err)
     ok = ok && ck_schedule_push(out, CK_LOSS, 0);
     for (size_t i = L; ok && i-- > 0;)
         ok = ck_schedule_push(out, CK_B, i);
-    return ok ? CK_OK : ck_fail_oom(err);
+    return ok ? CK_OK : ck_err_oom(err);
 }
 
 /* What is live during a replay: x_i, x̄_i (1 <= i <= L; x̄_0 is x_0) and y_i (0 <= i <= L),
@@ -94,7 +94,7 @@ static void free_input(replay_state *st, size_t i)
 }
 
 /* Checks that op k finds what it needs; on failure writes why into what. */
-static bool needs_met(const replay_state *st, const ck_op *op, size_t L, char *what, size_t len)
+static bool needs_met(const replay_state *st, const ck_action *op, size_t L, char *what, size_t len)
 {
     size_t i = op->kind == CK_LOSS ? L : op->stage;
     if (op->kind == CK_B) {
@@ -108,11 +108,11 @@ static bool needs_met(const replay_state *st, const ck_op *op, size_t L, char *w
     return true;
 }
 
-static int invalid(ck_err *err, size_t k, const ck_op *op, const char *what)
+static int invalid(ck_err *err, size_t k, const ck_action *op, const char *what)
 {
     if (op->kind == CK_LOSS)
-        return ck_fail(err, CK_ERR_INPUT, "schedule[%zu] (loss): %s", k, what);
-    return ck_fail(err, CK_ERR_INPUT, "schedule[%zu] (%s %zu): %s", k, ck_opkind_name(op->kind),
+        return ck_err_fail(err, CK_ERR_INPUT, "schedule[%zu] (loss): %s", k, what);
+    return ck_err_fail(err, CK_ERR_INPUT, "schedule[%zu] (%s %zu): %s", k, ck_action_name(op->kind),
                    op->stage, what);
 }
 
@@ -122,7 +122,7 @@ int ck_schedule_replay(const ck_chain *c, const ck_schedule *s, ck_replay *out,
     size_t L = c->n_stages;
     bool *flags = calloc(3 * (L + 1), sizeof *flags);
     if (!flags)
-        return ck_fail_oom(err);
+        return ck_err_oom(err);
     replay_state st = {.chain = c, .x = flags, .xbar = flags + (L + 1), .y = flags + 2 * (L + 1),
                        .held = c->input_bytes};
     st.x[0] = true;
@@ -132,9 +132,9 @@ int ck_schedule_replay(const ck_chain *c, const ck_schedule *s, ck_replay *out,
     int rc = CK_OK;
     char what[160];
     for (size_t k = 0; k < s->n && rc == CK_OK; k++) {
-        const ck_op *op = &s->ops[k];
+        const ck_action *op = &s->actions[k];
         size_t i = op->stage;
-        if (op->kind >= CK_N_OPKINDS) {
+        if (op->kind >= CK_N_ACTIONS) {
             rc = invalid(err, k, op, "unknown operation");
             break;
         }
@@ -178,7 +178,7 @@ int ck_schedule_replay(const ck_chain *c, const ck_schedule *s, ck_replay *out,
             break;
         }
         uint64_t peak;
-        if (!ck_add(st.held, alloc, &st.held) || !ck_add(st.held, tmp, &peak)) {
+        if (!ck_size_add(st.held, alloc, &st.held) || !ck_size_add(st.held, tmp, &peak)) {
             rc = invalid(err, k, op, "memory held exceeds 2^64 bytes");
             break;
         }
@@ -207,7 +207,7 @@ int ck_schedule_replay(const ck_chain *c, const ck_schedule *s, ck_replay *out,
             op_peak[k] = peak;
     }
     if (rc == CK_OK && !st.y[0])
-        rc = ck_fail(err, CK_ERR_INPUT, "schedule: ends without y_0 (the gradient of the input) "
+        rc = ck_err_fail(err, CK_ERR_INPUT, "schedule: ends without y_0 (the gradient of the input) "
                                         "being live; a complete schedule ends with B 0");
     free(flags);
     return rc;

@@ -11,15 +11,15 @@
 #include "planner/chain.h"
 #include "planner/err.h"
 
-typedef enum { CK_F_ALL, CK_F_CK, CK_F_NONE, CK_LOSS, CK_B, CK_N_OPKINDS } ck_opkind;
+typedef enum { CK_F_ALL, CK_F_CK, CK_F_NONE, CK_LOSS, CK_B, CK_N_ACTIONS } ck_action_kind;
 
 typedef struct {
-    ck_opkind kind;
+    ck_action_kind kind;
     size_t stage; /* 0 for CK_LOSS */
-} ck_op;
+} ck_action;
 
 typedef struct {
-    ck_op *ops;
+    ck_action *actions;
     size_t n, cap;
 } ck_schedule;
 
@@ -34,12 +34,12 @@ typedef struct {
 int ck_schedule_check_length(const char *what, uint64_t ops, ck_err *err);
 
 /* "F_all", "F_ck", "F_none", "loss", "B". */
-const char *ck_opkind_name(ck_opkind kind);
+const char *ck_action_name(ck_action_kind kind);
 /* Parses one of those names; false if it is none of them. */
-bool ck_opkind_parse(const char *name, ck_opkind *out);
+bool ck_action_parse(const char *name, ck_action_kind *out);
 
 /* Appends an operation; false when out of memory (the schedule is left as it was). */
-bool ck_schedule_push(ck_schedule *s, ck_opkind kind, size_t stage);
+bool ck_schedule_push(ck_schedule *s, ck_action_kind kind, size_t stage);
 void ck_schedule_free(ck_schedule *s);
 
 /* The store-everything schedule: F_all 0 .. F_all L-1, loss, B L-1 .. B 0. */
@@ -49,7 +49,7 @@ typedef struct {
     uint64_t peak_bytes;   /* largest operation peak, at least input_bytes */
     double time;           /* sum of the operations' times */
     size_t peak_op;        /* index of the first operation that reaches the peak */
-    size_t count[CK_N_OPKINDS]; /* operations of each kind */
+    size_t count[CK_N_ACTIONS]; /* operations of each kind */
 } ck_replay;
 
 /* Replays s on c. On success fills *out and, when non-NULL, live_after[k] with the bytes

@@ -6,7 +6,7 @@
 
 /* Calls visit for each operation of the segment schedule in order, while it returns true. */
 static bool walk_segments(const ck_chain *c, const size_t *starts, size_t n,
-                          bool (*visit)(void *ctx, ck_opkind kind, size_t stage), void *ctx)
+                          bool (*visit)(void *ctx, ck_action_kind kind, size_t stage), void *ctx)
 {
     size_t L = c->n_stages;
     bool ok = true;
@@ -26,15 +26,15 @@ static bool walk_segments(const ck_chain *c, const size_t *starts, size_t n,
     return ok;
 }
 
-static bool push_op(void *schedule, ck_opkind kind, size_t stage)
+static bool push_op(void *schedule, ck_action_kind kind, size_t stage)
 {
     return ck_schedule_push(schedule, kind, stage);
 }
 
-int ck_schedule_segments(const ck_chain *c, const size_t *starts, size_t n, ck_schedule *out,
+int ck_segments_of(const ck_chain *c, const size_t *starts, size_t n, ck_schedule *out,
                          ck_err *err)
 {
-    return walk_segments(c, starts, n, push_op, out) ? CK_OK : ck_fail_oom(err);
+    return walk_segments(c, starts, n, push_op, out) ? CK_OK : ck_err_oom(err);
 }
 
 typedef struct {
@@ -43,7 +43,7 @@ typedef struct {
 } time_sum;
 
 /* Adds the operation's time as ck_schedule_replay does. */
-static bool add_time(void *ctx, ck_opkind kind, size_t stage)
+static bool add_time(void *ctx, ck_action_kind kind, size_t stage)
 {
     time_sum *sum = ctx;
     const ck_chain *c = sum->chain;
@@ -89,15 +89,15 @@ static int build_tables(ck_segments_pricer *p, ck_err *err)
     size_t L = c->n_stages;
     uint64_t *advance = malloc(L * sizeof *advance), *all = malloc(L * sizeof *all),
              *back = malloc(L * sizeof *back);
-    int rc = advance && all && back ? CK_OK : ck_fail_oom(err);
+    int rc = advance && all && back ? CK_OK : ck_err_oom(err);
     for (size_t i = 0; rc == CK_OK && i < L; i++) {
         const ck_stage *st = &c->stages[i];
         uint64_t in = ck_chain_x_bytes(c, i);
-        p->saved_before[i + 1] = ck_sat_add(p->saved_before[i], st->saved_bytes);
-        advance[i] = ck_sat_add(ck_sat_add(in, st->out_bytes), st->fwd_tmp_bytes);
-        all[i] = ck_sat_add(p->saved_before[i + 1], st->fwd_tmp_bytes);
-        back[i] = ck_sat_add(ck_sat_add(p->saved_before[i + 1], st->out_bytes),
-                             ck_sat_add(in, st->bwd_tmp_bytes));
+        p->saved_before[i + 1] = ck_rangemax_sat_add(p->saved_before[i], st->saved_bytes);
+        advance[i] = ck_rangemax_sat_add(ck_rangemax_sat_add(in, st->out_bytes), st->fwd_tmp_bytes);
+        all[i] = ck_rangemax_sat_add(p->saved_before[i + 1], st->fwd_tmp_bytes);
+        back[i] = ck_rangemax_sat_add(ck_rangemax_sat_add(p->saved_before[i + 1], st->out_bytes),
+                             ck_rangemax_sat_add(in, st->bwd_tmp_bytes));
     }
     if (rc == CK_OK)
         rc = ck_rangemax_init(&p->advance, advance, L, err);
@@ -115,10 +115,10 @@ int ck_segments_pricer_new(const ck_chain *c, ck_segments_pricer **out, ck_err *
 {
     ck_segments_pricer *p = calloc(1, sizeof *p);
     if (!p)
-        return ck_fail_oom(err);
+        return ck_err_oom(err);
     p->chain = c;
     p->saved_before = calloc(c->n_stages + 1, sizeof *p->saved_before);
-    int rc = p->saved_before ? build_tables(p, err) : ck_fail_oom(err);
+    int rc = p->saved_before ? build_tables(p, err) : ck_err_oom(err);
     if (rc != CK_OK) {
         ck_segments_pricer_free(p);
         return rc;
@@ -144,17 +144,17 @@ static uint64_t segment_peak(const ck_segments_pricer *p, size_t s, size_t e)
     const ck_chain *c = p->chain;
     size_t L = c->n_stages;
     uint64_t before = p->saved_before[s];
-    uint64_t peak = ck_sat_sub(ck_rangemax_query(&p->back, s, e - 1), before);
-    uint64_t recompute = ck_sat_sub(ck_rangemax_query(&p->all, s, e - 1), before);
+    uint64_t peak = ck_rangemax_sat_sub(ck_rangemax_query(&p->back, s, e - 1), before);
+    uint64_t recompute = ck_rangemax_sat_sub(ck_rangemax_query(&p->all, s, e - 1), before);
     if (e == L) {
-        uint64_t loss = ck_sat_add(ck_sat_sub(p->saved_before[L], before),
-                                   ck_sat_add(ck_chain_x_bytes(c, L), c->loss_bwd_tmp_bytes));
+        uint64_t loss = ck_rangemax_sat_add(ck_rangemax_sat_sub(p->saved_before[L], before),
+                                   ck_rangemax_sat_add(ck_chain_x_bytes(c, L), c->loss_bwd_tmp_bytes));
         return max_u64(peak, max_u64(recompute, loss));
     }
     const ck_stage *first = &c->stages[s];
-    uint64_t forward = max_u64(ck_sat_add(first->out_bytes, first->fwd_tmp_bytes),
+    uint64_t forward = max_u64(ck_rangemax_sat_add(first->out_bytes, first->fwd_tmp_bytes),
                                ck_rangemax_query(&p->advance, s + 1, e - 1));
-    recompute = ck_sat_add(recompute, c->stages[e - 1].out_bytes); /* y_e */
+    recompute = ck_rangemax_sat_add(recompute, c->stages[e - 1].out_bytes); /* y_e */
     return max_u64(peak, max_u64(forward, recompute));
 }
 
@@ -164,9 +164,9 @@ uint64_t ck_segments_peak(const ck_segments_pricer *p, const size_t *starts, siz
     uint64_t held = c->input_bytes, peak = held;
     for (size_t k = 0; k < n; k++) {
         if (k > 0) /* the checkpoint x_{starts[k]} */
-            held = ck_sat_add(held, c->stages[starts[k] - 1].out_bytes);
+            held = ck_rangemax_sat_add(held, c->stages[starts[k] - 1].out_bytes);
         size_t end = k + 1 < n ? starts[k + 1] : c->n_stages;
-        peak = max_u64(peak, ck_sat_add(held, segment_peak(p, starts[k], end)));
+        peak = max_u64(peak, ck_rangemax_sat_add(held, segment_peak(p, starts[k], end)));
     }
     return peak;
 }

@@ -13,10 +13,10 @@
 #include "planner/err.h"
 #include "planner/schedule.h"
 
-int ck_schedule_segments(const ck_chain *c, const size_t *starts, size_t n, ck_schedule *out,
+int ck_segments_of(const ck_chain *c, const size_t *starts, size_t n, ck_schedule *out,
                          ck_err *err);
 
-/* The time ck_schedule_replay reports for ck_schedule_segments(c, starts, n): the same sum
+/* The time ck_schedule_replay reports for ck_segments_of(c, starts, n): the same sum
  * in the same order, without building the schedule. */
 double ck_segments_time(const ck_chain *c, const size_t *starts, size_t n);
 
@@ -24,7 +24,7 @@ double ck_segments_time(const ck_chain *c, const size_t *starts, size_t n);
  * of n segments, from prefix sums and range maxima. */
 typedef struct ck_segments_pricer ck_segments_pricer;
 int ck_segments_pricer_new(const ck_chain *c, ck_segments_pricer **out, ck_err *err);
-/* The peak ck_schedule_replay reports for ck_schedule_segments(c, starts, n), or
+/* The peak ck_schedule_replay reports for ck_segments_of(c, starts, n), or
  * UINT64_MAX when a sum it needs reaches 2^64 (always so when that peak does): replay to
  * tell. */
 uint64_t ck_segments_peak(const ck_segments_pricer *p, const size_t *starts, size_t n);

@@ -5,12 +5,12 @@
 #include <string.h>
 #include <strings.h>
 
-bool ck_add(uint64_t a, uint64_t b, uint64_t *out)
+bool ck_size_add(uint64_t a, uint64_t b, uint64_t *out)
 {
     return !__builtin_add_overflow(a, b, out);
 }
 
-bool ck_mul(uint64_t a, uint64_t b, uint64_t *out)
+bool ck_size_mul(uint64_t a, uint64_t b, uint64_t *out)
 {
     return !__builtin_mul_overflow(a, b, out);
 }
@@ -41,7 +41,7 @@ static const size_unit size_units[] = {
 
 static int size_usage(ck_err *err, const char *text, const char *why)
 {
-    return ck_fail(err, CK_ERR_INPUT,
+    return ck_err_fail(err, CK_ERR_INPUT,
                    "invalid size '%s' (%s): expected bytes (1048576) or a number with a "
                    "unit: K M G T or KiB MiB GiB TiB (powers of 1024), KB MB GB TB "
                    "(powers of 1000), e.g. 8G, 1.5GiB, 500MB",
@@ -103,10 +103,10 @@ static int exact_bytes(const char *text, const char *start, const char *end, siz
     uint64_t bytes = 0, scale = UINT64_C(1) << twos;
     bool ok = true;
     for (size_t i = 0; i < n && ok; i++)
-        ok = ck_mul(bytes, 10, &bytes) && ck_add(bytes, (uint64_t)(digits[i] - '0'), &bytes);
+        ok = ck_size_mul(bytes, 10, &bytes) && ck_size_add(bytes, (uint64_t)(digits[i] - '0'), &bytes);
     while (fives--)
         scale *= 5; /* at most 2^40 or 10^12 */
-    if (!ok || !ck_mul(bytes, scale, &bytes) || bytes >= CK_EXACT_LIMIT)
+    if (!ok || !ck_size_mul(bytes, scale, &bytes) || bytes >= CK_EXACT_LIMIT)
         return size_too_large(err, text);
     *out = bytes;
     return CK_OK;

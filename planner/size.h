@@ -1,7 +1,7 @@
 /* size: byte counts as people write them and read them, and overflow-checked arithmetic.
  *
  * Every size in ckplan is a uint64_t number of bytes. Every sum or product of sizes goes
- * through ck_add / ck_mul, which report overflow instead of wrapping. */
+ * through ck_size_add / ck_size_mul, which report overflow instead of wrapping. */
 #ifndef CK_SIZE_H
 #define CK_SIZE_H
 
@@ -12,9 +12,9 @@
 #include "planner/err.h"
 
 /* *out = a + b; false on overflow (then *out is unspecified). */
-bool ck_add(uint64_t a, uint64_t b, uint64_t *out);
+bool ck_size_add(uint64_t a, uint64_t b, uint64_t *out);
 /* *out = a * b; false on overflow. */
-bool ck_mul(uint64_t a, uint64_t b, uint64_t *out);
+bool ck_size_mul(uint64_t a, uint64_t b, uint64_t *out);
 
 /* Every number ckplan accepts must be one it can write and read back. JSON numbers are
  * doubles, exact for integers below 2^53: the JSON readers refuse integers from there on,

@@ -31,7 +31,7 @@ bool ck_stage_mark_saved(const ck_model *m, size_t first, size_t end, size_t *ma
                     continue;
                 mark[t] = stamp;
             }
-            if (!ck_add(sum, sv->bytes, &sum))
+            if (!ck_size_add(sum, sv->bytes, &sum))
                 return false;
         }
     }

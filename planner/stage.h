@@ -35,7 +35,7 @@ typedef struct {
 } ck_stage_rules;
 
 /* The rules of stage i of the stages given by first[] (stage i is nodes [first[i],
- * first[i+1]), as ck_model_to_chain returns them), marking what it saves in mark
+ * first[i+1]), as ck_derive_chain returns them), marking what it saves in mark
  * (n_tensors entries, shared by all stages: each uses its own stamp, i + 1); false when the
  * saved bytes overflow. */
 bool ck_stage_rules_init(ck_stage_rules *r, const ck_model *m, const size_t *first, size_t i,

@@ -15,15 +15,15 @@ void ck_workload_opts_default(ck_workload_opts *o)
 {
     o->granularity = CK_GRAN_BLOCK;
     o->costs_path = NULL;
-    ck_cost_model_default(&o->cost);
+    ck_derive_cost_model_default(&o->cost);
 }
 
-const char *ck_granularity_name(ck_granularity g)
+const char *ck_workload_granularity_name(ck_granularity g)
 {
     return g == CK_GRAN_OP ? "op" : "block";
 }
 
-bool ck_granularity_parse(const char *name, ck_granularity *out)
+bool ck_workload_granularity_parse(const char *name, ck_granularity *out)
 {
     if (strcmp(name, "op") == 0)
         *out = CK_GRAN_OP;
@@ -44,7 +44,7 @@ int ck_workload_apply_costs(ck_workload *w, const ck_workload_opts *opts, ck_err
     cJSON_Delete(root);
     if (rc != CK_OK)
         return rc;
-    rc = ck_costs_apply(&costs, opts->costs_path, w->sha256, ck_granularity_name(opts->granularity),
+    rc = ck_costs_apply(&costs, opts->costs_path, w->sha256, ck_workload_granularity_name(opts->granularity),
                         &w->chain, err);
     ck_costs_free(&costs);
     return rc;
@@ -55,10 +55,10 @@ static int load_model(const cJSON *root, const char *path, const ck_workload_opt
 {
     int rc = ck_model_from_json(root, path, &w->model, err);
     if (rc == CK_OK)
-        rc = ck_model_to_chain(w->model, opts->granularity, &opts->cost, &w->chain, &w->stage_first,
+        rc = ck_derive_chain(w->model, opts->granularity, &opts->cost, &w->chain, &w->stage_first,
                                err);
     if (rc == CK_OK)
-        rc = ck_model_static_memory(w->model, &w->statics, err);
+        rc = ck_derive_static_memory(w->model, &w->statics, err);
     if (rc == CK_OK && opts->costs_path)
         rc = ck_workload_apply_costs(w, opts, err);
     return rc;
@@ -80,14 +80,14 @@ static int check_exact(const ck_workload *w, ck_err *err)
         return rc;
     /* The baseline is a valid schedule: its replay fails only past 2^64 bytes. */
     uint64_t total;
-    if (rc != CK_OK || !ck_add(w->statics.total, r.peak_bytes, &total))
-        return ck_fail(err, CK_ERR_INPUT, "%s: the store-everything step needs more than 2^64 "
+    if (rc != CK_OK || !ck_size_add(w->statics.total, r.peak_bytes, &total))
+        return ck_err_fail(err, CK_ERR_INPUT, "%s: the store-everything step needs more than 2^64 "
                        "bytes: " CK_EXACT_LIMIT_WHY, w->path);
     if (total < CK_EXACT_LIMIT)
         return CK_OK;
     char need[32];
     ck_size_format(total, need, sizeof need);
-    return ck_fail(err, CK_ERR_INPUT, "%s: the store-everything step needs %s (%llu bytes: static "
+    return ck_err_fail(err, CK_ERR_INPUT, "%s: the store-everything step needs %s (%llu bytes: static "
                    "%llu + activations %llu): " CK_EXACT_LIMIT_WHY, w->path, need,
                    (unsigned long long)total, (unsigned long long)w->statics.total,
                    (unsigned long long)r.peak_bytes);
@@ -106,14 +106,14 @@ int ck_workload_load(const char *path, const ck_workload_opts *opts, ck_workload
     free(raw);
     out->path = strdup(path);
     if (!out->path)
-        rc = ck_fail_oom(err);
+        rc = ck_err_oom(err);
     const char *format = NULL;
     if (rc == CK_OK)
         rc = ck_json_expect_format(root, file_formats, path, "", &format, err);
     if (rc == CK_OK && strcmp(format, CK_MODEL_FORMAT) == 0)
         rc = load_model(root, path, opts, out, err);
     else if (rc == CK_OK && opts->costs_path)
-        rc = ck_fail(err, CK_ERR_INPUT, "%s: --costs applies to model files; a chain file "
+        rc = ck_err_fail(err, CK_ERR_INPUT, "%s: --costs applies to model files; a chain file "
                                         "carries its own times", path);
     else if (rc == CK_OK)
         rc = ck_chain_from_json(root, path, "", &out->chain, err);

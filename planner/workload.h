@@ -39,8 +39,8 @@ void ck_workload_free(ck_workload *w);
  * for a caller that must tell the model's errors from the costs file's. */
 int ck_workload_apply_costs(ck_workload *w, const ck_workload_opts *opts, ck_err *err);
 
-const char *ck_granularity_name(ck_granularity g);
+const char *ck_workload_granularity_name(ck_granularity g);
 /* Parses "op" or "block"; false otherwise. */
-bool ck_granularity_parse(const char *name, ck_granularity *out);
+bool ck_workload_granularity_parse(const char *name, ck_granularity *out);
 
 #endif

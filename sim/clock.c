@@ -16,7 +16,7 @@ static int compare_doubles(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-double ck_median(double *v, size_t n)
+double ck_clock_median(double *v, size_t n)
 {
     qsort(v, n, sizeof *v, compare_doubles);
     return v[n / 2];

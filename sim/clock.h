@@ -10,6 +10,6 @@ double ck_clock_seconds(void);
 
 /* The median of v[0..n), n >= 1 (the upper one of the two middle values when n is even).
  * Sorts v in place. */
-double ck_median(double *v, size_t n);
+double ck_clock_median(double *v, size_t n);
 
 #endif

@@ -8,7 +8,7 @@
 
 #include "planner/size.h"
 #include "planner/stage.h"
-#include "sim/kernels.h"
+#include "sim/kernel.h"
 #include "sim/clock.h"
 
 /* Streams of the counter-based generator that are not dropout (node) streams: parameters
@@ -157,7 +157,7 @@ static void release_step(ck_exec *e)
 static int alloc(ck_exec *e, ck_mem_kind kind, void **p, uint64_t bytes, ck_err *err)
 {
     *p = ck_mem_alloc(&e->mem, kind, bytes);
-    return *p ? CK_OK : ck_fail_oom(err);
+    return *p ? CK_OK : ck_err_oom(err);
 }
 
 /* ---- parameters, inputs, optimizer ---- */
@@ -346,50 +346,50 @@ static void forward_node(const walk *w, size_t k)
     switch (n->op->kind) {
     case CK_OP_EMBEDDING: {
         size_t C = (size_t)n->attrs.dim, T = c, rows = (size_t)numel(m, n->inputs[0]);
-        ck_embedding_forward(out, (const int32_t *)a, p,
+        ck_kernel_embedding_forward(out, (const int32_t *)a, p,
                              n->attrs.positions ? p + (size_t)n->attrs.vocab * C : NULL,
                              rows / T, T, C);
         break;
     }
     case CK_OP_LINEAR: {
         size_t oc = (size_t)n->attrs.out, weights = n->attrs.tied ? 0 : oc * c;
-        ck_linear_forward(out, a, e->params + e->weight_off[k], n->attrs.bias ? p + weights : NULL,
+        ck_kernel_linear_forward(out, a, e->params + e->weight_off[k], n->attrs.bias ? p + weights : NULL,
                           len / oc, c, oc);
         break;
     }
     case CK_OP_LAYERNORM:
-        ck_layernorm_forward(out, internal(w, k, "mean"), internal(w, k, "rstd"), a, p,
+        ck_kernel_layernorm_forward(out, internal(w, k, "mean"), internal(w, k, "rstd"), a, p,
                              p + c, len / c, c);
         break;
     case CK_OP_RMSNORM:
-        ck_rmsnorm_forward(out, internal(w, k, "rstd"), a, p, len / c, c);
+        ck_kernel_rmsnorm_forward(out, internal(w, k, "rstd"), a, p, len / c, c);
         break;
     case CK_OP_GELU:
-        ck_gelu_forward(out, a, len);
+        ck_kernel_gelu_forward(out, a, len);
         break;
     case CK_OP_RELU:
-        ck_relu_forward(out, a, len);
+        ck_kernel_relu_forward(out, a, len);
         break;
     case CK_OP_SILU:
-        ck_silu_forward(out, a, len);
+        ck_kernel_silu_forward(out, a, len);
         break;
     case CK_OP_ADD:
-        ck_add_forward(out, a, b, len);
+        ck_kernel_add_forward(out, a, b, len);
         break;
     case CK_OP_MUL:
-        ck_mul_forward(out, a, b, len);
+        ck_kernel_mul_forward(out, a, b, len);
         break;
     case CK_OP_DROPOUT:
-        ck_dropout_forward(out, internal(w, k, "mask"), a, prob, dropout_key(w, k), len);
+        ck_kernel_dropout_forward(out, internal(w, k, "mask"), a, prob, dropout_key(w, k), len);
         break;
     case CK_OP_ATTENTION: {
         attn_dims d = attention_dims(m, n);
         ck_rng_key key = dropout_key(w, k);
         if (n->attrs.flash)
-            ck_attention_flash_forward(out, internal(w, k, "lse"), a, e->ws, d.B, d.T, d.H,
+            ck_kernel_attention_flash_forward(out, internal(w, k, "lse"), a, e->ws, d.B, d.T, d.H,
                                        d.KV, d.D, prob, key);
         else
-            ck_attention_forward(out, internal(w, k, "probs"), internal(w, k, "mask"),
+            ck_kernel_attention_forward(out, internal(w, k, "probs"), internal(w, k, "mask"),
                                  internal(w, k, "dropped"), a, e->ws, d.B, d.T, d.H, d.KV,
                                  d.D, prob, key);
         break;
@@ -415,48 +415,48 @@ static void backward_node(const walk *w, size_t k)
     switch (n->op->kind) {
     case CK_OP_EMBEDDING: {
         size_t C = (size_t)n->attrs.dim, T = c, rows = (size_t)numel(m, n->inputs[0]);
-        ck_embedding_backward(dp, n->attrs.positions ? dp + (size_t)n->attrs.vocab * C : NULL, dout,
+        ck_kernel_embedding_backward(dp, n->attrs.positions ? dp + (size_t)n->attrs.vocab * C : NULL, dout,
                               (const int32_t *)a, rows / T, T, C);
         break;
     }
     case CK_OP_LINEAR: {
         size_t oc = (size_t)n->attrs.out, weights = n->attrs.tied ? 0 : oc * c;
-        ck_linear_backward(da, e->grads + e->weight_off[k], n->attrs.bias ? dp + weights : NULL,
+        ck_kernel_linear_backward(da, e->grads + e->weight_off[k], n->attrs.bias ? dp + weights : NULL,
                            dout, a, e->params + e->weight_off[k], len / oc, c, oc);
         break;
     }
     case CK_OP_LAYERNORM:
-        ck_layernorm_backward(da, dp, dp + c, dout, a, p, internal(w, k, "mean"),
+        ck_kernel_layernorm_backward(da, dp, dp + c, dout, a, p, internal(w, k, "mean"),
                               internal(w, k, "rstd"), len / c, c);
         break;
     case CK_OP_RMSNORM:
-        ck_rmsnorm_backward(da, dp, dout, a, p, internal(w, k, "rstd"), len / c, c);
+        ck_kernel_rmsnorm_backward(da, dp, dout, a, p, internal(w, k, "rstd"), len / c, c);
         break;
     case CK_OP_GELU:
-        ck_gelu_backward(da, a, dout, len);
+        ck_kernel_gelu_backward(da, a, dout, len);
         break;
     case CK_OP_RELU:
-        ck_relu_backward(da, out, dout, len);
+        ck_kernel_relu_backward(da, out, dout, len);
         break;
     case CK_OP_SILU:
-        ck_silu_backward(da, a, dout, len);
+        ck_kernel_silu_backward(da, a, dout, len);
         break;
     case CK_OP_ADD:
-        ck_add_backward(da, db, dout, len);
+        ck_kernel_add_backward(da, db, dout, len);
         break;
     case CK_OP_MUL:
-        ck_mul_backward(da, db, dout, a, b, len);
+        ck_kernel_mul_backward(da, db, dout, a, b, len);
         break;
     case CK_OP_DROPOUT:
-        ck_dropout_backward(da, dout, internal(w, k, "mask"), prob, len);
+        ck_kernel_dropout_backward(da, dout, internal(w, k, "mask"), prob, len);
         break;
     case CK_OP_ATTENTION: {
         attn_dims d = attention_dims(m, n);
         if (n->attrs.flash)
-            ck_attention_flash_backward(da, dout, a, out, internal(w, k, "lse"), e->ws, d.B,
+            ck_kernel_attention_flash_backward(da, dout, a, out, internal(w, k, "lse"), e->ws, d.B,
                                         d.T, d.H, d.KV, d.D, prob, e->keys[k]);
         else
-            ck_attention_backward(da, dout, a, internal(w, k, "probs"),
+            ck_kernel_attention_backward(da, dout, a, internal(w, k, "probs"),
                                   internal(w, k, "mask"), internal(w, k, "dropped"),
                                   e->ws, d.B, d.T, d.H, d.KV, d.D, prob, e->keys[k]);
         break;
@@ -477,10 +477,10 @@ static void loss_node(const walk *w, size_t k)
     float *loss = e->work[n->output];
     if (n->op->kind == CK_OP_CROSS_ENTROPY) {
         size_t v = last_dim(m, n->inputs[0]);
-        *loss = ck_cross_entropy(e->y[e->L], internal(w, k, "lse"), pred,
+        *loss = ck_kernel_cross_entropy(e->y[e->L], internal(w, k, "lse"), pred,
                                  e->held[n->inputs[1]], len / v, v);
     } else {
-        *loss = ck_mse(e->y[e->L], pred, e->held[n->inputs[1]], len);
+        *loss = ck_kernel_mse(e->y[e->L], pred, e->held[n->inputs[1]], len);
     }
     e->loss = *loss;
 }
@@ -661,25 +661,25 @@ static int chain_backward(ck_exec *e, size_t i, ck_err *err)
 /* The executor's own check of what operation k needs, so that it is safe whatever it is
  * given; ck_exec_step has already replayed the schedule, which words the same problems for
  * users. */
-static int guard(const ck_exec *e, size_t k, const ck_op *op, ck_err *err)
+static int guard(const ck_exec *e, size_t k, const ck_action *op, ck_err *err)
 {
     size_t i = op->kind == CK_LOSS ? e->L : op->stage;
-    const char *name = ck_opkind_name(op->kind);
-    if (op->kind >= CK_N_OPKINDS || (op->kind != CK_LOSS && i >= e->L))
-        return ck_fail(err, CK_ERR_INPUT, "schedule[%zu] (%s %zu): no such operation", k, name, i);
+    const char *name = ck_action_name(op->kind);
+    if (op->kind >= CK_N_ACTIONS || (op->kind != CK_LOSS && i >= e->L))
+        return ck_err_fail(err, CK_ERR_INPUT, "schedule[%zu] (%s %zu): no such operation", k, name, i);
     bool input = e->x[i] || (i > 0 && e->xbar[i]);
     bool needs = input && (op->kind != CK_B || (e->y[i + 1] && e->xbar[i + 1]));
     bool exists = op->kind == CK_F_ALL                        ? e->xbar[i + 1]
                   : op->kind == CK_LOSS || op->kind == CK_B ? e->y[i] != NULL
                                                             : e->x[i + 1] != NULL;
     if (!needs || exists)
-        return ck_fail(err, CK_ERR_INPUT, "schedule[%zu] (%s %zu): %s", k, name, i,
+        return ck_err_fail(err, CK_ERR_INPUT, "schedule[%zu] (%s %zu): %s", k, name, i,
                        exists ? "computes a tensor that is already live"
                               : "needs a tensor that is not live");
     return CK_OK;
 }
 
-static int run_op(ck_exec *e, size_t k, const ck_op *op, ck_err *err)
+static int run_op(ck_exec *e, size_t k, const ck_action *op, ck_err *err)
 {
     int rc = guard(e, k, op, err);
     if (rc != CK_OK)
@@ -753,7 +753,7 @@ static void keep_chain_gradients(ck_exec *e)
 /* Runs operation k, measuring it. The tracker's peaks are reset before the operation so
  * that its own peak can be read after it, then merged back so that the step's peaks are as
  * if they had never been reset. */
-static int traced_op(ck_exec *e, size_t k, const ck_op *op, double t0, const ck_op_trace *trace,
+static int traced_op(ck_exec *e, size_t k, const ck_action *op, double t0, const ck_exec_trace *trace,
                      ck_err *err)
 {
     uint64_t saved[CK_MEM_N_KINDS];
@@ -782,7 +782,7 @@ static int traced_op(ck_exec *e, size_t k, const ck_op *op, double t0, const ck_
 }
 
 int ck_exec_step(ck_exec *e, const ck_schedule *s, uint64_t step, ck_step_stats *stats,
-                 const ck_op_trace *trace, ck_err *err)
+                 const ck_exec_trace *trace, ck_err *err)
 {
     ck_replay replay;
     int rc = ck_schedule_replay(e->c, s, &replay, NULL, NULL, err);
@@ -793,12 +793,12 @@ int ck_exec_step(ck_exec *e, const ck_schedule *s, uint64_t step, ck_step_stats 
     double t0 = ck_clock_seconds();
     rc = start_step(e, err);
     for (size_t k = 0; k < s->n && rc == CK_OK; k++) {
-        rc = ck_check_stop(e->opts.stop, err);
+        rc = ck_err_check_stop(e->opts.stop, err);
         if (rc == CK_OK)
-            rc = traced_op(e, k, &s->ops[k], t0, trace, err);
+            rc = traced_op(e, k, &s->actions[k], t0, trace, err);
     }
     if (rc == CK_OK && !e->y[0])
-        rc = ck_fail(err, CK_ERR_INPUT, "schedule: ends without y_0 being live");
+        rc = ck_err_fail(err, CK_ERR_INPUT, "schedule: ends without y_0 being live");
     if (rc == CK_OK && !e->m)
         keep_chain_gradients(e);
     release_step(e);
@@ -829,20 +829,20 @@ static int check_model(const ck_model *m, ck_err *err)
 {
     if (m->dtype != CK_F32 || m->training.param_dtype != CK_F32 ||
         m->training.grad_dtype != CK_F32)
-        return ck_fail(err, CK_ERR_INPUT, "%s: the executor runs f32 models only (activations %s, "
+        return ck_err_fail(err, CK_ERR_INPUT, "%s: the executor runs f32 models only (activations %s, "
                        "parameters %s, gradients %s)", m->file, ck_dtype_name(m->dtype),
                        ck_dtype_name(m->training.param_dtype),
                        ck_dtype_name(m->training.grad_dtype));
     for (size_t t = 0; t < m->n_inputs; t++) {
         ck_dtype d = m->tensors[t].type.dtype;
         if (d != CK_F32 && d != CK_I32)
-            return ck_fail(err, CK_ERR_INPUT, "%s: input %s is %s; the executor takes f32 and "
+            return ck_err_fail(err, CK_ERR_INPUT, "%s: input %s is %s; the executor takes f32 and "
                            "int32 inputs only", m->file, m->tensors[t].name, ck_dtype_name(d));
     }
     for (size_t k = 0; k + 1 < m->n_nodes; k++)
         for (size_t i = 0; i < m->nodes[k].op->arity; i++)
             if (ck_model_is_held(m, m->nodes[k].inputs[i]))
-                return ck_fail(err, CK_ERR_INPUT, "%s: node %s reads input %s: the executor "
+                return ck_err_fail(err, CK_ERR_INPUT, "%s: node %s reads input %s: the executor "
                                "lets only the loss read inputs other than the first", m->file,
                                m->nodes[k].name, m->tensors[m->nodes[k].inputs[i]].name);
     return CK_OK;
@@ -864,7 +864,7 @@ static int find_id_limits(ck_exec *e, ck_err *err)
     }
     for (size_t t = 0; t < m->n_inputs; t++)
         if (m->tensors[t].type.dtype == CK_I32 && e->id_limit[t] == 0)
-            return ck_fail(err, CK_ERR_INPUT, "%s: int32 input %s is read by no embedding or "
+            return ck_err_fail(err, CK_ERR_INPUT, "%s: int32 input %s is read by no embedding or "
                            "cross_entropy: the executor cannot tell what values it takes",
                            m->file, m->tensors[t].name);
     return CK_OK;
@@ -888,8 +888,8 @@ static int lay_out_params(ck_exec *e, ck_err *err)
                     break;
                 }
             }
-        if (!ck_add(total, n->info.n_params, &total) || total > SIZE_MAX / sizeof(float))
-            return ck_fail(err, CK_ERR_INPUT, "%s: too many parameters", m->file);
+        if (!ck_size_add(total, n->info.n_params, &total) || total > SIZE_MAX / sizeof(float))
+            return ck_err_fail(err, CK_ERR_INPUT, "%s: too many parameters", m->file);
     }
     e->n_params = (size_t)total;
     return CK_OK;
@@ -918,11 +918,11 @@ static int create_model(ck_exec *e, const size_t *stage_first, ck_err *err)
     if (!e->last_use || !e->mark || !e->rules || !e->param_off || !e->weight_off ||
         !e->held || !e->id_limit || !e->work || !e->keep || !e->grad || !e->work_int ||
         !e->keep_int || !e->keys)
-        return ck_fail_oom(err);
+        return ck_err_oom(err);
     ck_model_last_uses(m, e->last_use);
     for (size_t i = 0; i < L; i++)
         if (!ck_stage_rules_init(&e->rules[i], m, stage_first, i, e->last_use, e->mark))
-            return ck_fail(err, CK_ERR_INPUT, "%s: a stage's saved bytes overflow", m->file);
+            return ck_err_fail(err, CK_ERR_INPUT, "%s: a stage's saved bytes overflow", m->file);
     rc = find_id_limits(e, err);
     if (rc == CK_OK)
         rc = lay_out_params(e, err);
@@ -954,7 +954,7 @@ static int calibrate(ck_exec *e, ck_err *err)
         return CK_OK;
     e->gemm = malloc(3 * GEMM_DIM * GEMM_DIM * sizeof *e->gemm);
     if (!e->gemm)
-        return ck_fail_oom(err);
+        return ck_err_oom(err);
     for (size_t j = 0; j < 3 * GEMM_DIM * GEMM_DIM; j++)
         e->gemm[j] = (float)(j % 7) * 0.125f;
     e->gemm_seconds_per_unit = 3; /* a warm-up of three calls */
@@ -974,7 +974,7 @@ static int create_chain(ck_exec *e, ck_err *err)
     e->n_chain_grads = (size_t)(x_bytes(e, 0) / 4) + 1;
     e->chain_grads = calloc(e->n_chain_grads, sizeof *e->chain_grads);
     if (!e->xbar_buf || !e->chain_grads)
-        return ck_fail_oom(err);
+        return ck_err_oom(err);
     return e->opts.skip_chain_work ? CK_OK : calibrate(e, err);
 }
 
@@ -983,11 +983,11 @@ int ck_exec_create(const ck_model *m, const ck_chain *c, const size_t *stage_fir
 {
     *out = NULL;
     if (m && !stage_first)
-        return ck_fail(err, CK_ERR_RUNTIME, "executor: a model needs its stages' first nodes");
+        return ck_err_fail(err, CK_ERR_RUNTIME, "executor: a model needs its stages' first nodes");
     ck_mem_keep_freed_memory();
     ck_exec *e = calloc(1, sizeof *e);
     if (!e)
-        return ck_fail_oom(err);
+        return ck_err_oom(err);
     e->m = m;
     e->c = c;
     e->L = c->n_stages;
@@ -995,7 +995,7 @@ int ck_exec_create(const ck_model *m, const ck_chain *c, const size_t *stage_fir
     e->x = calloc(e->L + 1, sizeof *e->x);
     e->y = calloc(e->L + 1, sizeof *e->y);
     e->xbar = calloc(e->L + 1, sizeof *e->xbar);
-    int rc = e->x && e->y && e->xbar ? CK_OK : ck_fail_oom(err);
+    int rc = e->x && e->y && e->xbar ? CK_OK : ck_err_oom(err);
     if (rc == CK_OK)
         rc = m ? create_model(e, stage_first, err) : create_chain(e, err);
     if (rc != CK_OK) {

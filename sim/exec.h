@@ -1,7 +1,7 @@
 /* exec: runs training steps of a model, or of a chain file's synthetic stages, under any
  * valid schedule of the five operations of ../shared/spec/chain-model.md.
  *
- * Every tensor is allocated through sim/memory following the rules of
+ * Every tensor is allocated through sim/mem following the rules of
  * docs/model-format.md section 4 (the same rules chain derivation used to size stages),
  * so the tracked activation peak of a schedule equals, or stays just under, the peak that
  * ck_schedule_replay predicts. */
@@ -17,7 +17,7 @@
 #include "planner/err.h"
 #include "planner/model.h"
 #include "planner/schedule.h"
-#include "sim/memory.h"
+#include "sim/mem.h"
 
 typedef struct ck_exec ck_exec;
 
@@ -63,14 +63,14 @@ typedef struct {
     double *start;        /* when it started, in seconds since the step started */
     uint64_t *live_after; /* bytes held right after the operation */
     uint64_t *peak;       /* the largest number of bytes held while it ran */
-} ck_op_trace;
+} ck_exec_trace;
 
 /* One training step number `step` (>= 0): zeroes parameter gradients, executes s, applies
  * the optimizer. A schedule that asks for a tensor that is not live returns CK_ERR_INPUT
  * naming the operation; nothing crashes. When trace is non-NULL its non-NULL arrays receive
  * each operation's figures (entries after a failing operation are left as they were). */
 int ck_exec_step(ck_exec *e, const ck_schedule *s, uint64_t step, ck_step_stats *stats,
-                 const ck_op_trace *trace, ck_err *err);
+                 const ck_exec_trace *trace, ck_err *err);
 
 /* The gradients of the last step: every parameter gradient, concatenated in node order
  * (for a chain file: y_0, each 4 bytes as a float in [0, 1), then the loss). Owned by e; n

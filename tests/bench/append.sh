@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Appending records to a runs file (cli/files.c, ck_append_line_atomic): the time of a
+# Appending records to a runs file (cli/files.c, ck_files_append_line): the time of a
 # sweep of 10,000 points into a new runs file, of 10 points appended to a runs file of
 # about 133 MB, and of four sweeps of 2,500 points at once into one file (with the records
 # kept). Prints a Markdown section: the commands and their wall-clock times. With a second

@@ -1,4 +1,4 @@
-/* Linear-layer kernel speed: ck_linear_forward and ck_linear_backward on the linear layers
+/* Linear-layer kernel speed: ck_kernel_linear_forward and ck_kernel_linear_backward on the linear layers
  * of models/gpt2-tiny.json and models/gpt2-small.json, against cblas_sgemm alone on the
  * same shapes and transposes, so the table shows what the kernels add to the products
  * (the bias broadcast and the bias-gradient column sums). Prints a markdown table.
@@ -14,7 +14,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "sim/kernels.h"
+#include "sim/kernel.h"
 #include "sim/clock.h"
 
 #define WARMUP 2
@@ -85,7 +85,7 @@ static timings bench(const shape *s)
         for (int turn = 0; turn < 2; turn++) {
             double t0 = ck_clock_seconds();
             if ((turn == 0) == kernel_first) {
-                ck_linear_forward(out, inp, w, bias, N, C, OC);
+                ck_kernel_linear_forward(out, inp, w, bias, N, C, OC);
                 tk_f = ck_clock_seconds() - t0;
             } else {
                 raw_forward(out, inp, w, N, C, OC);
@@ -95,7 +95,7 @@ static timings bench(const shape *s)
         for (int turn = 0; turn < 2; turn++) {
             double t0 = ck_clock_seconds();
             if ((turn == 0) == kernel_first) {
-                ck_linear_backward(dinp, dw, db, dout, inp, w, N, C, OC);
+                ck_kernel_linear_backward(dinp, dw, db, dout, inp, w, N, C, OC);
                 tk_b = ck_clock_seconds() - t0;
             } else {
                 raw_backward(dinp, dw, dout, inp, w, N, C, OC);
@@ -114,7 +114,7 @@ static timings bench(const shape *s)
         }
     }
     size_t n = (size_t)s->repeats;
-    timings t = {ck_median(kf, n), ck_median(rf, n), ck_median(kb, n), ck_median(rb, n)};
+    timings t = {ck_clock_median(kf, n), ck_clock_median(rf, n), ck_clock_median(kb, n), ck_clock_median(rb, n)};
     free(inp);
     free(w);
     free(bias);

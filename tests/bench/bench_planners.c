@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "planner/planners.h"
+#include "planner/planner.h"
 #include "planner/workload.h"
 #include "tests/unit/chaingen.h"
 #include "sim/clock.h"
@@ -35,14 +35,14 @@ static int time_planner(const ck_chain *c, const ck_planner *p, uint64_t budget,
         uint64_t min_budget;
         ck_err err;
         double start = ck_clock_seconds();
-        int rc = ck_plan_chain(c, p, budget, &opts, &res, &replay, &min_budget, &err);
+        int rc = ck_planner_run(c, p, budget, &opts, &res, &replay, &min_budget, &err);
         t[r] = ck_clock_seconds() - start;
-        ck_plan_result_free(&res);
+        ck_planner_result_free(&res);
         if (rc != CK_OK)
             return rc;
         *overhead = replay.time / base.time - 1;
     }
-    *median = ck_median(t, REPEATS);
+    *median = ck_clock_median(t, REPEATS);
     return CK_OK;
 }
 
@@ -53,8 +53,8 @@ static uint64_t half_way(const ck_chain *c)
     ck_plan_result res;
     ck_replay replay;
     uint64_t min_budget = 0;
-    ck_plan_chain(c, &ck_planner_dp, 0, &opts, &res, &replay, &min_budget, NULL);
-    ck_plan_result_free(&res);
+    ck_planner_run(c, &ck_planner_dp, 0, &opts, &res, &replay, &min_budget, NULL);
+    ck_planner_result_free(&res);
     return min_budget + (baseline(c).peak_bytes - min_budget) / 2;
 }
 
@@ -96,7 +96,7 @@ int main(void)
                 return 1;
             }
             char what[96];
-            snprintf(what, sizeof what, "%s, %s granularity", models[m], ck_granularity_name(opts.granularity));
+            snprintf(what, sizeof what, "%s, %s granularity", models[m], ck_workload_granularity_name(opts.granularity));
             row(what, w.chain.n_stages, &w.chain, &ck_planner_dp, half_way(&w.chain));
             ck_workload_free(&w);
         }

@@ -3,7 +3,7 @@
  * schedule and planned by dp and revolve at a budget below the baseline's peak.
  *
  * Besides the sanitizers, two properties abort: a planner reporting an internal error
- * (ck_plan_chain replays every schedule it returns), and a planner that says a budget is
+ * (ck_planner_run replays every schedule it returns), and a planner that says a budget is
  * infeasible but then fails at the smallest budget it named. */
 #include <stddef.h>
 #include <stdint.h>
@@ -13,7 +13,7 @@
 
 #include "planner/chain.h"
 #include "planner/json.h"
-#include "planner/planners.h"
+#include "planner/planner.h"
 #include "planner/schedule.h"
 
 #define MAX_STAGES 60
@@ -26,9 +26,9 @@ static void plan_at(const ck_chain *c, const ck_planner *p, uint64_t budget, int
     ck_replay rep;
     uint64_t min_budget = 0;
     ck_err err;
-    int rc = ck_plan_chain(c, p, budget, &opts, &res, &rep, &min_budget, &err);
+    int rc = ck_planner_run(c, p, budget, &opts, &res, &rep, &min_budget, &err);
     if (rc == CK_OK) {
-        ck_plan_result_free(&res);
+        ck_planner_result_free(&res);
         return;
     }
     if (rc == CK_ERR_RUNTIME && strncmp(err.msg, "internal error", 14) == 0) {

@@ -17,18 +17,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     ck_model *m = NULL;
     if (ck_model_from_json(root, "fuzz.json", &m, &err) == CK_OK) {
         ck_cost_model cm;
-        ck_cost_model_default(&cm);
+        ck_derive_cost_model_default(&cm);
         const ck_granularity grans[] = {CK_GRAN_OP, CK_GRAN_BLOCK};
         for (size_t g = 0; g < 2; g++) {
             ck_chain c;
             size_t *first = NULL;
-            if (ck_model_to_chain(m, grans[g], &cm, &c, &first, &err) == CK_OK) {
+            if (ck_derive_chain(m, grans[g], &cm, &c, &first, &err) == CK_OK) {
                 ck_chain_free(&c);
                 free(first);
             }
         }
         ck_static_mem sm;
-        (void)ck_model_static_memory(m, &sm, &err);
+        (void)ck_derive_static_memory(m, &sm, &err);
         ck_model_free(m);
     }
     cJSON_Delete(root);

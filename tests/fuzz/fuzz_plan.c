@@ -3,7 +3,7 @@
 #include <stdint.h>
 
 #include "planner/json.h"
-#include "planner/plan_io.h"
+#include "planner/plan.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

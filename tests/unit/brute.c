@@ -14,7 +14,7 @@ static bool append(ck_schedule *dst, const ck_schedule *src)
 {
     bool ok = true;
     for (size_t k = 0; ok && k < src->n; k++)
-        ok = ck_schedule_push(dst, src->ops[k].kind, src->ops[k].stage);
+        ok = ck_schedule_push(dst, src->actions[k].kind, src->actions[k].stage);
     return ok;
 }
 
@@ -76,17 +76,17 @@ int ck_brute_enumerate(const ck_chain *c, ck_brute_set *out, ck_err *err)
     size_t L = c->n_stages;
     seg_schedules *all = calloc(L * L, sizeof *all);
     if (!all)
-        return ck_fail_oom(err);
+        return ck_err_oom(err);
     int rc = CK_OK;
     for (size_t d = 0; d < L && rc == CK_OK; d++)
         for (size_t s = 0; s + d < L && rc == CK_OK; s++)
             if (!build(c, all, s, s + d, &all[s * L + s + d]))
-                rc = ck_fail_oom(err);
+                rc = ck_err_oom(err);
     const seg_schedules *top = &all[L - 1];
     out->n = 0;
     out->points = rc == CK_OK ? malloc(top->n * sizeof *out->points) : NULL;
     if (rc == CK_OK && !out->points)
-        rc = ck_fail_oom(err);
+        rc = ck_err_oom(err);
     for (size_t k = 0; rc == CK_OK && k < top->n; k++) {
         ck_replay replay;
         rc = ck_schedule_replay(c, &top->list[k], &replay, NULL, NULL, err);

@@ -88,13 +88,13 @@ void fx_gpt2_dp_make(fx_gpt2_dp *g)
     g->budget = g->base_replay.peak_bytes * 6 / 10;
     uint64_t min = 0;
     ck_planner_opts po = {.slots = CK_DEFAULT_SLOTS};
-    ck_assert_msg(ck_plan_chain(&g->w.chain, &ck_planner_dp, g->budget, &po, &g->plan,
+    ck_assert_msg(ck_planner_run(&g->w.chain, &ck_planner_dp, g->budget, &po, &g->plan,
                                 &g->plan_replay, &min, &err) == CK_OK, "%s", err.msg);
 }
 
 void fx_gpt2_dp_free(fx_gpt2_dp *g)
 {
-    ck_plan_result_free(&g->plan);
+    ck_planner_result_free(&g->plan);
     ck_schedule_free(&g->base);
     ck_exec_free(g->e);
     ck_workload_free(&g->w);

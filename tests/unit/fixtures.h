@@ -8,7 +8,7 @@
 #include <stdbool.h>
 
 #include "planner/model.h"
-#include "planner/planners.h"
+#include "planner/planner.h"
 #include "planner/workload.h"
 #include "sim/exec.h"
 

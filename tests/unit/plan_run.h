@@ -1,11 +1,11 @@
-/* plan_run: calling a planner directly, as ck_plan_chain does but without its
+/* plan_run: calling a planner directly, as ck_planner_run does but without its
  * store-everything shortcut, and replaying what it returns. */
 #ifndef CK_PLAN_RUN_H
 #define CK_PLAN_RUN_H
 
 #include <stdint.h>
 
-#include "planner/planners.h"
+#include "planner/planner.h"
 
 /* Initialises *r, runs p, and on CK_OK replays r->schedule into *replay (a replay failure
  * is returned as its status). The caller frees r->schedule. */

@@ -12,7 +12,7 @@
 #include "cli/files.c"
 #include "cli/interrupt.c"
 
-#include "planner/planners.h"
+#include "planner/planner.h"
 #include "planner/workload.h"
 #include "sim/exec.h"
 #include "tests/unit/chaingen.h"
@@ -65,7 +65,7 @@ static timeline replay_and_run(const ck_chain *c, const ck_schedule *s, ck_exec 
     if (e) {
         ck_assert_ptr_nonnull(t.measured);
         ck_exec_reset(e);
-        ck_op_trace trace = {.live_after = t.measured};
+        ck_exec_trace trace = {.live_after = t.measured};
         ck_assert_msg(ck_exec_step(e, s, 0, NULL, &trace, &err) == CK_OK, "%s", err.msg);
     }
     return t;
@@ -105,10 +105,10 @@ START_TEST(gpt2_tiny_timeline)
     ck_assert_ptr_nonnull(strstr(svg, ">budget "));
     ck_assert_uint_eq(count(svg, "<circle"), g.plan.schedule.n + g.base.n + 1); /* + the legend's */
     size_t recomputed = 0, dropped = 0, loss = 0;
-    while (g.plan.schedule.ops[loss].kind != CK_LOSS)
+    while (g.plan.schedule.actions[loss].kind != CK_LOSS)
         loss++;
     for (size_t k = 0; k < g.plan.schedule.n; k++) {
-        ck_opkind kind = g.plan.schedule.ops[k].kind;
+        ck_action_kind kind = g.plan.schedule.actions[k].kind;
         recomputed += k > loss && kind != CK_B;
         dropped += k < loss && (kind == CK_F_CK || kind == CK_F_NONE);
     }
@@ -192,7 +192,7 @@ START_TEST(gpt2_tiny_tradeoff)
             ck_replay rp;
             uint64_t min = 0;
             ck_planner_opts po = {.slots = CK_DEFAULT_SLOTS};
-            int rc = ck_plan_chain(&w.chain, *p, b.peak_bytes * (uint64_t)k / 10, &po, &r, &rp,
+            int rc = ck_planner_run(&w.chain, *p, b.peak_bytes * (uint64_t)k / 10, &po, &r, &rp,
                                    &min, &err);
             ck_assert_msg(rc == CK_OK || rc == CK_ERR_INFEASIBLE, "%s", err.msg);
             if (rc != CK_OK)
@@ -202,7 +202,7 @@ START_TEST(gpt2_tiny_tradeoff)
             if (*p == &ck_planner_dp) /* a stand-in for measured points: slightly off */
                 pts[n++] = (ck_chart_point){(*p)->name, rp.peak_bytes - 4096, overhead + 1.5,
                                             true};
-            ck_plan_result_free(&r);
+            ck_planner_result_free(&r);
         }
         if (n > before) {
             planners++;

@@ -11,8 +11,8 @@ static ck_chain chain_of(const ck_model *m, ck_granularity g, const ck_cost_mode
     ck_chain c;
     ck_err err = {{0}};
     ck_cost_model dflt;
-    ck_cost_model_default(&dflt);
-    ck_assert_msg(ck_model_to_chain(m, g, cm ? cm : &dflt, &c, first, &err) == CK_OK, "%s", err.msg);
+    ck_derive_cost_model_default(&dflt);
+    ck_assert_msg(ck_derive_chain(m, g, cm ? cm : &dflt, &c, first, &err) == CK_OK, "%s", err.msg);
     return c;
 }
 
@@ -20,7 +20,7 @@ static uint64_t group_saved(const ck_model *m, size_t group)
 {
     uint64_t bytes = 0;
     ck_err err = {{0}};
-    ck_assert_int_eq(ck_model_saved_bytes(m, m->groups[group].first, m->groups[group].end, &bytes, &err), CK_OK);
+    ck_assert_int_eq(ck_derive_saved_bytes(m, m->groups[group].first, m->groups[group].end, &bytes, &err), CK_OK);
     return bytes;
 }
 
@@ -82,9 +82,9 @@ START_TEST(mlp_stage_by_hand)
     ck_assert_uint_eq(c.stages[3].out_bytes, sbh * 4);
     uint64_t with_input = 0;
     ck_err err = {{0}};
-    ck_assert_int_eq(ck_model_saved_bytes(m, first[3], first[4], &with_input, &err), CK_OK);
+    ck_assert_int_eq(ck_derive_saved_bytes(m, first[3], first[4], &with_input, &err), CK_OK);
     ck_assert_uint_eq(with_input, c.stages[3].saved_bytes - sbh * 4 + sbh * 4); /* res1 in, res2 out */
-    ck_assert_int_eq(ck_model_saved_bytes(m, 3, m->n_nodes + 1, &with_input, &err), CK_ERR_RUNTIME);
+    ck_assert_int_eq(ck_derive_saved_bytes(m, 3, m->n_nodes + 1, &with_input, &err), CK_ERR_RUNTIME);
     free(first);
     ck_chain_free(&c);
     ck_model_free(m);
@@ -130,7 +130,7 @@ START_TEST(tiny_chain_by_hand)
 
     ck_static_mem sm;
     ck_err err = {{0}};
-    ck_assert_int_eq(ck_model_static_memory(m, &sm, &err), CK_OK);
+    ck_assert_int_eq(ck_derive_static_memory(m, &sm, &err), CK_OK);
     ck_assert_uint_eq(sm.n_params, 4 * 8 + 8 + 8 * 4);
     ck_assert_uint_eq(sm.held_inputs, 32);
     free(first);
@@ -183,7 +183,7 @@ static ck_static_mem static_of(const char *training)
                           training);
     ck_static_mem sm;
     ck_err err = {{0}};
-    ck_assert_int_eq(ck_model_static_memory(m, &sm, &err), CK_OK);
+    ck_assert_int_eq(ck_derive_static_memory(m, &sm, &err), CK_OK);
     ck_model_free(m);
     ck_assert_uint_eq(sm.n_params, 8 * 8 + 8);
     ck_assert_uint_eq(sm.held_inputs, 2 * 4 * 8 * 4); /* y */
@@ -216,7 +216,7 @@ START_TEST(gpt2_small_chain_and_static_memory)
     ck_model *m = fx_load_file("models/gpt2-small.json");
     ck_static_mem sm;
     ck_err err = {{0}};
-    ck_assert_int_eq(ck_model_static_memory(m, &sm, &err), CK_OK);
+    ck_assert_int_eq(ck_derive_static_memory(m, &sm, &err), CK_OK);
     ck_assert_uint_eq(sm.n_params, 124439808);
     ck_assert_uint_eq(sm.total, 124439808ULL * 16 + 8 * 1024 * 4); /* f32 adam + targets */
     ck_chain c = chain_of(m, CK_GRAN_BLOCK, NULL, NULL);
@@ -236,7 +236,7 @@ START_TEST(bad_cost_model)
     ck_cost_model cm = {0, 20e9};
     ck_chain c;
     ck_err err = {{0}};
-    ck_assert_int_eq(ck_model_to_chain(m, CK_GRAN_OP, &cm, &c, NULL, &err), CK_ERR_INPUT);
+    ck_assert_int_eq(ck_derive_chain(m, CK_GRAN_OP, &cm, &c, NULL, &err), CK_ERR_INPUT);
     ck_assert(strstr(err.msg, "cost model: expected a positive finite FLOP rate"));
     ck_model_free(m);
 }

@@ -1,7 +1,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "planner/planners.h"
+#include "planner/planner.h"
 #include "tests/unit/brute.h"
 #include "tests/unit/chaingen.h"
 #include "tests/unit/check_main.h"
@@ -256,13 +256,13 @@ START_TEST(stops_when_the_stop_flag_is_set)
     atomic_int stop = 15; /* the number of the signal that arrived */
     ck_planner_opts opts = {.slots = CK_DEFAULT_SLOTS, .stop = &stop};
     ck_plan_result r;
-    ck_plan_result_init(&r);
+    ck_planner_result_init(&r);
     ck_assert_int_eq(ck_planner_dp.plan(&c, budget, &opts, &r, &least, &err), CK_INTERRUPTED);
     ck_assert_uint_eq(r.schedule.n, 0);
     atomic_store(&stop, 0);
     ck_assert_msg(ck_planner_dp.plan(&c, budget, &opts, &r, &least, &err) == CK_OK, "%s", err.msg);
     ck_assert_uint_gt(r.schedule.n, 0);
-    ck_plan_result_free(&r);
+    ck_planner_result_free(&r);
     ck_chain_free(&c);
 }
 END_TEST

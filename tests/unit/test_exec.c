@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "planner/planners.h"
+#include "planner/planner.h"
 #include "planner/workload.h"
 #include "sim/exec.h"
 #include "tests/unit/chaingen.h"
@@ -56,9 +56,9 @@ static uint64_t dp_minimum(const ck_chain *c)
     uint64_t min = 0;
     ck_err err = {{0}};
     ck_planner_opts opts = {.slots = CK_DEFAULT_SLOTS};
-    ck_assert_int_eq(ck_plan_chain(c, &ck_planner_dp, 0, &opts, &r, &replay, &min, &err),
+    ck_assert_int_eq(ck_planner_run(c, &ck_planner_dp, 0, &opts, &r, &replay, &min, &err),
                      CK_ERR_INFEASIBLE);
-    ck_plan_result_free(&r);
+    ck_planner_result_free(&r);
     return min;
 }
 
@@ -69,10 +69,10 @@ static bool plan(const ck_chain *c, const ck_planner *p, uint64_t budget, ck_pla
     uint64_t min = 0;
     ck_err err = {{0}};
     ck_planner_opts opts = {.slots = CK_DEFAULT_SLOTS};
-    int rc = ck_plan_chain(c, p, budget, &opts, r, replay, &min, &err);
+    int rc = ck_planner_run(c, p, budget, &opts, r, replay, &min, &err);
     ck_assert_msg(rc == CK_OK || rc == CK_ERR_INFEASIBLE, "%s: %s", p->name, err.msg);
     if (rc != CK_OK)
-        ck_plan_result_free(r);
+        ck_planner_result_free(r);
     return rc == CK_OK;
 }
 
@@ -111,9 +111,9 @@ START_TEST(rss_peak_follows_touched_memory)
 {
     ck_err err = {{0}};
     uint64_t before, after;
-    int reset = ck_rss_reset_peak(&err);
+    int reset = ck_mem_rss_reset_peak(&err);
     ck_assert_msg(reset == CK_OK || strstr(err.msg, "clear_refs"), "%s", err.msg);
-    ck_assert_msg(ck_rss_peak(&before, &err) == CK_OK, "%s", err.msg);
+    ck_assert_msg(ck_mem_rss_peak(&before, &err) == CK_OK, "%s", err.msg);
     size_t n = 64u << 20;
     /* volatile: stores to memory about to be freed are otherwise dropped. */
     unsigned char *block = malloc(n);
@@ -121,7 +121,7 @@ START_TEST(rss_peak_follows_touched_memory)
     volatile unsigned char *p = block;
     for (size_t j = 0; j < n; j += 4096)
         p[j] = 1;
-    ck_assert_int_eq(ck_rss_peak(&after, &err), CK_OK);
+    ck_assert_int_eq(ck_mem_rss_peak(&after, &err), CK_OK);
     ck_assert_uint_ge(after, reset == CK_OK ? before + n / 2 : before);
     free(block);
 }
@@ -165,7 +165,7 @@ START_TEST(chain_peak_equals_replay)
                 ck_assert_msg(same_grads(&want, &got), "chain %d, %s: y_0 differs", n, (*p)->name);
                 assert_only_static_live(e);
                 run_free(&got);
-                ck_plan_result_free(&r);
+                ck_planner_result_free(&r);
                 plans++;
             }
         run_free(&want);
@@ -215,7 +215,7 @@ START_TEST(chain_step_takes_its_time)
     ck_assert_int_eq(ck_schedule_baseline(&c, &base, &err), CK_OK);
     double op_seconds[17];
     ck_step_stats stats;
-    ck_assert_int_eq(ck_exec_step(e, &base, 0, &stats, &(ck_op_trace){.seconds = op_seconds}, &err), CK_OK);
+    ck_assert_int_eq(ck_exec_step(e, &base, 0, &stats, &(ck_exec_trace){.seconds = op_seconds}, &err), CK_OK);
     ck_assert_msg(stats.seconds > 0.05 && stats.seconds < 2.0, "baseline step %g s", stats.seconds);
     double sum = 0;
     for (size_t k = 0; k < base.n; k++)
@@ -246,21 +246,21 @@ static size_t trace_matches_replay(ck_exec *e, const ck_chain *c, const ck_sched
     ck_assert(want_live && want_peak && live && peak && sec && start);
     ck_replay replay;
     ck_assert_int_eq(ck_schedule_replay(c, s, &replay, want_live, want_peak, &err), CK_OK);
-    ck_op_trace trace = {.seconds = sec, .start = start, .live_after = live, .peak = peak};
+    ck_exec_trace trace = {.seconds = sec, .start = start, .live_after = live, .peak = peak};
     ck_step_stats st;
     ck_assert_msg(ck_exec_step(e, s, 0, &st, &trace, &err) == CK_OK, "%s", err.msg);
     size_t differ = 0;
     uint64_t max_peak = 0;
     for (size_t k = 0; k < n; k++) {
         ck_assert_msg(live[k] == want_live[k], "%s: op %zu (%s %zu) live %llu, replayed %llu",
-                      what, k, ck_opkind_name(s->ops[k].kind), s->ops[k].stage,
+                      what, k, ck_action_name(s->actions[k].kind), s->actions[k].stage,
                       (unsigned long long)live[k], (unsigned long long)want_live[k]);
         ck_assert_msg(peak[k] <= want_peak[k], "%s: op %zu peak %llu over replayed %llu", what, k,
                       (unsigned long long)peak[k], (unsigned long long)want_peak[k]);
         differ += peak[k] != want_peak[k];
-        ck_assert_msg(peak[k] == want_peak[k] || (forward_under && s->ops[k].kind == CK_F_ALL),
+        ck_assert_msg(peak[k] == want_peak[k] || (forward_under && s->actions[k].kind == CK_F_ALL),
                       "%s: op %zu (%s %zu) peak %llu, replayed %llu", what, k,
-                      ck_opkind_name(s->ops[k].kind), s->ops[k].stage,
+                      ck_action_name(s->actions[k].kind), s->actions[k].stage,
                       (unsigned long long)peak[k], (unsigned long long)want_peak[k]);
         ck_assert(sec[k] >= 0 && start[k] >= 0);
         if (k > 0)
@@ -304,7 +304,7 @@ START_TEST(chain_trace_equals_replay)
             if (!plan(&c, *p, mid, &r, &replay))
                 continue;
             ck_assert_uint_eq(trace_matches_replay(e, &c, &r.schedule, (*p)->name, false), 0);
-            ck_plan_result_free(&r);
+            ck_planner_result_free(&r);
             schedules++;
         }
         ck_schedule_free(&base);
@@ -395,7 +395,7 @@ static void model_matches_baseline(const char *path, ck_granularity g)
         ck_exec_reset(l.e);
         run_result got = run(l.e, &r.schedule, 0);
         fprintf(stderr, "%s (%s stages) %s at %llu: tracked %llu, replayed %llu (%.4f), %.3f s\n",
-                l.w.model->name, ck_granularity_name(g), planners[p]->name,
+                l.w.model->name, ck_workload_granularity_name(g), planners[p]->name,
                 (unsigned long long)budget,
                 (unsigned long long)got.stats.activation_peak_bytes,
                 (unsigned long long)replay.peak_bytes,
@@ -409,7 +409,7 @@ static void model_matches_baseline(const char *path, ck_granularity g)
         ck_assert_uint_ge(got.stats.activation_peak_bytes, replay.peak_bytes * 0.95);
         assert_only_static_live(l.e);
         run_free(&got);
-        ck_plan_result_free(&r);
+        ck_planner_result_free(&r);
     }
     run_free(&want);
     unload(&l);
@@ -434,7 +434,7 @@ START_TEST(gpt2_tiny_trace_equals_replay)
             continue;
         ck_exec_reset(l.e);
         differ += trace_matches_replay(l.e, &l.w.chain, &r.schedule, (*p)->name, true);
-        ck_plan_result_free(&r);
+        ck_planner_result_free(&r);
     }
     fprintf(stderr, "gpt2-tiny trace: %zu F_all peaks under the replay's\n", differ);
     ck_schedule_free(&base);
@@ -486,7 +486,7 @@ START_TEST(dropout_under_recompute)
         ck_assert(memcmp(&want.stats.loss, &got.stats.loss, sizeof got.stats.loss) == 0);
         run_free(&got);
         run_free(&want);
-        ck_plan_result_free(&r);
+        ck_planner_result_free(&r);
         unload(&l);
     }
 }

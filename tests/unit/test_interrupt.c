@@ -1,6 +1,6 @@
 /* Signals (cli/interrupt.c): which one is recorded and the status it gives, a second one
  * ending the process at once except inside a hold window, where it waits, and the window
- * that ck_write_file_atomic (cli/files.c) keeps around its temporary file. Each case runs
+ * that ck_files_write_atomic (cli/files.c) keeps around its temporary file. Each case runs
  * in a child process, with its stderr in a file; the parent checks how the child ended,
  * what it reported on a pipe before that, and which files it left. */
 #include <check.h>
@@ -232,7 +232,7 @@ END_TEST
 
 static char out_path[512];
 
-/* A second signal is pending (deferred by an outer window) when ck_write_file_atomic
+/* A second signal is pending (deferred by an outer window) when ck_files_write_atomic
  * starts: its window must open before the temporary file is created, and so end ckplan
  * before anything is written. */
 static void pending_before_write_child(void)
@@ -242,7 +242,7 @@ static void pending_before_write_child(void)
     ck_interrupt_hold();
     raise(SIGTERM);
     ck_err err = {{0}};
-    int rc = ck_write_file_atomic(out_path, "{}\n", 3, &err);
+    int rc = ck_files_write_atomic(out_path, "{}\n", 3, &err);
     say(rc == CK_OK ? "wrote;" : err.msg);
     ck_interrupt_release();
 }
@@ -254,16 +254,16 @@ START_TEST(write_file_atomic_creates_no_temporary_file_once_stopping)
 }
 END_TEST
 
-/* After ck_write_file_atomic returns, having written or failed to create its temporary
+/* After ck_files_write_atomic returns, having written or failed to create its temporary
  * file, its window is closed: a second signal ends ckplan at once. */
 static void after_write_child(void)
 {
     install_from_defaults();
     ck_err err = {{0}};
-    say(ck_write_file_atomic(out_path, "{}\n", 3, &err) == CK_OK ? "wrote;" : err.msg);
+    say(ck_files_write_atomic(out_path, "{}\n", 3, &err) == CK_OK ? "wrote;" : err.msg);
     char missing[600];
     snprintf(missing, sizeof missing, "%s/no-such-dir/out.json", dir.path);
-    say(ck_write_file_atomic(missing, "{}\n", 3, &err) == CK_OK ? "wrote in no directory;"
+    say(ck_files_write_atomic(missing, "{}\n", 3, &err) == CK_OK ? "wrote in no directory;"
                                                                 : "failed;");
     raise(SIGHUP);
     raise(SIGINT);

@@ -1,5 +1,5 @@
 /* Kernel tests. Every backward is checked against central finite differences of a
- * double-precision reference forward written here, independently of sim/kernels.c: the
+ * double-precision reference forward written here, independently of sim/kernel.c: the
  * loss is sum(g * out) for a random upstream gradient g, the kernel's f32 gradient is
  * compared with d loss / d x of the double reference for every element of every input and
  * parameter. Every forward is compared with the same reference.
@@ -19,7 +19,7 @@
  * Accumulation: every backward is called twice on the same gradient buffers, and the
  * second call must double what the first wrote (a kernel that assigns instead of adding
  * fails), before the first result goes to the finite-difference check. */
-#include "sim/kernels.h"
+#include "sim/kernel.h"
 
 #include <math.h>
 #include <stdbool.h>
@@ -402,7 +402,7 @@ static void embedding_case(bool pos)
         ids[i] = (int32_t)(i * 3 % 6); /* tokens repeat; token 6 is never used */
     float *wte = frand(V * C_), *wpe = pos ? frand(T_ * C_) : NULL;
     float *out = obuf(N_ * C_), *dout = frand(N_ * C_);
-    ck_embedding_forward(out, ids, wte, wpe, B_, T_, C_);
+    ck_kernel_embedding_forward(out, ids, wte, wpe, B_, T_, C_);
 
     ref_case rc = {.fn = ref_embedding, .n_out = N_ * C_, .g = to_double(dout, N_ * C_),
                    .B = B_, .T = T_, .C = C_, .ids = ids, .pos = pos};
@@ -413,9 +413,9 @@ static void embedding_case(bool pos)
     assert_forward("embedding out", &rc, out);
 
     float *dwte = fbuf(V * C_), *dwpe = pos ? fbuf(T_ * C_) : NULL;
-    ck_embedding_backward(dwte, dwpe, dout, ids, B_, T_, C_);
+    ck_kernel_embedding_backward(dwte, dwpe, dout, ids, B_, T_, C_);
     float *dwte1 = copy_f(dwte, V * C_), *dwpe1 = pos ? copy_f(dwpe, T_ * C_) : NULL;
-    ck_embedding_backward(dwte, dwpe, dout, ids, B_, T_, C_);
+    ck_kernel_embedding_backward(dwte, dwpe, dout, ids, B_, T_, C_);
     assert_doubled("dwte", dwte, dwte1, V * C_);
     assert_fd("dwte", &rc, 0, dwte1);
     if (pos) {
@@ -438,7 +438,7 @@ static void linear_case(bool bias)
     seed_data(bias ? 3 : 4);
     float *x = frand(N_ * C_), *w = frand(OC_ * C_), *b = bias ? frand(OC_) : NULL;
     float *out = obuf(N_ * OC_), *dout = frand(N_ * OC_);
-    ck_linear_forward(out, x, w, b, N_, C_, OC_);
+    ck_kernel_linear_forward(out, x, w, b, N_, C_, OC_);
 
     ref_case rc = {.fn = ref_linear, .n_out = N_ * OC_, .g = to_double(dout, N_ * OC_),
                    .n = N_, .C = C_, .OC = OC_, .bias = bias};
@@ -451,10 +451,10 @@ static void linear_case(bool bias)
     assert_forward("linear out", &rc, out);
 
     float *dx = fbuf(N_ * C_), *dw = fbuf(OC_ * C_), *db = bias ? fbuf(OC_) : NULL;
-    ck_linear_backward(dx, dw, db, dout, x, w, N_, C_, OC_);
+    ck_kernel_linear_backward(dx, dw, db, dout, x, w, N_, C_, OC_);
     float *dx1 = copy_f(dx, N_ * C_), *dw1 = copy_f(dw, OC_ * C_);
     float *db1 = bias ? copy_f(db, OC_) : NULL;
-    ck_linear_backward(dx, dw, db, dout, x, w, N_, C_, OC_);
+    ck_kernel_linear_backward(dx, dw, db, dout, x, w, N_, C_, OC_);
     assert_doubled("linear dinp", dx, dx1, N_ * C_);
     assert_doubled("linear dweight", dw, dw1, OC_ * C_);
     assert_fd("linear dinp", &rc, 0, dx1);
@@ -465,7 +465,7 @@ static void linear_case(bool bias)
     }
     /* A model input needs no gradient: dinp NULL still gives the parameters' gradients. */
     float *dw_only = fbuf(OC_ * C_);
-    ck_linear_backward(NULL, dw_only, NULL, dout, x, w, N_, C_, OC_);
+    ck_kernel_linear_backward(NULL, dw_only, NULL, dout, x, w, N_, C_, OC_);
     ck_assert(memcmp(dw_only, dw1, OC_ * C_ * sizeof *dw1) == 0);
     free_scratch();
 }
@@ -485,7 +485,7 @@ START_TEST(layernorm)
     for (size_t i = 0; i < N_ * C_; i++)
         x[i] = x[i] * 2.0f + 3.0f; /* a mean far from 0: the statistics matter */
     float *out = obuf(N_ * C_), *mean = obuf(N_), *rstd = obuf(N_), *dout = frand(N_ * C_);
-    ck_layernorm_forward(out, mean, rstd, x, w, b, N_, C_);
+    ck_kernel_layernorm_forward(out, mean, rstd, x, w, b, N_, C_);
 
     ref_case rc = {.fn = ref_layernorm, .n_out = N_ * C_, .g = to_double(dout, N_ * C_),
                    .n = N_, .C = C_};
@@ -502,9 +502,9 @@ START_TEST(layernorm)
     assert_close("layernorm rstd", rstd, rrstd, N_, RTOL_FWD);
 
     float *dx = fbuf(N_ * C_), *dw = fbuf(C_), *db = fbuf(C_);
-    ck_layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, N_, C_);
+    ck_kernel_layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, N_, C_);
     float *dx1 = copy_f(dx, N_ * C_), *dw1 = copy_f(dw, C_), *db1 = copy_f(db, C_);
-    ck_layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, N_, C_);
+    ck_kernel_layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, N_, C_);
     assert_doubled("layernorm dinp", dx, dx1, N_ * C_);
     assert_doubled("layernorm dweight", dw, dw1, C_);
     assert_doubled("layernorm dbias", db, db1, C_);
@@ -520,7 +520,7 @@ START_TEST(rmsnorm)
     seed_data(6);
     float *x = frand(N_ * C_), *w = frand(C_);
     float *out = obuf(N_ * C_), *rstd = obuf(N_), *dout = frand(N_ * C_);
-    ck_rmsnorm_forward(out, rstd, x, w, N_, C_);
+    ck_kernel_rmsnorm_forward(out, rstd, x, w, N_, C_);
 
     ref_case rc = {.fn = ref_rmsnorm, .n_out = N_ * C_, .g = to_double(dout, N_ * C_),
                    .n = N_, .C = C_};
@@ -534,9 +534,9 @@ START_TEST(rmsnorm)
     assert_close("rmsnorm rstd", rstd, rrstd, N_, RTOL_FWD);
 
     float *dx = fbuf(N_ * C_), *dw = fbuf(C_);
-    ck_rmsnorm_backward(dx, dw, dout, x, w, rstd, N_, C_);
+    ck_kernel_rmsnorm_backward(dx, dw, dout, x, w, rstd, N_, C_);
     float *dx1 = copy_f(dx, N_ * C_), *dw1 = copy_f(dw, C_);
-    ck_rmsnorm_backward(dx, dw, dout, x, w, rstd, N_, C_);
+    ck_kernel_rmsnorm_backward(dx, dw, dout, x, w, rstd, N_, C_);
     assert_doubled("rmsnorm dinp", dx, dx1, N_ * C_);
     assert_doubled("rmsnorm dweight", dw, dw1, C_);
     assert_fd("rmsnorm dinp", &rc, 0, dx1);
@@ -577,16 +577,16 @@ static void unary_case(ew_kind kind)
     for (int call = 0; call < 2; call++) {
         switch (kind) {
         case EW_GELU:
-            ck_gelu_forward(out, x, EW_N);
-            ck_gelu_backward(dx, x, dout, EW_N);
+            ck_kernel_gelu_forward(out, x, EW_N);
+            ck_kernel_gelu_backward(dx, x, dout, EW_N);
             break;
         case EW_RELU:
-            ck_relu_forward(out, x, EW_N);
-            ck_relu_backward(dx, out, dout, EW_N);
+            ck_kernel_relu_forward(out, x, EW_N);
+            ck_kernel_relu_backward(dx, out, dout, EW_N);
             break;
         case EW_SILU:
-            ck_silu_forward(out, x, EW_N);
-            ck_silu_backward(dx, x, dout, EW_N);
+            ck_kernel_silu_forward(out, x, EW_N);
+            ck_kernel_silu_backward(dx, x, dout, EW_N);
             break;
         }
         if (call == 0)
@@ -619,17 +619,17 @@ static void binary_case(bool is_mul)
     rc.in[1] = to_double(b, EW_N);
     rc.len[1] = EW_N;
     if (is_mul) {
-        ck_mul_forward(out, a, b, EW_N);
-        ck_mul_backward(da, db, dout, a, b, EW_N);
+        ck_kernel_mul_forward(out, a, b, EW_N);
+        ck_kernel_mul_backward(da, db, dout, a, b, EW_N);
     } else {
-        ck_add_forward(out, a, b, EW_N);
-        ck_add_backward(da, db, dout, EW_N);
+        ck_kernel_add_forward(out, a, b, EW_N);
+        ck_kernel_add_backward(da, db, dout, EW_N);
     }
     float *da1 = copy_f(da, EW_N), *db1 = copy_f(db, EW_N);
     if (is_mul)
-        ck_mul_backward(da, db, dout, a, b, EW_N);
+        ck_kernel_mul_backward(da, db, dout, a, b, EW_N);
     else
-        ck_add_backward(da, db, dout, EW_N);
+        ck_kernel_add_backward(da, db, dout, EW_N);
     assert_forward(is_mul ? "mul" : "add", &rc, out);
     assert_doubled("da", da, da1, EW_N);
     assert_doubled("db", db, db1, EW_N);
@@ -650,8 +650,8 @@ START_TEST(binary_ops_with_one_input_twice)
 {
     seed_data(12);
     float *x = frand(EW_N), *dout = frand(EW_N), *dm = fbuf(EW_N), *da = fbuf(EW_N);
-    ck_mul_backward(dm, dm, dout, x, x, EW_N);
-    ck_add_backward(da, da, dout, EW_N);
+    ck_kernel_mul_backward(dm, dm, dout, x, x, EW_N);
+    ck_kernel_add_backward(da, da, dout, EW_N);
     double *wm = dbuf(EW_N), *wa = dbuf(EW_N);
     for (size_t i = 0; i < EW_N; i++) {
         wm[i] = 2.0 * x[i] * dout[i];
@@ -671,7 +671,7 @@ static void dropout_case(float p)
     ck_rng_key key = {42, 7, 3};
     float *x = frand(EW_N), *out = obuf(EW_N), *dout = frand(EW_N), *dx = fbuf(EW_N);
     uint8_t *mask = scratch(EW_N);
-    ck_dropout_forward(out, mask, x, p, key, EW_N);
+    ck_kernel_dropout_forward(out, mask, x, p, key, EW_N);
     ref_case rc = {.fn = ref_dropout, .n_out = EW_N, .g = to_double(dout, EW_N), .n = EW_N,
                    .p = p, .key = key};
     rc.in[0] = to_double(x, EW_N);
@@ -686,9 +686,9 @@ static void dropout_case(float p)
         ck_assert(kept > EW_N / 2 && kept < EW_N);
     else
         ck_assert_uint_eq(kept, EW_N);
-    ck_dropout_backward(dx, dout, mask, p, EW_N);
+    ck_kernel_dropout_backward(dx, dout, mask, p, EW_N);
     float *dx1 = copy_f(dx, EW_N);
-    ck_dropout_backward(dx, dout, mask, p, EW_N);
+    ck_kernel_dropout_backward(dx, dout, mask, p, EW_N);
     assert_doubled("dropout dinp", dx, dx1, EW_N);
     assert_fd("dropout dinp", &rc, 0, dx1);
     free_scratch();
@@ -703,7 +703,7 @@ START_TEST(dropout_p0_is_identity)
     seed_data(14);
     float *x = frand(EW_N), *out = obuf(EW_N);
     uint8_t *mask = scratch(EW_N);
-    ck_dropout_forward(out, mask, x, 0.0f, (ck_rng_key){1, 2, 3}, EW_N);
+    ck_kernel_dropout_forward(out, mask, x, 0.0f, (ck_rng_key){1, 2, 3}, EW_N);
     ck_assert(memcmp(out, x, EW_N * sizeof *x) == 0);
     free_scratch();
 }
@@ -766,8 +766,8 @@ START_TEST(rng_determinism_and_streams)
     ck_rng_key key = {77, 10, 4};
     float *x = frand(n), *o1 = fbuf(n), *o2 = fbuf(n);
     uint8_t *m1 = scratch(n), *m2 = scratch(n);
-    ck_dropout_forward(o1, m1, x, 0.1f, key, n);
-    ck_dropout_forward(o2, m2, x, 0.1f, key, n);
+    ck_kernel_dropout_forward(o1, m1, x, 0.1f, key, n);
+    ck_kernel_dropout_forward(o2, m2, x, 0.1f, key, n);
     ck_assert(memcmp(m1, m2, n) == 0);
     ck_assert(memcmp(o1, o2, n * sizeof *o1) == 0);
     ck_assert_uint_eq(ck_rng_u32(key, 12345), ck_rng_u32(key, 12345));
@@ -815,10 +815,10 @@ static att_run run_attention(att_dims a, bool flash, const float *qkv, const flo
     if (flash) {
         r.lse = obuf(a.B * a.H * a.T);
         float *fws = obuf(a.T), *bws = obuf(2 * a.T);
-        ck_attention_flash_forward(r.out, r.lse, qkv, fws, a.B, a.T, a.H, a.KV, a.D, a.p,
+        ck_kernel_attention_flash_forward(r.out, r.lse, qkv, fws, a.B, a.T, a.H, a.KV, a.D, a.p,
                                    att_key());
         for (int call = 0; call < (twice ? 2 : 1); call++) {
-            ck_attention_flash_backward(r.dqkv, dout, qkv, r.out, r.lse, bws, a.B, a.T, a.H,
+            ck_kernel_attention_flash_backward(r.dqkv, dout, qkv, r.out, r.lse, bws, a.B, a.T, a.H,
                                         a.KV, a.D, a.p, att_key());
             if (call == 0 && dqkv_once)
                 *dqkv_once = copy_f(r.dqkv, n_qkv);
@@ -831,10 +831,10 @@ static att_run run_attention(att_dims a, bool flash, const float *qkv, const flo
             memset(r.mask, 0xab, S);
             r.dropped = obuf(S);
         }
-        ck_attention_forward(r.out, r.probs, r.mask, r.dropped, qkv, r.ws, a.B, a.T, a.H, a.KV,
+        ck_kernel_attention_forward(r.out, r.probs, r.mask, r.dropped, qkv, r.ws, a.B, a.T, a.H, a.KV,
                              a.D, a.p, att_key());
         for (int call = 0; call < (twice ? 2 : 1); call++) {
-            ck_attention_backward(r.dqkv, dout, qkv, r.probs, r.mask, r.dropped, r.ws, a.B, a.T,
+            ck_kernel_attention_backward(r.dqkv, dout, qkv, r.probs, r.mask, r.dropped, r.ws, a.B, a.T,
                                   a.H, a.KV, a.D, a.p, att_key());
             if (call == 0 && dqkv_once)
                 *dqkv_once = copy_f(r.dqkv, n_qkv);
@@ -969,10 +969,10 @@ START_TEST(kernels_are_deterministic)
     float *y1 = fbuf(N * OC), *y2 = fbuf(N * OC);
     float *dx1 = fbuf(N * C), *dx2 = fbuf(N * C), *dw1 = fbuf(OC * C), *dw2 = fbuf(OC * C);
     float *db1 = fbuf(OC), *db2 = fbuf(OC);
-    ck_linear_forward(y1, x, w, b, N, C, OC);
-    ck_linear_forward(y2, x, w, b, N, C, OC);
-    ck_linear_backward(dx1, dw1, db1, dy, x, w, N, C, OC);
-    ck_linear_backward(dx2, dw2, db2, dy, x, w, N, C, OC);
+    ck_kernel_linear_forward(y1, x, w, b, N, C, OC);
+    ck_kernel_linear_forward(y2, x, w, b, N, C, OC);
+    ck_kernel_linear_backward(dx1, dw1, db1, dy, x, w, N, C, OC);
+    ck_kernel_linear_backward(dx2, dw2, db2, dy, x, w, N, C, OC);
     ck_assert(memcmp(y1, y2, N * OC * sizeof(float)) == 0);
     ck_assert(memcmp(dx1, dx2, N * C * sizeof(float)) == 0);
     ck_assert(memcmp(dw1, dw2, OC * C * sizeof(float)) == 0);
@@ -993,9 +993,9 @@ START_TEST(cross_entropy)
     int32_t targets[N_];
     for (size_t n = 0; n < N_; n++)
         targets[n] = (int32_t)(n * 7 % V);
-    float loss = ck_cross_entropy(dlogits, lse, logits, targets, N_, V);
+    float loss = ck_kernel_cross_entropy(dlogits, lse, logits, targets, N_, V);
     float *d1 = copy_f(dlogits, N_ * V);
-    float loss2 = ck_cross_entropy(dlogits, lse, logits, targets, N_, V);
+    float loss2 = ck_kernel_cross_entropy(dlogits, lse, logits, targets, N_, V);
     ck_assert_float_eq(loss, loss2);
 
     ref_case rc = {.fn = ref_cross_entropy, .n_out = 1, .n = N_, .V = V, .ids = targets};
@@ -1016,9 +1016,9 @@ START_TEST(mse)
 {
     seed_data(501);
     float *pred = frand(EW_N), *target = frand(EW_N), *dpred = fbuf(EW_N);
-    float loss = ck_mse(dpred, pred, target, EW_N);
+    float loss = ck_kernel_mse(dpred, pred, target, EW_N);
     float *d1 = copy_f(dpred, EW_N);
-    ck_mse(dpred, pred, target, EW_N);
+    ck_kernel_mse(dpred, pred, target, EW_N);
     ref_case rc = {.fn = ref_mse, .n_out = 1, .n = EW_N};
     rc.in[0] = to_double(pred, EW_N);
     rc.len[0] = EW_N;

@@ -67,7 +67,7 @@ START_TEST(reads_dtypes_training_and_expressions)
     ck_assert_int_eq(m->training.param_dtype, CK_BF16);
     ck_assert_int_eq(m->training.grad_dtype, CK_F32);
     ck_assert(m->training.master_weights);
-    ck_assert_str_eq(ck_optimizer_name(m->training.optimizer), "momentum");
+    ck_assert_str_eq(ck_model_optimizer_name(m->training.optimizer), "momentum");
     ck_model_free(m);
 }
 END_TEST
@@ -101,7 +101,7 @@ START_TEST(gpt2_small_has_124m_parameters)
     const uint64_t V = 50257, T = 1024, C = 768, L = 12;
     ck_static_mem sm;
     ck_err err = {{0}};
-    ck_assert_int_eq(ck_model_static_memory(m, &sm, &err), CK_OK);
+    ck_assert_int_eq(ck_derive_static_memory(m, &sm, &err), CK_OK);
     ck_assert_uint_eq(sm.n_params, V * C + T * C + L * (12 * C * C + 13 * C) + 2 * C);
     ck_assert_uint_eq(sm.n_params, 124439808);
     ck_model_free(m);

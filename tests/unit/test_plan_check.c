@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "planner/json.h"
-#include "planner/planners.h"
+#include "planner/planner.h"
 #include "tests/unit/chaingen.h"
 #include "tests/unit/check_main.h"
 
@@ -26,7 +26,7 @@ static void written_plan(ck_chain *c, ck_plan_file *p)
     uint64_t min_budget;
     ck_planner_opts opts = {.slots = BUDGET};
     ck_err err;
-    ck_assert_int_eq(ck_plan_chain(c, &ck_planner_dp, BUDGET, &opts, &res, &plan, &min_budget, &err), CK_OK);
+    ck_assert_int_eq(ck_planner_run(c, &ck_planner_dp, BUDGET, &opts, &res, &plan, &min_budget, &err), CK_OK);
     ck_schedule bs = {0};
     ck_assert_int_eq(ck_schedule_baseline(c, &bs, NULL), CK_OK);
     ck_assert_int_eq(ck_schedule_replay(c, &bs, &base, NULL, NULL, NULL), CK_OK);
@@ -49,7 +49,7 @@ static void written_plan(ck_chain *c, ck_plan_file *p)
     int rc = ck_plan_from_json(json, "p.json", p, &err);
     ck_assert_msg(rc == CK_OK, "%s", err.msg);
     cJSON_Delete(json);
-    ck_plan_result_free(&res);
+    ck_planner_result_free(&res);
     ck_assert(p->has_cost_model);
     ck_assert_double_eq(p->cost_model.gemm_flops, 3e9);
     ck_assert_double_eq(p->cost_model.mem_bandwidth, 7e8);
@@ -115,7 +115,7 @@ START_TEST(every_edited_figure_is_named)
             ck_assert_str_eq(d->field, fields[k].field);
             ck_assert(d->is_time == fields[k].is_time);
             char what[256], plan[64], replayed[64];
-            ck_plan_difference_describe(d, what, sizeof what);
+            ck_plan_check_describe(d, what, sizeof what);
             if (d->is_time) {
                 ck_assert_double_eq(d->plan_time, *(double *)fields[k].at);
                 snprintf(plan, sizeof plan, "says %.15g", d->plan_time);

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "planner/planners.h"
+#include "planner/planner.h"
 #include "planner/revolve.h"
 #include "planner/segments.h"
 #include "tests/unit/chaingen.h"
@@ -100,7 +100,7 @@ static int reference_chen(const ck_chain *c, uint64_t budget, ck_schedule *out, 
         size_t n = reference_greedy(c, b, starts, &next_b);
         b = next_b;
         ck_schedule s = {0};
-        REQUIRE(ck_schedule_segments(c, starts, n, &s, NULL) == CK_OK, "segments");
+        REQUIRE(ck_segments_of(c, starts, n, &s, NULL) == CK_OK, "segments");
         ck_replay r = replay_of(c, &s);
         if (r.peak_bytes < lowest)
             lowest = r.peak_bytes;
@@ -125,7 +125,7 @@ static bool same_schedule(const ck_schedule *a, const ck_schedule *b)
     if (a->n != b->n)
         return false;
     for (size_t k = 0; k < a->n; k++)
-        if (a->ops[k].kind != b->ops[k].kind || a->ops[k].stage != b->ops[k].stage)
+        if (a->actions[k].kind != b->actions[k].kind || a->actions[k].stage != b->actions[k].stage)
             return false;
     return true;
 }
@@ -372,7 +372,7 @@ START_TEST(segments_price_and_time_are_the_replayed_ones)
                 if (ck_rng_below(&rng, 1 + (uint64_t)trial % 5) == 0)
                     starts[n++] = i;
             ck_schedule s = {0};
-            REQUIRE(ck_schedule_segments(&c, starts, n, &s, NULL) == CK_OK, "segments");
+            REQUIRE(ck_segments_of(&c, starts, n, &s, NULL) == CK_OK, "segments");
             ck_replay r = replay_of(&c, &s);
             REQUIRE(ck_segments_peak(pricer, starts, n) == r.peak_bytes, "chain %u: priced %llu, replayed %llu",
                     k, (unsigned long long)ck_segments_peak(pricer, starts, n),

@@ -1,5 +1,5 @@
 /* Properties that hold across planners, checked by replay on random chains. */
-#include "planner/planners.h"
+#include "planner/planner.h"
 
 #include "tests/unit/chaingen.h"
 #include "tests/unit/plan_run.h"
@@ -13,7 +13,7 @@ static bool plan_time(const ck_chain *c, const ck_planner *p, uint64_t budget, d
     ck_replay r;
     uint64_t min_budget = 0;
     ck_err err;
-    int rc = ck_plan_chain(c, p, budget, &opts, &res, &r, &min_budget, &err);
+    int rc = ck_planner_run(c, p, budget, &opts, &res, &r, &min_budget, &err);
     ck_assert_msg(rc == CK_OK || rc == CK_ERR_INFEASIBLE, "%s: %s", p->name, err.msg);
     if (rc == CK_OK) {
         ck_assert_uint_le(r.peak_bytes, budget);
@@ -21,7 +21,7 @@ static bool plan_time(const ck_chain *c, const ck_planner *p, uint64_t budget, d
     } else {
         ck_assert_uint_gt(min_budget, budget);
     }
-    ck_plan_result_free(&res);
+    ck_planner_result_free(&res);
     return rc == CK_OK;
 }
 
@@ -69,8 +69,8 @@ START_TEST(every_planner_fits_from_its_minimum_up)
             ck_plan_result res;
             ck_replay r;
             uint64_t min_budget = 0;
-            int rc = ck_plan_chain(&c, *p, 0, &opts, &res, &r, &min_budget, NULL);
-            ck_plan_result_free(&res);
+            int rc = ck_planner_run(&c, *p, 0, &opts, &res, &r, &min_budget, NULL);
+            ck_planner_result_free(&res);
             if (rc == CK_OK) /* the baseline fits in nothing: all sizes are zero */
                 min_budget = 0;
             else

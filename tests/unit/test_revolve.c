@@ -1,4 +1,4 @@
-#include "planner/planners.h"
+#include "planner/planner.h"
 #include "planner/revolve.h"
 #include "tests/unit/chaingen.h"
 #include "tests/unit/check_main.h"

@@ -43,7 +43,7 @@ static char (*stems_of(const char *const *names, size_t n))[CK_SAFE_STEM_MAX]
     char(*stems)[CK_SAFE_STEM_MAX] = malloc((n + 1) * sizeof *stems);
     ck_assert_ptr_nonnull(stems);
     ck_err err;
-    ck_assert_int_eq(ck_distinct_stems(names, n, stems, &err), CK_OK);
+    ck_assert_int_eq(ck_safename_distinct_stems(names, n, stems, &err), CK_OK);
     for (size_t i = 0; i < n; i++)
         assert_plain_file_name(stems[i], names[i]);
     /* distinct: sorted regardless of case, no two neighbours equal */
@@ -82,7 +82,7 @@ START_TEST(safe_names_are_kept_and_others_marked)
     char stem[CK_SAFE_STEM_MAX];
     const char *const kept_as_is[] = {"gpt2-tiny", "llama_7B.v2", "A"};
     for (size_t i = 0; i < 3; i++) {
-        ck_safe_stem(kept_as_is[i], stem);
+        ck_safename_stem(kept_as_is[i], stem);
         ck_assert_str_eq(stem, kept_as_is[i]);
     }
     /* a changed name keeps what it can read and says it was changed with its hash */
@@ -90,11 +90,11 @@ START_TEST(safe_names_are_kept_and_others_marked)
     ck_sha256_hex("a/b", 3, hex);
     char want[32];
     snprintf(want, sizeof want, "a_b-%.8s", hex);
-    ck_safe_stem("a/b", stem);
+    ck_safename_stem("a/b", stem);
     ck_assert_str_eq(stem, want);
-    ck_safe_stem("", stem);
+    ck_safename_stem("", stem);
     ck_assert_str_eq(stem, "unnamed-e3b0c442"); /* SHA-256 of nothing */
-    ck_safe_stem("\xe6\x97\xa5\xe6\x9c\xac", stem); /* one '_' a character, not a byte */
+    ck_safename_stem("\xe6\x97\xa5\xe6\x9c\xac", stem); /* one '_' a character, not a byte */
     ck_assert_int_eq(strncmp(stem, "__-", 3), 0);
 }
 END_TEST
@@ -104,7 +104,7 @@ END_TEST
 START_TEST(collisions_get_counters)
 {
     char changed[CK_SAFE_STEM_MAX];
-    ck_safe_stem("a/b", changed); /* "a_b-<hash>", itself a safe name */
+    ck_safename_stem("a/b", changed); /* "a_b-<hash>", itself a safe name */
     const char *const names[] = {"a/b", changed, "a_b", "A_B"};
     char(*stems)[CK_SAFE_STEM_MAX] = stems_of(names, 4);
     ck_assert_str_eq(stems[0], changed);

@@ -5,7 +5,7 @@
 #include "tests/unit/chaingen.h"
 #include "tests/unit/check_main.h"
 
-static void push(ck_schedule *s, ck_opkind kind, size_t stage)
+static void push(ck_schedule *s, ck_action_kind kind, size_t stage)
 {
     ck_assert(ck_schedule_push(s, kind, stage));
 }
@@ -151,14 +151,14 @@ END_TEST
 
 START_TEST(opkind_names_round_trip)
 {
-    for (int k = 0; k < CK_N_OPKINDS; k++) {
-        ck_opkind parsed;
-        ck_assert(ck_opkind_parse(ck_opkind_name((ck_opkind)k), &parsed));
+    for (int k = 0; k < CK_N_ACTIONS; k++) {
+        ck_action_kind parsed;
+        ck_assert(ck_action_parse(ck_action_name((ck_action_kind)k), &parsed));
         ck_assert_int_eq(parsed, k);
     }
-    ck_opkind parsed;
-    ck_assert(!ck_opkind_parse("F_some", &parsed));
-    ck_assert_str_eq(ck_opkind_name(CK_F_NONE), "F_none");
+    ck_action_kind parsed;
+    ck_assert(!ck_action_parse("F_some", &parsed));
+    ck_assert_str_eq(ck_action_name(CK_F_NONE), "F_none");
 }
 END_TEST
 

@@ -4,7 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "planner/planners.h"
+#include "planner/planner.h"
 #include "tests/unit/chaingen.h"
 #include "tests/unit/plan_run.h"
 #include "tests/unit/check_main.h"
@@ -34,7 +34,7 @@ START_TEST(every_segmentation_is_valid_and_recomputes_once)
                 if (mask & 1u << (i - 1))
                     starts[n++] = i;
             ck_schedule s = {0};
-            ck_assert_int_eq(ck_schedule_segments(&c, starts, n, &s, NULL), CK_OK);
+            ck_assert_int_eq(ck_segments_of(&c, starts, n, &s, NULL), CK_OK);
             ck_replay r = replay_ok(&c, &s);
             size_t recomputed = starts[n - 1];
             double extra = 0;
@@ -61,7 +61,7 @@ START_TEST(sqrt_cuts_equal_segments)
     ck_chain c;
     ck_assert_int_eq(ck_chaingen_uniform(&c, 16, 1, NULL), CK_OK);
     ck_plan_result res;
-    ck_plan_result_init(&res);
+    ck_planner_result_init(&res);
     uint64_t min_budget = 0;
     ck_assert_int_eq(ck_planner_sqrt.plan(&c, 1000, NULL, &res, &min_budget, NULL), CK_OK);
     ck_assert_int_eq(res.segments, 4);
@@ -70,10 +70,10 @@ START_TEST(sqrt_cuts_equal_segments)
     ck_assert_uint_eq(r.count[CK_F_NONE], 9);
     ck_assert_double_eq(r.time, 32 + 12);
     ck_assert_uint_eq(r.peak_bytes, 10);
-    ck_plan_result_free(&res);
+    ck_planner_result_free(&res);
     ck_assert_int_eq(ck_planner_sqrt.plan(&c, 9, NULL, &res, &min_budget, NULL), CK_ERR_INFEASIBLE);
     ck_assert_uint_eq(min_budget, 10);
-    ck_plan_result_free(&res);
+    ck_planner_result_free(&res);
     ck_chain_free(&c);
 }
 END_TEST
@@ -100,7 +100,7 @@ static void best_greedy_by_oracle(const ck_chain *c, uint64_t budget, bool *foun
             }
         }
         ck_schedule s = {0};
-        ck_assert_int_eq(ck_schedule_segments(c, starts, n, &s, NULL), CK_OK);
+        ck_assert_int_eq(ck_segments_of(c, starts, n, &s, NULL), CK_OK);
         ck_replay r = replay_ok(c, &s);
         ck_schedule_free(&s);
         if (r.peak_bytes < *lowest_peak)
@@ -126,7 +126,7 @@ START_TEST(chen_finds_the_best_greedy_segmentation)
             uint64_t want_min;
             best_greedy_by_oracle(&c, budget, &found, &want_time, &want_min);
             ck_plan_result res;
-            ck_plan_result_init(&res);
+            ck_planner_result_init(&res);
             uint64_t min_budget = 0;
             int rc = ck_planner_chen.plan(&c, budget, NULL, &res, &min_budget, NULL);
             if (!found) {
@@ -138,14 +138,14 @@ START_TEST(chen_finds_the_best_greedy_segmentation)
                 ck_assert_uint_le(r.peak_bytes, budget);
                 ck_assert_double_eq_tol(r.time, want_time, 1e-9);
             }
-            ck_plan_result_free(&res);
+            ck_planner_result_free(&res);
         }
         ck_chain_free(&c);
     }
 }
 END_TEST
 
-/* Through ck_plan_chain, a budget at or above the baseline's peak gives the baseline,
+/* Through ck_planner_run, a budget at or above the baseline's peak gives the baseline,
  * whatever the planner; one byte less makes every planner plan. */
 START_TEST(driver_returns_baseline_when_it_fits)
 {
@@ -162,11 +162,11 @@ START_TEST(driver_returns_baseline_when_it_fits)
         ck_plan_result res;
         ck_replay r;
         uint64_t min_budget = 0;
-        ck_assert_int_eq(ck_plan_chain(&c, mine[p], b.peak_bytes, &opts, &res, &r, &min_budget, NULL), CK_OK);
+        ck_assert_int_eq(ck_planner_run(&c, mine[p], b.peak_bytes, &opts, &res, &r, &min_budget, NULL), CK_OK);
         ck_assert_uint_eq(res.schedule.n, base.n);
         ck_assert_double_eq(r.time, b.time);
-        ck_plan_result_free(&res);
-        int rc = ck_plan_chain(&c, mine[p], b.peak_bytes - 1, &opts, &res, &r, &min_budget, NULL);
+        ck_planner_result_free(&res);
+        int rc = ck_planner_run(&c, mine[p], b.peak_bytes - 1, &opts, &res, &r, &min_budget, NULL);
         if (mine[p] == &ck_planner_none) {
             ck_assert_int_eq(rc, CK_ERR_INFEASIBLE);
             ck_assert_uint_eq(min_budget, b.peak_bytes);
@@ -175,7 +175,7 @@ START_TEST(driver_returns_baseline_when_it_fits)
             ck_assert_uint_lt(r.peak_bytes, b.peak_bytes);
             ck_assert(r.time > b.time);
         }
-        ck_plan_result_free(&res);
+        ck_planner_result_free(&res);
     }
     ck_schedule_free(&base);
     ck_chain_free(&c);

@@ -149,10 +149,10 @@ END_TEST
 START_TEST(checked_arithmetic)
 {
     uint64_t r;
-    ck_assert(ck_add(1, 2, &r) && r == 3);
-    ck_assert(!ck_add(UINT64_MAX, 1, &r));
-    ck_assert(ck_mul(1ULL << 31, 1ULL << 32, &r) && r == 1ULL << 63);
-    ck_assert(!ck_mul(1ULL << 32, 1ULL << 32, &r));
+    ck_assert(ck_size_add(1, 2, &r) && r == 3);
+    ck_assert(!ck_size_add(UINT64_MAX, 1, &r));
+    ck_assert(ck_size_mul(1ULL << 31, 1ULL << 32, &r) && r == 1ULL << 63);
+    ck_assert(!ck_size_mul(1ULL << 32, 1ULL << 32, &r));
     ck_assert_uint_eq(ck_size_ceil_div(10, 3), 4);
     ck_assert_uint_eq(ck_size_ceil_div(9, 3), 3);
     ck_assert_uint_eq(ck_size_ceil_div(0, 3), 0);

@@ -39,7 +39,7 @@ static measured execute(ck_exec *e, const ck_schedule *s)
     ck_assert(m.start && m.seconds && m.live);
     ck_err err = {{0}};
     ck_exec_reset(e);
-    ck_op_trace t = {.seconds = m.seconds, .start = m.start, .live_after = m.live};
+    ck_exec_trace t = {.seconds = m.seconds, .start = m.start, .live_after = m.live};
     ck_assert_msg(ck_exec_step(e, s, 0, NULL, &t, &err) == CK_OK, "%s", err.msg);
     return m;
 }
@@ -111,15 +111,15 @@ START_TEST(gpt2_tiny_trace)
             size_t k = xs[pid]++;
             ck_assert_uint_lt(k, s->n);
             ck_assert_uint_eq((size_t)num(cJSON_GetObjectItem(ev, "args"), "index"), k);
-            const ck_op *op = &s->ops[k];
+            const ck_action *op = &s->actions[k];
             char want[128];
             if (op->kind == CK_LOSS)
                 snprintf(want, sizeof want, "loss");
             else
-                snprintf(want, sizeof want, "%s %s", ck_opkind_name(op->kind),
+                snprintf(want, sizeof want, "%s %s", ck_action_name(op->kind),
                          c->stages[op->stage].name);
             ck_assert_str_eq(str(ev, "name"), want);
-            ck_assert_str_eq(str(ev, "cat"), ck_opkind_name(op->kind));
+            ck_assert_str_eq(str(ev, "cat"), ck_action_name(op->kind));
             ck_assert(fabs(num(ev, "ts") - m->start[k] * 1e6) < 1e-3);
             ck_assert(fabs(num(ev, "dur") - m->seconds[k] * 1e6) < 1e-3);
             ck_assert(num(ev, "ts") >= last_end[pid] - 1e-3); /* operations do not overlap */
@@ -211,9 +211,9 @@ START_TEST(refusals)
     sec[2] = NAN;
     ck_assert_int_eq(ck_trace_json(&run, 1, &json, &len, &err), CK_ERR_INPUT);
     sec[2] = 1;
-    base.ops[0].stage = 7;
+    base.actions[0].stage = 7;
     ck_assert_int_eq(ck_trace_json(&run, 1, &json, &len, &err), CK_ERR_INPUT);
-    base.ops[0].stage = 0;
+    base.actions[0].stage = 0;
     ck_assert_int_ne(ck_trace_write("/nonexistent-dir/t.json", &run, 1, &err), CK_OK);
     ck_schedule_free(&base);
     ck_chain_free(&c);

@@ -1,4 +1,4 @@
-# Appending records to a runs file (cli/files.c, ck_append_line_atomic): concurrent
+# Appending records to a runs file (cli/files.c, ck_files_append_line): concurrent
 # processes lose none, every record is a whole line, and a write that fails part-way is
 # taken back, so the file only ever gains whole lines.
 

@@ -1,4 +1,4 @@
-# Output names (cli/files.c, ck_write_file_atomic): the temporary file is short and in the
+# Output names (cli/files.c, ck_files_write_atomic): the temporary file is short and in the
 # target's directory, so any valid name works; a symbolic link is written through to its
 # target, as editors do (chains of links, dangling links); non-regular files are written
 # in place; no temporary file (.ckplan-XXXXXX) is left.

@@ -1,6 +1,6 @@
 # An output that is the same file as an input (the same path, a symbolic link to it, or a
 # hard link) is refused with exit 2 and a message naming both, before anything is written:
-# every command, every output against every input (ck_check_outputs_apart, cli/files.c).
+# every command, every output against every input (ck_files_check_apart, cli/files.c).
 
 mkdir -p apart && cd apart || return
 cp "$data/chain10.json" chain.json

@@ -1,4 +1,4 @@
-#include "planner/plan_io.h"
+#include "planner/plan.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -23,8 +23,8 @@ static bool add_details(cJSON *root, const ck_plan_doc *d)
     cJSON *details = cJSON_AddObjectToObject(root, "details");
     cJSON *ops = details ? cJSON_AddObjectToObject(details, "operations") : NULL;
     bool ok = ops && cJSON_AddBoolToObject(details, "baseline_fits", d->baseline_fits);
-    for (int k = 0; ok && k < CK_N_OPKINDS; k++)
-        ok = add_u64(ops, ck_opkind_name((ck_opkind)k), d->predicted.count[k]);
+    for (int k = 0; ok && k < CK_N_ACTIONS; k++)
+        ok = add_u64(ops, ck_action_name((ck_action_kind)k), d->predicted.count[k]);
     ok = ok && add_u64(details, "peak_operation", d->predicted.peak_op);
     if (ok && d->granularity)
         ok = cJSON_AddStringToObject(details, "granularity", d->granularity) != NULL;
@@ -74,8 +74,8 @@ cJSON *ck_plan_to_json(const ck_plan_doc *d)
     for (size_t k = 0; ok && k < s->n; k++) {
         cJSON *op = cJSON_CreateObject();
         ok = op && cJSON_AddItemToArray(sched, op) &&
-             cJSON_AddStringToObject(op, "op", ck_opkind_name(s->ops[k].kind)) &&
-             (s->ops[k].kind == CK_LOSS || add_u64(op, "stage", s->ops[k].stage));
+             cJSON_AddStringToObject(op, "op", ck_action_name(s->actions[k].kind)) &&
+             (s->actions[k].kind == CK_LOSS || add_u64(op, "stage", s->actions[k].stage));
     }
     if (!ok) {
         cJSON_Delete(root);
@@ -94,22 +94,22 @@ static int read_schedule(const cJSON *list, const char *file, size_t stages, ck_
         ck_json_path_index(path, "schedule", k);
         const char *name = NULL;
         uint64_t stage = 0;
-        ck_opkind kind;
+        ck_action_kind kind;
         int rc = ck_json_expect_object(js, keys, file, path, err);
         if (rc == CK_OK) rc = ck_json_get_string(js, "op", true, &name, file, path, err);
         if (rc != CK_OK)
             return rc;
-        if (!ck_opkind_parse(name, &kind))
-            return ck_fail(err, CK_ERR_INPUT, "%s: %s.op: expected F_all, F_ck, F_none, loss or B, "
+        if (!ck_action_parse(name, &kind))
+            return ck_err_fail(err, CK_ERR_INPUT, "%s: %s.op: expected F_all, F_ck, F_none, loss or B, "
                                               "got \"%.40s\"", file, path, name);
         rc = ck_json_get_u64(js, "stage", kind != CK_LOSS, &stage, file, path, err);
         if (rc != CK_OK)
             return rc;
         if (kind != CK_LOSS && stage >= stages)
-            return ck_fail(err, CK_ERR_INPUT, "%s: %s.stage: expected a stage below %zu, got %llu",
+            return ck_err_fail(err, CK_ERR_INPUT, "%s: %s.stage: expected a stage below %zu, got %llu",
                            file, path, stages, (unsigned long long)stage);
         if (!ck_schedule_push(out, kind, kind == CK_LOSS ? 0 : (size_t)stage))
-            return ck_fail_oom(err);
+            return ck_err_oom(err);
     }
     return CK_OK;
 }
@@ -117,7 +117,7 @@ static int read_schedule(const cJSON *list, const char *file, size_t stages, ck_
 static int dup_string(const char *s, char **out, ck_err *err)
 {
     *out = strdup(s);
-    return *out ? CK_OK : ck_fail_oom(err);
+    return *out ? CK_OK : ck_err_oom(err);
 }
 
 /* A finite number of either sign: the overhead (an edited plan's may be anything). */
@@ -130,11 +130,11 @@ static int get_finite(const cJSON *obj, const char *key, double *out, const char
         return CK_OK;
     }
     if (!v)
-        return ck_fail(err, CK_ERR_INPUT, "%s: %s.%s: missing (expected a finite number)", file,
+        return ck_err_fail(err, CK_ERR_INPUT, "%s: %s.%s: missing (expected a finite number)", file,
                        path, key);
     char got[96];
     ck_json_describe(v, got, sizeof got);
-    return ck_fail(err, CK_ERR_INPUT, "%s: %s.%s: expected a finite number, got %s", file, path,
+    return ck_err_fail(err, CK_ERR_INPUT, "%s: %s.%s: expected a finite number, got %s", file, path,
                    key, got);
 }
 
@@ -143,7 +143,7 @@ static int read_predicted(const cJSON *root, const char *file, ck_plan_figures *
     const char *p = "predicted";
     const cJSON *pred = cJSON_GetObjectItemCaseSensitive(root, p);
     if (!cJSON_IsObject(pred))
-        return ck_fail(err, CK_ERR_INPUT, "%s: predicted: missing or not an object", file);
+        return ck_err_fail(err, CK_ERR_INPUT, "%s: predicted: missing or not an object", file);
     int rc = ck_json_get_u64(pred, "peak_bytes", true, &f->peak_bytes, file, p, err);
     if (rc == CK_OK) rc = ck_json_get_u64(pred, "activation_peak_bytes", true, &f->activation_peak_bytes, file, p, err);
     if (rc == CK_OK) rc = ck_json_get_u64(pred, "static_bytes", true, &f->static_bytes, file, p, err);
@@ -159,7 +159,7 @@ static int get_rate(const cJSON *obj, const char *key, double *out, const char *
 {
     int rc = ck_json_get_time(obj, key, true, out, file, "details.cost_model", err);
     if (rc == CK_OK && !(*out > 0))
-        rc = ck_fail(err, CK_ERR_INPUT, "%s: details.cost_model.%s: expected a positive number, "
+        rc = ck_err_fail(err, CK_ERR_INPUT, "%s: details.cost_model.%s: expected a positive number, "
                                         "got 0", file, key);
     return rc;
 }
@@ -194,7 +194,7 @@ static int check_sha256(const char *sha, const char *file, ck_err *err)
         n++;
     if (n == 64 && sha[n] == '\0')
         return CK_OK;
-    return ck_fail(err, CK_ERR_INPUT, "%s: model.sha256: expected 64 hexadecimal digits, got "
+    return ck_err_fail(err, CK_ERR_INPUT, "%s: model.sha256: expected 64 hexadecimal digits, got "
                                       "\"%.70s\"", file, sha);
 }
 
@@ -209,7 +209,7 @@ int ck_plan_from_json(const cJSON *root, const char *file, ck_plan_file *out, ck
     int rc = ck_json_expect_format(root, formats, file, "", &format, err);
     if (rc == CK_OK) rc = ck_json_get_string(root, "planner", true, &planner, file, "", err);
     if (rc == CK_OK && !(model = cJSON_GetObjectItemCaseSensitive(root, "model")))
-        rc = ck_fail(err, CK_ERR_INPUT, "%s: model: missing (expected an object)", file);
+        rc = ck_err_fail(err, CK_ERR_INPUT, "%s: model: missing (expected an object)", file);
     if (rc == CK_OK) rc = ck_json_expect_object(model, model_keys, file, "model", err);
     if (rc == CK_OK) rc = ck_json_get_string(model, "path", true, &path, file, "model", err);
     if (rc == CK_OK) rc = ck_json_get_string(model, "sha256", true, &sha, file, "model", err);
@@ -217,7 +217,7 @@ int ck_plan_from_json(const cJSON *root, const char *file, ck_plan_file *out, ck
     if (rc == CK_OK) rc = ck_json_get_u64(root, "budget_bytes", true, &out->budget_bytes, file, "", err);
     if (rc == CK_OK) rc = ck_json_get_u64(root, "stages", true, &stages, file, "", err);
     if (rc == CK_OK && stages == 0)
-        rc = ck_fail(err, CK_ERR_INPUT, "%s: stages: expected at least 1, got 0", file);
+        rc = ck_err_fail(err, CK_ERR_INPUT, "%s: stages: expected at least 1, got 0", file);
     if (rc == CK_OK) /* the limit in force, so that what plan wrote under it, run reads */
         rc = ck_chain_check_length((size_t)stages, file, "stages", err);
     if (rc == CK_OK) rc = read_predicted(root, file, &out->predicted, err);

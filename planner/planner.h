@@ -1,8 +1,8 @@
-/* planners: the registry of checkpointing planners and the one entry point that runs them.
+/* planner: the registry of checkpointing planners and the one entry point that runs them.
  *
  * A planner turns a chain and an activation budget into a schedule. It may replay
  * candidate schedules to choose among them, but the figures ckplan reports are always
- * the replay of the schedule it returns (ck_plan_chain does that replay). */
+ * the replay of the schedule it returns (ck_planner_run does that replay). */
 #ifndef CK_PLANNERS_H
 #define CK_PLANNERS_H
 
@@ -55,14 +55,14 @@ int ck_planner_check_fit(const ck_chain *c, const ck_schedule *s, uint64_t budge
                          uint64_t *min_budget, ck_err *err);
 
 /* Sets the result's fields to "not applicable" and its schedule to empty. */
-void ck_plan_result_init(ck_plan_result *r);
-void ck_plan_result_free(ck_plan_result *r);
+void ck_planner_result_init(ck_plan_result *r);
+void ck_planner_result_free(ck_plan_result *r);
 
 /* Plans c under budget with planner p and replays the result into *replay. When the
  * store-everything schedule fits, that is the plan, whatever p. On CK_ERR_INFEASIBLE,
  * *min_budget holds the smallest budget that gets a plan: the planner's smallest, or the
  * baseline's peak when that is lower. */
-int ck_plan_chain(const ck_chain *c, const ck_planner *p, uint64_t budget,
+int ck_planner_run(const ck_chain *c, const ck_planner *p, uint64_t budget,
                   const ck_planner_opts *opts, ck_plan_result *result, ck_replay *replay,
                   uint64_t *min_budget, ck_err *err);
 

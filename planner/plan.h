@@ -1,4 +1,4 @@
-/* plan_io: plan files, `ckplan-plan/1` (../shared/spec/chain-model.md section 4). */
+/* plan: plan files, `ckplan-plan/1` (../shared/spec/chain-model.md section 4). */
 #ifndef CK_PLAN_IO_H
 #define CK_PLAN_IO_H
 
@@ -8,7 +8,7 @@
 #include <cjson/cJSON.h>
 
 #include "planner/derive.h"
-#include "planner/planners.h"
+#include "planner/planner.h"
 #include "planner/schedule.h"
 
 #define CK_PLAN_FORMAT "ckplan-plan/1"

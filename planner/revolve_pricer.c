@@ -49,12 +49,12 @@ static uint64_t base_peak(const ck_chain *c, size_t q)
 {
     const ck_stage *st = &c->stages[q];
     uint64_t out = st->out_bytes, saved = st->saved_bytes;
-    uint64_t bwd = ck_sat_add(ck_sat_add(saved, out),
-                              ck_sat_add(ck_chain_x_bytes(c, q), st->bwd_tmp_bytes));
+    uint64_t bwd = ck_rangemax_sat_add(ck_rangemax_sat_add(saved, out),
+                              ck_rangemax_sat_add(ck_chain_x_bytes(c, q), st->bwd_tmp_bytes));
     if (q + 1 < c->n_stages) /* F_all q next to y_{q+1}, then B q */
-        return max_u64(ck_sat_add(ck_sat_add(out, saved), st->fwd_tmp_bytes), bwd);
-    uint64_t loss = ck_sat_add(ck_sat_add(saved, out), c->loss_bwd_tmp_bytes);
-    return max_u64(max_u64(ck_sat_add(saved, st->fwd_tmp_bytes), loss), bwd);
+        return max_u64(ck_rangemax_sat_add(ck_rangemax_sat_add(out, saved), st->fwd_tmp_bytes), bwd);
+    uint64_t loss = ck_rangemax_sat_add(ck_rangemax_sat_add(saved, out), c->loss_bwd_tmp_bytes);
+    return max_u64(max_u64(ck_rangemax_sat_add(saved, st->fwd_tmp_bytes), loss), bwd);
 }
 
 static int build_tables(ck_revolve_pricer *p, ck_err *err)
@@ -63,14 +63,14 @@ static int build_tables(ck_revolve_pricer *p, ck_err *err)
     size_t L = c->n_stages;
     uint64_t *fck = malloc(L * sizeof *fck), *bases = malloc(L * sizeof *bases),
              *advance = malloc(L * sizeof *advance);
-    int rc = fck && bases && advance ? CK_OK : ck_fail_oom(err);
+    int rc = fck && bases && advance ? CK_OK : ck_err_oom(err);
     for (size_t i = 0; rc == CK_OK && i < L; i++) {
         const ck_stage *st = &c->stages[i];
-        p->held_x[i + 1] = ck_sat_add(p->held_x[i], st->out_bytes);
+        p->held_x[i + 1] = ck_rangemax_sat_add(p->held_x[i], st->out_bytes);
         p->base[i] = base_peak(c, i);
-        fck[i] = ck_sat_add(p->held_x[i + 1], st->fwd_tmp_bytes);
-        bases[i] = ck_sat_add(p->held_x[i], p->base[i]);
-        advance[i] = ck_sat_add(ck_sat_add(x_bytes(p, i), st->out_bytes), st->fwd_tmp_bytes);
+        fck[i] = ck_rangemax_sat_add(p->held_x[i + 1], st->fwd_tmp_bytes);
+        bases[i] = ck_rangemax_sat_add(p->held_x[i], p->base[i]);
+        advance[i] = ck_rangemax_sat_add(ck_rangemax_sat_add(x_bytes(p, i), st->out_bytes), st->fwd_tmp_bytes);
     }
     if (rc == CK_OK)
         rc = ck_rangemax_init(&p->fck, fck, L, err);
@@ -89,12 +89,12 @@ int ck_revolve_pricer_new(const ck_chain *c, ck_revolve_pricer **out, ck_err *er
     size_t L = c->n_stages;
     ck_revolve_pricer *p = calloc(1, sizeof *p);
     if (!p)
-        return ck_fail_oom(err);
+        return ck_err_oom(err);
     p->chain = c;
     p->held_x = calloc(L + 1, sizeof *p->held_x);
     p->base = malloc(L * sizeof *p->base);
     p->stack = malloc(L * sizeof *p->stack);
-    int rc = p->held_x && p->base && p->stack ? build_tables(p, err) : ck_fail_oom(err);
+    int rc = p->held_x && p->base && p->stack ? build_tables(p, err) : ck_err_oom(err);
     if (rc != CK_OK) {
         ck_revolve_pricer_free(p);
         return rc;
@@ -139,14 +139,14 @@ static uint64_t split_one_run(uint64_t n, uint64_t c)
 static uint64_t one_snapshot_peak(const ck_revolve_pricer *p, size_t a, size_t t)
 {
     const ck_stage *first = &p->chain->stages[a];
-    uint64_t start = ck_sat_add(first->out_bytes, first->fwd_tmp_bytes), advances = start;
+    uint64_t start = ck_rangemax_sat_add(first->out_bytes, first->fwd_tmp_bytes), advances = start;
     uint64_t peak = p->base[a];
     for (size_t u = a + 1; u <= t; u++) {
         if (u > a + 1)
             advances = max_u64(advances, ck_rangemax_query(&p->advance, u - 1, u - 1));
         uint64_t gradient = u == t ? entry_gradient(p, t) : x_bytes(p, u + 1);
-        peak = max_u64(peak, ck_sat_add(gradient, advances));
-        peak = max_u64(peak, ck_sat_add(x_bytes(p, u), p->base[u]));
+        peak = max_u64(peak, ck_rangemax_sat_add(gradient, advances));
+        peak = max_u64(peak, ck_rangemax_sat_add(x_bytes(p, u), p->base[u]));
     }
     return peak;
 }
@@ -157,25 +157,25 @@ static uint64_t price_task(ck_revolve_pricer *p, peak_task task, size_t *depth)
     size_t a = task.a, t = task.t;
     uint64_t n = t - a + 1, c = task.snapshots, off = task.off;
     if (n == 1)
-        return ck_sat_add(off, p->base[a]);
+        return ck_rangemax_sat_add(off, p->base[a]);
     if (c == 1)
-        return ck_sat_add(off, one_snapshot_peak(p, a, t));
+        return ck_rangemax_sat_add(off, one_snapshot_peak(p, a, t));
     uint64_t y = entry_gradient(p, t), run = split_one_run(n, c);
     if (run > 0) { /* F_ck a .. a+run-1, then Seg(a+run, t), then the bases a+run-1 .. a */
         uint64_t before = p->held_x[a];
-        uint64_t fwd = ck_sat_sub(ck_rangemax_query(&p->fck, a, a + run - 1), before);
-        uint64_t back = ck_sat_sub(ck_rangemax_query(&p->bases, a, a + run - 1), before);
-        uint64_t held = ck_sat_sub(p->held_x[a + run], before);
-        p->stack[(*depth)++] = (peak_task){a + run, t, c - run, ck_sat_add(off, held)};
-        return ck_sat_add(off, max_u64(ck_sat_add(y, fwd), back));
+        uint64_t fwd = ck_rangemax_sat_sub(ck_rangemax_query(&p->fck, a, a + run - 1), before);
+        uint64_t back = ck_rangemax_sat_sub(ck_rangemax_query(&p->bases, a, a + run - 1), before);
+        uint64_t held = ck_rangemax_sat_sub(p->held_x[a + run], before);
+        p->stack[(*depth)++] = (peak_task){a + run, t, c - run, ck_rangemax_sat_add(off, held)};
+        return ck_rangemax_sat_add(off, max_u64(ck_rangemax_sat_add(y, fwd), back));
     }
     uint64_t m = ck_revolve_split(n, c); /* F_ck a, F_none a+1 .. a+m-1, Seg(a+m, t), Seg(a, a+m-1) */
     const ck_stage *first = &p->chain->stages[a];
-    uint64_t fwd = max_u64(ck_sat_add(first->out_bytes, first->fwd_tmp_bytes),
+    uint64_t fwd = max_u64(ck_rangemax_sat_add(first->out_bytes, first->fwd_tmp_bytes),
                            ck_rangemax_query(&p->advance, a + 1, a + m - 1));
     p->stack[(*depth)++] = (peak_task){a, a + m - 1, c, off};
-    p->stack[(*depth)++] = (peak_task){a + m, t, c - 1, ck_sat_add(off, x_bytes(p, a + m))};
-    return ck_sat_add(off, ck_sat_add(y, fwd));
+    p->stack[(*depth)++] = (peak_task){a + m, t, c - 1, ck_rangemax_sat_add(off, x_bytes(p, a + m))};
+    return ck_rangemax_sat_add(off, ck_rangemax_sat_add(y, fwd));
 }
 
 uint64_t ck_revolve_peak(ck_revolve_pricer *p, uint64_t snapshots)
@@ -189,5 +189,5 @@ uint64_t ck_revolve_peak(ck_revolve_pricer *p, uint64_t snapshots)
         peak_task task = p->stack[--depth];
         inside = max_u64(inside, price_task(p, task, &depth));
     }
-    return ck_sat_add(c->input_bytes, inside);
+    return ck_rangemax_sat_add(c->input_bytes, inside);
 }

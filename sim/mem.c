@@ -1,4 +1,4 @@
-#include "sim/memory.h"
+#include "sim/mem.h"
 
 #include <errno.h>
 #include <malloc.h>
@@ -53,26 +53,26 @@ void ck_mem_keep_freed_memory(void)
     mallopt(M_TRIM_THRESHOLD, -1);
 }
 
-int ck_rss_reset_peak(ck_err *err)
+int ck_mem_rss_reset_peak(ck_err *err)
 {
     malloc_trim(0);
     FILE *f = fopen("/proc/self/clear_refs", "w");
     if (!f)
-        return ck_fail(err, CK_ERR_RUNTIME, "cannot reset the resident-memory peak: "
+        return ck_err_fail(err, CK_ERR_RUNTIME, "cannot reset the resident-memory peak: "
                        "/proc/self/clear_refs: %s", strerror(errno));
     int bad = fputs("5", f) == EOF;
     bad |= fclose(f) != 0;
     if (bad)
-        return ck_fail(err, CK_ERR_RUNTIME, "cannot reset the resident-memory peak: writing "
+        return ck_err_fail(err, CK_ERR_RUNTIME, "cannot reset the resident-memory peak: writing "
                        "/proc/self/clear_refs: %s", strerror(errno));
     return CK_OK;
 }
 
-int ck_rss_peak(uint64_t *bytes, ck_err *err)
+int ck_mem_rss_peak(uint64_t *bytes, ck_err *err)
 {
     FILE *f = fopen("/proc/self/status", "r");
     if (!f)
-        return ck_fail(err, CK_ERR_RUNTIME, "cannot read the resident-memory peak: "
+        return ck_err_fail(err, CK_ERR_RUNTIME, "cannot read the resident-memory peak: "
                        "/proc/self/status: %s", strerror(errno));
     char line[256];
     unsigned long long kib = 0;
@@ -81,7 +81,7 @@ int ck_rss_peak(uint64_t *bytes, ck_err *err)
         found = sscanf(line, "VmHWM: %llu kB", &kib) == 1;
     fclose(f);
     if (!found)
-        return ck_fail(err, CK_ERR_RUNTIME, "cannot read the resident-memory peak: no VmHWM "
+        return ck_err_fail(err, CK_ERR_RUNTIME, "cannot read the resident-memory peak: no VmHWM "
                        "line in /proc/self/status");
     *bytes = (uint64_t)kib * 1024;
     return CK_OK;

@@ -1,4 +1,4 @@
-#include "planner/planners.h"
+#include "planner/planner.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -26,17 +26,17 @@ int ck_planner_check_fit(const ck_chain *c, const ck_schedule *s, uint64_t budge
     return rc;
 }
 
-void ck_plan_result_init(ck_plan_result *r)
+void ck_planner_result_init(ck_plan_result *r)
 {
     memset(r, 0, sizeof *r);
     r->snapshots = -1;
     r->segments = -1;
 }
 
-void ck_plan_result_free(ck_plan_result *r)
+void ck_planner_result_free(ck_plan_result *r)
 {
     ck_schedule_free(&r->schedule);
-    ck_plan_result_init(r);
+    ck_planner_result_init(r);
 }
 
 /* Every plan within CKPLAN_MAX_SCHEDULE_OPS, whichever planner made it (revolve checks
@@ -45,21 +45,21 @@ static int check_length(const char *what, ck_plan_result *result, ck_err *err)
 {
     int rc = ck_schedule_check_length(what, result->schedule.n, err);
     if (rc != CK_OK)
-        ck_plan_result_free(result);
+        ck_planner_result_free(result);
     return rc;
 }
 
-int ck_plan_chain(const ck_chain *c, const ck_planner *p, uint64_t budget,
+int ck_planner_run(const ck_chain *c, const ck_planner *p, uint64_t budget,
                   const ck_planner_opts *opts, ck_plan_result *result, ck_replay *replay,
                   uint64_t *min_budget, ck_err *err)
 {
-    ck_plan_result_init(result);
+    ck_planner_result_init(result);
     int rc = ck_schedule_baseline(c, &result->schedule, err);
     if (rc == CK_OK)
         rc = ck_schedule_replay(c, &result->schedule, replay, NULL, NULL, err);
     if (rc == CK_OK && replay->peak_bytes <= budget)
         return check_length("the store-everything schedule", result, err);
-    ck_plan_result_free(result);
+    ck_planner_result_free(result);
     if (rc != CK_OK)
         return rc;
     uint64_t baseline_peak = replay->peak_bytes;
@@ -69,10 +69,10 @@ int ck_plan_chain(const ck_chain *c, const ck_planner *p, uint64_t budget,
     if (rc == CK_OK) {
         ck_err why;
         if (ck_schedule_replay(c, &result->schedule, replay, NULL, NULL, &why) != CK_OK)
-            rc = ck_fail(err, CK_ERR_RUNTIME, "internal error: planner %s produced an invalid "
+            rc = ck_err_fail(err, CK_ERR_RUNTIME, "internal error: planner %s produced an invalid "
                                               "schedule (%s)", p->name, why.msg);
         else if (replay->peak_bytes > budget)
-            rc = ck_fail(err, CK_ERR_RUNTIME, "internal error: planner %s produced a schedule "
+            rc = ck_err_fail(err, CK_ERR_RUNTIME, "internal error: planner %s produced a schedule "
                          "whose peak %llu exceeds the budget %llu", p->name,
                          (unsigned long long)replay->peak_bytes, (unsigned long long)budget);
     }
@@ -81,6 +81,6 @@ int ck_plan_chain(const ck_chain *c, const ck_planner *p, uint64_t budget,
         snprintf(what, sizeof what, "planner %s: its schedule", p->name);
         return check_length(what, result, err);
     }
-    ck_plan_result_free(result);
+    ck_planner_result_free(result);
     return rc;
 }

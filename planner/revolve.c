@@ -6,7 +6,7 @@
 #include <stdio.h>
 
 #include "planner/persistent.h"
-#include "planner/planners.h"
+#include "planner/planner.h"
 #include "planner/rangemax.h"
 #include "planner/revolve.h"
 #include "planner/size.h"
@@ -17,8 +17,8 @@
 static uint64_t binom_next(uint64_t prev, uint64_t c, uint64_t t)
 {
     uint64_t whole, part, next;
-    if (!ck_mul(prev / t, c + t, &whole) || !ck_mul(prev % t, c + t, &part) ||
-        !ck_add(whole, part / t, &next))
+    if (!ck_size_mul(prev / t, c + t, &whole) || !ck_size_mul(prev % t, c + t, &part) ||
+        !ck_size_add(whole, part / t, &next))
         return UINT64_MAX;
     return next;
 }
@@ -49,8 +49,8 @@ uint64_t ck_revolve_advances(uint64_t n, uint64_t c)
 static uint64_t binom_down(uint64_t b, uint64_t c, uint64_t t)
 {
     uint64_t whole, part, out;
-    if (b == UINT64_MAX || !ck_mul(b / (t + 1), c, &whole) || !ck_mul(b % (t + 1), c, &part) ||
-        !ck_add(whole, part / (t + 1), &out))
+    if (b == UINT64_MAX || !ck_size_mul(b / (t + 1), c, &whole) || !ck_size_mul(b % (t + 1), c, &part) ||
+        !ck_size_add(whole, part / (t + 1), &out))
         return UINT64_MAX;
     return out;
 }
@@ -96,7 +96,7 @@ int ck_revolve_schedule(const ck_chain *c, uint64_t snapshots, ck_schedule *out,
 uint64_t ck_revolve_schedule_length(uint64_t L, uint64_t snapshots)
 {
     uint64_t ops; /* L F_all, L B, the loss and the advances */
-    return ck_add(2 * L + 1, ck_revolve_advances(L, snapshots), &ops) ? ops : UINT64_MAX;
+    return ck_size_add(2 * L + 1, ck_revolve_advances(L, snapshots), &ops) ? ops : UINT64_MAX;
 }
 
 static bool within_length_limit(const ck_chain *c, uint64_t snapshots)
@@ -184,7 +184,7 @@ static int plan_revolve(const ck_chain *c, uint64_t budget, const ck_planner_opt
     if (rc != CK_OK)
         return rc;
     *min_budget = replay.peak_bytes;
-    return ck_fail(err, CK_ERR_INFEASIBLE,
+    return ck_err_fail(err, CK_ERR_INFEASIBLE,
                    "revolve: no number of snapshots fits in %llu bytes; the smallest peak is "
                    "%llu bytes",
                    (unsigned long long)budget, (unsigned long long)replay.peak_bytes);

@@ -1,4 +1,4 @@
-#include "sim/kernels.h"
+#include "sim/kernel.h"
 
 #include <assert.h>
 #include <cblas.h>
@@ -18,7 +18,7 @@ static int bdim(size_t n)
 
 /* out[b,t,:] = wte[ids[b,t],:] + wpe[t,:]. ids must lie in [0, V): the caller validates
  * token ids when it loads them, so the kernel does not pay for a check per row. */
-void ck_embedding_forward(float *out, const int32_t *ids, const float *wte, const float *wpe,
+void ck_kernel_embedding_forward(float *out, const int32_t *ids, const float *wte, const float *wpe,
                           size_t B, size_t T, size_t C)
 {
     for (size_t b = 0; b < B; b++)
@@ -37,7 +37,7 @@ void ck_embedding_forward(float *out, const int32_t *ids, const float *wte, cons
 
 /* dwte[ids[b,t],:] += dout[b,t,:]; dwpe[t,:] += dout[b,t,:]. Rows are visited in a fixed
  * order, so a token repeated in the batch accumulates identically on every call. */
-void ck_embedding_backward(float *dwte, float *dwpe, const float *dout, const int32_t *ids,
+void ck_kernel_embedding_backward(float *dwte, float *dwpe, const float *dout, const int32_t *ids,
                            size_t B, size_t T, size_t C)
 {
     for (size_t b = 0; b < B; b++)
@@ -58,7 +58,7 @@ void ck_embedding_backward(float *dwte, float *dwpe, const float *dout, const in
 
 /* out = inp W^T + bias. The bias is broadcast into out first so that a single sgemm with
  * beta = 1 adds the product: one pass over out instead of two. */
-void ck_linear_forward(float *out, const float *inp, const float *weight, const float *bias,
+void ck_kernel_linear_forward(float *out, const float *inp, const float *weight, const float *bias,
                        size_t N, size_t C, size_t OC)
 {
     float beta = 0.0f;
@@ -97,7 +97,7 @@ static void column_sums(float *restrict a, const float *restrict x, size_t N, si
 
 /* dinp += dout W; dW += dout^T inp; dbias += sum over rows of dout. dinp may be NULL when
  * the input needs no gradient (a model input). */
-void ck_linear_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+void ck_kernel_linear_backward(float *dinp, float *dweight, float *dbias, const float *dout,
                         const float *inp, const float *weight, size_t N, size_t C, size_t OC)
 {
     if (dinp)
@@ -115,7 +115,7 @@ void ck_linear_backward(float *dinp, float *dweight, float *dbias, const float *
 
 /* mean = sum x / C, var = sum (x - mean)^2 / C (two passes, in double: no cancellation
  * for rows with a large mean), rstd = 1/sqrt(var + eps), out = (x - mean) rstd w + b. */
-void ck_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
+void ck_kernel_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
                           const float *weight, const float *bias, size_t N, size_t C)
 {
     for (size_t n = 0; n < N; n++) {
@@ -139,7 +139,7 @@ void ck_layernorm_forward(float *out, float *mean, float *rstd, const float *inp
 
 /* With xhat = (x - mean) rstd and g = dout w:
  *   dx = rstd (g - mean(g) - xhat mean(g xhat)),  dw += dout xhat,  db += dout. */
-void ck_layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+void ck_kernel_layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
                            const float *inp, const float *weight, const float *mean,
                            const float *rstd, size_t N, size_t C)
 {
@@ -164,7 +164,7 @@ void ck_layernorm_backward(float *dinp, float *dweight, float *dbias, const floa
 }
 
 /* rstd = 1/sqrt(mean(x^2) + eps), out = x rstd w. */
-void ck_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, size_t N,
+void ck_kernel_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, size_t N,
                         size_t C)
 {
     for (size_t n = 0; n < N; n++) {
@@ -182,7 +182,7 @@ void ck_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *
 
 /* With g = dout w, d rstd / dx_k = -rstd^3 x_k / C, so
  *   dx = rstd (g - x rstd^2 mean(g x)),  dw += dout x rstd. */
-void ck_rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp,
+void ck_kernel_rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp,
                          const float *weight, const float *rstd, size_t N, size_t C)
 {
     for (size_t n = 0; n < N; n++) {
@@ -205,7 +205,7 @@ void ck_rmsnorm_backward(float *dinp, float *dweight, const float *dout, const f
 #define GELU_A 0.044715f
 
 /* gelu(x) = x/2 (1 + tanh(s (x + a x^3))). */
-void ck_gelu_forward(float *out, const float *inp, size_t n)
+void ck_kernel_gelu_forward(float *out, const float *inp, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         float x = inp[i];
@@ -214,7 +214,7 @@ void ck_gelu_forward(float *out, const float *inp, size_t n)
 }
 
 /* gelu'(x) = (1 + t)/2 + x/2 (1 - t^2) s (1 + 3 a x^2), t = tanh(s (x + a x^3)). */
-void ck_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n)
+void ck_kernel_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         float x = inp[i];
@@ -226,14 +226,14 @@ void ck_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n
 }
 
 /* relu(x) = max(x, 0). */
-void ck_relu_forward(float *out, const float *inp, size_t n)
+void ck_kernel_relu_forward(float *out, const float *inp, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         out[i] = inp[i] > 0.0f ? inp[i] : 0.0f;
 }
 
 /* relu'(x) = [out > 0]: the output alone decides, which is why relu saves it. */
-void ck_relu_backward(float *dinp, const float *out, const float *dout, size_t n)
+void ck_kernel_relu_backward(float *dinp, const float *out, const float *dout, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         if (out[i] > 0.0f)
@@ -241,14 +241,14 @@ void ck_relu_backward(float *dinp, const float *out, const float *dout, size_t n
 }
 
 /* silu(x) = x sigmoid(x). */
-void ck_silu_forward(float *out, const float *inp, size_t n)
+void ck_kernel_silu_forward(float *out, const float *inp, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         out[i] = inp[i] / (1.0f + expf(-inp[i]));
 }
 
 /* silu'(x) = sig(x) (1 + x (1 - sig(x))). */
-void ck_silu_backward(float *dinp, const float *inp, const float *dout, size_t n)
+void ck_kernel_silu_backward(float *dinp, const float *inp, const float *dout, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         float x = inp[i], sig = 1.0f / (1.0f + expf(-x));
@@ -257,14 +257,14 @@ void ck_silu_backward(float *dinp, const float *inp, const float *dout, size_t n
 }
 
 /* out = a + b. */
-void ck_add_forward(float *out, const float *a, const float *b, size_t n)
+void ck_kernel_add_forward(float *out, const float *a, const float *b, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         out[i] = a[i] + b[i];
 }
 
 /* da += dout, db += dout (da == db when a node adds a tensor to itself). */
-void ck_add_backward(float *da, float *db, const float *dout, size_t n)
+void ck_kernel_add_backward(float *da, float *db, const float *dout, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         da[i] += dout[i];
@@ -273,14 +273,14 @@ void ck_add_backward(float *da, float *db, const float *dout, size_t n)
 }
 
 /* out = a b. */
-void ck_mul_forward(float *out, const float *a, const float *b, size_t n)
+void ck_kernel_mul_forward(float *out, const float *a, const float *b, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         out[i] = a[i] * b[i];
 }
 
 /* da += dout b, db += dout a. */
-void ck_mul_backward(float *da, float *db, const float *dout, const float *a, const float *b,
+void ck_kernel_mul_backward(float *da, float *db, const float *dout, const float *a, const float *b,
                      size_t n)
 {
     for (size_t i = 0; i < n; i++) {
@@ -294,7 +294,7 @@ void ck_mul_backward(float *da, float *db, const float *dout, const float *a, co
 
 /* out = x keep / (1 - p), so the expected output equals x and evaluation needs no
  * rescaling. */
-void ck_dropout_forward(float *out, uint8_t *mask, const float *inp, float p, ck_rng_key key,
+void ck_kernel_dropout_forward(float *out, uint8_t *mask, const float *inp, float p, ck_rng_key key,
                         size_t n)
 {
     float scale = 1.0f / (1.0f - p);
@@ -306,7 +306,7 @@ void ck_dropout_forward(float *out, uint8_t *mask, const float *inp, float p, ck
 }
 
 /* dx += dout keep / (1 - p). */
-void ck_dropout_backward(float *dinp, const float *dout, const uint8_t *mask, float p, size_t n)
+void ck_kernel_dropout_backward(float *dinp, const float *dout, const uint8_t *mask, float p, size_t n)
 {
     float scale = 1.0f / (1.0f - p);
     for (size_t i = 0; i < n; i++)
@@ -331,7 +331,7 @@ static head_cols cols_of(size_t h, size_t H, size_t KV, size_t D)
  * P = softmax over j <= i with the row max subtracted, Z = P keep / (1 - p) with keep drawn
  * for element ((b H + h) T + i) T + j, out_h = Z V (sgemm). Above the diagonal probs,
  * dropped and mask are 0, so the full-square products see zeros there. */
-void ck_attention_forward(float *out, float *probs, uint8_t *mask, float *dropped,
+void ck_kernel_attention_forward(float *out, float *probs, uint8_t *mask, float *dropped,
                           const float *qkv, float *ws, size_t B, size_t T, size_t H, size_t KV,
                           size_t D, float p, ck_rng_key key)
 {
@@ -387,7 +387,7 @@ void ck_attention_forward(float *out, float *probs, uint8_t *mask, float *droppe
  *   dS = P (dP - rowsum(P dP)) s   (softmax backward, the scale folded in),
  *   dQ += dS K,  dK += dS^T Q.
  * dZ lives in the workspace and is turned into dS in place. */
-void ck_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *probs,
+void ck_kernel_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *probs,
                            const uint8_t *mask, const float *dropped, float *ws, size_t B,
                            size_t T, size_t H, size_t KV, size_t D, float p, ck_rng_key key)
 {
@@ -435,7 +435,7 @@ void ck_attention_backward(float *dqkv, const float *dout, const float *qkv, con
  * Row by row, the products are matrix-vector ones (sgemv over the strided k and v rows).
  * The dropout draws use the same element numbering as the standard form, so both forms
  * drop the same probabilities. */
-void ck_attention_flash_forward(float *out, float *lse, const float *qkv, float *ws, size_t B,
+void ck_kernel_attention_flash_forward(float *out, float *lse, const float *qkv, float *ws, size_t B,
                                 size_t T, size_t H, size_t KV, size_t D, float p, ck_rng_key key)
 {
     float scale = 1.0f / sqrtf((float)D), keep_scale = 1.0f / (1.0f - p);
@@ -478,7 +478,7 @@ void ck_attention_flash_forward(float *out, float *lse, const float *qkv, float 
  *   dS_j = P_j (dout_i . v_j keep_j / (1 - p) - Delta_i) / sqrt(D) into ws[T, 2T),
  *   dv_j += Z_j dout_i, dq_i += sum_j dS_j k_j, dk_j += dS_j q_i
  * (sgemv for the products with k and v rows, sger for the rank-one updates). */
-void ck_attention_flash_backward(float *dqkv, const float *dout, const float *qkv,
+void ck_kernel_attention_flash_backward(float *dqkv, const float *dout, const float *qkv,
                                  const float *out, const float *lse, float *ws, size_t B,
                                  size_t T, size_t H, size_t KV, size_t D, float p,
                                  ck_rng_key key)
@@ -523,7 +523,7 @@ void ck_attention_flash_backward(float *dqkv, const float *dout, const float *qk
 /* loss_n = lse_n - logits[n, target_n], lse_n = m + log sum_v exp(logits[n,v] - m) with m
  * the row max; dlogits[n,v] += (exp(logits[n,v] - lse_n) - [v == target_n]) / N. Targets
  * must lie in [0, V) (validated by the caller with the data). */
-float ck_cross_entropy(float *dlogits, float *lse, const float *logits, const int32_t *targets,
+float ck_kernel_cross_entropy(float *dlogits, float *lse, const float *logits, const int32_t *targets,
                        size_t N, size_t V)
 {
     if (N == 0)
@@ -551,7 +551,7 @@ float ck_cross_entropy(float *dlogits, float *lse, const float *logits, const in
 }
 
 /* loss = mean (pred - target)^2, dpred += 2 (pred - target) / n. */
-float ck_mse(float *dpred, const float *pred, const float *target, size_t n)
+float ck_kernel_mse(float *dpred, const float *pred, const float *target, size_t n)
 {
     if (n == 0)
         return 0.0f;

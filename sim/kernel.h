@@ -1,4 +1,4 @@
-/* kernels: the forward and backward of every op of planner/ops, in f32, one plain function
+/* kernel: the forward and backward of every op of planner/ops, in f32, one plain function
  * each with explicit dimensions (after llm.c's train_gpt2.c). Matrix products go through
  * cblas_sgemm; everything else is plain loops.
  *
@@ -22,53 +22,53 @@
 
 /* Token and position embedding: out[b,t,:] = wte[ids[b,t],:] + wpe[t,:] (wpe may be NULL).
  * wte is [V, C], wpe [T, C] or larger. */
-void ck_embedding_forward(float *out, const int32_t *ids, const float *wte, const float *wpe,
+void ck_kernel_embedding_forward(float *out, const int32_t *ids, const float *wte, const float *wpe,
                           size_t B, size_t T, size_t C);
-void ck_embedding_backward(float *dwte, float *dwpe, const float *dout, const int32_t *ids,
+void ck_kernel_embedding_backward(float *dwte, float *dwpe, const float *dout, const int32_t *ids,
                            size_t B, size_t T, size_t C);
 
 /* out[N, OC] = inp[N, C] @ weight[OC, C]^T + bias[OC] (bias may be NULL). The weight layout
  * matches an embedding table, so a tied output layer passes wte. */
-void ck_linear_forward(float *out, const float *inp, const float *weight, const float *bias,
+void ck_kernel_linear_forward(float *out, const float *inp, const float *weight, const float *bias,
                        size_t N, size_t C, size_t OC);
 /* dinp += dout @ weight; dweight += dout^T @ inp; dbias += column sums of dout (NULL: none). */
-void ck_linear_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+void ck_kernel_linear_backward(float *dinp, float *dweight, float *dbias, const float *dout,
                         const float *inp, const float *weight, size_t N, size_t C, size_t OC);
 
 /* out = (inp - mean) * rstd * weight + bias over the last dimension C, eps 1e-5. */
-void ck_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
+void ck_kernel_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
                           const float *weight, const float *bias, size_t N, size_t C);
-void ck_layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+void ck_kernel_layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
                            const float *inp, const float *weight, const float *mean,
                            const float *rstd, size_t N, size_t C);
 
 /* out = inp * rstd * weight, rstd = 1 / sqrt(mean(inp^2) + 1e-5). */
-void ck_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, size_t N,
+void ck_kernel_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, size_t N,
                         size_t C);
-void ck_rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp,
+void ck_kernel_rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp,
                          const float *weight, const float *rstd, size_t N, size_t C);
 
 /* GELU, tanh approximation (as GPT-2). Saves its input. */
-void ck_gelu_forward(float *out, const float *inp, size_t n);
-void ck_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
+void ck_kernel_gelu_forward(float *out, const float *inp, size_t n);
+void ck_kernel_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
 /* ReLU saves its output. */
-void ck_relu_forward(float *out, const float *inp, size_t n);
-void ck_relu_backward(float *dinp, const float *out, const float *dout, size_t n);
+void ck_kernel_relu_forward(float *out, const float *inp, size_t n);
+void ck_kernel_relu_backward(float *dinp, const float *out, const float *dout, size_t n);
 /* SiLU, x * sigmoid(x). Saves its input. */
-void ck_silu_forward(float *out, const float *inp, size_t n);
-void ck_silu_backward(float *dinp, const float *inp, const float *dout, size_t n);
+void ck_kernel_silu_forward(float *out, const float *inp, size_t n);
+void ck_kernel_silu_backward(float *dinp, const float *inp, const float *dout, size_t n);
 
-void ck_add_forward(float *out, const float *a, const float *b, size_t n);
-void ck_add_backward(float *da, float *db, const float *dout, size_t n);
-void ck_mul_forward(float *out, const float *a, const float *b, size_t n);
-void ck_mul_backward(float *da, float *db, const float *dout, const float *a, const float *b,
+void ck_kernel_add_forward(float *out, const float *a, const float *b, size_t n);
+void ck_kernel_add_backward(float *da, float *db, const float *dout, size_t n);
+void ck_kernel_mul_forward(float *out, const float *a, const float *b, size_t n);
+void ck_kernel_mul_backward(float *da, float *db, const float *dout, const float *a, const float *b,
                      size_t n);
 
 /* Inverted dropout: out = inp * keep / (1 - p), mask[i] = keep (0 or 1), keep drawn from
  * ck_rng_keep(key, i, p). p == 0 keeps everything. */
-void ck_dropout_forward(float *out, uint8_t *mask, const float *inp, float p, ck_rng_key key,
+void ck_kernel_dropout_forward(float *out, uint8_t *mask, const float *inp, float p, ck_rng_key key,
                         size_t n);
-void ck_dropout_backward(float *dinp, const float *dout, const uint8_t *mask, float p, size_t n);
+void ck_kernel_dropout_backward(float *dinp, const float *dout, const uint8_t *mask, float p, size_t n);
 
 /* Causal multi-head attention with grouped-query heads.
  * qkv is [B, T, (H + 2*KV) * D]: per token, H query heads, then KV key heads, then KV value
@@ -79,10 +79,10 @@ void ck_dropout_backward(float *dinp, const float *dout, const uint8_t *mask, fl
  * Standard form: saves probs [B, H, T, T] (softmax), and when p > 0 mask (u8) and dropped
  * (probs after dropout) of the same shape; workspace: scores [B, H, T, T] f32, forward and
  * backward. Entries above the diagonal of probs and dropped are 0. */
-void ck_attention_forward(float *out, float *probs, uint8_t *mask, float *dropped,
+void ck_kernel_attention_forward(float *out, float *probs, uint8_t *mask, float *dropped,
                           const float *qkv, float *ws, size_t B, size_t T, size_t H, size_t KV,
                           size_t D, float p, ck_rng_key key);
-void ck_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *probs,
+void ck_kernel_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *probs,
                            const uint8_t *mask, const float *dropped, float *ws, size_t B,
                            size_t T, size_t H, size_t KV, size_t D, float p, ck_rng_key key);
 
@@ -91,9 +91,9 @@ void ck_attention_backward(float *dqkv, const float *dout, const float *qkv, con
  * floats backward. The backward recomputes each row of probabilities from q, k and lse,
  * and the dropout mask from the key, so it matches the standard form's gradients up to
  * rounding. */
-void ck_attention_flash_forward(float *out, float *lse, const float *qkv, float *ws, size_t B,
+void ck_kernel_attention_flash_forward(float *out, float *lse, const float *qkv, float *ws, size_t B,
                                 size_t T, size_t H, size_t KV, size_t D, float p, ck_rng_key key);
-void ck_attention_flash_backward(float *dqkv, const float *dout, const float *qkv,
+void ck_kernel_attention_flash_backward(float *dqkv, const float *dout, const float *qkv,
                                  const float *out, const float *lse, float *ws, size_t B,
                                  size_t T, size_t H, size_t KV, size_t D, float p,
                                  ck_rng_key key);
@@ -101,10 +101,10 @@ void ck_attention_flash_backward(float *dqkv, const float *dout, const float *qk
 /* Cross-entropy of logits [N, V] against targets [N], forward and backward together (the
  * chain's loss operation): returns the mean loss, writes lse [N], and accumulates
  * dlogits += (softmax(logits) - onehot(target)) / N. */
-float ck_cross_entropy(float *dlogits, float *lse, const float *logits, const int32_t *targets,
+float ck_kernel_cross_entropy(float *dlogits, float *lse, const float *logits, const int32_t *targets,
                        size_t N, size_t V);
 /* Mean squared error over n values: returns mean((pred - target)^2) and accumulates
  * dpred += 2 (pred - target) / n. */
-float ck_mse(float *dpred, const float *pred, const float *target, size_t n);
+float ck_kernel_mse(float *dpred, const float *pred, const float *target, size_t n);
 
 #endif

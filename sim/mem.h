@@ -1,4 +1,4 @@
-/* memory: the tracking allocator every executor buffer goes through, and the process's
+/* mem: the tracking allocator every executor buffer goes through, and the process's
  * resident-memory high-water mark.
  *
  * Bytes are counted at the tensor sizes the op table declares (not malloc's rounding), by
@@ -42,8 +42,8 @@ void ck_mem_keep_freed_memory(void);
 /* Hands memory freed so far back to the system, then resets the kernel's resident-set
  * high-water mark (/proc/self/clear_refs, "5"), so the next reading is of what comes
  * after, not of memory kept from before. */
-int ck_rss_reset_peak(ck_err *err);
+int ck_mem_rss_reset_peak(ck_err *err);
 /* The resident-set high-water mark since the last reset (VmHWM of /proc/self/status). */
-int ck_rss_peak(uint64_t *bytes, ck_err *err);
+int ck_mem_rss_peak(uint64_t *bytes, ck_err *err);
 
 #endif
