@@ -8,15 +8,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "planner/action.h"
 #include "planner/chain.h"
 #include "planner/err.h"
-
-typedef enum { CK_F_ALL, CK_F_CK, CK_F_NONE, CK_LOSS, CK_B, CK_N_ACTIONS } ck_action_kind;
-
-typedef struct {
-    ck_action_kind kind;
-    size_t stage; /* 0 for CK_LOSS */
-} ck_action;
 
 typedef struct {
     ck_action *actions;
@@ -32,11 +26,6 @@ typedef struct {
  * with a message that begins with `what` (what would be that long) and says how to raise
  * the limit. */
 int ck_schedule_check_length(const char *what, uint64_t ops, ck_err *err);
-
-/* "F_all", "F_ck", "F_none", "loss", "B". */
-const char *ck_action_name(ck_action_kind kind);
-/* Parses one of those names; false if it is none of them. */
-bool ck_action_parse(const char *name, ck_action_kind *out);
 
 /* Appends an operation; false when out of memory (the schedule is left as it was). */
 bool ck_schedule_push(ck_schedule *s, ck_action_kind kind, size_t stage);
