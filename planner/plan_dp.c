@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "planner/persistent.h"
+#include "planner/plan_dp.h"
 #include "planner/planner.h"
 #include "planner/size.h"
 
@@ -330,6 +331,27 @@ static int plan_dp(const ck_chain *c, uint64_t budget, const ck_planner_opts *op
     free(tt.leaf);
     sizes_free(&bytes);
     sizes_free(&units);
+    return rc;
+}
+
+int ck_plan_dp_min_peak(const ck_chain *c, uint64_t *peak, ck_schedule *out, ck_err *err)
+{
+    unit_sizes bytes;
+    int rc = sizes_init(&bytes, c, 1, err);
+    if (rc != CK_OK)
+        return rc;
+    size_t pairs = c->n_stages * (c->n_stages + 1) / 2;
+    min_peak_table mp = {&bytes, malloc(pairs * sizeof *mp.peak), malloc(pairs * sizeof *mp.time),
+                         malloc(pairs * sizeof *mp.leaf)};
+    rc = mp.peak && mp.time && mp.leaf ? min_peak_fill(&mp, c, NULL, err) : ck_err_oom(err);
+    if (rc == CK_OK) {
+        *peak = sat_add(c->input_bytes, mp.peak[pair_index(0, c->n_stages - 1)]);
+        rc = ck_persistent_emit(c, min_peak_decide, &mp, 0, out, err);
+    }
+    free(mp.peak);
+    free(mp.time);
+    free(mp.leaf);
+    sizes_free(&bytes);
     return rc;
 }
 
