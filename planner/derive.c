@@ -6,8 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "planner/lower.h"
+#include "planner/program.h"
 #include "planner/size.h"
-#include "planner/stage.h"
 
 void ck_derive_cost_model_default(ck_cost_model *cm)
 {
@@ -38,16 +39,38 @@ static int check_time(const ck_model *m, const ck_cost_model *cm, const char *wh
                    cm->mem_bandwidth, CK_CHAIN_MAX_TIME);
 }
 
+/* Internal tensors belong to one node and are always distinct; references count once. */
+static bool sum_saved(const ck_model *m, size_t first, size_t end, bool *seen, uint64_t *bytes)
+{
+    uint64_t sum = 0;
+    for (size_t k = first; k < end; k++) {
+        const ck_node *n = &m->nodes[k];
+        for (size_t s = 0; s < n->info.n_saved; s++) {
+            const ck_saved *sv = &n->info.saved[s];
+            if (sv->kind != CK_SAVE_INTERNAL) {
+                size_t t = sv->kind == CK_SAVE_OUTPUT ? n->output : n->inputs[sv->input];
+                if (ck_model_is_static(m, t) || seen[t])
+                    continue;
+                seen[t] = true;
+            }
+            if (!ck_size_add(sum, sv->bytes, &sum))
+                return false;
+        }
+    }
+    *bytes = sum;
+    return true;
+}
+
 int ck_derive_saved_bytes(const ck_model *m, size_t first, size_t end, uint64_t *out, ck_err *err)
 {
     if (first > end || end > m->n_nodes)
         return ck_err_fail(err, CK_ERR_RUNTIME, "saved bytes of nodes [%zu, %zu): the model has %zu nodes",
                        first, end, m->n_nodes);
-    size_t *mark = calloc(m->n_tensors, sizeof *mark);
-    if (!mark)
+    bool *seen = calloc(m->n_tensors, sizeof *seen);
+    if (!seen)
         return ck_err_oom(err);
-    bool ok = ck_stage_mark_saved(m, first, end, mark, 1, out);
-    free(mark);
+    bool ok = sum_saved(m, first, end, seen, out);
+    free(seen);
     return ok ? CK_OK : overflow(m, "the saved bytes", err);
 }
 
@@ -60,8 +83,9 @@ int ck_derive_static_memory(const ck_model *m, ck_static_mem *out, ck_err *err)
     bool ok = true;
     for (size_t k = 0; k < m->n_nodes; k++)
         ok = ok && ck_size_add(out->n_params, m->nodes[k].info.n_params, &out->n_params);
-    for (size_t i = 1; i < m->n_inputs; i++)
-        ok = ok && ck_size_add(out->held_inputs, m->tensors[i].bytes, &out->held_inputs);
+    for (size_t i = 0; i < m->n_inputs; i++)
+        if (ck_model_is_static(m, i))
+            ok = ok && ck_size_add(out->held_inputs, m->tensors[i].bytes, &out->held_inputs);
     ok = ok && ck_size_mul(out->n_params, ck_dtype_bytes(t->param_dtype), &out->params) &&
          ck_size_mul(out->n_params, ck_dtype_bytes(t->grad_dtype), &out->grads) &&
          ck_size_mul(out->n_params, optimizer_bytes[t->optimizer], &out->optimizer) &&
@@ -86,7 +110,7 @@ static size_t find_stages(const ck_model *m, ck_granularity g, const size_t *las
     for (size_t j = 0; j < n; j++)
         crossing[j] = 0;
     for (size_t t = 0; t < m->n_tensors; t++) {
-        if (ck_model_is_held(m, t))
+        if (ck_model_is_static(m, t))
             continue;
         size_t from = t == 0 ? 0 : m->tensors[t].producer;
         if (from >= n || last_use[t] <= from)
@@ -106,63 +130,86 @@ static size_t find_stages(const ck_model *m, ck_granularity g, const size_t *las
     return n_stages;
 }
 
-/* ---- simulating one stage ---- */
+/* ---- sizing one stage ---- */
 
-/* Bytes live beyond what an operation holds, tallied over the events of a stage walk:
- * `level` at each node's run is the figure the rules bound. Allocations the operation
- * keeps count only when count_kept (the not-saving forward measures x_{i+1} with the
- * rest and subtracts it afterwards; the saving one bounds what lies beyond x̄_{i+1}). */
-typedef struct {
-    bool count_kept;
-    uint64_t live, peak;
-    uint64_t kept; /* what the operation keeps: x̄_{i+1} for the saving forward */
-} tally;
-
-static int tally_event(void *ctx, const ck_stage_ev *ev, ck_err *err)
+/* A failure of the compiled program (memory held past 2^64), named with the model's file. */
+static int in_model(const ck_model *m, int rc, ck_err *err)
 {
-    tally *t = ctx;
-    if (ev->kept && !ck_size_add(t->kept, ev->bytes, &t->kept))
-        return ck_err_fail(err, CK_ERR_INPUT, "a stage's memory overflows 64 bits");
-    if (ev->kept && !t->count_kept)
-        return CK_OK;
-    switch (ev->kind) {
-    case CK_EV_RUN:
-        if (t->live > t->peak)
-            t->peak = t->live;
-        break;
-    case CK_EV_FREE_WS:
-    case CK_EV_FREE_INTERNAL:
-    case CK_EV_FREE:
-    case CK_EV_FREE_GRAD:
-        t->live -= ev->bytes;
-        break;
-    default:
-        if (!ck_size_add(t->live, ev->bytes, &t->live))
-            return ck_err_fail(err, CK_ERR_INPUT, "a stage's memory overflows 64 bits");
-    }
-    return CK_OK;
+    if (rc != CK_ERR_INPUT)
+        return rc;
+    char why[sizeof err->msg];
+    snprintf(why, sizeof why, "%s", err->msg);
+    return ck_err_fail(err, rc, "%s: %s", m->file, why);
 }
 
-/* saved_bytes is what the saving forward keeps (x̄_{i+1}); fwd_tmp the larger of the saving
- * forward's excess over held + x̄_{i+1} and the not-saving one's over held + x_{i+1};
- * bwd_tmp the backward's over held + y_i. */
-static int simulate(const ck_stage_rules *r, ck_stage *st, ck_err *err)
+/* Runs action a of stage i, compiled, from st; *peak receives the most bytes held. The
+ * effect passed down frees nothing but what B always frees: the sizes asked for do not
+ * depend on whether x_i is held plain. */
+static int run_action(const ck_lower *l, ck_program_state *st, ck_action_kind kind, size_t i,
+                      uint64_t *peak, ck_err *err)
 {
-    tally saving = {.count_kept = false}, plain = {.count_kept = true}, back = {0};
-    int rc = ck_stage_forward(r, true, tally_event, &saving, err);
-    if (rc == CK_OK)
-        rc = ck_stage_forward(r, false, tally_event, &plain, err);
-    if (rc == CK_OK)
-        rc = ck_stage_backward(r, tally_event, &back, err);
+    ck_action a = {kind, i};
+    ck_action_effect e = {0};
+    ck_program p = {0};
+    int rc = ck_lower_action(l, &a, &e, &p, err);
+    *peak = st->held;
+    for (size_t k = 0; k < p.n && rc == CK_OK; k++) {
+        uint64_t top;
+        rc = ck_program_run(st, k, &p.instrs[k], NULL, NULL, &top, err);
+        if (top > *peak)
+            *peak = top;
+    }
+    ck_program_free(&p);
+    return rc;
+}
+
+static uint64_t excess(uint64_t peak, uint64_t base)
+{
+    return peak > base ? peak - base : 0;
+}
+
+static ck_buf plain(size_t t)
+{
+    return (ck_buf){CK_BUF_VALUE, t, CK_COPY_PLAIN};
+}
+
+/* Stage i's sizes, from its compiled actions run with only x_i live: saved_bytes is what
+ * F_all keeps; fwd_tmp the larger of F_all's and F_ck's peaks beyond what they keep (the
+ * chain has one transient for both); bwd_tmp B's peak beyond x̄_{i+1}, y_{i+1} and y_i. */
+static int size_stage(const ck_model *m, const ck_lower *l, size_t i, ck_stage *st, ck_err *err)
+{
+    size_t in = ck_lower_stage_input(l, i), out = ck_lower_stage_output(l, i);
+    ck_program_state ps;
+    int rc = ck_program_state_init(&ps, m, err);
     if (rc != CK_OK)
-        return overflow(r->m, "a stage's memory", err);
-    uint64_t out_bytes = r->m->tensors[r->out].bytes;
-    uint64_t excess = plain.peak > out_bytes ? plain.peak - out_bytes : 0;
-    st->fwd_tmp_bytes = saving.peak > excess ? saving.peak : excess;
-    st->bwd_tmp_bytes = back.peak;
-    st->saved_bytes = saving.kept;
-    st->out_bytes = out_bytes;
-    return CK_OK;
+        return rc;
+    ck_program_state_set(&ps, plain(0), false);
+    if (!ck_model_is_static(m, in))
+        ck_program_state_set(&ps, plain(in), true);
+    uint64_t base = ps.held, plain_peak, save_peak, bwd_peak;
+    st->out_bytes = m->tensors[out].bytes;
+    rc = run_action(l, &ps, CK_F_CK, i, &plain_peak, err);
+    ck_program_state_set(&ps, plain(out), false);
+    if (rc == CK_OK)
+        rc = run_action(l, &ps, CK_F_ALL, i, &save_peak, err);
+    st->saved_bytes = ps.held - base;
+    uint64_t y_in = ck_program_has_grad(m, in) ? m->tensors[in].bytes : 0;
+    if (ck_program_has_grad(m, out))
+        ck_program_state_set(&ps, (ck_buf){CK_BUF_GRAD, out, CK_COPY_PLAIN}, true);
+    uint64_t before_b = ps.held;
+    if (rc == CK_OK)
+        rc = run_action(l, &ps, CK_B, i, &bwd_peak, err);
+    if (rc == CK_OK && ps.held != base + y_in)
+        rc = ck_err_fail(err, CK_ERR_RUNTIME, "%s: stage %zu's backward leaves %llu bytes, not %llu",
+                         m->file, i, (unsigned long long)(ps.held - base), (unsigned long long)y_in);
+    if (rc == CK_OK) {
+        uint64_t save_excess = excess(save_peak, base + st->saved_bytes);
+        uint64_t plain_excess = excess(plain_peak, base + st->out_bytes);
+        st->fwd_tmp_bytes = save_excess > plain_excess ? save_excess : plain_excess;
+        st->bwd_tmp_bytes = excess(bwd_peak, before_b + y_in);
+    }
+    ck_program_state_free(&ps);
+    return in_model(m, rc, err);
 }
 
 static char *range_name(const char *a, const char *b)
@@ -174,17 +221,16 @@ static char *range_name(const char *a, const char *b)
     return s;
 }
 
-static int fill_stage(const ck_stage_rules *r, ck_granularity g, const ck_cost_model *cm,
-                      ck_stage *st, ck_err *err)
+static int fill_stage(const ck_model *m, const ck_lower *l, const size_t *first, size_t i,
+                      ck_granularity g, const ck_cost_model *cm, ck_stage *st, ck_err *err)
 {
-    const ck_model *m = r->m;
-    const ck_node *a = &m->nodes[r->first], *b = &m->nodes[r->end - 1];
+    const ck_node *a = &m->nodes[first[i]], *b = &m->nodes[first[i + 1] - 1];
     st->name = g == CK_GRAN_OP ? range_name(a->name, b->name)
                                : range_name(m->groups[a->group].name, m->groups[b->group].name);
     if (!st->name)
         return ck_err_oom(err);
-    int rc = simulate(r, st, err);
-    for (size_t k = r->first; k < r->end && rc == CK_OK; k++) {
+    int rc = size_stage(m, l, i, st, err);
+    for (size_t k = first[i]; k < first[i + 1] && rc == CK_OK; k++) {
         const ck_op_info *info = &m->nodes[k].info;
         st->fwd_time += op_time(cm, info->fwd_flops, info->fwd_bytes_moved);
         st->bwd_time += op_time(cm, info->bwd_flops, info->bwd_bytes_moved);
@@ -197,8 +243,9 @@ static int fill_stage(const ck_stage_rules *r, ck_granularity g, const ck_cost_m
 }
 
 /* The loss is not a stage: its forward and backward run together in the chain's `loss`
- * operation, whose transient bytes are what ck_stage_loss allocates; its gradient is y_L. */
-static int fill_loss(const ck_model *m, const ck_cost_model *cm, ck_chain *c, ck_err *err)
+ * action, whose transient bytes are what its compiled instructions hold beyond y_L. */
+static int fill_loss(const ck_model *m, const ck_lower *l, const ck_cost_model *cm, ck_chain *c,
+                     ck_err *err)
 {
     const ck_op_info *info = &m->nodes[m->n_nodes - 1].info;
     c->loss_bwd_time = op_time(cm, info->fwd_flops, info->fwd_bytes_moved) +
@@ -207,11 +254,34 @@ static int fill_loss(const ck_model *m, const ck_cost_model *cm, ck_chain *c, ck
                         c->loss_bwd_time, err);
     if (rc != CK_OK)
         return rc;
-    tally loss = {.count_kept = true};
-    if (ck_stage_loss(m, tally_event, &loss, err) != CK_OK)
-        return overflow(m, "the loss's memory", err);
-    c->loss_bwd_tmp_bytes = loss.peak;
-    return CK_OK;
+    size_t x = ck_lower_stage_output(l, c->n_stages - 1);
+    ck_program_state ps;
+    if ((rc = ck_program_state_init(&ps, m, err)) != CK_OK)
+        return rc;
+    ck_program_state_set(&ps, plain(0), false);
+    ck_program_state_set(&ps, plain(x), true);
+    uint64_t base = ps.held, peak;
+    uint64_t y = ck_program_has_grad(m, x) ? m->tensors[x].bytes : 0;
+    rc = run_action(l, &ps, CK_LOSS, 0, &peak, err);
+    c->loss_bwd_tmp_bytes = excess(peak, base + y);
+    ck_program_state_free(&ps);
+    return in_model(m, rc, err);
+}
+
+static int fill_chain(const ck_model *m, const size_t *first, ck_granularity g,
+                      const ck_cost_model *cm, ck_chain *out, ck_err *err)
+{
+    ck_lower *l;
+    int rc = ck_lower_create(m, first, out->n_stages, &l, err);
+    if (rc != CK_OK)
+        return rc;
+    out->input_bytes = ck_model_is_static(m, 0) ? 0 : m->tensors[0].bytes;
+    for (size_t i = 0; i < out->n_stages && rc == CK_OK; i++)
+        rc = fill_stage(m, l, first, i, g, cm, &out->stages[i], err);
+    if (rc == CK_OK)
+        rc = fill_loss(m, l, cm, out, err);
+    ck_lower_free(l);
+    return rc;
 }
 
 int ck_derive_chain(const ck_model *m, ck_granularity g, const ck_cost_model *cm,
@@ -222,11 +292,10 @@ int ck_derive_chain(const ck_model *m, ck_granularity g, const ck_cost_model *cm
         return ck_err_fail(err, CK_ERR_INPUT, "cost model: expected a positive finite FLOP rate and "
                        "memory bandwidth, got %g FLOP/s and %g B/s", cm->gemm_flops, cm->mem_bandwidth);
     size_t *last_use = calloc(m->n_tensors, sizeof *last_use);
-    size_t *mark = calloc(m->n_tensors, sizeof *mark);
     size_t *first = calloc(m->n_nodes + 1, sizeof *first);
     long *crossing = calloc(m->n_nodes, sizeof *crossing);
     int rc = CK_OK;
-    if (!last_use || !mark || !first || !crossing) {
+    if (!last_use || !first || !crossing) {
         rc = ck_err_oom(err);
         goto done;
     }
@@ -238,16 +307,7 @@ int ck_derive_chain(const ck_model *m, ck_granularity g, const ck_cost_model *cm
         rc = ck_chain_alloc(out, m->name, n_stages, err);
     if (rc != CK_OK)
         goto done;
-    out->input_bytes = m->tensors[0].bytes;
-    for (size_t i = 0; i < n_stages && rc == CK_OK; i++) {
-        ck_stage_rules r;
-        if (!ck_stage_rules_init(&r, m, first, i, last_use, mark))
-            rc = overflow(m, "a stage's saved bytes", err);
-        else
-            rc = fill_stage(&r, g, cm, &out->stages[i], err);
-    }
-    if (rc == CK_OK)
-        rc = fill_loss(m, cm, out, err);
+    rc = fill_chain(m, first, g, cm, out, err);
     if (rc != CK_OK) {
         ck_chain_free(out);
     } else if (stage_first_node) {
@@ -256,7 +316,6 @@ int ck_derive_chain(const ck_model *m, ck_granularity g, const ck_cost_model *cm
     }
 done:
     free(last_use);
-    free(mark);
     free(first);
     free(crossing);
     return rc;

@@ -942,3 +942,22 @@ void ck_model_free(ck_model *m)
     free(m->name);
     free(m);
 }
+
+void ck_model_last_uses(const ck_model *m, size_t *last_use)
+{
+    for (size_t t = 0; t < m->n_tensors; t++)
+        last_use[t] = 0;
+    for (size_t k = 0; k < m->n_nodes; k++)
+        for (size_t i = 0; i < m->nodes[k].op->arity; i++)
+            last_use[m->nodes[k].inputs[i]] = k;
+}
+
+bool ck_model_is_held(const ck_model *m, size_t t)
+{
+    return t != 0 && t < m->n_inputs;
+}
+
+bool ck_model_is_static(const ck_model *m, size_t t)
+{
+    return ck_model_is_held(m, t) || (t == 0 && !ck_dtype_is_float(m->tensors[0].type.dtype));
+}

@@ -75,4 +75,14 @@ void ck_model_free(ck_model *m);
 /* "none", "sgd", "momentum", "adam". */
 const char *ck_model_optimizer_name(ck_optimizer o);
 
+/* last_use[t] (n_tensors entries) receives the last node reading tensor t (0 if none). */
+void ck_model_last_uses(const ck_model *m, size_t *last_use);
+
+/* Whether tensor t is a held input: an input other than x_0 (targets, for the loss). */
+bool ck_model_is_held(const ck_model *m, size_t t);
+
+/* Whether tensor t is static for the step, not an activation: a held input, or x_0 when
+ * it is integer (token ids, which have no gradient). */
+bool ck_model_is_static(const ck_model *m, size_t t);
+
 #endif

@@ -6,8 +6,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "planner/lower.h"
+#include "planner/program.h"
 #include "planner/size.h"
-#include "planner/stage.h"
 #include "sim/kernel.h"
 #include "sim/clock.h"
 
@@ -25,40 +26,49 @@
 #define SGD_LR 1e-2f
 #define MOMENTUM 0.9f
 
+typedef struct backend backend;
+
 struct ck_exec {
     const ck_model *m; /* NULL for a chain file */
     const ck_chain *c;
+    const backend *be;
     size_t L;
     ck_exec_opts opts;
     ck_mem mem;
     uint64_t step, draws, adam_t;
     double loss;
-
-    /* Live boundary tensors: x_i plain, x̄_i (chain files: xbar_buf; models: the keep[]
-     * tensors of stage i-1), y_i. */
-    void **x, **y, **xbar_buf;
-    bool *xbar;
-
-    /* Models. */
-    size_t *last_use, *mark;
-    ck_stage_rules *rules;
-    size_t n_params;
-    float *params, *grads, *opt_m, *opt_v;
-    size_t *param_off;  /* per node, into params */
-    size_t *weight_off; /* per node: a linear's weight (a tied one's is an embedding's table) */
-    void **held;        /* per tensor: inputs other than x_0 */
-    int32_t *id_limit;  /* per input: token ids and targets lie in [0, limit) */
-    void **work, **keep, **grad; /* per tensor */
-    void **work_int, **keep_int; /* per node, CK_OP_MAX_SAVED each */
-    ck_rng_key *keys;            /* per node: the dropout stream its saving forward used */
+    ck_action_state actions; /* what is live, in the chain's terms, during a step */
     void *ws;
     uint64_t ws_bytes;
 
-    /* Chain files: y_0 as floats, then the loss. */
+    /* Chain files: x_i, x̄_i and y_i; y_0 as floats, then the loss. */
+    void **x, **y, **xbar;
     float *chain_grads;
     size_t n_chain_grads;
     float *gemm; /* three GEMM_DIM^2 operands */
     double gemm_seconds_per_unit;
+
+    /* Models: their actions compiled to the program (planner/program), run on its buffers. */
+    ck_lower *lower;
+    ck_program program;      /* the instructions of the action being run */
+    ck_program_state pstate; /* what is live, in the program's terms */
+    void **values;           /* per tensor, two copies (plain, kept) */
+    void **saved;            /* per node, two copies, CK_OP_MAX_SAVED slots each */
+    void **grad;             /* per tensor */
+    void **held;             /* per input: the static ones (token ids, targets) */
+    size_t n_params;
+    float *params, *grads, *opt_m, *opt_v;
+    size_t *param_off;  /* per node, into params */
+    size_t *weight_off; /* per node: a linear's weight (a tied one's is an embedding's table) */
+    int32_t *id_limit;  /* per input: token ids and targets lie in [0, limit) */
+    ck_rng_key *keys;   /* per node: the dropout stream its saving forward used */
+};
+
+/* What differs between running a model and a chain file's synthetic stages. */
+struct backend {
+    int (*start_step)(ck_exec *e, ck_err *err);
+    int (*run)(ck_exec *e, size_t k, const ck_action *a, const ck_action_effect *eff, ck_err *err);
+    void (*release_step)(ck_exec *e);
 };
 
 static float uniform(ck_rng_key key, uint64_t element)
@@ -102,54 +112,29 @@ static uint64_t x_bytes(const ck_exec *e, size_t i)
 }
 
 /* What node k makes is activation, except the loss's output and internal tensors, which
- * live only during the loss operation: workspace, as the chain counts them. */
+ * live only during the loss instruction: workspace, as the chain counts them. */
 static ck_mem_kind made_kind(const ck_model *m, size_t k)
 {
     return m->nodes[k].op->is_loss ? CK_MEM_WORKSPACE : CK_MEM_ACTIVATION;
 }
 
-static void release_internals(ck_exec *e, void **slots, size_t k)
+/* Everything a model's step allocated, whether it finished or failed half-way. */
+static void model_release_step(ck_exec *e)
 {
-    const ck_op_info *info = &e->m->nodes[k].info;
-    for (size_t s = 0; s < info->n_saved; s++)
-        release(e, made_kind(e->m, k), &slots[k * CK_OP_MAX_SAVED + s], info->saved[s].bytes);
-}
-
-/* x̄_i, i >= 1: for a model, what stage i-1 kept. */
-static void release_xbar(ck_exec *e, size_t i)
-{
-    e->xbar[i] = false;
-    if (!e->m) {
-        release(e, CK_MEM_ACTIVATION, &e->xbar_buf[i], ck_chain_xbar_bytes(e->c, i));
-        return;
-    }
-    const ck_stage_rules *r = &e->rules[i - 1];
-    for (size_t k = r->first; k < r->end; k++) {
-        size_t t = e->m->nodes[k].output;
-        release(e, CK_MEM_ACTIVATION, &e->keep[t], e->m->tensors[t].bytes);
-        release_internals(e, e->keep_int, k);
-    }
-}
-
-/* Everything a step allocated, whether it finished or failed half-way. */
-static void release_step(ck_exec *e)
-{
-    for (size_t i = 0; i <= e->L; i++) {
-        release(e, CK_MEM_ACTIVATION, &e->x[i], x_bytes(e, i));
-        release(e, CK_MEM_GRADIENT, &e->y[i], x_bytes(e, i));
-        if (i > 0)
-            release_xbar(e, i);
-    }
-    release(e, CK_MEM_WORKSPACE, &e->ws, e->ws_bytes);
-    if (!e->m)
-        return;
-    for (size_t t = e->m->n_inputs; t < e->m->n_tensors; t++) {
-        const ck_tensor *ten = &e->m->tensors[t];
-        release(e, made_kind(e->m, ten->producer), &e->work[t], ten->bytes);
+    const ck_model *m = e->m;
+    for (size_t t = 0; t < m->n_tensors; t++) {
+        const ck_tensor *ten = &m->tensors[t];
+        ck_mem_kind kind = ten->producer == CK_NO_NODE ? CK_MEM_ACTIVATION : made_kind(m, ten->producer);
+        for (int copy = 0; copy < 2; copy++)
+            release(e, kind, &e->values[2 * t + copy], ten->bytes);
         release(e, CK_MEM_GRADIENT, &e->grad[t], ten->bytes);
     }
-    for (size_t k = 0; k < e->m->n_nodes; k++)
-        release_internals(e, e->work_int, k);
+    for (size_t k = 0; k < m->n_nodes; k++)
+        for (size_t s = 0; s < 2 * CK_OP_MAX_SAVED; s++)
+            release(e, made_kind(m, k), &e->saved[2 * k * CK_OP_MAX_SAVED + s],
+                    m->nodes[k].info.saved[s % CK_OP_MAX_SAVED].bytes);
+    release(e, CK_MEM_WORKSPACE, &e->ws, e->ws_bytes);
+    ck_program_state_free(&e->pstate);
 }
 
 /* ---- allocating ---- */
@@ -267,46 +252,50 @@ static ck_rng_key next_key(ck_exec *e, size_t k)
 
 typedef enum { WALK_SAVING, WALK_PLAIN, WALK_BACKWARD, WALK_LOSS } walk_mode;
 
-/* One operation's walk: which stage, how, and where its input x_i lives. */
+/* The instruction being run and how it reads the program's buffers. */
 typedef struct {
     ck_exec *e;
-    const ck_stage_rules *r; /* NULL for the loss */
+    const ck_instr *in;
     walk_mode mode;
-    const void *input;
-    size_t stage;
 } walk;
 
-/* Where tensor t is during the walk: made by this forward (work[], or keep[] for what a
- * saving forward keeps), or kept by the saving forward a backward reads (keep[]). */
+/* Where tensor t is for the running node: the forward's output is the instruction's buffer;
+ * a forward reads the plain copy of its inputs when live (the checkpoint x_i, or what this
+ * forward just made), a backward the kept one (what the saving forward kept). */
 static void *value(const walk *w, size_t t)
 {
     ck_exec *e = w->e;
-    if (t == w->r->in)
-        return (void *)w->input;
-    if (ck_model_is_held(e->m, t))
+    if (ck_model_is_static(e->m, t))
         return e->held[t];
-    bool kept = w->mode == WALK_BACKWARD || (w->mode == WALK_SAVING && ck_stage_keeps(w->r, t));
-    return kept ? e->keep[t] : e->work[t];
+    if (w->mode != WALK_BACKWARD && w->mode != WALK_LOSS && t == w->in->buf.id)
+        return e->values[2 * t + w->in->buf.copy];
+    void *plain = e->values[2 * t + CK_COPY_PLAIN], *kept = e->values[2 * t + CK_COPY_KEPT];
+    if (w->mode == WALK_BACKWARD)
+        return kept ? kept : plain;
+    return plain ? plain : kept;
 }
 
 static float *gradient(const walk *w, size_t t)
 {
-    ck_exec *e = w->e;
-    if (t == w->r->out)
-        return e->y[w->stage + 1];
-    if (t == w->r->in)
-        return e->y[w->stage];
-    return e->grad[t];
+    return w->e->grad[t];
+}
+
+/* The copy of node k's saved set the running instruction uses. */
+static void **saved_slots(const walk *w, size_t k)
+{
+    ck_copy copy = w->mode == WALK_BACKWARD ? CK_COPY_KEPT
+                   : w->mode == WALK_SAVING ? CK_COPY_KEPT
+                                            : CK_COPY_PLAIN;
+    return &w->e->saved[(2 * k + copy) * CK_OP_MAX_SAVED];
 }
 
 static void *internal(const walk *w, size_t k, const char *name)
 {
     const ck_op_info *info = &w->e->m->nodes[k].info;
-    void **slots = w->mode == WALK_BACKWARD || w->mode == WALK_SAVING ? w->e->keep_int
-                                                                        : w->e->work_int;
+    void **slots = saved_slots(w, k);
     for (size_t s = 0; s < info->n_saved; s++)
         if (info->saved[s].kind == CK_SAVE_INTERNAL && strcmp(info->saved[s].name, name) == 0)
-            return slots[k * CK_OP_MAX_SAVED + s];
+            return slots[s];
     return NULL;
 }
 
@@ -472,92 +461,103 @@ static void loss_node(const walk *w, size_t k)
     ck_exec *e = w->e;
     const ck_model *m = e->m;
     const ck_node *n = &m->nodes[k];
-    const float *pred = w->input;
+    const float *pred = value(w, n->inputs[0]);
+    float *dpred = gradient(w, n->inputs[0]);
     size_t len = (size_t)numel(m, n->inputs[0]);
-    float *loss = e->work[n->output];
+    float *loss = value(w, n->output);
     if (n->op->kind == CK_OP_CROSS_ENTROPY) {
         size_t v = last_dim(m, n->inputs[0]);
-        *loss = ck_kernel_cross_entropy(e->y[e->L], internal(w, k, "lse"), pred,
+        *loss = ck_kernel_cross_entropy(dpred, internal(w, k, "lse"), pred,
                                  e->held[n->inputs[1]], len / v, v);
     } else {
-        *loss = ck_kernel_mse(e->y[e->L], pred, e->held[n->inputs[1]], len);
+        *loss = ck_kernel_mse(dpred, pred, e->held[n->inputs[1]], len);
     }
     e->loss = *loss;
 }
 
-/* Allocates and frees on the events of a stage walk, and runs nodes on CK_EV_RUN. */
-static int on_event(void *ctx, const ck_stage_ev *ev, ck_err *err)
+/* The pointer an event of the program allocates or frees. */
+static void **event_slot(ck_exec *e, const ck_event *ev)
 {
-    walk *w = ctx;
-    ck_exec *e = w->e;
-    bool to_keep = w->mode == WALK_SAVING && ev->kept;
-    ck_mem_kind kind = made_kind(e->m, ev->node);
-    void **tensor = &(to_keep ? e->keep : e->work)[ev->tensor];
-    void **slot = &(to_keep ? e->keep_int : e->work_int)[ev->node * CK_OP_MAX_SAVED + ev->saved];
+    switch (ev->buf.kind) {
+    case CK_BUF_VALUE:
+        return &e->values[2 * ev->buf.id + ev->buf.copy];
+    case CK_BUF_SAVED:
+        return &e->saved[(2 * ev->buf.id + ev->buf.copy) * CK_OP_MAX_SAVED + ev->slot];
+    case CK_BUF_GRAD:
+        break;
+    }
+    return &e->grad[ev->buf.id];
+}
+
+static void run_node(ck_exec *e, const ck_instr *in)
+{
+    walk w = {e, in, in->kind == CK_INSTR_BACKWARD ? WALK_BACKWARD
+                     : in->kind == CK_INSTR_LOSS   ? WALK_LOSS
+                     : in->keep                    ? WALK_SAVING
+                                                   : WALK_PLAIN};
+    if (w.mode == WALK_BACKWARD)
+        backward_node(&w, in->node);
+    else if (w.mode == WALK_LOSS)
+        loss_node(&w, in->node);
+    else
+        forward_node(&w, in->node);
+}
+
+/* Allocates and frees real buffers on the events of an instruction (ck_program_run), and
+ * runs its node on CK_EVENT_RUN. */
+static int on_event(void *ctx, const ck_instr *in, const ck_event *ev, ck_err *err)
+{
+    ck_exec *e = ctx;
+    static const ck_mem_kind kinds[] = {[CK_HOLD_ACTIVATION] = CK_MEM_ACTIVATION,
+                                        [CK_HOLD_GRADIENT] = CK_MEM_GRADIENT,
+                                        [CK_HOLD_WORKSPACE] = CK_MEM_WORKSPACE};
     switch (ev->kind) {
-    case CK_EV_ALLOC:
-        return alloc(e, kind, tensor, ev->bytes, err);
-    case CK_EV_ALLOC_INTERNAL:
-        return alloc(e, kind, slot, ev->bytes, err);
-    case CK_EV_FREE:
-        release(e, kind, tensor, ev->bytes);
+    case CK_EVENT_ALLOC:
+        return alloc(e, kinds[ev->hold], event_slot(e, ev), ev->bytes, err);
+    case CK_EVENT_FREE:
+        release(e, kinds[ev->hold], event_slot(e, ev), ev->bytes);
         break;
-    case CK_EV_FREE_INTERNAL:
-        release(e, kind, slot, ev->bytes);
-        break;
-    case CK_EV_ALLOC_GRAD:
-        return alloc(e, CK_MEM_GRADIENT, &e->grad[ev->tensor], ev->bytes, err);
-    case CK_EV_FREE_GRAD:
-        release(e, CK_MEM_GRADIENT, &e->grad[ev->tensor], ev->bytes);
-        break;
-    case CK_EV_ALLOC_WS:
+    case CK_EVENT_WORKSPACE:
         e->ws_bytes = ev->bytes;
         return alloc(e, CK_MEM_WORKSPACE, &e->ws, ev->bytes, err);
-    case CK_EV_FREE_WS:
+    case CK_EVENT_WORKSPACE_FREE:
         release(e, CK_MEM_WORKSPACE, &e->ws, ev->bytes);
         break;
-    case CK_EV_RUN:
-        if (w->mode == WALK_BACKWARD)
-            backward_node(w, ev->node);
-        else if (w->mode == WALK_LOSS)
-            loss_node(w, ev->node);
-        else
-            forward_node(w, ev->node);
+    case CK_EVENT_RUN:
+        run_node(e, in);
         break;
     }
     return CK_OK;
 }
 
-/* ---- the operations on a model ---- */
+/* ---- the model backend ---- */
 
-/* The content of x_i: plain, or the output inside x̄_i. */
-static const void *model_input(const ck_exec *e, size_t i)
+/* Action k compiled, and its instructions run. */
+static int model_run(ck_exec *e, size_t k, const ck_action *a, const ck_action_effect *eff, ck_err *err)
 {
-    return e->x[i] ? e->x[i] : e->keep[e->rules[i - 1].out];
-}
-
-static int model_forward(ck_exec *e, size_t i, bool saving, ck_err *err)
-{
-    walk w = {e, &e->rules[i], saving ? WALK_SAVING : WALK_PLAIN, model_input(e, i), i};
-    int rc = ck_stage_forward(w.r, saving, on_event, &w, err);
-    if (rc == CK_OK && !saving) {
-        e->x[i + 1] = e->work[w.r->out];
-        e->work[w.r->out] = NULL;
-    }
+    (void)k;
+    e->program.n = 0;
+    int rc = ck_lower_action(e->lower, a, eff, &e->program, err);
+    for (size_t j = 0; j < e->program.n && rc == CK_OK; j++)
+        rc = ck_program_run(&e->pstate, j, &e->program.instrs[j], on_event, e, NULL, err);
     return rc;
 }
 
-static int model_loss(ck_exec *e, ck_err *err)
+static int model_start_step(ck_exec *e, ck_err *err)
 {
-    walk w = {e, NULL, WALK_LOSS, model_input(e, e->L), e->L};
-    return ck_stage_loss(e->m, on_event, &w, err);
+    const ck_model *m = e->m;
+    int rc = ck_program_state_init(&e->pstate, m, err);
+    if (rc == CK_OK && !ck_model_is_static(m, 0))
+        rc = alloc(e, CK_MEM_ACTIVATION, &e->values[0], m->tensors[0].bytes, err);
+    if (rc != CK_OK)
+        return rc;
+    memset(e->grads, 0, e->n_params * sizeof *e->grads);
+    for (size_t t = 0; t < m->n_inputs; t++)
+        fill_input(e, t, ck_model_is_static(m, t) ? e->held[t] : e->values[0]);
+    return CK_OK;
 }
 
-static int model_backward(ck_exec *e, size_t i, ck_err *err)
-{
-    walk w = {e, &e->rules[i], WALK_BACKWARD, model_input(e, i), i};
-    return ck_stage_backward(w.r, on_event, &w, err);
-}
+static const backend model_backend = {model_start_step, model_run, model_release_step};
 
 /* ---- the operations on a chain file's synthetic stages ---- */
 
@@ -622,14 +622,14 @@ static int chain_transient(ck_exec *e, uint64_t bytes, double time, uint64_t see
 
 static const void *chain_input(const ck_exec *e, size_t i)
 {
-    return e->x[i] ? e->x[i] : e->xbar_buf[i];
+    return e->x[i] ? e->x[i] : e->xbar[i];
 }
 
 static int chain_forward(ck_exec *e, size_t i, bool saving, ck_err *err)
 {
     const ck_stage *st = &e->c->stages[i];
     uint64_t h = checksum(chain_input(e, i), x_bytes(e, i), mix(i));
-    void **result = saving ? &e->xbar_buf[i + 1] : &e->x[i + 1];
+    void **result = saving ? &e->xbar[i + 1] : &e->x[i + 1];
     uint64_t bytes = saving ? st->saved_bytes : st->out_bytes;
     int rc = alloc(e, CK_MEM_ACTIVATION, result, bytes, err);
     if (rc != CK_OK)
@@ -649,92 +649,84 @@ static int chain_loss(ck_exec *e, ck_err *err)
 static int chain_backward(ck_exec *e, size_t i, ck_err *err)
 {
     uint64_t h = checksum(e->y[i + 1], x_bytes(e, i + 1), mix(i) ^ 2);
-    h = checksum(e->xbar_buf[i + 1], ck_chain_xbar_bytes(e->c, i + 1), h);
+    h = checksum(e->xbar[i + 1], ck_chain_xbar_bytes(e->c, i + 1), h);
     h = checksum(chain_input(e, i), x_bytes(e, i), h);
     fill(e->y[i], x_bytes(e, i), h);
     const ck_stage *st = &e->c->stages[i];
     return chain_transient(e, st->bwd_tmp_bytes, st->bwd_time, h, err);
 }
 
-/* ---- one operation ---- */
-
-/* The executor's own check of what operation k needs, so that it is safe whatever it is
- * given; ck_exec_step has already replayed the schedule, which words the same problems for
- * users. */
-static int guard(const ck_exec *e, size_t k, const ck_action *op, ck_err *err)
+/* A chain tensor the action frees. */
+static void release_value(ck_exec *e, ck_value v)
 {
-    size_t i = op->kind == CK_LOSS ? e->L : op->stage;
-    const char *name = ck_action_name(op->kind);
-    if (op->kind >= CK_N_ACTIONS || (op->kind != CK_LOSS && i >= e->L))
-        return ck_err_fail(err, CK_ERR_INPUT, "schedule[%zu] (%s %zu): no such operation", k, name, i);
-    bool input = e->x[i] || (i > 0 && e->xbar[i]);
-    bool needs = input && (op->kind != CK_B || (e->y[i + 1] && e->xbar[i + 1]));
-    bool exists = op->kind == CK_F_ALL                        ? e->xbar[i + 1]
-                  : op->kind == CK_LOSS || op->kind == CK_B ? e->y[i] != NULL
-                                                            : e->x[i + 1] != NULL;
-    if (!needs || exists)
-        return ck_err_fail(err, CK_ERR_INPUT, "schedule[%zu] (%s %zu): %s", k, name, i,
-                       exists ? "computes a tensor that is already live"
-                              : "needs a tensor that is not live");
-    return CK_OK;
+    void **slots[] = {[CK_VALUE_X] = e->x, [CK_VALUE_XBAR] = e->xbar, [CK_VALUE_Y] = e->y};
+    ck_mem_kind kind = v.kind == CK_VALUE_Y ? CK_MEM_GRADIENT : CK_MEM_ACTIVATION;
+    release(e, kind, &slots[v.kind][v.index], ck_action_value_bytes(e->c, v));
 }
 
-static int run_op(ck_exec *e, size_t k, const ck_action *op, ck_err *err)
+static int chain_run(ck_exec *e, size_t k, const ck_action *a, const ck_action_effect *eff, ck_err *err)
 {
-    int rc = guard(e, k, op, err);
-    if (rc != CK_OK)
-        return rc;
-    size_t i = op->stage;
-    switch (op->kind) {
+    (void)k;
+    int rc = CK_OK;
+    switch (a->kind) {
     case CK_F_ALL:
     case CK_F_CK:
-    case CK_F_NONE: {
-        bool saving = op->kind == CK_F_ALL;
-        rc = e->m ? model_forward(e, i, saving, err) : chain_forward(e, i, saving, err);
-        if (rc == CK_OK && saving)
-            e->xbar[i + 1] = true;
-        if (rc == CK_OK && op->kind == CK_F_NONE) {
-            if (e->x[i])
-                release(e, CK_MEM_ACTIVATION, &e->x[i], x_bytes(e, i));
-            else
-                release_xbar(e, i);
-        }
-        return rc;
-    }
+    case CK_F_NONE:
+        rc = chain_forward(e, a->stage, a->kind == CK_F_ALL, err);
+        break;
     case CK_LOSS:
         rc = alloc(e, CK_MEM_GRADIENT, &e->y[e->L], x_bytes(e, e->L), err);
         if (rc == CK_OK)
-            rc = e->m ? model_loss(e, err) : chain_loss(e, err);
-        return rc;
-    default:
-        rc = alloc(e, CK_MEM_GRADIENT, &e->y[i], x_bytes(e, i), err);
+            rc = chain_loss(e, err);
+        break;
+    case CK_B:
+        rc = alloc(e, CK_MEM_GRADIENT, &e->y[a->stage], x_bytes(e, a->stage), err);
         if (rc == CK_OK)
-            rc = e->m ? model_backward(e, i, err) : chain_backward(e, i, err);
-        if (rc == CK_OK) {
-            release_xbar(e, i + 1);
-            release(e, CK_MEM_GRADIENT, &e->y[i + 1], x_bytes(e, i + 1));
-            release(e, CK_MEM_ACTIVATION, &e->x[i], x_bytes(e, i));
-        }
-        return rc;
+            rc = chain_backward(e, a->stage, err);
+        break;
+    case CK_N_ACTIONS:
+        break;
     }
+    for (size_t f = 0; f < eff->n_frees && rc == CK_OK; f++)
+        release_value(e, eff->frees[f]);
+    return rc;
 }
+
+static int chain_start_step(ck_exec *e, ck_err *err)
+{
+    int rc = alloc(e, CK_MEM_ACTIVATION, &e->x[0], x_bytes(e, 0), err);
+    if (rc == CK_OK)
+        fill(e->x[0], x_bytes(e, 0), mix(e->opts.seed) ^ mix(e->step + 3));
+    return rc;
+}
+
+static void chain_release_step(ck_exec *e)
+{
+    for (size_t i = 0; i <= e->L; i++) {
+        release_value(e, (ck_value){CK_VALUE_X, i});
+        release_value(e, (ck_value){CK_VALUE_Y, i});
+        if (i > 0)
+            release_value(e, (ck_value){CK_VALUE_XBAR, i});
+    }
+    release(e, CK_MEM_WORKSPACE, &e->ws, e->ws_bytes);
+}
+
+static const backend chain_backend = {chain_start_step, chain_run, chain_release_step};
 
 /* ---- a step ---- */
 
-static int start_step(ck_exec *e, ck_err *err)
+/* Action k, guarded by the action definition so that the executor is safe whatever it
+ * is given (ck_exec_step has already replayed the schedule, which words the same problems
+ * for users). */
+static int run_action(ck_exec *e, size_t k, const ck_action *a, ck_err *err)
 {
-    int rc = alloc(e, CK_MEM_ACTIVATION, &e->x[0], x_bytes(e, 0), err);
-    if (rc != CK_OK)
-        return rc;
-    if (!e->m) {
-        fill(e->x[0], x_bytes(e, 0), mix(e->opts.seed) ^ mix(e->step + 3));
-        return CK_OK;
-    }
-    memset(e->grads, 0, e->n_params * sizeof *e->grads);
-    fill_input(e, 0, e->x[0]);
-    for (size_t t = 1; t < e->m->n_inputs; t++)
-        fill_input(e, t, e->held[t]);
-    return CK_OK;
+    ck_action_effect eff;
+    int rc = ck_action_describe(&e->actions, k, a, &eff, err);
+    if (rc == CK_OK)
+        rc = e->be->run(e, k, a, &eff, err);
+    if (rc == CK_OK)
+        rc = ck_action_apply(&e->actions, k, a, &eff, NULL, err);
+    return rc;
 }
 
 /* y_0's bytes as floats in [0, 1), then the loss. */
@@ -761,7 +753,7 @@ static int traced_op(ck_exec *e, size_t k, const ck_action *op, double t0, const
     uint64_t saved_total = e->mem.peak_activation_total;
     ck_mem_reset_peaks(&e->mem);
     double t = ck_clock_seconds();
-    int rc = run_op(e, k, op, err);
+    int rc = run_action(e, k, op, err);
     double t1 = ck_clock_seconds();
     if (trace && rc == CK_OK) {
         if (trace->seconds)
@@ -791,17 +783,21 @@ int ck_exec_step(ck_exec *e, const ck_schedule *s, uint64_t step, ck_step_stats 
     e->step = step;
     ck_mem_reset_peaks(&e->mem);
     double t0 = ck_clock_seconds();
-    rc = start_step(e, err);
+    rc = ck_action_state_init(&e->actions, e->c, err);
+    if (rc != CK_OK)
+        return rc;
+    rc = e->be->start_step(e, err);
     for (size_t k = 0; k < s->n && rc == CK_OK; k++) {
         rc = ck_err_check_stop(e->opts.stop, err);
         if (rc == CK_OK)
             rc = traced_op(e, k, &s->actions[k], t0, trace, err);
     }
-    if (rc == CK_OK && !e->y[0])
+    if (rc == CK_OK && !e->actions.y[0])
         rc = ck_err_fail(err, CK_ERR_INPUT, "schedule: ends without y_0 being live");
     if (rc == CK_OK && !e->m)
         keep_chain_gradients(e);
-    release_step(e);
+    e->be->release_step(e);
+    ck_action_state_free(&e->actions);
     if (rc == CK_OK && e->m)
         optimizer_step(e);
     if (rc == CK_OK && stats)
@@ -898,31 +894,24 @@ static int lay_out_params(ck_exec *e, ck_err *err)
 static int create_model(ck_exec *e, const size_t *stage_first, ck_err *err)
 {
     const ck_model *m = e->m;
-    size_t nt = m->n_tensors, nn = m->n_nodes, L = e->L;
+    size_t nt = m->n_tensors, nn = m->n_nodes;
     int rc = check_model(m, err);
+    if (rc == CK_OK)
+        rc = ck_lower_create(m, stage_first, e->L, &e->lower, err);
     if (rc != CK_OK)
         return rc;
-    e->last_use = calloc(nt, sizeof *e->last_use);
-    e->mark = calloc(nt, sizeof *e->mark);
-    e->rules = calloc(L, sizeof *e->rules);
+    e->be = &model_backend;
     e->param_off = calloc(nn, sizeof *e->param_off);
     e->weight_off = calloc(nn, sizeof *e->weight_off);
-    e->held = calloc(nt, sizeof *e->held);
+    e->held = calloc(m->n_inputs, sizeof *e->held);
     e->id_limit = calloc(m->n_inputs, sizeof *e->id_limit);
-    e->work = calloc(nt, sizeof *e->work);
-    e->keep = calloc(nt, sizeof *e->keep);
+    e->values = calloc(2 * nt, sizeof *e->values);
+    e->saved = calloc(2 * nn * CK_OP_MAX_SAVED, sizeof *e->saved);
     e->grad = calloc(nt, sizeof *e->grad);
-    e->work_int = calloc(nn * CK_OP_MAX_SAVED, sizeof *e->work_int);
-    e->keep_int = calloc(nn * CK_OP_MAX_SAVED, sizeof *e->keep_int);
     e->keys = calloc(nn, sizeof *e->keys);
-    if (!e->last_use || !e->mark || !e->rules || !e->param_off || !e->weight_off ||
-        !e->held || !e->id_limit || !e->work || !e->keep || !e->grad || !e->work_int ||
-        !e->keep_int || !e->keys)
+    if (!e->param_off || !e->weight_off || !e->held || !e->id_limit || !e->values || !e->saved ||
+        !e->grad || !e->keys)
         return ck_err_oom(err);
-    ck_model_last_uses(m, e->last_use);
-    for (size_t i = 0; i < L; i++)
-        if (!ck_stage_rules_init(&e->rules[i], m, stage_first, i, e->last_use, e->mark))
-            return ck_err_fail(err, CK_ERR_INPUT, "%s: a stage's saved bytes overflow", m->file);
     rc = find_id_limits(e, err);
     if (rc == CK_OK)
         rc = lay_out_params(e, err);
@@ -937,8 +926,9 @@ static int create_model(ck_exec *e, const size_t *stage_first, ck_err *err)
         rc = alloc(e, CK_MEM_STATIC, (void **)&e->opt_m, bytes, err);
     if (rc == CK_OK && o == CK_OPT_ADAM)
         rc = alloc(e, CK_MEM_STATIC, (void **)&e->opt_v, bytes, err);
-    for (size_t t = 1; t < m->n_inputs && rc == CK_OK; t++)
-        rc = alloc(e, CK_MEM_STATIC, &e->held[t], m->tensors[t].bytes, err);
+    for (size_t t = 0; t < m->n_inputs && rc == CK_OK; t++)
+        if (ck_model_is_static(m, t))
+            rc = alloc(e, CK_MEM_STATIC, &e->held[t], m->tensors[t].bytes, err);
     return rc;
 }
 
@@ -970,10 +960,13 @@ static int calibrate(ck_exec *e, ck_err *err)
 
 static int create_chain(ck_exec *e, ck_err *err)
 {
-    e->xbar_buf = calloc(e->L + 1, sizeof *e->xbar_buf);
+    e->be = &chain_backend;
+    e->x = calloc(e->L + 1, sizeof *e->x);
+    e->y = calloc(e->L + 1, sizeof *e->y);
+    e->xbar = calloc(e->L + 1, sizeof *e->xbar);
     e->n_chain_grads = (size_t)(x_bytes(e, 0) / 4) + 1;
     e->chain_grads = calloc(e->n_chain_grads, sizeof *e->chain_grads);
-    if (!e->xbar_buf || !e->chain_grads)
+    if (!e->x || !e->y || !e->xbar || !e->chain_grads)
         return ck_err_oom(err);
     return e->opts.skip_chain_work ? CK_OK : calibrate(e, err);
 }
@@ -992,12 +985,7 @@ int ck_exec_create(const ck_model *m, const ck_chain *c, const size_t *stage_fir
     e->c = c;
     e->L = c->n_stages;
     e->opts = *opts;
-    e->x = calloc(e->L + 1, sizeof *e->x);
-    e->y = calloc(e->L + 1, sizeof *e->y);
-    e->xbar = calloc(e->L + 1, sizeof *e->xbar);
-    int rc = e->x && e->y && e->xbar ? CK_OK : ck_err_oom(err);
-    if (rc == CK_OK)
-        rc = m ? create_model(e, stage_first, err) : create_chain(e, err);
+    int rc = m ? create_model(e, stage_first, err) : create_chain(e, err);
     if (rc != CK_OK) {
         ck_exec_free(e);
         return rc;
@@ -1018,25 +1006,21 @@ void ck_exec_free(ck_exec *e)
         release(e, CK_MEM_STATIC, (void **)&e->grads, bytes);
         release(e, CK_MEM_STATIC, (void **)&e->opt_m, bytes);
         release(e, CK_MEM_STATIC, (void **)&e->opt_v, bytes);
-        for (size_t t = 1; e->held && t < e->m->n_inputs; t++)
+        for (size_t t = 0; e->held && t < e->m->n_inputs; t++)
             release(e, CK_MEM_STATIC, &e->held[t], e->m->tensors[t].bytes);
     }
+    ck_lower_free(e->lower);
+    ck_program_free(&e->program);
     free(e->x);
     free(e->y);
     free(e->xbar);
-    free(e->xbar_buf);
-    free(e->last_use);
-    free(e->mark);
-    free(e->rules);
     free(e->param_off);
     free(e->weight_off);
     free(e->held);
     free(e->id_limit);
-    free(e->work);
-    free(e->keep);
+    free(e->values);
+    free(e->saved);
     free(e->grad);
-    free(e->work_int);
-    free(e->keep_int);
     free(e->keys);
     free(e->chain_grads);
     free(e->gemm);

@@ -1,0 +1,46 @@
+/* lower: chain actions compiled to the program of a model's training step
+ * (planner/program). Stage i is the model's nodes [first[i], first[i+1]); its input x_i is
+ * one tensor, its output x_{i+1} another, and x̄_{i+1} is the kept copies of the tensors
+ * the stage makes that a backward of the stage reads, x_{i+1} itself, and the internal
+ * saved tensors of its nodes. The compiled instructions have, action by action, exactly
+ * the net effect planner/action gives the chain: derive sizes the chain from them, so the
+ * chain's replay and the program's agree (docs/internals.md). */
+#ifndef CK_LOWER_H
+#define CK_LOWER_H
+
+#include <stddef.h>
+
+#include "planner/action.h"
+#include "planner/err.h"
+#include "planner/model.h"
+#include "planner/program.h"
+#include "planner/schedule.h"
+
+typedef struct ck_lower ck_lower;
+
+/* The stages of m given by first[] (n_stages + 1 entries; first[n_stages] is the loss). */
+int ck_lower_create(const ck_model *m, const size_t *first, size_t n_stages, ck_lower **out,
+                    ck_err *err);
+void ck_lower_free(ck_lower *l);
+
+/* Appends the instructions of action a, whose effect e ck_action_describe gave. */
+int ck_lower_action(const ck_lower *l, const ck_action *a, const ck_action_effect *e,
+                    ck_program *out, ck_err *err);
+
+/* The program of a whole valid schedule of chain c; action_end (s->n entries, or NULL)
+ * receives, per action, the number of instructions up to the end of it. */
+int ck_lower_schedule(const ck_lower *l, const ck_chain *c, const ck_schedule *s,
+                      ck_program *out, size_t *action_end, ck_err *err);
+
+/* The replay of schedule s of chain c by its compiled program: the same figures as
+ * ck_schedule_replay, per action (live_after and op_peak, each NULL or s->n entries), but
+ * from the program's buffers, so exact where the chain is a bound: a saving forward's
+ * transient is its own there, while the chain's one fwd_tmp serves F_all and F_ck. */
+int ck_lower_replay(const ck_lower *l, const ck_chain *c, const ck_schedule *s, ck_replay *out,
+                    uint64_t *live_after, uint64_t *op_peak, ck_err *err);
+
+/* Stage i's input and output tensors (x_i, x_{i+1}). */
+size_t ck_lower_stage_input(const ck_lower *l, size_t i);
+size_t ck_lower_stage_output(const ck_lower *l, size_t i);
+
+#endif

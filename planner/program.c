@@ -1,0 +1,344 @@
+#include "planner/program.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "planner/size.h"
+
+bool ck_program_push(ck_program *p, ck_instr in)
+{
+    if (p->n == p->cap) {
+        size_t cap = p->cap ? 2 * p->cap : 64;
+        ck_instr *grown = realloc(p->instrs, cap * sizeof *grown);
+        if (!grown)
+            return false;
+        p->instrs = grown;
+        p->cap = cap;
+    }
+    p->instrs[p->n++] = in;
+    return true;
+}
+
+void ck_program_free(ck_program *p)
+{
+    free(p->instrs);
+    memset(p, 0, sizeof *p);
+}
+
+/* Buffers are numbered: values 2t + copy, saved sets 2(T + k) + copy, gradients 2(T + N) + t. */
+static size_t buf_index(const ck_model *m, ck_buf b)
+{
+    switch (b.kind) {
+    case CK_BUF_VALUE:
+        return 2 * b.id + b.copy;
+    case CK_BUF_SAVED:
+        return 2 * (m->n_tensors + b.id) + b.copy;
+    case CK_BUF_GRAD:
+        break;
+    }
+    return 2 * (m->n_tensors + m->n_nodes) + b.id;
+}
+
+static ck_buf value_buf(size_t t, ck_copy copy)
+{
+    return (ck_buf){CK_BUF_VALUE, t, copy};
+}
+
+static ck_buf grad_buf(size_t t)
+{
+    return (ck_buf){CK_BUF_GRAD, t, CK_COPY_PLAIN};
+}
+
+int ck_program_state_init(ck_program_state *st, const ck_model *m, ck_err *err)
+{
+    size_t n = 2 * (m->n_tensors + m->n_nodes) + m->n_tensors;
+    *st = (ck_program_state){.m = m, .live = calloc(n, sizeof *st->live)};
+    if (!st->live)
+        return ck_err_oom(err);
+    if (!ck_model_is_static(m, 0)) {
+        st->live[buf_index(m, value_buf(0, CK_COPY_PLAIN))] = true;
+        st->held = m->tensors[0].bytes;
+    }
+    return CK_OK;
+}
+
+void ck_program_state_free(ck_program_state *st)
+{
+    free(st->live);
+    memset(st, 0, sizeof *st);
+}
+
+bool ck_program_state_has(const ck_program_state *st, ck_buf b)
+{
+    return st->live[buf_index(st->m, b)];
+}
+
+void ck_program_state_set(ck_program_state *st, ck_buf b, bool live)
+{
+    bool *flag = &st->live[buf_index(st->m, b)];
+    if (*flag != live)
+        st->held = live ? st->held + ck_program_buf_bytes(st->m, b) : st->held - ck_program_buf_bytes(st->m, b);
+    *flag = live;
+}
+
+bool ck_program_has_grad(const ck_model *m, size_t t)
+{
+    return ck_dtype_is_float(m->tensors[t].type.dtype) && !ck_model_is_static(m, t);
+}
+
+static bool has_internals(const ck_node *n)
+{
+    for (size_t s = 0; s < n->info.n_saved; s++)
+        if (n->info.saved[s].kind == CK_SAVE_INTERNAL)
+            return true;
+    return false;
+}
+
+uint64_t ck_program_buf_bytes(const ck_model *m, ck_buf b)
+{
+    if (b.kind != CK_BUF_SAVED)
+        return m->tensors[b.id].bytes;
+    const ck_op_info *info = &m->nodes[b.id].info;
+    uint64_t sum = 0; /* the model's sizes were checked against overflow when it was loaded */
+    for (size_t s = 0; s < info->n_saved; s++)
+        if (info->saved[s].kind == CK_SAVE_INTERNAL)
+            sum += info->saved[s].bytes;
+    return sum;
+}
+
+/* ---- what an instruction reads ---- */
+
+static const char *instr_names[] = {[CK_INSTR_FORWARD] = "forward", [CK_INSTR_BACKWARD] = "backward",
+                                    [CK_INSTR_LOSS] = "loss", [CK_INSTR_GRAD] = "gradient",
+                                    [CK_INSTR_FREE] = "free"};
+
+static int refuse(const ck_program_state *st, size_t k, const ck_instr *in, const char *what,
+                  ck_buf b, ck_err *err)
+{
+    const ck_model *m = st->m;
+    static const char *const kinds[] = {[CK_BUF_VALUE] = "tensor", [CK_BUF_SAVED] = "saved tensors of",
+                                        [CK_BUF_GRAD] = "gradient of"};
+    const char *name = b.kind == CK_BUF_SAVED ? m->nodes[b.id].name : m->tensors[b.id].name;
+    const char *node = in->kind == CK_INSTR_GRAD || in->kind == CK_INSTR_FREE ? "" : m->nodes[in->node].name;
+    return ck_err_fail(err, CK_ERR_INPUT, "program[%zu] (%s %s): %s %s%s %s", k,
+                       instr_names[in->kind], node, what, kinds[b.kind],
+                       b.kind == CK_BUF_VALUE && b.copy == CK_COPY_KEPT ? " (kept)" : "", name);
+}
+
+/* A tensor can be read when it is static or one of its copies is live. */
+static bool readable(const ck_program_state *st, size_t t)
+{
+    return ck_model_is_static(st->m, t) || ck_program_state_has(st, value_buf(t, CK_COPY_PLAIN)) ||
+           ck_program_state_has(st, value_buf(t, CK_COPY_KEPT));
+}
+
+static int check_inputs(const ck_program_state *st, size_t k, const ck_instr *in, ck_err *err)
+{
+    const ck_node *n = &st->m->nodes[in->node];
+    for (size_t i = 0; i < n->op->arity; i++)
+        if (!readable(st, n->inputs[i]))
+            return refuse(st, k, in, "reads", value_buf(n->inputs[i], CK_COPY_PLAIN), err);
+    return CK_OK;
+}
+
+/* What a backward reads: its output's gradient and what its forward saved. */
+static int check_saved(const ck_program_state *st, size_t k, const ck_instr *in, ck_err *err)
+{
+    const ck_model *m = st->m;
+    const ck_node *n = &m->nodes[in->node];
+    if (ck_program_has_grad(m, n->output) && !ck_program_state_has(st, grad_buf(n->output)))
+        return refuse(st, k, in, "reads", grad_buf(n->output), err);
+    for (size_t s = 0; s < n->info.n_saved; s++) {
+        const ck_saved *sv = &n->info.saved[s];
+        size_t t = sv->kind == CK_SAVE_OUTPUT ? n->output : n->inputs[sv->input];
+        ck_buf kept = {CK_BUF_SAVED, in->node, CK_COPY_KEPT};
+        if (sv->kind == CK_SAVE_INTERNAL && !ck_program_state_has(st, kept))
+            return refuse(st, k, in, "reads", kept, err);
+        if (sv->kind != CK_SAVE_INTERNAL && !readable(st, t))
+            return refuse(st, k, in, "reads", value_buf(t, CK_COPY_KEPT), err);
+    }
+    return CK_OK;
+}
+
+static int check_instr(const ck_program_state *st, size_t k, const ck_instr *in, ck_err *err)
+{
+    const ck_model *m = st->m;
+    bool node_ok = in->node < m->n_nodes && (in->node + 1 == m->n_nodes) == (in->kind == CK_INSTR_LOSS);
+    switch (in->kind) {
+    case CK_INSTR_FORWARD:
+        if (!node_ok || in->buf.kind != CK_BUF_VALUE || in->buf.id != m->nodes[in->node].output)
+            break;
+        if (ck_program_state_has(st, in->buf))
+            return refuse(st, k, in, "computes", in->buf, err);
+        return check_inputs(st, k, in, err);
+    case CK_INSTR_BACKWARD:
+        return node_ok ? check_saved(st, k, in, err) : ck_err_fail(err, CK_ERR_INPUT,
+                                                                    "program[%zu]: no such node", k);
+    case CK_INSTR_LOSS: {
+        size_t x = m->nodes[m->n_nodes - 1].inputs[0];
+        if (ck_program_has_grad(m, x) && !ck_program_state_has(st, grad_buf(x)))
+            return refuse(st, k, in, "writes", grad_buf(x), err);
+        return check_inputs(st, k, in, err);
+    }
+    case CK_INSTR_GRAD:
+        if (in->buf.kind != CK_BUF_GRAD || in->buf.id >= m->n_tensors || !ck_program_has_grad(m, in->buf.id))
+            break;
+        return ck_program_state_has(st, in->buf) ? refuse(st, k, in, "allocates", in->buf, err) : CK_OK;
+    case CK_INSTR_FREE:
+        if (in->buf.id >= (in->buf.kind == CK_BUF_SAVED ? m->n_nodes : m->n_tensors))
+            break;
+        return ck_program_state_has(st, in->buf) ? CK_OK : refuse(st, k, in, "frees", in->buf, err);
+    }
+    return ck_err_fail(err, CK_ERR_INPUT, "program[%zu]: malformed %s instruction", k,
+                       in->kind <= CK_INSTR_FREE ? instr_names[in->kind] : "unknown");
+}
+
+/* ---- the events of an instruction ---- */
+
+typedef struct {
+    ck_program_state *st;
+    const ck_instr *in;
+    ck_event_cb cb;
+    void *ctx;
+    uint64_t held, peak;
+} emitter;
+
+static int emit(emitter *em, ck_event_kind kind, ck_buf b, size_t slot, uint64_t bytes, ck_hold hold,
+                ck_err *err)
+{
+    if (kind == CK_EVENT_ALLOC || kind == CK_EVENT_WORKSPACE) {
+        if (!ck_size_add(em->held, bytes, &em->held))
+            return ck_err_fail(err, CK_ERR_INPUT, "program: memory held exceeds 2^64 bytes");
+    } else if (kind != CK_EVENT_RUN) {
+        em->held -= bytes;
+    }
+    if (em->held > em->peak)
+        em->peak = em->held;
+    ck_event ev = {kind, b, slot, bytes, hold};
+    return em->cb ? em->cb(em->ctx, em->in, &ev, err) : CK_OK;
+}
+
+/* Allocates (or frees) buffer b: one event, or one per internal tensor of a saved set. */
+static int whole_buf(emitter *em, ck_event_kind kind, ck_buf b, ck_hold hold, ck_err *err)
+{
+    const ck_model *m = em->st->m;
+    em->st->live[buf_index(m, b)] = kind == CK_EVENT_ALLOC;
+    if (b.kind != CK_BUF_SAVED)
+        return emit(em, kind, b, 0, m->tensors[b.id].bytes, hold, err);
+    const ck_op_info *info = &m->nodes[b.id].info;
+    int rc = CK_OK;
+    for (size_t s = 0; s < info->n_saved && rc == CK_OK; s++)
+        if (info->saved[s].kind == CK_SAVE_INTERNAL)
+            rc = emit(em, kind, b, s, info->saved[s].bytes, hold, err);
+    return rc;
+}
+
+static int run_with_workspace(emitter *em, uint64_t ws, ck_err *err)
+{
+    ck_buf none = {0};
+    int rc = emit(em, CK_EVENT_WORKSPACE, none, 0, ws, CK_HOLD_WORKSPACE, err);
+    if (rc == CK_OK)
+        rc = emit(em, CK_EVENT_RUN, none, 0, 0, CK_HOLD_WORKSPACE, err);
+    if (rc == CK_OK)
+        rc = emit(em, CK_EVENT_WORKSPACE_FREE, none, 0, ws, CK_HOLD_WORKSPACE, err);
+    return rc;
+}
+
+static int forward_events(emitter *em, const ck_node *n, ck_err *err)
+{
+    const ck_instr *in = em->in;
+    ck_buf saved = {CK_BUF_SAVED, in->node, in->keep ? CK_COPY_KEPT : CK_COPY_PLAIN};
+    int rc = whole_buf(em, CK_EVENT_ALLOC, in->buf, CK_HOLD_ACTIVATION, err);
+    if (rc == CK_OK && has_internals(n))
+        rc = whole_buf(em, CK_EVENT_ALLOC, saved, CK_HOLD_ACTIVATION, err);
+    if (rc == CK_OK)
+        rc = run_with_workspace(em, n->info.fwd_ws_bytes, err);
+    if (rc == CK_OK && has_internals(n) && !in->keep)
+        rc = whole_buf(em, CK_EVENT_FREE, saved, CK_HOLD_ACTIVATION, err);
+    return rc;
+}
+
+/* Gradients of the inputs that have none yet: this backward is the first to add into them. */
+static int backward_events(emitter *em, const ck_node *n, ck_err *err)
+{
+    const ck_model *m = em->st->m;
+    int rc = CK_OK;
+    for (size_t i = 0; i < n->op->arity && rc == CK_OK; i++) {
+        size_t t = n->inputs[i];
+        if (ck_program_has_grad(m, t) && !ck_program_state_has(em->st, grad_buf(t)))
+            rc = whole_buf(em, CK_EVENT_ALLOC, grad_buf(t), CK_HOLD_GRADIENT, err);
+    }
+    return rc == CK_OK ? run_with_workspace(em, n->info.bwd_ws_bytes, err) : rc;
+}
+
+/* The loss's output and internals live only while it runs, as workspace. */
+static int loss_events(emitter *em, const ck_node *n, ck_err *err)
+{
+    ck_buf out = value_buf(n->output, CK_COPY_PLAIN), saved = {CK_BUF_SAVED, em->in->node, CK_COPY_PLAIN};
+    uint64_t ws = n->info.fwd_ws_bytes > n->info.bwd_ws_bytes ? n->info.fwd_ws_bytes : n->info.bwd_ws_bytes;
+    int rc = whole_buf(em, CK_EVENT_ALLOC, out, CK_HOLD_WORKSPACE, err);
+    if (rc == CK_OK)
+        rc = whole_buf(em, CK_EVENT_ALLOC, saved, CK_HOLD_WORKSPACE, err);
+    if (rc == CK_OK)
+        rc = run_with_workspace(em, ws, err);
+    if (rc == CK_OK)
+        rc = whole_buf(em, CK_EVENT_FREE, saved, CK_HOLD_WORKSPACE, err);
+    if (rc == CK_OK)
+        rc = whole_buf(em, CK_EVENT_FREE, out, CK_HOLD_WORKSPACE, err);
+    return rc;
+}
+
+static ck_hold buf_hold(ck_buf b)
+{
+    return b.kind == CK_BUF_GRAD ? CK_HOLD_GRADIENT : CK_HOLD_ACTIVATION;
+}
+
+int ck_program_run(ck_program_state *st, size_t k, const ck_instr *in, ck_event_cb cb, void *ctx,
+                   uint64_t *peak, ck_err *err)
+{
+    int rc = check_instr(st, k, in, err);
+    if (rc != CK_OK)
+        return rc;
+    emitter em = {st, in, cb, ctx, st->held, st->held};
+    const ck_node *n = in->kind == CK_INSTR_GRAD || in->kind == CK_INSTR_FREE ? NULL
+                                                                               : &st->m->nodes[in->node];
+    switch (in->kind) {
+    case CK_INSTR_FORWARD:
+        rc = forward_events(&em, n, err);
+        break;
+    case CK_INSTR_BACKWARD:
+        rc = backward_events(&em, n, err);
+        break;
+    case CK_INSTR_LOSS:
+        rc = loss_events(&em, n, err);
+        break;
+    case CK_INSTR_GRAD:
+        rc = whole_buf(&em, CK_EVENT_ALLOC, in->buf, CK_HOLD_GRADIENT, err);
+        break;
+    case CK_INSTR_FREE:
+        rc = whole_buf(&em, CK_EVENT_FREE, in->buf, buf_hold(in->buf), err);
+        break;
+    }
+    st->held = em.held;
+    if (peak)
+        *peak = em.peak;
+    return rc;
+}
+
+int ck_program_replay(const ck_model *m, const ck_program *p, uint64_t *live_after,
+                      uint64_t *peak, ck_err *err)
+{
+    ck_program_state st;
+    int rc = ck_program_state_init(&st, m, err);
+    for (size_t k = 0; k < p->n && rc == CK_OK; k++) {
+        uint64_t top;
+        rc = ck_program_run(&st, k, &p->instrs[k], NULL, NULL, &top, err);
+        if (rc == CK_OK && live_after)
+            live_after[k] = st.held;
+        if (rc == CK_OK && peak)
+            peak[k] = top;
+    }
+    ck_program_state_free(&st);
+    return rc;
+}

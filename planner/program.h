@@ -1,0 +1,120 @@
+/* program: the lower-level schedule of a model's training step, in instructions on its
+ * nodes and tensors: the forward of node n keeping or dropping what it saves, the backward
+ * of node n, the loss, a gradient made ready, a buffer freed. Chain schedules compile to it
+ * (planner/lower); the replay (ck_program_replay) and the executor (sim/exec) run it
+ * through the same ck_program_run, which says once what each instruction allocates, holds
+ * while it runs and frees. That is what keeps predicted and measured memory equal to the
+ * byte, and what a planner for general graphs or per-op recompute would emit directly.
+ *
+ * Lifetimes follow PyTorch autograd: a forward's intermediate is freed by the
+ * instruction after its last reader; a saved tensor by the instruction after the last
+ * backward that reads it; static inputs (token ids, targets) are not activations. */
+#ifndef CK_PROGRAM_H
+#define CK_PROGRAM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "planner/err.h"
+#include "planner/model.h"
+
+/* A tensor's two storage copies: the plain one (an intermediate of a forward, or x_i held
+ * as a checkpoint) and the kept one (part of what a saving forward keeps, x̄). Both may be
+ * live at once: the chain model lets x_{i+1} and x̄_{i+1} coexist. */
+typedef enum { CK_COPY_PLAIN, CK_COPY_KEPT } ck_copy;
+
+typedef enum {
+    CK_BUF_VALUE, /* tensor `id`, in copy `copy` */
+    CK_BUF_SAVED, /* the internal saved tensors of node `id` (op table slots), in `copy` */
+    CK_BUF_GRAD   /* the gradient of tensor `id` (one copy) */
+} ck_buf_kind;
+
+typedef struct {
+    ck_buf_kind kind;
+    size_t id;
+    ck_copy copy;
+} ck_buf;
+
+typedef enum {
+    CK_INSTR_FORWARD,  /* node's forward: allocates its output in buf and its internal saved
+                          tensors (kept when keep, plain and freed when it returns
+                          otherwise); holds its forward workspace while it runs */
+    CK_INSTR_BACKWARD, /* node's backward: allocates zeroed gradients of its float inputs that
+                          have none, holds its backward workspace while it runs */
+    CK_INSTR_LOSS,     /* the loss node, forward and backward: its output, internals and
+                          workspace live while it runs; adds into its input's gradient */
+    CK_INSTR_GRAD,     /* allocates buf, a zeroed gradient (y_i when B i starts) */
+    CK_INSTR_FREE      /* frees buf */
+} ck_instr_kind;
+
+typedef struct {
+    ck_instr_kind kind;
+    size_t node; /* FORWARD, BACKWARD, LOSS */
+    bool keep;   /* FORWARD */
+    ck_buf buf;  /* FORWARD (its output), GRAD, FREE */
+} ck_instr;
+
+typedef struct {
+    ck_instr *instrs;
+    size_t n, cap;
+} ck_program;
+
+/* Appends; false when out of memory (the program is left as it was). */
+bool ck_program_push(ck_program *p, ck_instr in);
+void ck_program_free(ck_program *p);
+
+/* What is live while a program runs. */
+typedef struct {
+    const ck_model *m;
+    bool *live; /* one flag per buffer */
+    uint64_t held;
+} ck_program_state;
+
+/* The start of a step: x_0 live (plain) when it is an activation; static inputs are not
+ * buffers of the program. */
+int ck_program_state_init(ck_program_state *st, const ck_model *m, ck_err *err);
+void ck_program_state_free(ck_program_state *st);
+bool ck_program_state_has(const ck_program_state *st, ck_buf b);
+/* Marks b live or not, as if allocated or freed outside the program (for sizing one stage
+ * on its own). */
+void ck_program_state_set(ck_program_state *st, ck_buf b, bool live);
+/* Bytes of buffer b. */
+uint64_t ck_program_buf_bytes(const ck_model *m, ck_buf b);
+/* Whether tensor t has a gradient buffer: a float tensor that is not static. */
+bool ck_program_has_grad(const ck_model *m, size_t t);
+
+typedef enum {
+    CK_EVENT_ALLOC,     /* buf's allocation number `slot` (its bytes, zeroed) */
+    CK_EVENT_FREE,      /* the same, freed */
+    CK_EVENT_WORKSPACE, /* `bytes` of workspace while the node runs */
+    CK_EVENT_RUN,       /* run the instruction's node: the moment of its peak */
+    CK_EVENT_WORKSPACE_FREE
+} ck_event_kind;
+
+/* Which tracker category an allocation belongs to. */
+typedef enum { CK_HOLD_ACTIVATION, CK_HOLD_GRADIENT, CK_HOLD_WORKSPACE } ck_hold;
+
+typedef struct {
+    ck_event_kind kind;
+    ck_buf buf;
+    size_t slot; /* 0 for values and gradients; the op's saved index for CK_BUF_SAVED */
+    uint64_t bytes;
+    ck_hold hold;
+} ck_event;
+
+typedef int (*ck_event_cb)(void *ctx, const ck_instr *in, const ck_event *ev, ck_err *err);
+
+/* Checks that instruction number k finds what it reads and does not allocate what is
+ * live (CK_ERR_INPUT naming it otherwise, the state unchanged), then calls cb for each of
+ * its events in order and updates st. *peak (or NULL) receives the most bytes held while
+ * it ran. */
+int ck_program_run(ck_program_state *st, size_t k, const ck_instr *in, ck_event_cb cb, void *ctx,
+                   uint64_t *peak, ck_err *err);
+
+/* Runs p on a fresh state counting bytes only: live_after[k] and peak[k] (each NULL or p->n
+ * entries) receive the bytes held after and the most held during instruction k. */
+int ck_program_replay(const ck_model *m, const ck_program *p, uint64_t *live_after,
+                      uint64_t *peak, ck_err *err);
+
+#endif
