@@ -554,6 +554,28 @@ typedef struct {
     ck_plan_check check;
 } plan_basis;
 
+/* The memory a run predicts is what the step holds exactly (ck_workload_replay): for a
+ * model its compiled program's, which is the chain's bound except where F_all's own
+ * transient is smaller; the plan file's figures are still checked against the chain. */
+static int exact_peaks(const ck_workload *w, const ck_schedule *s, ck_plan_figures *f, ck_err *err)
+{
+    ck_schedule base = {0};
+    ck_replay plan, baseline;
+    int rc = ck_workload_replay(w, s, &plan, NULL, NULL, err);
+    if (rc == CK_OK)
+        rc = ck_schedule_baseline(&w->chain, &base, err);
+    if (rc == CK_OK)
+        rc = ck_workload_replay(w, &base, &baseline, NULL, NULL, err);
+    ck_schedule_free(&base);
+    if (rc != CK_OK)
+        return rc;
+    f->activation_peak_bytes = plan.peak_bytes;
+    f->peak_bytes = f->static_bytes + plan.peak_bytes;
+    f->baseline_activation_peak_bytes = baseline.peak_bytes;
+    f->baseline_peak_bytes = f->static_bytes + baseline.peak_bytes;
+    return CK_OK;
+}
+
 static int prepare(const run_args *a, const ck_plan_file *p, const ck_workload *given,
                    plan_basis *b, ck_err *err)
 {
@@ -571,6 +593,8 @@ static int prepare(const run_args *a, const ck_plan_file *p, const ck_workload *
     }
     if (rc == CK_OK) {
         rc = ck_plan_check_replay(p, &b->w->chain, b->w->statics.total, &b->check, err);
+        if (rc == CK_OK)
+            rc = exact_peaks(b->w, &p->schedule, &b->check.replayed, err);
         if (rc == CK_ERR_INPUT)
             rc = name_plan(rc, a->label, "", err);
     }

@@ -58,6 +58,8 @@ static int load_model(const cJSON *root, const char *path, const ck_workload_opt
         rc = ck_derive_chain(w->model, opts->granularity, &opts->cost, &w->chain, &w->stage_first,
                                err);
     if (rc == CK_OK)
+        rc = ck_lower_create(w->model, w->stage_first, w->chain.n_stages, &w->lower, err);
+    if (rc == CK_OK)
         rc = ck_derive_static_memory(w->model, &w->statics, err);
     if (rc == CK_OK && opts->costs_path)
         rc = ck_workload_apply_costs(w, opts, err);
@@ -125,8 +127,17 @@ int ck_workload_load(const char *path, const ck_workload_opts *opts, ck_workload
     return rc;
 }
 
+int ck_workload_replay(const ck_workload *w, const ck_schedule *s, ck_replay *out,
+                       uint64_t *live_after, uint64_t *op_peak, ck_err *err)
+{
+    if (w->lower)
+        return ck_lower_replay(w->lower, &w->chain, s, out, live_after, op_peak, err);
+    return ck_schedule_replay(&w->chain, s, out, live_after, op_peak, err);
+}
+
 void ck_workload_free(ck_workload *w)
 {
+    ck_lower_free(w->lower);
     ck_model_free(w->model);
     ck_chain_free(&w->chain);
     free(w->stage_first);

@@ -9,7 +9,9 @@
 #include "planner/chain.h"
 #include "planner/derive.h"
 #include "planner/err.h"
+#include "planner/lower.h"
 #include "planner/model.h"
+#include "planner/schedule.h"
 
 typedef struct {
     ck_granularity granularity;
@@ -25,6 +27,7 @@ typedef struct {
     size_t *stage_first;   /* model: stage i is nodes [stage_first[i], stage_first[i+1]); NULL
                               for a chain file */
     ck_static_mem statics; /* all zero for a chain file */
+    ck_lower *lower;       /* model: its chain actions compiled; NULL for a chain file */
 } ck_workload;
 
 /* Defaults: block granularity, the default cost model. */
@@ -38,6 +41,12 @@ void ck_workload_free(ck_workload *w);
  * against the model's sha256 and opts->granularity), as loading with that option does:
  * for a caller that must tell the model's errors from the costs file's. */
 int ck_workload_apply_costs(ck_workload *w, const ck_workload_opts *opts, ck_err *err);
+
+/* What a step of schedule s holds, exactly: for a model the replay of its compiled program
+ * (ck_lower_replay: F_all's own transient, below the chain's bound), for a chain file the
+ * chain's replay. Times and counts are the chain's either way. */
+int ck_workload_replay(const ck_workload *w, const ck_schedule *s, ck_replay *out,
+                       uint64_t *live_after, uint64_t *op_peak, ck_err *err);
 
 const char *ck_workload_granularity_name(ck_granularity g);
 /* Parses "op" or "block"; false otherwise. */
