@@ -8,14 +8,10 @@
 
 bool ck_program_push(ck_program *p, ck_instr in)
 {
-    if (p->n == p->cap) {
-        size_t cap = p->cap ? 2 * p->cap : 64;
-        ck_instr *grown = realloc(p->instrs, cap * sizeof *grown);
-        if (!grown)
-            return false;
-        p->instrs = grown;
-        p->cap = cap;
-    }
+    void *items = p->instrs;
+    if (!ck_size_reserve(&items, &p->cap, p->n, sizeof *p->instrs))
+        return false;
+    p->instrs = items;
     p->instrs[p->n++] = in;
     return true;
 }

@@ -21,14 +21,10 @@ int ck_schedule_check_length(const char *what, uint64_t ops, ck_err *err)
 
 bool ck_schedule_push(ck_schedule *s, ck_action_kind kind, size_t stage)
 {
-    if (s->n == s->cap) {
-        size_t cap = s->cap ? 2 * s->cap : 64;
-        ck_action *grown = realloc(s->actions, cap * sizeof *grown);
-        if (!grown)
-            return false;
-        s->actions = grown;
-        s->cap = cap;
-    }
+    void *items = s->actions;
+    if (!ck_size_reserve(&items, &s->cap, s->n, sizeof *s->actions))
+        return false;
+    s->actions = items;
     s->actions[s->n++] = (ck_action){kind, stage};
     return true;
 }

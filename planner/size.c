@@ -1,5 +1,7 @@
 #include "planner/size.h"
 
+#include <stdlib.h>
+
 #include <ctype.h>
 #include <stdio.h>
 #include <string.h>
@@ -151,4 +153,19 @@ void ck_size_format(uint64_t bytes, char *buf, size_t len)
         u++;
     }
     snprintf(buf, len, v < 10 ? "%.2f %s" : v < 100 ? "%.1f %s" : "%.0f %s", v, units[u]);
+}
+
+bool ck_size_reserve(void **items, size_t *cap, size_t n, size_t item_size)
+{
+    if (n < *cap)
+        return true;
+    size_t grown = *cap ? 2 * *cap : 64;
+    if (grown < *cap || grown > SIZE_MAX / item_size)
+        return false;
+    void *p = realloc(*items, grown * item_size);
+    if (!p)
+        return false;
+    *items = p;
+    *cap = grown;
+    return true;
 }

@@ -38,4 +38,9 @@ void ck_size_format(uint64_t bytes, char *buf, size_t len);
 /* Rounds bytes up to whole units of `unit` bytes (unit >= 1). */
 uint64_t ck_size_ceil_div(uint64_t bytes, uint64_t unit);
 
+/* Makes room for one more item in the growable array *items of *cap items of item_size
+ * bytes, n of them used: doubles it (from 64) when full. False when out of memory or past
+ * SIZE_MAX (the array is left as it was). */
+bool ck_size_reserve(void **items, size_t *cap, size_t n, size_t item_size);
+
 #endif

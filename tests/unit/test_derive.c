@@ -268,29 +268,6 @@ static size_t last_reader(const ck_model *m, size_t t)
     return last;
 }
 
-static bool saved_in_span(const span *sp, size_t t)
-{
-    for (size_t k = sp->a; k < sp->b; k++) {
-        const ck_node *n = &sp->m->nodes[k];
-        for (size_t s = 0; s < n->info.n_saved; s++) {
-            const ck_saved *sv = &n->info.saved[s];
-            if ((sv->kind == CK_SAVE_OUTPUT && n->output == t) ||
-                (sv->kind == CK_SAVE_INPUT && n->inputs[sv->input] == t))
-                return true;
-        }
-    }
-    return false;
-}
-
-static uint64_t internals(const ck_node *n)
-{
-    uint64_t sum = 0;
-    for (size_t s = 0; s < n->info.n_saved; s++)
-        if (n->info.saved[s].kind == CK_SAVE_INTERNAL)
-            sum += n->info.saved[s].bytes;
-    return sum;
-}
-
 /* The first node of the span whose backward reads t (SIZE_MAX if none): the saved
  * tensor is freed after that backward, the last of the stage's to read it. */
 static size_t first_saver(const span *sp, size_t t)
@@ -305,6 +282,20 @@ static size_t first_saver(const span *sp, size_t t)
         }
     }
     return SIZE_MAX;
+}
+
+static bool saved_in_span(const span *sp, size_t t)
+{
+    return first_saver(sp, t) != SIZE_MAX;
+}
+
+static uint64_t internals(const ck_node *n)
+{
+    uint64_t sum = 0;
+    for (size_t s = 0; s < n->info.n_saved; s++)
+        if (n->info.saved[s].kind == CK_SAVE_INTERNAL)
+            sum += n->info.saved[s].bytes;
+    return sum;
 }
 
 static bool has_grad(const ck_model *m, size_t t)
