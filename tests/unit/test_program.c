@@ -1,0 +1,145 @@
+/* The program that chain schedules compile to (planner/program, planner/lower): action by
+ * action it has the net effect the chain gives, and it refuses what a wrong compiler or
+ * planner would emit. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "planner/lower.h"
+#include "planner/planner.h"
+#include "planner/workload.h"
+#include "tests/unit/check_main.h"
+
+static void load(ck_workload *w, const char *path, ck_granularity g)
+{
+    ck_err err = {{0}};
+    ck_workload_opts wo;
+    ck_workload_opts_default(&wo);
+    wo.granularity = g;
+    ck_assert_msg(ck_workload_load(path, &wo, w, &err) == CK_OK, "%s", err.msg);
+}
+
+/* Schedule s replayed both ways: what stays live agrees after every action; each peak of
+ * the program is the chain's, or below it for F_all only. */
+static void agrees_with_chain(const ck_workload *w, const ck_schedule *s, const char *what)
+{
+    ck_err err = {{0}};
+    size_t n = s->n;
+    uint64_t *live = calloc(n, sizeof *live), *peak = calloc(n, sizeof *peak);
+    uint64_t *chain_live = calloc(n, sizeof *chain_live), *chain_peak = calloc(n, sizeof *chain_peak);
+    ck_assert(live && peak && chain_live && chain_peak);
+    ck_replay exact, chain;
+    ck_assert_msg(ck_lower_replay(w->lower, &w->chain, s, &exact, live, peak, &err) == CK_OK, "%s: %s",
+                  what, err.msg);
+    ck_assert_int_eq(ck_schedule_replay(&w->chain, s, &chain, chain_live, chain_peak, &err), CK_OK);
+    for (size_t k = 0; k < n; k++) {
+        const ck_action *a = &s->actions[k];
+        ck_assert_msg(live[k] == chain_live[k], "%s: %zu (%s %zu): live %llu, the chain's %llu", what, k,
+                      ck_action_name(a->kind), a->stage, (unsigned long long)live[k],
+                      (unsigned long long)chain_live[k]);
+        ck_assert_msg(peak[k] == chain_peak[k] || (a->kind == CK_F_ALL && peak[k] < chain_peak[k]),
+                      "%s: %zu (%s %zu): peak %llu, the chain's %llu", what, k, ck_action_name(a->kind),
+                      a->stage, (unsigned long long)peak[k], (unsigned long long)chain_peak[k]);
+    }
+    ck_assert_uint_le(exact.peak_bytes, chain.peak_bytes);
+    free(live);
+    free(peak);
+    free(chain_live);
+    free(chain_peak);
+}
+
+/* Every planner's schedules at ten budgets from dp's smallest to the baseline's peak, on
+ * every shipped model at both granularities: recomputation of every shape, with x_i held
+ * plain or in x̄_i, reaches every rule of the compiler. */
+START_TEST(lowered_schedules_agree_with_the_chain)
+{
+    const char *models[] = {"models/gpt2-tiny.json", "models/llama-tiny.json", "models/mlp-deep.json"};
+    ck_planner_opts opts = {.slots = CK_DEFAULT_SLOTS};
+    size_t checked = 0;
+    for (size_t f = 0; f < 3; f++)
+        for (int g = CK_GRAN_OP; g <= CK_GRAN_BLOCK; g++) {
+            ck_workload w;
+            ck_err err = {{0}};
+            load(&w, models[f], (ck_granularity)g);
+            ck_schedule base = {0};
+            ck_replay top;
+            ck_assert_int_eq(ck_schedule_baseline(&w.chain, &base, &err), CK_OK);
+            agrees_with_chain(&w, &base, "baseline");
+            ck_assert_int_eq(ck_schedule_replay(&w.chain, &base, &top, NULL, NULL, &err), CK_OK);
+            ck_plan_result r;
+            ck_replay replay;
+            uint64_t min = 0;
+            ck_assert_int_eq(ck_planner_run(&w.chain, &ck_planner_dp, 0, &opts, &r, &replay, &min, &err),
+                             CK_ERR_INFEASIBLE);
+            for (uint64_t step = 0; step < 10; step++)
+                for (const ck_planner *const *p = ck_planners; *p; p++) {
+                    uint64_t budget = min + (top.peak_bytes - min) * step / 9, least;
+                    if (ck_planner_run(&w.chain, *p, budget, &opts, &r, &replay, &least, &err) != CK_OK)
+                        continue;
+                    agrees_with_chain(&w, &r.schedule, (*p)->name);
+                    ck_planner_result_free(&r);
+                    checked++;
+                }
+            ck_schedule_free(&base);
+            ck_workload_free(&w);
+        }
+    fprintf(stderr, "program: %zu schedules agree with their chains\n", checked);
+    ck_assert_uint_gt(checked, 100);
+}
+END_TEST
+
+static int run_one(ck_program_state *st, ck_instr in, ck_err *err)
+{
+    return ck_program_run(st, 0, &in, NULL, NULL, NULL, err);
+}
+
+/* What the executor relies on: an instruction that reads what is not live, or allocates
+ * what is, is refused with its name, and the state is left as it was. */
+START_TEST(invalid_instructions_are_refused)
+{
+    ck_workload w;
+    ck_err err = {{0}};
+    load(&w, "models/mlp-deep.json", CK_GRAN_OP);
+    const ck_model *m = w.model;
+    ck_program_state st;
+    ck_assert_int_eq(ck_program_state_init(&st, m, &err), CK_OK);
+    uint64_t held = st.held;
+    ck_assert_uint_eq(held, m->tensors[0].bytes); /* a float x_0 is an activation */
+    size_t out0 = m->nodes[0].output, out1 = m->nodes[1].output;
+    ck_buf plain0 = {CK_BUF_VALUE, out0, CK_COPY_PLAIN};
+    ck_assert_int_eq(run_one(&st, (ck_instr){CK_INSTR_FREE, 0, false, plain0}, &err), CK_ERR_INPUT);
+    ck_assert_msg(strstr(err.msg, "program[0] (free ): frees tensor"), "%s", err.msg);
+    ck_buf plain1 = {CK_BUF_VALUE, out1, CK_COPY_PLAIN};
+    ck_assert_int_eq(run_one(&st, (ck_instr){CK_INSTR_FORWARD, 1, false, plain1}, &err), CK_ERR_INPUT);
+    ck_assert_msg(strstr(err.msg, "reads tensor"), "%s", err.msg);
+    ck_assert_int_eq(run_one(&st, (ck_instr){CK_INSTR_FORWARD, 1, false, plain0}, &err), CK_ERR_INPUT);
+    ck_assert_msg(strstr(err.msg, "malformed forward"), "%s", err.msg);
+    ck_assert_int_eq(run_one(&st, (ck_instr){CK_INSTR_BACKWARD, 0, false, plain0}, &err), CK_ERR_INPUT);
+    ck_assert_msg(strstr(err.msg, "reads gradient of"), "%s", err.msg);
+    ck_assert_uint_eq(st.held, held);
+    ck_assert_int_eq(run_one(&st, (ck_instr){CK_INSTR_FORWARD, 0, false, plain0}, &err), CK_OK);
+    ck_assert_uint_eq(st.held, held + m->tensors[out0].bytes);
+    ck_assert_int_eq(run_one(&st, (ck_instr){CK_INSTR_FORWARD, 0, false, plain0}, &err), CK_ERR_INPUT);
+    ck_assert_msg(strstr(err.msg, "computes tensor"), "%s", err.msg);
+    ck_buf grad0 = {CK_BUF_GRAD, out0, CK_COPY_PLAIN};
+    ck_assert_int_eq(run_one(&st, (ck_instr){CK_INSTR_GRAD, 0, false, grad0}, &err), CK_OK);
+    ck_assert_int_eq(run_one(&st, (ck_instr){CK_INSTR_GRAD, 0, false, grad0}, &err), CK_ERR_INPUT);
+    ck_assert_msg(strstr(err.msg, "allocates gradient of"), "%s", err.msg);
+    ck_program_state_free(&st);
+    ck_workload_free(&w);
+}
+END_TEST
+
+static Suite *program_suite(void)
+{
+    Suite *s = suite_create("program");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, lowered_schedules_agree_with_the_chain);
+    tcase_add_test(tc, invalid_instructions_are_refused);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+CK_TEST_MAIN(program_suite)
