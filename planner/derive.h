@@ -1,9 +1,10 @@
-/* derive: from an op graph to the chain of ../shared/spec/chain-model.md, and the memory a
- * training step needs whatever the schedule (static memory).
+/* derive: from an op graph to the chain of the chain model (docs/internals.md), and the
+ * memory a training step needs whatever the schedule (static memory).
  *
  * Stages end where one tensor carries all the state (an articulation point of the forward
- * graph); their sizes and transient bytes come from tallying the walk of planner/stage over
- * their ops (the rules of docs/model-format.md), the walk the executor allocates on. */
+ * graph); their sizes and transient bytes come from running each stage's compiled actions
+ * (planner/lower, planner/program: the rules of docs/model-format.md), the instructions
+ * the executor allocates on. */
 #ifndef CK_DERIVE_H
 #define CK_DERIVE_H
 

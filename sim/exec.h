@@ -1,10 +1,12 @@
 /* exec: runs training steps of a model, or of a chain file's synthetic stages, under any
- * valid schedule of the five operations of ../shared/spec/chain-model.md.
+ * valid schedule of the five actions (planner/action).
  *
- * Every tensor is allocated through sim/mem following the rules of
- * docs/model-format.md section 4 (the same rules chain derivation used to size stages),
- * so the tracked activation peak of a schedule equals, or stays just under, the peak that
- * ck_schedule_replay predicts. */
+ * Each action is guarded by planner/action. A model's actions are compiled to program
+ * instructions (planner/lower) and every tensor is allocated through sim/mem on the
+ * events planner/program defines, the ones chain derivation sized the stages with: the
+ * tracked activation memory of each action equals ck_lower_replay's to the byte, and the
+ * chain's (ck_schedule_replay) except that F_all may stay under it. A chain file's stages
+ * run as synthetic work of their declared sizes, exactly as the chain replays. */
 #ifndef CK_EXEC_H
 #define CK_EXEC_H
 
