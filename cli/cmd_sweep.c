@@ -287,9 +287,7 @@ static int sweep_point(const sweep_args *a, const ck_workload *w, const ck_plann
     int rc = ck_runner_plan(w, planner, budget, &a->planner_opts, &a->workload_opts, &planned, err);
     const char *gran = w->model ? ck_workload_granularity_name(a->workload_opts.granularity) : NULL;
     if (rc == CK_ERR_INFEASIBLE) {
-        uint64_t min_budget;
-        if (!ck_size_add(w->statics.total, planned.min_activation_bytes, &min_budget))
-            min_budget = UINT64_MAX;
+        uint64_t min_budget = ck_planner_step_budget(w->statics.total, planned.min_activation_bytes);
         line = ck_runner_infeasible_record(planner->name, budget, min_budget, w, gran);
         rc = line ? ck_files_append_line(a->runs_path, line, err) : ck_err_oom(err);
         t->infeasible += rc == CK_OK;

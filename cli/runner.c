@@ -461,12 +461,10 @@ int ck_runner_memory(ck_run_memory *out, ck_err *err)
 
 int ck_runner_fits_here(const ck_run_memory *m, const ck_plan_figures *f, ck_err *err)
 {
-    uint64_t need;
     uint64_t act = f->baseline_activation_peak_bytes > f->activation_peak_bytes
                        ? f->baseline_activation_peak_bytes
                        : f->activation_peak_bytes;
-    if (!ck_size_add(f->static_bytes, act, &need))
-        need = UINT64_MAX;
+    uint64_t need = ck_planner_step_budget(f->static_bytes, act);
     if (m->bytes && need > m->bytes) {
         char n[32], h[32];
         ck_size_format(need, n, sizeof n);
@@ -520,8 +518,8 @@ static int draw_run(const run_args *a, const ck_plan_file *plan, const ck_worklo
         char title[256];
         snprintf(title, sizeof title, "%s: %s plan, activation memory per operation, predicted and "
                                       "measured", w->chain.name, plan->planner);
-        uint64_t statics = plan->predicted.static_bytes;
-        uint64_t budget = plan->budget_bytes > statics ? plan->budget_bytes - statics : 0;
+        uint64_t budget;
+        ck_planner_activation_budget(plan->budget_bytes, plan->predicted.static_bytes, &budget);
         rc = ck_chart_schedules_write(a->svg_path, title, &w->chain, label, &plan->schedule,
                                       tp.live, tb.live, budget, err);
     }
@@ -701,7 +699,7 @@ int ck_runner_plan(const ck_workload *w, const ck_planner *planner, uint64_t bud
                    ck_err *err)
 {
     memset(out, 0, sizeof *out);
-    if (budget < w->statics.total) {
+    if (!ck_planner_activation_budget(budget, w->statics.total, &out->activation_budget)) {
         /* Still find the planner's minimum, so that a sweep can record what would fit. */
         ck_err why;
         ck_replay r;
@@ -714,7 +712,7 @@ int ck_runner_plan(const ck_workload *w, const ck_planner *planner, uint64_t bud
         return CK_ERR_INFEASIBLE;
     }
     uint64_t min_budget = 0;
-    int rc = ck_planner_run(&w->chain, planner, budget - w->statics.total, popts, &out->result,
+    int rc = ck_planner_run(&w->chain, planner, out->activation_budget, popts, &out->result,
                            &out->predicted, &min_budget, err);
     if (rc == CK_ERR_INFEASIBLE) {
         out->min_activation_bytes = min_budget;
@@ -738,7 +736,7 @@ int ck_runner_plan(const ck_workload *w, const ck_planner *planner, uint64_t bud
         .predicted = out->predicted,
         .baseline = out->baseline,
         .result = &out->result,
-        .baseline_fits = out->baseline.peak_bytes <= budget - w->statics.total,
+        .baseline_fits = out->baseline.peak_bytes <= out->activation_budget,
         .granularity = w->model ? ck_workload_granularity_name(wopts->granularity) : NULL,
         .time_unit = w->model ? "s" : NULL,
         .slots = popts->slots,

@@ -24,6 +24,7 @@ typedef struct {
     ck_replay predicted, baseline;
     ck_plan_doc doc;  /* refers to result and to the workload */
     char *text;       /* the plan file's JSON text, NUL-terminated */
+    uint64_t activation_budget; /* what the budget leaves beside the static memory */
     /* When infeasible: the planner's smallest activation budget, and whether the budget
      * does not even hold the static memory. */
     uint64_t min_activation_bytes;
