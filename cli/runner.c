@@ -1,7 +1,6 @@
 /* runner: planning and running one plan, shared by plan, run and sweep (see runner.h). */
 #include "cli/runner.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,23 +24,14 @@
 #include "sim/exec.h"
 #include "sim/mem.h"
 #include "sim/clock.h"
+#include "sim/verify.h"
 
 /* Rounds of alternating baseline and plan steps that the times come from. */
 #define TIMING_ROUNDS(steps) (2 * (steps) + 1)
 
 typedef ck_run_settings run_args;
 
-/* What one run (baseline or plan) measured over its steps. */
-typedef struct {
-    uint64_t activation_peak, static_bytes, rss_peak;
-    double median_seconds; /* of its steps in the interleaved timing rounds */
-    double *losses;      /* per measured step */
-    char (*grad_sha)[65]; /* per measured step, digest of the gradients' bits */
-    float *last_grads;
-    size_t n_grads;
-} run_measure;
-
-static void run_measure_free(run_measure *m)
+static void ck_run_measure_free(ck_run_measure *m)
 {
     free(m->losses);
     free(m->grad_sha);
@@ -68,7 +58,7 @@ static void progress_done(progress *p)
 
 /* Runs one warm-up step and `steps` measured steps of s from the initial state. */
 static int measure(ck_exec *e, const ck_schedule *s, uint64_t steps, const char *what,
-                   progress *prog, run_measure *m, ck_err *err)
+                   progress *prog, ck_run_measure *m, ck_err *err)
 {
     memset(m, 0, sizeof *m);
     m->losses = calloc(steps, sizeof *m->losses);
@@ -115,7 +105,7 @@ static int measure(ck_exec *e, const ck_schedule *s, uint64_t steps, const char 
  * other load) falls on both alike; the overhead is the median of the per-round ratios.
  * Parameters keep training in between: the values do not change the time a step takes. */
 static int time_interleaved(ck_exec *e, const ck_schedule *base, const ck_schedule *plan,
-                            uint64_t rounds, run_measure *mb, run_measure *mp, double *overhead,
+                            uint64_t rounds, ck_run_measure *mb, ck_run_measure *mp, double *overhead,
                             ck_err *err)
 {
     double *t = calloc(3 * rounds, sizeof *t);
@@ -144,31 +134,7 @@ static int time_interleaved(ck_exec *e, const ck_schedule *base, const ck_schedu
     return rc;
 }
 
-typedef struct {
-    bool loss_identical, gradients_identical, peak_within, plan_file_matches, passed;
-    double max_abs_diff, peak_ratio;
-} verification;
-
-/* p's figures are the replayed ones; check says how the plan file's differ. */
-static verification verify(const ck_plan_file *p, const ck_plan_check *check,
-                           const run_measure *base, const run_measure *plan, uint64_t steps)
-{
-    verification v = {.loss_identical = true, .gradients_identical = true,
-                      .plan_file_matches = check->n_differences == 0};
-    for (uint64_t k = 0; k < steps; k++) {
-        v.loss_identical &= memcmp(&base->losses[k], &plan->losses[k], sizeof(double)) == 0;
-        v.gradients_identical &= strcmp(base->grad_sha[k], plan->grad_sha[k]) == 0;
-    }
-    for (size_t i = 0; i < base->n_grads && i < plan->n_grads; i++)
-        v.max_abs_diff = fmax(v.max_abs_diff, fabs((double)base->last_grads[i] - plan->last_grads[i]));
-    uint64_t predicted = p->predicted.activation_peak_bytes;
-    v.peak_ratio = predicted ? (double)plan->activation_peak / (double)predicted : 1;
-    v.peak_within = plan->activation_peak <= predicted && v.peak_ratio >= 1 - CK_PEAK_TOLERANCE;
-    v.passed = v.loss_identical && v.gradients_identical && v.peak_within && v.plan_file_matches;
-    return v;
-}
-
-static bool add_measure(cJSON *parent, const char *key, const run_measure *m, uint64_t steps)
+static bool add_measure(cJSON *parent, const char *key, const ck_run_measure *m, uint64_t steps)
 {
     cJSON *o = cJSON_AddObjectToObject(parent, key);
     cJSON *losses = o ? cJSON_AddArrayToObject(o, "losses") : NULL;
@@ -253,8 +219,8 @@ static char *finish_record(cJSON *root, bool ok)
 
 /* The ckplan-run/1 record of a run, one line of JSON (documented in docs/run-format.md). */
 static char *run_record(const run_args *a, const ck_plan_file *p, const ck_plan_check *check,
-                        const char *plan_sha, const ck_workload *w, const run_measure *base,
-                        const run_measure *plan, double measured_overhead, const verification *v)
+                        const char *plan_sha, const ck_workload *w, const ck_run_measure *base,
+                        const ck_run_measure *plan, double measured_overhead, const ck_verdict *v)
 {
     cJSON *root = record_head("ran", a->plan_path, plan_sha, p->planner, p->budget_bytes, w,
                               p->granularity);
@@ -293,9 +259,9 @@ char *ck_runner_infeasible_record(const char *planner, uint64_t budget, uint64_t
                 : NULL;
 }
 
-static void print_summary(const ck_plan_file *p, const ck_workload *w, const run_measure *base,
-                          const run_measure *plan, double measured_overhead,
-                          const verification *v, bool verified)
+static void print_summary(const ck_plan_file *p, const ck_workload *w, const ck_run_measure *base,
+                          const ck_run_measure *plan, double measured_overhead,
+                          const ck_verdict *v, bool verified)
 {
     char a[32], b[32], c[32], d[32];
     ck_human_put_terminal_text(stdout, w->chain.name); /* names from the input: shown, never obeyed */
@@ -592,25 +558,10 @@ static void warn_differences(const run_args *a, const ck_plan_check *check)
     }
 }
 
-static void verification_failure(const verification *v, const ck_plan_check *check, ck_err *err)
-{
-    size_t used = 0, len = sizeof err->msg;
-    used += (size_t)snprintf(err->msg, len, "verification failed:%s%s%s%s",
-                             v->loss_identical ? "" : " the loss differs from the baseline's;",
-                             v->gradients_identical ? "" : " gradients differ from the baseline's;",
-                             v->peak_within ? "" : " the tracked activation peak is outside [95%, 100%] of the prediction;",
-                             v->plan_file_matches ? "" : " the plan file's figures differ from the replay of its schedule:");
-    for (size_t k = 0; k < check->n_differences && used < len; k++) {
-        char what[256];
-        ck_plan_check_describe(&check->differences[k], what, sizeof what);
-        used += (size_t)snprintf(err->msg + used, len - used, " %s;", what);
-    }
-}
-
 /* The two schedules' measured steps, their interleaved timing, and the chart and trace. */
 static int measure_both(const run_args *a, const ck_plan_file *plan, const ck_workload *w,
-                        ck_exec *exec, const ck_schedule *baseline, run_measure *base,
-                        run_measure *planned, double *overhead, ck_err *err)
+                        ck_exec *exec, const ck_schedule *baseline, ck_run_measure *base,
+                        ck_run_measure *planned, double *overhead, ck_err *err)
 {
     progress prog = {.show = !a->quiet && isatty(STDERR_FILENO), .start = ck_clock_seconds()};
     int rc = measure(exec, baseline, a->steps, "baseline", &prog, base, err);
@@ -631,12 +582,12 @@ static int measure_both(const run_args *a, const ck_plan_file *plan, const ck_wo
 
 /* Executes the plan (whose figures are the replayed ones) and its baseline, and records. */
 static int execute(const run_args *a, const ck_plan_file *plan, const plan_basis *b,
-                   const char *plan_sha, verification *v, ck_err *err)
+                   const char *plan_sha, ck_verdict *v, ck_err *err)
 {
     const ck_workload *w = b->w;
     ck_exec *exec = NULL;
     ck_schedule baseline = {0};
-    run_measure base = {0}, planned = {0};
+    ck_run_measure base = {0}, planned = {0};
     double overhead = 0;
     if (a->threads)
         ck_blas_set_threads((int)a->threads);
@@ -651,15 +602,15 @@ static int execute(const run_args *a, const ck_plan_file *plan, const plan_basis
     if (rc == CK_OK)
         rc = ck_interrupt_check(err); /* the last boundary before the record is written */
     if (rc == CK_OK) {
-        *v = verify(plan, &b->check, &base, &planned, a->steps);
+        *v = ck_verify_run(plan->predicted.activation_peak_bytes, &b->check, &base, &planned, a->steps);
         char *line = run_record(a, plan, &b->check, plan_sha, w, &base, &planned, overhead, v);
         rc = line ? ck_files_append_line(a->runs_path, line, err) : ck_err_oom(err);
         free(line);
     }
     if (rc == CK_OK && !a->quiet)
         print_summary(plan, w, &base, &planned, overhead, v, a->verify);
-    run_measure_free(&base);
-    run_measure_free(&planned);
+    ck_run_measure_free(&base);
+    ck_run_measure_free(&planned);
     ck_schedule_free(&baseline);
     ck_exec_free(exec);
     return rc;
@@ -672,7 +623,7 @@ int ck_runner_run(const ck_run_settings *s, const ck_plan_file *p, const char *p
     if (!a.label)
         a.label = a.plan_path;
     ck_err err = {{0}};
-    verification v = {0};
+    ck_verdict v = {0};
     plan_basis b;
     int rc = prepare(&a, p, w, &b, &err);
     if (rc == CK_OK) {
@@ -684,7 +635,7 @@ int ck_runner_run(const ck_run_settings *s, const ck_plan_file *p, const char *p
     }
     if (rc == CK_OK && a.verify && !v.passed) {
         rc = CK_ERR_RUNTIME;
-        verification_failure(&v, &b.check, &err);
+        ck_verify_reasons(&v, &b.check, err.msg, sizeof err.msg);
     }
     if (b.have_loaded)
         ck_workload_free(&b.loaded);

@@ -14,10 +14,6 @@
 #include "planner/planner.h"
 #include "planner/workload.h"
 
-/* The tracked peak must reach this fraction below the prediction: a prediction far above
- * what is used would waste the memory it was meant to save. */
-#define CK_PEAK_TOLERANCE 0.05
-
 /* A plan at one budget. */
 typedef struct {
     ck_plan_result result;
