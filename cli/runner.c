@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -16,7 +15,6 @@
 #include "cli/human.h"
 #include "cli/interrupt.h"
 #include "cli/trace.h"
-#include "cli/runs.h"
 #include "planner/json.h"
 #include "planner/sha256.h"
 #include "planner/size.h"
@@ -24,6 +22,7 @@
 #include "sim/exec.h"
 #include "sim/mem.h"
 #include "sim/clock.h"
+#include "sim/record.h"
 #include "sim/verify.h"
 
 /* Rounds of alternating baseline and plan steps that the times come from. */
@@ -132,131 +131,6 @@ static int time_interleaved(ck_exec *e, const ck_schedule *base, const ck_schedu
     }
     free(t);
     return rc;
-}
-
-static bool add_measure(cJSON *parent, const char *key, const ck_run_measure *m, uint64_t steps)
-{
-    cJSON *o = cJSON_AddObjectToObject(parent, key);
-    cJSON *losses = o ? cJSON_AddArrayToObject(o, "losses") : NULL;
-    bool ok = losses && ck_json_add_number(o, "activation_peak_bytes", (double)m->activation_peak) &&
-              ck_json_add_number(o, "static_bytes", (double)m->static_bytes) &&
-              ck_json_add_number(o, "rss_peak_bytes", (double)m->rss_peak) &&
-              ck_json_add_number(o, "step_seconds", m->median_seconds) &&
-              cJSON_AddStringToObject(o, "gradients_sha256", m->grad_sha[steps - 1]);
-    for (uint64_t k = 0; ok && k < steps; k++) {
-        cJSON *n = ck_json_number(m->losses[k]);
-        ok = n && cJSON_AddItemToArray(losses, n);
-    }
-    return ok;
-}
-
-/* The parts every ckplan-run/1 record starts with: format, status, time, the plan (its
- * path and digest when there is a plan file) and the model. NULL when out of memory. */
-static cJSON *record_head(const char *status, const char *plan_path, const char *plan_sha,
-                          const char *planner, uint64_t budget, const ck_workload *w,
-                          const char *granularity)
-{
-    char stamp[32];
-    time_t t = time(NULL);
-    strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", gmtime(&t));
-    cJSON *root = cJSON_CreateObject();
-    cJSON *po = NULL, *mo = NULL;
-    bool ok = root && cJSON_AddStringToObject(root, "format", CK_RUN_FORMAT) &&
-              cJSON_AddStringToObject(root, "status", status) &&
-              cJSON_AddStringToObject(root, "time", stamp) &&
-              (po = cJSON_AddObjectToObject(root, "plan")) &&
-              (!plan_path || cJSON_AddStringToObject(po, "path", plan_path)) &&
-              (!plan_sha || cJSON_AddStringToObject(po, "sha256", plan_sha)) &&
-              cJSON_AddStringToObject(po, "planner", planner) &&
-              ck_json_add_number(po, "budget_bytes", (double)budget) &&
-              (mo = cJSON_AddObjectToObject(root, "model")) &&
-              cJSON_AddStringToObject(mo, "path", w->path) &&
-              cJSON_AddStringToObject(mo, "sha256", w->sha256) &&
-              cJSON_AddStringToObject(mo, "name", w->chain.name) &&
-              ck_json_add_number(mo, "stages", (double)w->chain.n_stages) &&
-              (!granularity || cJSON_AddStringToObject(mo, "granularity", granularity));
-    if (!ok) {
-        cJSON_Delete(root);
-        return NULL;
-    }
-    return root;
-}
-
-/* The predictions: the replay of the plan's schedule (for a plan made in memory, the
- * replay it was made with). */
-static bool add_predicted(cJSON *root, const ck_plan_figures *f)
-{
-    cJSON *pred = cJSON_AddObjectToObject(root, "predicted");
-    return pred && ck_json_add_number(pred, "activation_peak_bytes", (double)f->activation_peak_bytes) &&
-           ck_json_add_number(pred, "baseline_activation_peak_bytes", (double)f->baseline_activation_peak_bytes) &&
-           ck_json_add_number(pred, "static_bytes", (double)f->static_bytes) &&
-           ck_json_add_number(pred, "time", f->time) &&
-           ck_json_add_number(pred, "baseline_time", f->baseline_time) &&
-           ck_json_add_number(pred, "overhead", f->overhead);
-}
-
-/* verification.plan_file_matches and the plan file's figures that the replay contradicts. */
-static bool add_differences(cJSON *vo, const ck_plan_check *check)
-{
-    cJSON *list = cJSON_AddArrayToObject(vo, "plan_file_differences");
-    bool ok = list && cJSON_AddBoolToObject(vo, "plan_file_matches", check->n_differences == 0);
-    for (size_t k = 0; ok && k < check->n_differences; k++) {
-        const ck_plan_difference *d = &check->differences[k];
-        cJSON *o = cJSON_CreateObject();
-        ok = o && cJSON_AddItemToArray(list, o) && cJSON_AddStringToObject(o, "field", d->field) &&
-             ck_json_add_number(o, "plan_file", d->is_time ? d->plan_time : (double)d->plan_bytes) &&
-             ck_json_add_number(o, "replayed", d->is_time ? d->replayed_time : (double)d->replayed_bytes);
-    }
-    return ok;
-}
-
-static char *finish_record(cJSON *root, bool ok)
-{
-    char *line = ok ? cJSON_PrintUnformatted(root) : NULL;
-    cJSON_Delete(root);
-    return line;
-}
-
-/* The ckplan-run/1 record of a run, one line of JSON (documented in docs/run-format.md). */
-static char *run_record(const run_args *a, const ck_plan_file *p, const ck_plan_check *check,
-                        const char *plan_sha, const ck_workload *w, const ck_run_measure *base,
-                        const ck_run_measure *plan, double measured_overhead, const ck_verdict *v)
-{
-    cJSON *root = record_head("ran", a->plan_path, plan_sha, p->planner, p->budget_bytes, w,
-                              p->granularity);
-    cJSON *so = NULL, *vo = NULL;
-    bool ok = root && (so = cJSON_AddObjectToObject(root, "settings")) &&
-              ck_json_add_number(so, "steps", (double)a->steps) &&
-              ck_json_add_number(so, "threads", (double)ck_blas_threads()) &&
-              ck_json_add_number(so, "seed", (double)a->seed) &&
-              cJSON_AddStringToObject(so, "rng", a->stateful_rng ? "stateful" : "counter") &&
-              add_predicted(root, &p->predicted) &&
-              add_measure(root, "baseline", base, a->steps) && add_measure(root, "plan_run", plan, a->steps) &&
-              ck_json_add_number(root, "measured_overhead", measured_overhead) &&
-              (vo = cJSON_AddObjectToObject(root, "verification")) &&
-              cJSON_AddBoolToObject(vo, "performed", a->verify) &&
-              cJSON_AddBoolToObject(vo, "passed", v->passed) &&
-              cJSON_AddBoolToObject(vo, "loss_identical", v->loss_identical) &&
-              cJSON_AddBoolToObject(vo, "gradients_identical", v->gradients_identical) &&
-              ck_json_add_number(vo, "max_abs_gradient_difference", v->max_abs_diff) &&
-              cJSON_AddBoolToObject(vo, "peak_within_prediction", v->peak_within) &&
-              ck_json_add_number(vo, "peak_ratio", v->peak_ratio) && add_differences(vo, check);
-    return root ? finish_record(root, ok) : NULL;
-}
-
-char *ck_runner_planned_record(const ck_plan_file *p, const char *plan_sha, const ck_workload *w)
-{
-    cJSON *root = record_head("planned", NULL, plan_sha, p->planner, p->budget_bytes, w, p->granularity);
-    return root ? finish_record(root, add_predicted(root, &p->predicted)) : NULL;
-}
-
-char *ck_runner_infeasible_record(const char *planner, uint64_t budget, uint64_t min_budget,
-                                  const ck_workload *w, const char *granularity)
-{
-    cJSON *root = record_head("infeasible", NULL, NULL, planner, budget, w, granularity);
-    return root ? finish_record(root, ck_json_add_number(root, "minimum_budget_bytes",
-                                                              (double)min_budget) != NULL)
-                : NULL;
 }
 
 static void print_summary(const ck_plan_file *p, const ck_workload *w, const ck_run_measure *base,
@@ -603,7 +477,13 @@ static int execute(const run_args *a, const ck_plan_file *plan, const plan_basis
         rc = ck_interrupt_check(err); /* the last boundary before the record is written */
     if (rc == CK_OK) {
         *v = ck_verify_run(plan->predicted.activation_peak_bytes, &b->check, &base, &planned, a->steps);
-        char *line = run_record(a, plan, &b->check, plan_sha, w, &base, &planned, overhead, v);
+        ck_ran_record r = {
+            .plan_path = a->plan_path, .plan_sha = plan_sha, .plan = plan, .check = &b->check,
+            .w = w, .steps = a->steps, .threads = (uint64_t)ck_blas_threads(), .seed = a->seed,
+            .stateful_rng = a->stateful_rng, .verify_performed = a->verify, .baseline = &base,
+            .plan_run = &planned, .measured_overhead = overhead, .verdict = v,
+        };
+        char *line = ck_record_ran(&r);
         rc = line ? ck_files_append_line(a->runs_path, line, err) : ck_err_oom(err);
         free(line);
     }

@@ -76,11 +76,4 @@ int ck_runner_fits_here(const ck_run_memory *m, const ck_plan_figures *f, ck_err
 int ck_runner_run(const ck_run_settings *s, const ck_plan_file *plan, const char *plan_sha,
                   const ck_workload *w, bool *passed, ck_err *err);
 
-/* The ckplan-run/1 records of sweep points that were not run (docs/run-format.md): a plan
- * made in memory (plan_sha of its text), and a budget the planner cannot meet, with the
- * smallest whole-step budget it can. One line of JSON; NULL when out of memory. */
-char *ck_runner_planned_record(const ck_plan_file *p, const char *plan_sha, const ck_workload *w);
-char *ck_runner_infeasible_record(const char *planner, uint64_t budget, uint64_t min_budget,
-                                  const ck_workload *w, const char *granularity);
-
 #endif
