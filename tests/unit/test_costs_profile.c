@@ -53,14 +53,21 @@ static void profile_free(profile *p)
     ck_chain_free(&p->c);
 }
 
+/* ck_costs_from_profile of p's medians, which must succeed. */
+static void convert(const profile *p, double outside_ops, ck_chain *m, double *keep_all)
+{
+    ck_err err = {{0}};
+    ck_assert_msg(ck_costs_from_profile(&p->c, &p->every, p->median, outside_ops, m, keep_all, &err) ==
+                      CK_OK, "%s", err.msg);
+}
+
 START_TEST(forward_keeps_nothing_backward_pays_for_keeping)
 {
     profile p;
     profile_make(&p);
     ck_chain m;
     double keep_all[L];
-    ck_err err = {{0}};
-    ck_assert_int_eq(ck_costs_from_profile(&p.c, &p.every, p.median, 0.25, &m, keep_all, &err), CK_OK);
+    convert(&p, 0.25, &m, keep_all);
     ck_assert_ptr_ne(m.stages, p.c.stages);
     for (size_t i = 0; i < L; i++) {
         double s = (double)(i + 1);
@@ -89,13 +96,13 @@ START_TEST(chain_times_add_up_to_the_measured_ones)
     profile_make(&p);
     ck_chain m;
     double keep_all[L];
-    ck_err err = {{0}};
-    ck_assert_int_eq(ck_costs_from_profile(&p.c, &p.every, p.median, 0.25, &m, keep_all, &err), CK_OK);
+    convert(&p, 0.25, &m, keep_all);
     double sum = 0.25, baseline = 0.25 + 0.7;
     for (size_t k = 0; k < p.every.n; k++)
         sum += p.median[k];
     for (size_t i = 0; i < L; i++)
         baseline += 0.3 * (double)(i + 1) + 0.5 * (double)(i + 1);
+    ck_err err = {{0}};
     ck_replay r;
     ck_assert_int_eq(ck_schedule_replay(&m, &p.every, &r, NULL, NULL, &err), CK_OK);
     ck_assert_double_eq_tol(r.time, sum, 1e-9);
@@ -120,8 +127,7 @@ START_TEST(backward_time_is_never_negative)
             p.median[k] = 5;
     ck_chain m;
     double keep_all[L];
-    ck_err err = {{0}};
-    ck_assert_int_eq(ck_costs_from_profile(&p.c, &p.every, p.median, 0, &m, keep_all, &err), CK_OK);
+    convert(&p, 0, &m, keep_all);
     ck_assert_double_eq(m.stages[1].fwd_time, 5);
     ck_assert_double_eq(m.stages[1].bwd_time, 0);
     ck_assert_double_eq_tol(m.stages[0].bwd_time, 0.7, 1e-12);
