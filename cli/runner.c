@@ -30,7 +30,7 @@
 
 typedef ck_run_settings run_args;
 
-static void ck_run_measure_free(ck_run_measure *m)
+static void measure_free(ck_run_measure *m)
 {
     free(m->losses);
     free(m->grad_sha);
@@ -489,8 +489,8 @@ static int execute(const run_args *a, const ck_plan_file *plan, const plan_basis
     }
     if (rc == CK_OK && !a->quiet)
         print_summary(plan, w, &base, &planned, overhead, v, a->verify);
-    ck_run_measure_free(&base);
-    ck_run_measure_free(&planned);
+    measure_free(&base);
+    measure_free(&planned);
     ck_schedule_free(&baseline);
     ck_exec_free(exec);
     return rc;
