@@ -257,9 +257,7 @@ static int report_infeasible(const plan_args *a, const ck_workload *w, uint64_t 
 {
     char have[32], need[32], stat[32], act[32], dp_need[32];
     ck_size_format(a->budget, have, sizeof have);
-    uint64_t total_min;
-    if (!ck_size_add(w->statics.total, activation_min, &total_min))
-        total_min = UINT64_MAX;
+    uint64_t total_min = ck_planner_step_budget(w->statics.total, activation_min);
     ck_size_format(total_min, need, sizeof need);
     ck_size_format(w->statics.total, stat, sizeof stat);
     ck_size_format(activation_min, act, sizeof act);
@@ -275,9 +273,10 @@ static int report_infeasible(const plan_args *a, const ck_workload *w, uint64_t 
         int rc = ck_planner_run(&w->chain, &ck_planner_dp, 0, &a->planner_opts, &res, &r, &dp_min, &ignored);
         ck_planner_result_free(&res);
         if (rc == CK_ERR_INFEASIBLE && dp_min < activation_min) {
-            ck_size_format(w->statics.total + dp_min, dp_need, sizeof dp_need);
+            uint64_t dp_total = ck_planner_step_budget(w->statics.total, dp_min);
+            ck_size_format(dp_total, dp_need, sizeof dp_need);
             fprintf(stderr, "ckplan: planner dp fits in %s (%llu bytes)\n", dp_need,
-                    (unsigned long long)(w->statics.total + dp_min));
+                    (unsigned long long)dp_total);
         }
     }
     return CK_ERR_INFEASIBLE;
@@ -340,7 +339,7 @@ int ck_cmd_plan(int argc, char **argv)
                  a.planner->name);
         rc = ck_chart_schedules_write(a.svg, title, &w.chain, a.planner->name,
                                       &planned.result.schedule, NULL, NULL,
-                                      a.budget - w.statics.total, &err);
+                                      planned.activation_budget, &err);
     }
     if (rc == CK_OK)
         rc = ck_files_write_atomic(a.output, planned.text, strlen(planned.text), &err);

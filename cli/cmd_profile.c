@@ -1,7 +1,6 @@
 /* ckplan profile: measure each stage's forward and backward time on this machine with the
  * executor, and write them as a costs file for `ckplan plan --costs`. */
 #include <getopt.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,12 +11,10 @@
 #include "cli/options.h"
 #include "planner/costs.h"
 #include "planner/json.h"
-#include "planner/segments.h"
 #include "planner/size.h"
 #include "planner/workload.h"
 #include "sim/blas.h"
-#include "sim/exec.h"
-#include "sim/clock.h"
+#include "sim/profile.h"
 
 #define DEFAULT_COSTS_FILE "ckplan.costs.json"
 
@@ -41,47 +38,6 @@ static void profile_usage(FILE *out)
 }
 
 enum { OPT_STEPS = 3000, OPT_THREADS, OPT_SEED };
-
-/* Runs `steps` measured steps of s and sets op_median[k] to the median time of op k and
- * *outside_ops to the median time of a step spent outside its operations (optimizer,
- * inputs); *peak receives the largest tracked activation peak of a step. */
-static int time_ops(ck_exec *e, const ck_schedule *s, uint64_t steps, double *op_median,
-                    double *outside_ops, uint64_t *peak, ck_err *err)
-{
-    double *samples = calloc(s->n * steps, sizeof *samples);
-    double *column = calloc(steps, sizeof *column), *outside = calloc(steps, sizeof *outside);
-    if (!samples || !column || !outside) {
-        free(samples);
-        free(column);
-        free(outside);
-        return ck_err_oom(err);
-    }
-    int rc = CK_OK;
-    *peak = 0;
-    for (uint64_t k = 0; k <= steps; k++) {
-        ck_step_stats st;
-        /* step 0 warms up; its times are written into row 0 and overwritten by step 1 */
-        double *row = samples + (k ? k - 1 : 0) * s->n;
-        rc = ck_exec_step(e, s, k, &st, &(ck_exec_trace){.seconds = row}, err);
-        if (rc != CK_OK) /* interrupted, say: st holds nothing */
-            break;
-        if (st.activation_peak_bytes > *peak)
-            *peak = st.activation_peak_bytes;
-        outside[k ? k - 1 : 0] = st.seconds;
-        for (size_t op = 0; op < s->n; op++)
-            outside[k ? k - 1 : 0] -= row[op];
-    }
-    *outside_ops = fmax(0, ck_clock_median(outside, steps));
-    free(outside);
-    for (size_t op = 0; rc == CK_OK && op < s->n; op++) {
-        for (uint64_t k = 0; k < steps; k++)
-            column[k] = samples[k * s->n + op];
-        op_median[op] = ck_clock_median(column, steps);
-    }
-    free(samples);
-    free(column);
-    return rc;
-}
 
 int ck_cmd_profile(int argc, char **argv)
 {
@@ -131,63 +87,15 @@ int ck_cmd_profile(int argc, char **argv)
     }
     if (threads)
         ck_blas_set_threads((int)threads);
-    ck_exec *exec = NULL;
-    ck_schedule base = {0}, every = {0};
-    double *base_median = NULL, *median = NULL;
-    uint64_t peak = 0, ignored;
-    double outside_ops = 0, ignored_time;
+    ck_profile prof;
     ck_exec_opts eo = {.seed = seed, .stop = ck_interrupt_flag()};
+    rc = ck_profile_run(&w, steps, &eo, &prof, &err);
+    const ck_stage *stages = prof.chain.stages;
+    const double *keep_all = prof.keep_all;
     size_t L = w.chain.n_stages;
-    size_t *starts = malloc(L * sizeof *starts);
-    rc = starts ? ck_exec_create(w.model, &w.chain, w.stage_first, &eo, &exec, &err) : ck_err_oom(&err);
-    for (size_t i = 0; rc == CK_OK && i < L; i++)
-        starts[i] = i;
-    /* Two schedules: the baseline for the store-everything peak, and one that checkpoints
-     * every stage, in which each stage runs F_ck (but the last), F_all and B once. */
-    if (rc == CK_OK)
-        rc = ck_schedule_baseline(&w.chain, &base, &err);
-    if (rc == CK_OK)
-        rc = ck_segments_of(&w.chain, starts, L, &every, &err);
-    if (rc == CK_OK && (!(base_median = calloc(base.n, sizeof *base_median)) ||
-                        !(median = calloc(every.n, sizeof *median))))
-        rc = ck_err_oom(&err);
-    if (rc == CK_OK)
-        rc = time_ops(exec, &base, 1, base_median, &ignored_time, &peak, &err);
-    if (rc == CK_OK)
-        rc = time_ops(exec, &every, steps, median, &outside_ops, &ignored, &err);
-    ck_chain measured = w.chain; /* same stages; times replaced below */
-    ck_stage *stages = NULL;
-    double *keep_nothing = calloc(L, sizeof *keep_nothing), *keep_all = calloc(L, sizeof *keep_all);
-    if (rc == CK_OK && (!(stages = malloc(L * sizeof *stages)) || !keep_nothing || !keep_all))
-        rc = ck_err_oom(&err);
     if (rc == CK_OK) {
-        memcpy(stages, w.chain.stages, L * sizeof *stages);
-        measured.stages = stages;
-        for (size_t k = 0; k < every.n; k++) {
-            const ck_action *op = &every.actions[k];
-            if (op->kind == CK_F_CK)
-                keep_nothing[op->stage] = median[k];
-            else if (op->kind == CK_F_ALL)
-                keep_all[op->stage] = median[k];
-            else if (op->kind == CK_B)
-                stages[op->stage].bwd_time = median[k];
-            else
-                measured.loss_bwd_time = median[k];
-        }
-        keep_nothing[L - 1] = keep_all[L - 1]; /* the last stage is never checkpointed */
-        /* The optimizer step and the inputs cost the same in every schedule, once a step,
-         * like the loss: counted with it, they keep overheads relative to whole steps. */
-        measured.loss_bwd_time += outside_ops;
-        /* Every schedule ckplan makes runs each stage's F_all and B exactly once, and adds
-         * only F_ck / F_none forwards: so the chain's single fwd_time is the forward that
-         * keeps nothing, and what keeping costs on top of it goes with the backward. The
-         * chain's times then add up to the measured ones for every such schedule. */
-        for (size_t i = 0; i < L; i++) {
-            stages[i].fwd_time = keep_nothing[i];
-            stages[i].bwd_time = fmax(0, stages[i].bwd_time + keep_all[i] - keep_nothing[i]);
-        }
-        cJSON *json = ck_costs_to_json(&measured, w.path, w.sha256,
-                                       ck_workload_granularity_name(opts.granularity), peak);
+        cJSON *json = ck_costs_to_json(&prof.chain, w.path, w.sha256,
+                                       ck_workload_granularity_name(opts.granularity), prof.peak_bytes);
         char *text = json ? ck_json_print(json) : NULL;
         cJSON_Delete(json);
         rc = text ? ck_interrupt_check(&err) : ck_err_oom(&err); /* measured, but stopped */
@@ -204,24 +112,16 @@ int ck_cmd_profile(int argc, char **argv)
             printf("%-20.20s %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f\n", stages[i].name,
                    1e3 * w.chain.stages[i].fwd_time, 1e3 * stages[i].fwd_time,
                    1e3 * w.chain.stages[i].bwd_time, 1e3 * stages[i].bwd_time,
-                   1e3 * keep_all[i], 1e3 * (stages[i].bwd_time - keep_all[i] + keep_nothing[i]));
+                   1e3 * keep_all[i], 1e3 * (stages[i].bwd_time - keep_all[i] + stages[i].fwd_time));
         printf("%-20s %9s %9s %9.3f %9.3f   (includes %.3f outside the operations:\n"
                "%-20s %49s optimizer step and inputs)\n", "loss", "", "", 1e3 * w.chain.loss_bwd_time,
-               1e3 * measured.loss_bwd_time, 1e3 * outside_ops, "", "");
+               1e3 * prof.chain.loss_bwd_time, 1e3 * prof.outside_ops, "", "");
         char p[32];
-        ck_size_format(peak, p, sizeof p);
+        ck_size_format(prof.peak_bytes, p, sizeof p);
         printf("\ntracked activation peak of a store-everything step: %s\ncosts written to %s\n", p,
                output);
     }
-    free(stages);
-    free(keep_nothing);
-    free(keep_all);
-    free(starts);
-    free(median);
-    free(base_median);
-    ck_schedule_free(&every);
-    ck_schedule_free(&base);
-    ck_exec_free(exec);
+    ck_profile_free(&prof);
     ck_workload_free(&w);
     return ck_main_report(rc, err.msg);
 }

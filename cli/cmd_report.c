@@ -100,7 +100,7 @@ static cell get_cell(const ck_run_row *r, enum col c)
     case C_MODEL: return (cell){true, r->model, 0, 0};
     case C_PLANNER: return (cell){true, r->planner, 0, 0};
     case C_BUDGET: return (cell){true, NULL, r->budget_bytes, 0};
-    case C_OUTCOME: return (cell){true, ck_runs_outcome(r), 0, 0};
+    case C_OUTCOME: return (cell){true, ck_record_outcome(r), 0, 0};
     case C_MIN_BUDGET: return (cell){r->status == CK_RUN_INFEASIBLE, NULL, r->min_budget_bytes, 0};
     case C_PRED_PEAK: return (cell){p, NULL, r->predicted_peak, 0};
     case C_MEAS_PEAK: return (cell){m, NULL, r->measured_peak, 0};
@@ -272,7 +272,7 @@ static int print_table(FILE *out, const ck_runs *runs)
             ck_size_format(r->min_budget_bytes, need, sizeof need);
             snprintf(row[14], CELL, "infeasible (needs %s)", need);
         } else {
-            snprintf(row[14], CELL, "%s", ck_runs_outcome(r));
+            snprintf(row[14], CELL, "%s", ck_record_outcome(r));
         }
     }
     for (size_t i = 0; i < n; i++)
@@ -476,7 +476,7 @@ int ck_cmd_report(int argc, char **argv)
     if (svg_dir && ((rc = chart_set_make(&runs, &charts, &err)) != CK_OK ||
                     (rc = charts_apart(svg_dir, &charts, path, &err)) != CK_OK)) {
         chart_set_free(&charts);
-        ck_runs_free(&runs);
+        ck_record_runs_free(&runs);
         return ck_main_report(rc, err.msg);
     }
     if (runs.n_lines == 0) {
@@ -486,7 +486,7 @@ int ck_cmd_report(int argc, char **argv)
         ck_human_put_terminal_text(stdout, path);
         fputc('\n', stdout);
         chart_set_free(&charts);
-        ck_runs_free(&runs);
+        ck_record_runs_free(&runs);
         return 0;
     }
     if (csv)
@@ -503,6 +503,6 @@ int ck_cmd_report(int argc, char **argv)
         rc = ck_err_fail(&err, CK_ERR_INPUT, "%s: %zu of %zu records could not be read (see above)",
                      path, runs.n_bad, runs.n_lines);
     chart_set_free(&charts);
-    ck_runs_free(&runs);
+    ck_record_runs_free(&runs);
     return ck_main_report(rc, err.msg);
 }

@@ -14,6 +14,7 @@
 #include "planner/size.h"
 #include "planner/plan.h"
 #include "planner/sha256.h"
+#include "sim/verify.h"
 
 #define DEFAULT_PLAN_FILE "ckplan.plan.json"
 #define DEFAULT_RUNS_FILE "ckplan.runs.jsonl"
@@ -62,7 +63,7 @@ static void run_usage(FILE *out)
             "or input error (including a model changed since planning, or too large here),\n"
             "130, 143, 129 stopped by SIGINT (Ctrl-C), SIGTERM, SIGHUP (between operations:\n"
             "no record is written).\n",
-            DEFAULT_PLAN_FILE, 100 * CK_PEAK_TOLERANCE, DEFAULT_RUNS_FILE);
+            DEFAULT_PLAN_FILE, 100 * CK_VERIFY_PEAK_TOLERANCE, DEFAULT_RUNS_FILE);
 }
 
 enum { OPT_VERIFY = 2000, OPT_STEPS, OPT_THREADS, OPT_SEED, OPT_RUNS, OPT_QUIET, OPT_RNG, OPT_SVG, OPT_TRACE };

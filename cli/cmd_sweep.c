@@ -19,6 +19,7 @@
 #include "planner/sha256.h"
 #include "planner/size.h"
 #include "planner/workload.h"
+#include "sim/record.h"
 
 #define DEFAULT_RUNS_FILE "ckplan.runs.jsonl"
 #define DEFAULT_PLANNERS "dp,revolve,chen,sqrt"
@@ -287,10 +288,8 @@ static int sweep_point(const sweep_args *a, const ck_workload *w, const ck_plann
     int rc = ck_runner_plan(w, planner, budget, &a->planner_opts, &a->workload_opts, &planned, err);
     const char *gran = w->model ? ck_workload_granularity_name(a->workload_opts.granularity) : NULL;
     if (rc == CK_ERR_INFEASIBLE) {
-        uint64_t min_budget;
-        if (!ck_size_add(w->statics.total, planned.min_activation_bytes, &min_budget))
-            min_budget = UINT64_MAX;
-        line = ck_runner_infeasible_record(planner->name, budget, min_budget, w, gran);
+        uint64_t min_budget = ck_planner_step_budget(w->statics.total, planned.min_activation_bytes);
+        line = ck_record_infeasible(planner->name, budget, min_budget, w, gran);
         rc = line ? ck_files_append_line(a->runs_path, line, err) : ck_err_oom(err);
         t->infeasible += rc == CK_OK;
         free(line);
@@ -322,7 +321,7 @@ static int sweep_point(const sweep_args *a, const ck_workload *w, const ck_plann
         }
     }
     if (rc == CK_OK && !run) {
-        line = ck_runner_planned_record(&plan, sha, w);
+        line = ck_record_planned(&plan, sha, w);
         rc = line ? ck_files_append_line(a->runs_path, line, err) : ck_err_oom(err);
         t->planned += rc == CK_OK;
     } else if (rc == CK_OK) {

@@ -1,12 +1,10 @@
 /* runner: planning and running one plan, shared by plan, run and sweep (see runner.h). */
 #include "cli/runner.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -17,7 +15,6 @@
 #include "cli/human.h"
 #include "cli/interrupt.h"
 #include "cli/trace.h"
-#include "cli/runs.h"
 #include "planner/json.h"
 #include "planner/sha256.h"
 #include "planner/size.h"
@@ -25,23 +22,15 @@
 #include "sim/exec.h"
 #include "sim/mem.h"
 #include "sim/clock.h"
+#include "sim/record.h"
+#include "sim/verify.h"
 
 /* Rounds of alternating baseline and plan steps that the times come from. */
 #define TIMING_ROUNDS(steps) (2 * (steps) + 1)
 
 typedef ck_run_settings run_args;
 
-/* What one run (baseline or plan) measured over its steps. */
-typedef struct {
-    uint64_t activation_peak, static_bytes, rss_peak;
-    double median_seconds; /* of its steps in the interleaved timing rounds */
-    double *losses;      /* per measured step */
-    char (*grad_sha)[65]; /* per measured step, digest of the gradients' bits */
-    float *last_grads;
-    size_t n_grads;
-} run_measure;
-
-static void run_measure_free(run_measure *m)
+static void measure_free(ck_run_measure *m)
 {
     free(m->losses);
     free(m->grad_sha);
@@ -68,7 +57,7 @@ static void progress_done(progress *p)
 
 /* Runs one warm-up step and `steps` measured steps of s from the initial state. */
 static int measure(ck_exec *e, const ck_schedule *s, uint64_t steps, const char *what,
-                   progress *prog, run_measure *m, ck_err *err)
+                   progress *prog, ck_run_measure *m, ck_err *err)
 {
     memset(m, 0, sizeof *m);
     m->losses = calloc(steps, sizeof *m->losses);
@@ -115,7 +104,7 @@ static int measure(ck_exec *e, const ck_schedule *s, uint64_t steps, const char 
  * other load) falls on both alike; the overhead is the median of the per-round ratios.
  * Parameters keep training in between: the values do not change the time a step takes. */
 static int time_interleaved(ck_exec *e, const ck_schedule *base, const ck_schedule *plan,
-                            uint64_t rounds, run_measure *mb, run_measure *mp, double *overhead,
+                            uint64_t rounds, ck_run_measure *mb, ck_run_measure *mp, double *overhead,
                             ck_err *err)
 {
     double *t = calloc(3 * rounds, sizeof *t);
@@ -144,158 +133,9 @@ static int time_interleaved(ck_exec *e, const ck_schedule *base, const ck_schedu
     return rc;
 }
 
-typedef struct {
-    bool loss_identical, gradients_identical, peak_within, plan_file_matches, passed;
-    double max_abs_diff, peak_ratio;
-} verification;
-
-/* p's figures are the replayed ones; check says how the plan file's differ. */
-static verification verify(const ck_plan_file *p, const ck_plan_check *check,
-                           const run_measure *base, const run_measure *plan, uint64_t steps)
-{
-    verification v = {.loss_identical = true, .gradients_identical = true,
-                      .plan_file_matches = check->n_differences == 0};
-    for (uint64_t k = 0; k < steps; k++) {
-        v.loss_identical &= memcmp(&base->losses[k], &plan->losses[k], sizeof(double)) == 0;
-        v.gradients_identical &= strcmp(base->grad_sha[k], plan->grad_sha[k]) == 0;
-    }
-    for (size_t i = 0; i < base->n_grads && i < plan->n_grads; i++)
-        v.max_abs_diff = fmax(v.max_abs_diff, fabs((double)base->last_grads[i] - plan->last_grads[i]));
-    uint64_t predicted = p->predicted.activation_peak_bytes;
-    v.peak_ratio = predicted ? (double)plan->activation_peak / (double)predicted : 1;
-    v.peak_within = plan->activation_peak <= predicted && v.peak_ratio >= 1 - CK_PEAK_TOLERANCE;
-    v.passed = v.loss_identical && v.gradients_identical && v.peak_within && v.plan_file_matches;
-    return v;
-}
-
-static bool add_measure(cJSON *parent, const char *key, const run_measure *m, uint64_t steps)
-{
-    cJSON *o = cJSON_AddObjectToObject(parent, key);
-    cJSON *losses = o ? cJSON_AddArrayToObject(o, "losses") : NULL;
-    bool ok = losses && ck_json_add_number(o, "activation_peak_bytes", (double)m->activation_peak) &&
-              ck_json_add_number(o, "static_bytes", (double)m->static_bytes) &&
-              ck_json_add_number(o, "rss_peak_bytes", (double)m->rss_peak) &&
-              ck_json_add_number(o, "step_seconds", m->median_seconds) &&
-              cJSON_AddStringToObject(o, "gradients_sha256", m->grad_sha[steps - 1]);
-    for (uint64_t k = 0; ok && k < steps; k++) {
-        cJSON *n = ck_json_number(m->losses[k]);
-        ok = n && cJSON_AddItemToArray(losses, n);
-    }
-    return ok;
-}
-
-/* The parts every ckplan-run/1 record starts with: format, status, time, the plan (its
- * path and digest when there is a plan file) and the model. NULL when out of memory. */
-static cJSON *record_head(const char *status, const char *plan_path, const char *plan_sha,
-                          const char *planner, uint64_t budget, const ck_workload *w,
-                          const char *granularity)
-{
-    char stamp[32];
-    time_t t = time(NULL);
-    strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", gmtime(&t));
-    cJSON *root = cJSON_CreateObject();
-    cJSON *po = NULL, *mo = NULL;
-    bool ok = root && cJSON_AddStringToObject(root, "format", CK_RUN_FORMAT) &&
-              cJSON_AddStringToObject(root, "status", status) &&
-              cJSON_AddStringToObject(root, "time", stamp) &&
-              (po = cJSON_AddObjectToObject(root, "plan")) &&
-              (!plan_path || cJSON_AddStringToObject(po, "path", plan_path)) &&
-              (!plan_sha || cJSON_AddStringToObject(po, "sha256", plan_sha)) &&
-              cJSON_AddStringToObject(po, "planner", planner) &&
-              ck_json_add_number(po, "budget_bytes", (double)budget) &&
-              (mo = cJSON_AddObjectToObject(root, "model")) &&
-              cJSON_AddStringToObject(mo, "path", w->path) &&
-              cJSON_AddStringToObject(mo, "sha256", w->sha256) &&
-              cJSON_AddStringToObject(mo, "name", w->chain.name) &&
-              ck_json_add_number(mo, "stages", (double)w->chain.n_stages) &&
-              (!granularity || cJSON_AddStringToObject(mo, "granularity", granularity));
-    if (!ok) {
-        cJSON_Delete(root);
-        return NULL;
-    }
-    return root;
-}
-
-/* The predictions: the replay of the plan's schedule (for a plan made in memory, the
- * replay it was made with). */
-static bool add_predicted(cJSON *root, const ck_plan_figures *f)
-{
-    cJSON *pred = cJSON_AddObjectToObject(root, "predicted");
-    return pred && ck_json_add_number(pred, "activation_peak_bytes", (double)f->activation_peak_bytes) &&
-           ck_json_add_number(pred, "baseline_activation_peak_bytes", (double)f->baseline_activation_peak_bytes) &&
-           ck_json_add_number(pred, "static_bytes", (double)f->static_bytes) &&
-           ck_json_add_number(pred, "time", f->time) &&
-           ck_json_add_number(pred, "baseline_time", f->baseline_time) &&
-           ck_json_add_number(pred, "overhead", f->overhead);
-}
-
-/* verification.plan_file_matches and the plan file's figures that the replay contradicts. */
-static bool add_differences(cJSON *vo, const ck_plan_check *check)
-{
-    cJSON *list = cJSON_AddArrayToObject(vo, "plan_file_differences");
-    bool ok = list && cJSON_AddBoolToObject(vo, "plan_file_matches", check->n_differences == 0);
-    for (size_t k = 0; ok && k < check->n_differences; k++) {
-        const ck_plan_difference *d = &check->differences[k];
-        cJSON *o = cJSON_CreateObject();
-        ok = o && cJSON_AddItemToArray(list, o) && cJSON_AddStringToObject(o, "field", d->field) &&
-             ck_json_add_number(o, "plan_file", d->is_time ? d->plan_time : (double)d->plan_bytes) &&
-             ck_json_add_number(o, "replayed", d->is_time ? d->replayed_time : (double)d->replayed_bytes);
-    }
-    return ok;
-}
-
-static char *finish_record(cJSON *root, bool ok)
-{
-    char *line = ok ? cJSON_PrintUnformatted(root) : NULL;
-    cJSON_Delete(root);
-    return line;
-}
-
-/* The ckplan-run/1 record of a run, one line of JSON (documented in docs/run-format.md). */
-static char *run_record(const run_args *a, const ck_plan_file *p, const ck_plan_check *check,
-                        const char *plan_sha, const ck_workload *w, const run_measure *base,
-                        const run_measure *plan, double measured_overhead, const verification *v)
-{
-    cJSON *root = record_head("ran", a->plan_path, plan_sha, p->planner, p->budget_bytes, w,
-                              p->granularity);
-    cJSON *so = NULL, *vo = NULL;
-    bool ok = root && (so = cJSON_AddObjectToObject(root, "settings")) &&
-              ck_json_add_number(so, "steps", (double)a->steps) &&
-              ck_json_add_number(so, "threads", (double)ck_blas_threads()) &&
-              ck_json_add_number(so, "seed", (double)a->seed) &&
-              cJSON_AddStringToObject(so, "rng", a->stateful_rng ? "stateful" : "counter") &&
-              add_predicted(root, &p->predicted) &&
-              add_measure(root, "baseline", base, a->steps) && add_measure(root, "plan_run", plan, a->steps) &&
-              ck_json_add_number(root, "measured_overhead", measured_overhead) &&
-              (vo = cJSON_AddObjectToObject(root, "verification")) &&
-              cJSON_AddBoolToObject(vo, "performed", a->verify) &&
-              cJSON_AddBoolToObject(vo, "passed", v->passed) &&
-              cJSON_AddBoolToObject(vo, "loss_identical", v->loss_identical) &&
-              cJSON_AddBoolToObject(vo, "gradients_identical", v->gradients_identical) &&
-              ck_json_add_number(vo, "max_abs_gradient_difference", v->max_abs_diff) &&
-              cJSON_AddBoolToObject(vo, "peak_within_prediction", v->peak_within) &&
-              ck_json_add_number(vo, "peak_ratio", v->peak_ratio) && add_differences(vo, check);
-    return root ? finish_record(root, ok) : NULL;
-}
-
-char *ck_runner_planned_record(const ck_plan_file *p, const char *plan_sha, const ck_workload *w)
-{
-    cJSON *root = record_head("planned", NULL, plan_sha, p->planner, p->budget_bytes, w, p->granularity);
-    return root ? finish_record(root, add_predicted(root, &p->predicted)) : NULL;
-}
-
-char *ck_runner_infeasible_record(const char *planner, uint64_t budget, uint64_t min_budget,
-                                  const ck_workload *w, const char *granularity)
-{
-    cJSON *root = record_head("infeasible", NULL, NULL, planner, budget, w, granularity);
-    return root ? finish_record(root, ck_json_add_number(root, "minimum_budget_bytes",
-                                                              (double)min_budget) != NULL)
-                : NULL;
-}
-
-static void print_summary(const ck_plan_file *p, const ck_workload *w, const run_measure *base,
-                          const run_measure *plan, double measured_overhead,
-                          const verification *v, bool verified)
+static void print_summary(const ck_plan_file *p, const ck_workload *w, const ck_run_measure *base,
+                          const ck_run_measure *plan, double measured_overhead,
+                          const ck_verdict *v, bool verified)
 {
     char a[32], b[32], c[32], d[32];
     ck_human_put_terminal_text(stdout, w->chain.name); /* names from the input: shown, never obeyed */
@@ -461,12 +301,10 @@ int ck_runner_memory(ck_run_memory *out, ck_err *err)
 
 int ck_runner_fits_here(const ck_run_memory *m, const ck_plan_figures *f, ck_err *err)
 {
-    uint64_t need;
     uint64_t act = f->baseline_activation_peak_bytes > f->activation_peak_bytes
                        ? f->baseline_activation_peak_bytes
                        : f->activation_peak_bytes;
-    if (!ck_size_add(f->static_bytes, act, &need))
-        need = UINT64_MAX;
+    uint64_t need = ck_planner_step_budget(f->static_bytes, act);
     if (m->bytes && need > m->bytes) {
         char n[32], h[32];
         ck_size_format(need, n, sizeof n);
@@ -520,8 +358,8 @@ static int draw_run(const run_args *a, const ck_plan_file *plan, const ck_worklo
         char title[256];
         snprintf(title, sizeof title, "%s: %s plan, activation memory per operation, predicted and "
                                       "measured", w->chain.name, plan->planner);
-        uint64_t statics = plan->predicted.static_bytes;
-        uint64_t budget = plan->budget_bytes > statics ? plan->budget_bytes - statics : 0;
+        uint64_t budget;
+        ck_planner_activation_budget(plan->budget_bytes, plan->predicted.static_bytes, &budget);
         rc = ck_chart_schedules_write(a->svg_path, title, &w->chain, label, &plan->schedule,
                                       tp.live, tb.live, budget, err);
     }
@@ -618,25 +456,10 @@ static void warn_differences(const run_args *a, const ck_plan_check *check)
     }
 }
 
-static void verification_failure(const verification *v, const ck_plan_check *check, ck_err *err)
-{
-    size_t used = 0, len = sizeof err->msg;
-    used += (size_t)snprintf(err->msg, len, "verification failed:%s%s%s%s",
-                             v->loss_identical ? "" : " the loss differs from the baseline's;",
-                             v->gradients_identical ? "" : " gradients differ from the baseline's;",
-                             v->peak_within ? "" : " the tracked activation peak is outside [95%, 100%] of the prediction;",
-                             v->plan_file_matches ? "" : " the plan file's figures differ from the replay of its schedule:");
-    for (size_t k = 0; k < check->n_differences && used < len; k++) {
-        char what[256];
-        ck_plan_check_describe(&check->differences[k], what, sizeof what);
-        used += (size_t)snprintf(err->msg + used, len - used, " %s;", what);
-    }
-}
-
 /* The two schedules' measured steps, their interleaved timing, and the chart and trace. */
 static int measure_both(const run_args *a, const ck_plan_file *plan, const ck_workload *w,
-                        ck_exec *exec, const ck_schedule *baseline, run_measure *base,
-                        run_measure *planned, double *overhead, ck_err *err)
+                        ck_exec *exec, const ck_schedule *baseline, ck_run_measure *base,
+                        ck_run_measure *planned, double *overhead, ck_err *err)
 {
     progress prog = {.show = !a->quiet && isatty(STDERR_FILENO), .start = ck_clock_seconds()};
     int rc = measure(exec, baseline, a->steps, "baseline", &prog, base, err);
@@ -657,12 +480,12 @@ static int measure_both(const run_args *a, const ck_plan_file *plan, const ck_wo
 
 /* Executes the plan (whose figures are the replayed ones) and its baseline, and records. */
 static int execute(const run_args *a, const ck_plan_file *plan, const plan_basis *b,
-                   const char *plan_sha, verification *v, ck_err *err)
+                   const char *plan_sha, ck_verdict *v, ck_err *err)
 {
     const ck_workload *w = b->w;
     ck_exec *exec = NULL;
     ck_schedule baseline = {0};
-    run_measure base = {0}, planned = {0};
+    ck_run_measure base = {0}, planned = {0};
     double overhead = 0;
     if (a->threads)
         ck_blas_set_threads((int)a->threads);
@@ -677,15 +500,21 @@ static int execute(const run_args *a, const ck_plan_file *plan, const plan_basis
     if (rc == CK_OK)
         rc = ck_interrupt_check(err); /* the last boundary before the record is written */
     if (rc == CK_OK) {
-        *v = verify(plan, &b->check, &base, &planned, a->steps);
-        char *line = run_record(a, plan, &b->check, plan_sha, w, &base, &planned, overhead, v);
+        *v = ck_verify_run(plan->predicted.activation_peak_bytes, &b->check, &base, &planned, a->steps);
+        ck_ran_record r = {
+            .plan_path = a->plan_path, .plan_sha = plan_sha, .plan = plan, .check = &b->check,
+            .w = w, .steps = a->steps, .threads = (uint64_t)ck_blas_threads(), .seed = a->seed,
+            .stateful_rng = a->stateful_rng, .verify_performed = a->verify, .baseline = &base,
+            .plan_run = &planned, .measured_overhead = overhead, .verdict = v,
+        };
+        char *line = ck_record_ran(&r);
         rc = line ? ck_files_append_line(a->runs_path, line, err) : ck_err_oom(err);
         free(line);
     }
     if (rc == CK_OK && !a->quiet)
         print_summary(plan, w, &base, &planned, overhead, v, a->verify);
-    run_measure_free(&base);
-    run_measure_free(&planned);
+    measure_free(&base);
+    measure_free(&planned);
     ck_schedule_free(&baseline);
     ck_exec_free(exec);
     return rc;
@@ -698,7 +527,7 @@ int ck_runner_run(const ck_run_settings *s, const ck_plan_file *p, const char *p
     if (!a.label)
         a.label = a.plan_path;
     ck_err err = {{0}};
-    verification v = {0};
+    ck_verdict v = {0};
     plan_basis b;
     int rc = prepare(&a, p, w, &b, &err);
     if (rc == CK_OK) {
@@ -710,7 +539,7 @@ int ck_runner_run(const ck_run_settings *s, const ck_plan_file *p, const char *p
     }
     if (rc == CK_OK && a.verify && !v.passed) {
         rc = CK_ERR_RUNTIME;
-        verification_failure(&v, &b.check, &err);
+        ck_verify_reasons(&v, &b.check, err.msg, sizeof err.msg);
     }
     if (b.have_loaded)
         ck_workload_free(&b.loaded);
@@ -725,7 +554,7 @@ int ck_runner_plan(const ck_workload *w, const ck_planner *planner, uint64_t bud
                    ck_err *err)
 {
     memset(out, 0, sizeof *out);
-    if (budget < w->statics.total) {
+    if (!ck_planner_activation_budget(budget, w->statics.total, &out->activation_budget)) {
         /* Still find the planner's minimum, so that a sweep can record what would fit. */
         ck_err why;
         ck_replay r;
@@ -738,7 +567,7 @@ int ck_runner_plan(const ck_workload *w, const ck_planner *planner, uint64_t bud
         return CK_ERR_INFEASIBLE;
     }
     uint64_t min_budget = 0;
-    int rc = ck_planner_run(&w->chain, planner, budget - w->statics.total, popts, &out->result,
+    int rc = ck_planner_run(&w->chain, planner, out->activation_budget, popts, &out->result,
                            &out->predicted, &min_budget, err);
     if (rc == CK_ERR_INFEASIBLE) {
         out->min_activation_bytes = min_budget;
@@ -762,7 +591,7 @@ int ck_runner_plan(const ck_workload *w, const ck_planner *planner, uint64_t bud
         .predicted = out->predicted,
         .baseline = out->baseline,
         .result = &out->result,
-        .baseline_fits = out->baseline.peak_bytes <= budget - w->statics.total,
+        .baseline_fits = out->baseline.peak_bytes <= out->activation_budget,
         .granularity = w->model ? ck_workload_granularity_name(wopts->granularity) : NULL,
         .time_unit = w->model ? "s" : NULL,
         .slots = popts->slots,

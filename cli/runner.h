@@ -14,16 +14,13 @@
 #include "planner/planner.h"
 #include "planner/workload.h"
 
-/* The tracked peak must reach this fraction below the prediction: a prediction far above
- * what is used would waste the memory it was meant to save. */
-#define CK_PEAK_TOLERANCE 0.05
-
 /* A plan at one budget. */
 typedef struct {
     ck_plan_result result;
     ck_replay predicted, baseline;
     ck_plan_doc doc;  /* refers to result and to the workload */
     char *text;       /* the plan file's JSON text, NUL-terminated */
+    uint64_t activation_budget; /* what the budget leaves beside the static memory */
     /* When infeasible: the planner's smallest activation budget, and whether the budget
      * does not even hold the static memory. */
     uint64_t min_activation_bytes;
@@ -78,12 +75,5 @@ int ck_runner_fits_here(const ck_run_memory *m, const ck_plan_figures *f, ck_err
  * (polled between operations; then no record is written). */
 int ck_runner_run(const ck_run_settings *s, const ck_plan_file *plan, const char *plan_sha,
                   const ck_workload *w, bool *passed, ck_err *err);
-
-/* The ckplan-run/1 records of sweep points that were not run (docs/run-format.md): a plan
- * made in memory (plan_sha of its text), and a budget the planner cannot meet, with the
- * smallest whole-step budget it can. One line of JSON; NULL when out of memory. */
-char *ck_runner_planned_record(const ck_plan_file *p, const char *plan_sha, const ck_workload *w);
-char *ck_runner_infeasible_record(const char *planner, uint64_t budget, uint64_t min_budget,
-                                  const ck_workload *w, const char *granularity);
 
 #endif

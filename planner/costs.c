@@ -1,5 +1,6 @@
 #include "planner/costs.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -97,5 +98,42 @@ int ck_costs_apply(const ck_costs *costs, const char *costs_file, const char *sh
         chain->stages[i].bwd_time = m->stages[i].bwd_time;
     }
     chain->loss_bwd_time = m->loss_bwd_time;
+    return CK_OK;
+}
+
+int ck_costs_from_profile(const ck_chain *c, const ck_schedule *every, const double *median,
+                          double outside_ops, ck_chain *measured, double *keep_all, ck_err *err)
+{
+    size_t L = c->n_stages;
+    *measured = *c;
+    ck_stage *stages = malloc(L * sizeof *stages);
+    double *keep_nothing = calloc(L, sizeof *keep_nothing);
+    if (!stages || !keep_nothing) {
+        free(stages);
+        free(keep_nothing);
+        measured->stages = NULL;
+        return ck_err_oom(err);
+    }
+    memcpy(stages, c->stages, L * sizeof *stages);
+    measured->stages = stages;
+    memset(keep_all, 0, L * sizeof *keep_all);
+    for (size_t k = 0; k < every->n; k++) {
+        const ck_action *op = &every->actions[k];
+        if (op->kind == CK_F_CK)
+            keep_nothing[op->stage] = median[k];
+        else if (op->kind == CK_F_ALL)
+            keep_all[op->stage] = median[k];
+        else if (op->kind == CK_B)
+            stages[op->stage].bwd_time = median[k];
+        else
+            measured->loss_bwd_time = median[k];
+    }
+    keep_nothing[L - 1] = keep_all[L - 1]; /* the last stage is never checkpointed */
+    measured->loss_bwd_time += outside_ops;
+    for (size_t i = 0; i < L; i++) {
+        stages[i].fwd_time = keep_nothing[i];
+        stages[i].bwd_time = fmax(0, stages[i].bwd_time + keep_all[i] - keep_nothing[i]);
+    }
+    free(keep_nothing);
     return CK_OK;
 }

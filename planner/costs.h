@@ -7,6 +7,7 @@
 
 #include "planner/chain.h"
 #include "planner/err.h"
+#include "planner/schedule.h"
 
 #define CK_COSTS_FORMAT "ckplan-costs/1"
 
@@ -28,5 +29,18 @@ void ck_costs_free(ck_costs *c);
  * on a chain whose stages differ. */
 int ck_costs_apply(const ck_costs *costs, const char *costs_file, const char *sha256,
                    const char *granularity, ck_chain *chain, ck_err *err);
+
+/* The chain times of a profile. median[k] is the measured time of every->actions[k], a
+ * schedule that checkpoints every stage of c (each stage runs F_ck, but the last, F_all
+ * and B once, and the loss once), and outside_ops the time a step spends outside its
+ * operations (optimizer step, inputs). Sets *measured to c with its stages copied (the
+ * caller frees measured->stages) and their times replaced, and keep_all[i] (c->n_stages >= 1
+ * entries) to stage i's F_all. Every schedule ckplan makes runs each stage's F_all and B
+ * once and adds only forwards that keep nothing, so fwd_time is the forward that keeps
+ * nothing and bwd_time the backward plus what keeping costs on top of it (never below 0);
+ * outside_ops goes with the loss, once a step like it. The chain's times then add up to
+ * the measured ones for every such schedule. */
+int ck_costs_from_profile(const ck_chain *c, const ck_schedule *every, const double *median,
+                          double outside_ops, ck_chain *measured, double *keep_all, ck_err *err);
 
 #endif

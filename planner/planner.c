@@ -84,3 +84,14 @@ int ck_planner_run(const ck_chain *c, const ck_planner *p, uint64_t budget,
     ck_planner_result_free(result);
     return rc;
 }
+
+bool ck_planner_activation_budget(uint64_t budget, uint64_t static_bytes, uint64_t *activation)
+{
+    *activation = budget >= static_bytes ? budget - static_bytes : 0;
+    return budget >= static_bytes;
+}
+
+uint64_t ck_planner_step_budget(uint64_t static_bytes, uint64_t activation_bytes)
+{
+    return activation_bytes > UINT64_MAX - static_bytes ? UINT64_MAX : static_bytes + activation_bytes;
+}

@@ -7,6 +7,7 @@
 #define CK_PLANNERS_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "planner/chain.h"
@@ -57,6 +58,15 @@ int ck_planner_check_fit(const ck_chain *c, const ck_schedule *s, uint64_t budge
 /* Sets the result's fields to "not applicable" and its schedule to empty. */
 void ck_planner_result_init(ck_plan_result *r);
 void ck_planner_result_free(ck_plan_result *r);
+
+/* A whole-step budget holds the static memory (parameters, gradients, optimizer state,
+ * inputs) beside the activations that planners plan: these two say how they add up. */
+/* The activation budget that `budget` leaves beside static_bytes: false, with
+ * *activation 0, when the static memory alone is over budget. */
+bool ck_planner_activation_budget(uint64_t budget, uint64_t static_bytes, uint64_t *activation);
+/* The whole-step budget that holds static_bytes and activation_bytes, UINT64_MAX when
+ * that is over 64 bits. */
+uint64_t ck_planner_step_budget(uint64_t static_bytes, uint64_t activation_bytes);
 
 /* Plans c under budget with planner p and replays the result into *replay. When the
  * store-everything schedule fits, that is the plan, whatever p. On CK_ERR_INFEASIBLE,

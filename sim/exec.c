@@ -977,7 +977,6 @@ int ck_exec_create(const ck_model *m, const ck_chain *c, const size_t *stage_fir
     *out = NULL;
     if (m && !stage_first)
         return ck_err_fail(err, CK_ERR_RUNTIME, "executor: a model needs its stages' first nodes");
-    ck_mem_keep_freed_memory();
     ck_exec *e = calloc(1, sizeof *e);
     if (!e)
         return ck_err_oom(err);

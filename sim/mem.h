@@ -36,7 +36,9 @@ void ck_mem_reset_peaks(ck_mem *m);
 /* Keeps freed memory in the process instead of handing it back to the system, as the
  * caching allocators of training frameworks do: the steps after the first then reuse
  * pages instead of paying page faults for fresh ones, and a schedule's time does not
- * depend on how much memory the step before it touched. Process-wide; idempotent. */
+ * depend on how much memory the step before it touched. Process-wide, so only programs
+ * call it (ckplan's main, tests that measure times or the resident set), never library
+ * code; idempotent. */
 void ck_mem_keep_freed_memory(void);
 
 /* Hands memory freed so far back to the system, then resets the kernel's resident-set

@@ -6,11 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The Makefile links unit tests against the library (planner/, sim/) only; the chart module
- * lives in cli/, so its sources are compiled into this test directly. */
-#include "cli/chart.c"
-#include "cli/files.c"
-#include "cli/interrupt.c"
+#include "cli/chart.h"
 
 #include "planner/planner.h"
 #include "planner/workload.h"

@@ -7,6 +7,7 @@
 #include "planner/planner.h"
 #include "planner/workload.h"
 #include "sim/exec.h"
+#include "sim/mem.h"
 #include "tests/unit/chaingen.h"
 #include "tests/unit/check_main.h"
 #include "tests/unit/plan_run.h"
@@ -624,6 +625,9 @@ static Suite *exec_suite(void)
     Suite *s = suite_create("exec");
     TCase *tc = tcase_create("exec");
     tcase_set_timeout(tc, 600);
+    /* In the parent, before each test's process is forked: steps are timed and the
+     * resident peak read with freed memory kept, as ckplan's main sets it. */
+    tcase_add_unchecked_fixture(tc, ck_mem_keep_freed_memory, NULL);
     tcase_add_test(tc, memory_counts_by_kind);
     tcase_add_test(tc, rss_peak_follows_touched_memory);
     tcase_add_test(tc, chain_peak_equals_replay);

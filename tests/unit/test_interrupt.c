@@ -13,10 +13,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* The Makefile links unit tests against the library (planner/, sim/) only; these modules
- * live in cli/, so their sources are compiled into this test directly. */
-#include "cli/files.c"
-#include "cli/interrupt.c"
+#include "cli/files.h"
+#include "cli/interrupt.h"
 
 #include "tests/unit/check_main.h"
 #include "tests/unit/fixtures.h"

@@ -3,13 +3,13 @@
  * names get different stems, also where case is ignored. */
 #include <check.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-/* The Makefile links unit tests against the library (planner/, sim/) only; this module
- * lives in cli/, so its source is compiled into this test directly. */
-#include "cli/safename.c"
+#include "cli/safename.h"
+#include "planner/sha256.h"
 
 #include "tests/unit/check_main.h"
 

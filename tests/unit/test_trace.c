@@ -7,11 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The Makefile links unit tests against the library (planner/, sim/) only; the trace module
- * lives in cli/, so its sources are compiled into this test directly. */
-#include "cli/files.c"
-#include "cli/interrupt.c"
-#include "cli/trace.c"
+#include "cli/trace.h"
 
 #include "planner/json.h"
 #include "sim/exec.h"
