@@ -72,12 +72,14 @@ $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(TEST_SUPPORT_OBJ) $(BUILD)/libckplan
 	@echo "  LINK    $@"
 	@$(CC) $(LINK_FLAGS) -o $@ $< $(TEST_SUPPORT_OBJ) $(BUILD)/libckplan.a $(CHECK_LIBS) $(LDLIBS_ALL)
 
-# Every test: the source checks, unit tests, command-line tests and the bad-input corpus,
-# then the last three again under AddressSanitizer and UndefinedBehaviorSanitizer, then
-# plan, run and report under valgrind; the last line adds them all up.
+# Every test: the source checks (their failures are counted, and fail the last line,
+# without stopping the rest), unit tests, command-line tests and the bad-input corpus, then
+# the last three again under AddressSanitizer and UndefinedBehaviorSanitizer, then plan,
+# run and report under valgrind; the last line adds them all up.
 check: deps
 	@rm -rf build/results
-	$(MAKE) --no-print-directory check-style check-unit check-cli check-bad
+	-$(MAKE) --no-print-directory check-style
+	$(MAKE) --no-print-directory check-unit check-cli check-bad
 	$(MAKE) --no-print-directory SAN=1 check-unit check-cli check-bad
 	$(MAKE) --no-print-directory check-valgrind check-robustness
 	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(CHECK_FUZZ_SECONDS)
@@ -94,8 +96,10 @@ check-bad: $(CKPLAN)
 
 # Source rules (tests/style/): which layer includes which, and function names.
 check-style:
-	@tests/style/layers build/results/style-layers
-	@tests/style/prefixes build/results/style-prefixes
+	@status=0; \
+	tests/style/layers build/results/style-layers || status=1; \
+	tests/style/prefixes build/results/style-prefixes || status=1; \
+	exit $$status
 
 check-valgrind: $(CKPLAN)
 	@tests/valgrind/run build/results/valgrind ./$(CKPLAN)
