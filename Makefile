@@ -1,21 +1,30 @@
 # ckplan: `make` builds ./ckplan, `make check` runs every test, `make demo` shows it working.
-# Dependencies are Debian packages found through pkg-config; `make deps` installs the
-# missing ones (as root through apt-get, otherwise it prints the command to run).
+# Dependencies are Debian packages: `make demo` installs what building ckplan needs
+# (deps-build), `make check` and `make deps` everything, the tests' tools included (as
+# root through apt-get, otherwise they print the command to run and stop).
 
 CC ?= cc
 PKGS := libcjson openblas
-DEB_PKGS := pkg-config libcjson-dev libopenblas-dev check
 
-BUILD ?= build
-OPT ?= -O2
+# SAN=1 builds with AddressSanitizer and UBSan, at -O1, in build-san/ (BUILD and OPT given
+# on the command line win).
+SAN ?=
+BUILD ?= $(if $(SAN),build-san,build)
+OPT ?= $(if $(SAN),-O1,-O2)
 SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 
-CFLAGS_BASE := -std=c11 -Wall -Wextra -Werror -g -D_GNU_SOURCE -I.
+# Each flag has one home. SOURCE_FLAGS say how the source is read (compiles only),
+# CODE_FLAGS what code is made of it (compiles and links: the sanitizers need both).
+# CFLAGS from the command line reach links too, so that a one-off flag such as
+# -fsanitize=fuzzer-no-link needs no LDFLAGS twin.
+SOURCE_FLAGS := -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -I.
+CODE_FLAGS = -g $(OPT) $(if $(SAN),$(SAN_FLAGS))
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CHECK_CFLAGS = $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null)
-ALL_CFLAGS = $(CFLAGS_BASE) $(OPT) $(PKG_CFLAGS) $(CFLAGS)
+COMPILE_FLAGS = $(SOURCE_FLAGS) $(CODE_FLAGS) $(PKG_CFLAGS) $(CFLAGS)
+LINK_FLAGS = $(CODE_FLAGS) $(CFLAGS) $(LDFLAGS)
 LDLIBS_ALL = $(PKG_LIBS) -lm $(LDLIBS)
 
 LIB_SRC := $(sort $(wildcard planner/*.c sim/*.c))
@@ -28,7 +37,8 @@ CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_SUPPORT_OBJ := $(TEST_SUPPORT_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all check check-unit check-cli check-bad check-valgrind check-robustness fuzz demo deps bench clean
+.PHONY: all check check-unit check-cli check-bad check-style check-valgrind check-robustness fuzz demo \
+	deps deps-build bench clean
 all: ckplan
 
 # Objects are never intermediate: keep test support objects between runs.
@@ -37,7 +47,10 @@ all: ckplan
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
-	@$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) -MMD -MP -c $< -o $@
+	@$(CC) $(COMPILE_FLAGS) -MMD -MP -c $< -o $@
+
+# Only tests use Check: building ckplan does not need it installed.
+$(BUILD)/tests/%.o: COMPILE_FLAGS += $(CHECK_CFLAGS)
 
 $(BUILD)/libckplan.a: $(LIB_OBJ)
 	@rm -f $@
@@ -58,21 +71,22 @@ endif
 
 $(CKPLAN): $(CLI_OBJ) $(BUILD)/libckplan.a
 	@echo "  LINK    $@"
-	@$(CC) $(ALL_CFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libckplan.a $(LDLIBS_ALL)
+	@$(CC) $(LINK_FLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libckplan.a $(LDLIBS_ALL)
 
 $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(TEST_SUPPORT_OBJ) $(BUILD)/libckplan-cli.a $(BUILD)/libckplan.a
 	@mkdir -p $(dir $@)
 	@echo "  LINK    $@"
-	@$(CC) $(ALL_CFLAGS) -o $@ $< $(TEST_SUPPORT_OBJ) $(BUILD)/libckplan-cli.a $(BUILD)/libckplan.a $(CHECK_LIBS) $(LDLIBS_ALL)
+	@$(CC) $(LINK_FLAGS) -o $@ $< $(TEST_SUPPORT_OBJ) $(BUILD)/libckplan-cli.a $(BUILD)/libckplan.a $(CHECK_LIBS) $(LDLIBS_ALL)
 
-# Every test: unit tests, command-line tests and the bad-input corpus, then all three again
-# under AddressSanitizer and UndefinedBehaviorSanitizer, then plan, run and report under
-# valgrind; the last line adds them all up.
+# Every test: the source checks (their failures are counted, and fail the last line,
+# without stopping the rest), unit tests, command-line tests and the bad-input corpus, then
+# the last three again under AddressSanitizer and UndefinedBehaviorSanitizer, then plan,
+# run and report under valgrind; the last line adds them all up.
 check: deps
 	@rm -rf build/results
+	-$(MAKE) --no-print-directory check-style
 	$(MAKE) --no-print-directory check-unit check-cli check-bad
-	$(MAKE) --no-print-directory BUILD=build-san OPT=-O1 CFLAGS="$(SAN_FLAGS)" LDLIBS="$(SAN_FLAGS)" \
-		check-unit check-cli check-bad
+	$(MAKE) --no-print-directory SAN=1 check-unit check-cli check-bad
 	$(MAKE) --no-print-directory check-valgrind check-robustness
 	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(CHECK_FUZZ_SECONDS)
 	@tests/summary build/results
@@ -85,6 +99,13 @@ check-cli: $(CKPLAN)
 
 check-bad: $(CKPLAN)
 	@tests/bad/run build/results/bad-$(notdir $(BUILD)) ./$(CKPLAN)
+
+# Source rules (tests/style/): which layer includes which, and function names.
+check-style:
+	@status=0; \
+	tests/style/layers build/results/style-layers || status=1; \
+	tests/style/prefixes build/results/style-prefixes || status=1; \
+	exit $$status
 
 check-valgrind: $(CKPLAN)
 	@tests/valgrind/run build/results/valgrind ./$(CKPLAN)
@@ -101,11 +122,20 @@ CHECK_FUZZ_SECONDS := $(if $(CI),60,10)
 fuzz: ckplan
 	@tests/fuzz/run $(FUZZ_SECONDS)
 
+# The fuzz targets' link, for tests/fuzz/run, which builds them with BUILD=build/fuzz
+# CC=clang SAN=1 CFLAGS=-fsanitize=fuzzer-no-link: each target with the readers it fuzzes
+# (planner/, and the runs reader of cli/ with what it prints through).
+FUZZ_LIB_OBJ := $(filter $(BUILD)/planner/%,$(LIB_OBJ)) $(BUILD)/sim/record.o
+$(BUILD)/bin/fuzz_%: $(BUILD)/tests/fuzz/fuzz_%.o $(FUZZ_LIB_OBJ)
+	@mkdir -p $(dir $@)
+	@echo "  LINK    $@"
+	@$(CC) $(LINK_FLAGS) -fsanitize=fuzzer -o $@ $^ $(LDLIBS_ALL)
+
 # Benchmarks: planner speed, written with the command and machine to docs/benchmarks.md.
 $(BUILD)/bench/%: $(BUILD)/tests/bench/%.o $(TEST_SUPPORT_OBJ) $(BUILD)/libckplan.a
 	@mkdir -p $(dir $@)
 	@echo "  LINK    $@"
-	@$(CC) $(ALL_CFLAGS) -o $@ $< $(TEST_SUPPORT_OBJ) $(BUILD)/libckplan.a $(CHECK_LIBS) $(LDLIBS_ALL)
+	@$(CC) $(LINK_FLAGS) -o $@ $< $(TEST_SUPPORT_OBJ) $(BUILD)/libckplan.a $(CHECK_LIBS) $(LDLIBS_ALL)
 
 # deps first, then a fresh make: pkg-config flags are read when make starts, so targets
 # that install dependencies must build in a second invocation.
@@ -150,24 +180,37 @@ bench: deps
 	} > docs/benchmarks.md.tmp && mv docs/benchmarks.md.tmp docs/benchmarks.md
 	@cat docs/benchmarks.md
 
-demo: deps
+# Everything the demo writes goes to demo/, made afresh each time.
+demo: deps-build
 	@$(MAKE) --no-print-directory ckplan
-	@mkdir -p demo
-	./ckplan plan models/gpt2-tiny.json --budget 22M --svg demo/plan.svg
-	./ckplan run --verify --svg demo/run.svg --trace demo/run.trace.json
-	./ckplan sweep models/gpt2-tiny.json --budgets 17M:26M:4
-	./ckplan report --svg demo
+	@rm -rf demo && mkdir demo
+	./ckplan plan models/gpt2-tiny.json --budget 22M -o demo/plan.json --svg demo/plan.svg
+	./ckplan run demo/plan.json --verify --runs demo/runs.jsonl --svg demo/run.svg --trace demo/run.trace.json
+	./ckplan sweep models/gpt2-tiny.json --budgets 17M:26M:4 --runs demo/runs.jsonl
+	./ckplan report --runs demo/runs.jsonl --svg demo
 	@echo "memory timelines: demo/plan.svg (predicted) and demo/run.svg (predicted and measured);"
 	@echo "trace of one step of each: demo/run.trace.json (open it in Perfetto or chrome://tracing)"
 
-deps:
+# What each need is and which Debian package meets it, as KIND:NAME:PACKAGE, KIND being cmd
+# (a command), pc (a pkg-config module) or deb (an installed package). Building ckplan
+# needs a C compiler and the libraries; the tests add Check, python3 (the command-line
+# tests), valgrind, and clang with its sanitizer and libFuzzer runtime.
+DEPS_BUILD := cmd:$(firstword $(CC)):$(if $(findstring clang,$(CC)),clang,gcc) \
+	cmd:pkg-config:pkg-config pc:libcjson:libcjson-dev pc:openblas:libopenblas-dev
+DEPS_TESTS := pc:check:check cmd:python3:python3 cmd:valgrind:valgrind cmd:clang:clang \
+	deb:libclang-rt-14-dev:libclang-rt-14-dev
+
+# $(call install_missing,NEEDS): as root, apt-get installs the packages of the needs not
+# met; otherwise prints the command that would and fails.
+define install_missing
 	@missing=""; \
-	command -v pkg-config >/dev/null 2>&1 || missing="pkg-config"; \
-	command -v valgrind >/dev/null 2>&1 || missing="$$missing valgrind"; \
-	command -v clang >/dev/null 2>&1 || missing="$$missing clang"; \
-	dpkg -s libclang-rt-14-dev >/dev/null 2>&1 || missing="$$missing libclang-rt-14-dev"; \
-	for p in libcjson:libcjson-dev openblas:libopenblas-dev check:check; do \
-		pkg-config --exists $${p%%:*} 2>/dev/null || missing="$$missing $${p#*:}"; \
+	for need in $(1); do \
+		kind=$${need%%:*}; name=$${need#*:}; package=$${name#*:}; name=$${name%%:*}; \
+		case $$kind in \
+			cmd) command -v "$$name" ;; \
+			pc) pkg-config --exists "$$name" ;; \
+			deb) dpkg -s "$$name" ;; \
+		esac >/dev/null 2>&1 || missing="$$missing $$package"; \
 	done; \
 	if [ -n "$$missing" ]; then \
 		if [ "$$(id -u)" = 0 ]; then \
@@ -178,8 +221,19 @@ deps:
 			echo "install them with: sudo apt-get install$$missing"; exit 1; \
 		fi; \
 	fi
+endef
 
+deps-build:
+	$(call install_missing,$(DEPS_BUILD))
+
+deps:
+	$(call install_missing,$(DEPS_BUILD) $(DEPS_TESTS))
+
+# Every folder the build and the tests write (build/ holds build/fuzz/ and build/results/;
+# tests/faults/run builds in build-faults/), and the demo's.
 clean:
-	rm -rf build build-san ckplan demo
+	rm -rf build build-san build-faults $(BUILD) ckplan demo
 
--include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_SUPPORT_OBJ:.o=.d) $(TEST_BIN:$(BUILD)/tests/%=$(BUILD)/tests/unit/%.d)
+# Every object's dependency file, whichever list its source came from: touching a header
+# rebuilds each object that includes it.
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -83,7 +83,7 @@ const atomic_int *ck_interrupt_flag(void)
     return &first_signal;
 }
 
-bool ck_interrupted(void)
+bool ck_interrupt_arrived(void)
 {
     return atomic_load(&first_signal) != 0;
 }

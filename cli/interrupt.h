@@ -28,7 +28,7 @@ void ck_interrupt_install(void);
 const atomic_int *ck_interrupt_flag(void);
 
 /* Whether a signal arrived since ck_interrupt_install. */
-bool ck_interrupted(void);
+bool ck_interrupt_arrived(void);
 
 /* CK_INTERRUPTED, with the message "interrupted by SIGx", when a signal arrived, else CK_OK. */
 int ck_interrupt_check(ck_err *err);
