@@ -14,9 +14,7 @@ int ck_cmd_sweep(int argc, char **argv);
  * and exits 0. Negative, so that no status or exit code is taken for it. */
 #define CK_HELP_PRINTED (-1)
 
-/* Prints "ckplan: message" on stderr and returns status: the one way errors reach users.
- * CK_HELP_PRINTED is no error: nothing is printed and the exit code is 0. Nor is anything
- * printed for CK_INTERRUPTED: main names the signal (cli/interrupt.h). */
-int ck_main_report(int status, const char *msg);
+/* How commands report errors: ck_main_report. */
+#include "cli/main.h"
 
 #endif
