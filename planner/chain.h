@@ -1,5 +1,5 @@
-/* chain: the chain of stages of ../shared/spec/chain-model.md (section 1), and chain files
- * (`ckplan-chain/1`, section 3).
+/* chain: the chain of stages (docs/internals.md section 2), and chain files
+ * (`ckplan-chain/1`).
  *
  * Tensor sizes: x_0 is input_bytes; x_{i+1} is stages[i].out_bytes; x̄_{i+1} is
  * stages[i].saved_bytes (>= out_bytes); x̄_0 is x_0; y_i has the size of x_i. */

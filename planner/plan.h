@@ -1,4 +1,4 @@
-/* plan: plan files, `ckplan-plan/1` (../shared/spec/chain-model.md section 4). */
+/* plan: plan files, `ckplan-plan/1` (docs/plan-format.md). */
 #ifndef CK_PLAN_IO_H
 #define CK_PLAN_IO_H
 

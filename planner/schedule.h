@@ -1,6 +1,6 @@
-/* schedule: the five operations of ../shared/spec/chain-model.md (section 2), schedules
- * made of them, and their replay: the one place where a schedule's validity, peak memory
- * and time are computed. Every figure ckplan reports for a schedule comes from here. */
+/* schedule: schedules of the five actions (planner/action), and their replay on a chain:
+ * where a schedule's validity, peak memory and time on the chain are computed, by applying
+ * its actions one by one. Every figure a plan file holds comes from here. */
 #ifndef CK_SCHEDULE_H
 #define CK_SCHEDULE_H
 
