@@ -51,13 +51,34 @@ static void read_ok(const cJSON *root, ck_plan_file *p)
     ck_assert_msg(rc == CK_OK, "%s", err.msg);
 }
 
+/* model loaded into w, its plan written into *root and read back into p. */
+static void plan_of(const char *model, bool without_map, ck_workload *w, cJSON **root, ck_plan_file *p)
+{
+    fx_workload_load(model, w);
+    *root = written(w, without_map);
+    read_ok(*root, p);
+}
+
+/* p (read from root) checked against w's stages: accepted when msg is NULL, else refused
+ * with exactly msg. Frees all three. */
+static void checked_and_freed(ck_plan_file *p, cJSON *root, ck_workload *w, const char *msg)
+{
+    ck_err err;
+    ck_plan_stage_map m = map_of(w);
+    ck_assert_int_eq(ck_plan_check_stages(p, &m, &err), msg ? CK_ERR_INPUT : CK_OK);
+    if (msg)
+        ck_assert_str_eq(err.msg, msg);
+    ck_plan_file_free(p);
+    cJSON_Delete(root);
+    ck_workload_free(w);
+}
+
 START_TEST(a_model_plan_names_every_stage_and_its_nodes)
 {
     ck_workload w;
-    fx_workload_load("models/gpt2-tiny.json", &w);
-    cJSON *root = written(&w, false);
+    cJSON *root;
     ck_plan_file p;
-    read_ok(root, &p);
+    plan_of("models/gpt2-tiny.json", false, &w, &root, &p);
     ck_assert_ptr_nonnull(p.stage_info);
     size_t covered = 0;
     for (size_t i = 0; i < w.chain.n_stages; i++) {
@@ -70,53 +91,36 @@ START_TEST(a_model_plan_names_every_stage_and_its_nodes)
             ck_assert_str_eq(s->nodes[k], w.model->nodes[covered].name); /* in model order */
     }
     ck_assert_uint_eq(covered, w.model->n_nodes - 1); /* every node but the loss, once */
-    ck_err err;
-    ck_plan_stage_map m = map_of(&w);
-    ck_assert_int_eq(ck_plan_check_stages(&p, &m, &err), CK_OK);
-    ck_plan_file_free(&p);
-    cJSON_Delete(root);
-    ck_workload_free(&w);
+    checked_and_freed(&p, root, &w, NULL);
 }
 END_TEST
 
 START_TEST(a_chain_plan_names_its_stages_without_nodes)
 {
     ck_workload w;
-    fx_workload_load("tests/cli/data/chain10.json", &w);
-    cJSON *root = written(&w, false);
+    cJSON *root;
+    ck_plan_file p;
+    plan_of("tests/cli/data/chain10.json", false, &w, &root, &p);
     const cJSON *first = cJSON_GetArrayItem(cJSON_GetObjectItem(root, "stage_info"), 0);
     ck_assert_ptr_null(cJSON_GetObjectItem(first, "nodes")); /* absent, not empty */
-    ck_plan_file p;
-    read_ok(root, &p);
     for (size_t i = 0; i < w.chain.n_stages; i++) {
         ck_assert_str_eq(p.stage_info[i].name, w.chain.stages[i].name);
         ck_assert(!p.stage_info[i].has_nodes);
         ck_assert_uint_eq(p.stage_info[i].n_nodes, 0);
     }
-    ck_err err;
-    ck_plan_stage_map m = map_of(&w);
-    ck_assert_int_eq(ck_plan_check_stages(&p, &m, &err), CK_OK);
-    ck_plan_file_free(&p);
-    cJSON_Delete(root);
-    ck_workload_free(&w);
+    checked_and_freed(&p, root, &w, NULL);
 }
 END_TEST
 
 START_TEST(a_plan_without_stage_info_is_read_and_passes_the_check)
 {
     ck_workload w;
-    fx_workload_load("models/gpt2-tiny.json", &w);
-    cJSON *root = written(&w, true);
-    ck_assert_ptr_null(cJSON_GetObjectItem(root, "stage_info"));
+    cJSON *root;
     ck_plan_file p;
-    read_ok(root, &p);
+    plan_of("models/gpt2-tiny.json", true, &w, &root, &p);
+    ck_assert_ptr_null(cJSON_GetObjectItem(root, "stage_info"));
     ck_assert_ptr_null(p.stage_info);
-    ck_err err;
-    ck_plan_stage_map m = map_of(&w);
-    ck_assert_int_eq(ck_plan_check_stages(&p, &m, &err), CK_OK);
-    ck_plan_file_free(&p);
-    cJSON_Delete(root);
-    ck_workload_free(&w);
+    checked_and_freed(&p, root, &w, NULL);
 }
 END_TEST
 
@@ -187,13 +191,7 @@ static void mismatch(const char *model, int entry, const char *key, int index, c
     cJSON *root = edited(model, entry, key, index, json);
     ck_plan_file p;
     read_ok(root, &p);
-    ck_err err;
-    ck_plan_stage_map m = map_of(&w);
-    ck_assert_int_eq(ck_plan_check_stages(&p, &m, &err), CK_ERR_INPUT);
-    ck_assert_str_eq(err.msg, msg);
-    ck_plan_file_free(&p);
-    cJSON_Delete(root);
-    ck_workload_free(&w);
+    checked_and_freed(&p, root, &w, msg);
 }
 
 #define OTHER ": the plan was made for other stages; plan it again"
