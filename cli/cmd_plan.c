@@ -331,6 +331,8 @@ int ck_cmd_plan(int argc, char **argv)
     bool *flags = NULL;
     if (rc == CK_OK)
         rc = ck_interrupt_check(&err); /* a signal during planning: leave the files as they are */
+    if (rc == CK_OK) /* run reads plans under the input limit */
+        rc = ck_json_check_output_size(a.output, strlen(planned.text), &err);
     if (rc == CK_OK && !a.json && !(flags = calloc(2 * w.chain.n_stages, sizeof *flags)))
         rc = ck_err_oom(&err);
     if (rc == CK_OK && a.svg) {

@@ -260,6 +260,9 @@ static int load_plan_model(const run_args *a, const ck_plan_file *p, ck_workload
     else if (w->chain.n_stages != p->stages)
         rc = ck_err_fail(err, CK_ERR_INPUT, "%s: stages: the plan has %zu stages, the model derives %zu",
                      a->label, p->stages, w->chain.n_stages);
+    else if ((rc = ck_plan_check_stages(p, &(ck_plan_stage_map){&w->chain, w->model, w->stage_first},
+                                        err)) != CK_OK)
+        rc = name_plan(rc, a->label, "", err);
     if (rc == CK_OK)
         rc = apply_plan_costs(a, p, &opts, w, err);
     if (rc != CK_OK)
@@ -597,6 +600,7 @@ int ck_runner_plan(const ck_workload *w, const ck_planner *planner, uint64_t bud
         .slots = popts->slots,
         .costs_path = w->model ? wopts->costs_path : NULL,
         .cost_model = w->model && !wopts->costs_path ? &wopts->cost : NULL,
+        .stage_map = {&w->chain, w->model, w->stage_first},
     };
     cJSON *json = ck_plan_to_json(&out->doc);
     out->text = json ? ck_json_print(json) : NULL;

@@ -296,10 +296,29 @@ static int too_large(const char *file, unsigned long max_mb, ck_err *err)
                                       "CKPLAN_MAX_INPUT_MB to raise it)", file, max_mb);
 }
 
+/* The input limit in force, in bytes; *max_mb in MiB as the messages give it. */
+static size_t input_limit(unsigned long *max_mb)
+{
+    *max_mb = ck_limits_from_env("CKPLAN_MAX_INPUT_MB", CK_JSON_MAX_FILE_BYTES >> 20);
+    return *max_mb > SIZE_MAX >> 21 ? SIZE_MAX >> 1 : (size_t)*max_mb << 20;
+}
+
+int ck_json_check_output_size(const char *file, size_t len, ck_err *err)
+{
+    unsigned long max_mb;
+    if (len <= input_limit(&max_mb))
+        return CK_OK;
+    char size[32];
+    ck_size_format(len, size, sizeof size);
+    return ck_err_fail(err, CK_ERR_INPUT, "%s: would be %s, larger than the limit of %lu MiB for "
+                                          "input files, so ckplan could not read it back (set "
+                                          "CKPLAN_MAX_INPUT_MB to raise it)", file, size, max_mb);
+}
+
 int ck_json_load_file(const char *file, cJSON **root, char **raw, size_t *raw_len, ck_err *err)
 {
-    unsigned long max_mb = ck_limits_from_env("CKPLAN_MAX_INPUT_MB", CK_JSON_MAX_FILE_BYTES >> 20);
-    size_t max_bytes = max_mb > SIZE_MAX >> 21 ? SIZE_MAX >> 1 : (size_t)max_mb << 20;
+    unsigned long max_mb;
+    size_t max_bytes = input_limit(&max_mb);
     FILE *f = fopen(file, "rb");
     if (!f)
         return ck_err_fail(err, CK_ERR_INPUT, "%s: cannot open: %s", file, strerror(errno));

@@ -30,6 +30,11 @@
  * and, when raw is non-NULL, *raw / *raw_len hold the file's bytes (caller frees). */
 int ck_json_load_file(const char *file, cJSON **root, char **raw, size_t *raw_len, ck_err *err);
 
+/* CK_OK when a file of len bytes that ckplan is about to write to `file` is within the
+ * input limit in force, so that what ckplan writes it reads back; otherwise CK_ERR_INPUT
+ * naming the file, the size, the limit and how to raise it. */
+int ck_json_check_output_size(const char *file, size_t len, ck_err *err);
+
 /* Parses JSON text held in memory; `file` only names it in messages. Before parsing, the
  * text is checked for what cJSON would let through: NUL bytes, raw control characters and
  * \u0000 in strings, bytes that are not UTF-8, nesting deeper than CK_JSON_MAX_DEPTH;

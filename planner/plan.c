@@ -46,6 +46,27 @@ static bool add_details(cJSON *root, const ck_plan_doc *d)
     return ok;
 }
 
+/* One object per stage: its name and, for a model, the names of the nodes it covers. */
+static bool add_stage_info(cJSON *root, const ck_plan_stage_map *m)
+{
+    if (!m->chain)
+        return true;
+    cJSON *list = cJSON_AddArrayToObject(root, "stage_info");
+    bool ok = list != NULL;
+    for (size_t i = 0; ok && i < m->chain->n_stages; i++) {
+        cJSON *stage = cJSON_CreateObject(), *nodes = NULL;
+        ok = stage && cJSON_AddItemToArray(list, stage) &&
+             cJSON_AddStringToObject(stage, "name", m->chain->stages[i].name) &&
+             (!m->model || (nodes = cJSON_AddArrayToObject(stage, "nodes")));
+        const size_t *first = m->stage_first;
+        for (size_t k = nodes ? first[i] : 0; ok && nodes && k < first[i + 1]; k++) {
+            cJSON *node = cJSON_CreateString(m->model->nodes[k].name);
+            ok = node && cJSON_AddItemToArray(nodes, node);
+        }
+    }
+    return ok;
+}
+
 cJSON *ck_plan_to_json(const ck_plan_doc *d)
 {
     cJSON *root = cJSON_CreateObject();
@@ -69,7 +90,8 @@ cJSON *ck_plan_to_json(const ck_plan_doc *d)
               add_u64(pred, "baseline_activation_peak_bytes", d->baseline.peak_bytes) &&
               ck_json_add_number(pred, "overhead",
                                       ck_plan_overhead(d->predicted.time, d->baseline.time)) &&
-              add_details(root, d) && (sched = cJSON_AddArrayToObject(root, "schedule"));
+              add_details(root, d) && add_stage_info(root, &d->stage_map) &&
+              (sched = cJSON_AddArrayToObject(root, "schedule"));
     const ck_schedule *s = &d->result->schedule;
     for (size_t k = 0; ok && k < s->n; k++) {
         cJSON *op = cJSON_CreateObject();
@@ -118,6 +140,62 @@ static int dup_string(const char *s, char **out, ck_err *err)
 {
     *out = strdup(s);
     return *out ? CK_OK : ck_err_oom(err);
+}
+
+/* stage_info[i].nodes: an array of strings, copied. */
+static int read_stage_nodes(const cJSON *list, const char *file, const char *path,
+                            ck_plan_stage *out, ck_err *err)
+{
+    size_t n = (size_t)cJSON_GetArraySize(list);
+    if (!(out->nodes = calloc(n ? n : 1, sizeof *out->nodes)))
+        return ck_err_oom(err);
+    out->has_nodes = true;
+    out->n_nodes = n;
+    size_t k = 0;
+    for (const cJSON *js = list->child; js; js = js->next, k++) {
+        if (!cJSON_IsString(js)) {
+            char where[CK_JSON_PATH_MAX], got[96];
+            ck_json_path_index(where, path, k);
+            ck_json_describe(js, got, sizeof got);
+            return ck_err_fail(err, CK_ERR_INPUT, "%s: %s: expected a string (a node's name), got %s",
+                               file, where, got);
+        }
+        if (dup_string(js->valuestring, &out->nodes[k], err) != CK_OK)
+            return CK_ERR_RUNTIME;
+    }
+    return CK_OK;
+}
+
+/* stage_info (optional: plans written before it have none): `stages` objects of a name
+ * and, for a model's stages, the nodes they cover. */
+static int read_stage_info(const cJSON *root, const char *file, ck_plan_file *out, ck_err *err)
+{
+    static const char *const keys[] = {"name", "nodes", NULL};
+    const cJSON *list = NULL;
+    int rc = ck_json_get_array(root, "stage_info", false, &list, file, "", err);
+    if (rc != CK_OK || !list)
+        return rc;
+    size_t n = (size_t)cJSON_GetArraySize(list);
+    if (n != out->stages)
+        return ck_err_fail(err, CK_ERR_INPUT, "%s: stage_info: expected %zu entries, one per stage, "
+                                              "got %zu", file, out->stages, n);
+    if (!(out->stage_info = calloc(n, sizeof *out->stage_info)))
+        return ck_err_oom(err);
+    size_t i = 0;
+    for (const cJSON *js = list->child; js && rc == CK_OK; js = js->next, i++) {
+        char path[CK_JSON_PATH_MAX], nodes_path[CK_JSON_PATH_MAX];
+        const char *name = NULL;
+        const cJSON *nodes = NULL;
+        ck_json_path_index(path, "stage_info", i);
+        rc = ck_json_expect_object(js, keys, file, path, err);
+        if (rc == CK_OK) rc = ck_json_get_string(js, "name", true, &name, file, path, err);
+        if (rc == CK_OK) rc = ck_json_get_array(js, "nodes", false, &nodes, file, path, err);
+        if (rc == CK_OK) rc = dup_string(name, &out->stage_info[i].name, err);
+        ck_json_path_key(nodes_path, path, "nodes");
+        if (rc == CK_OK && nodes)
+            rc = read_stage_nodes(nodes, file, nodes_path, &out->stage_info[i], err);
+    }
+    return rc;
 }
 
 /* A finite number of either sign: the overhead (an edited plan's may be anything). */
@@ -230,6 +308,7 @@ int ck_plan_from_json(const cJSON *root, const char *file, ck_plan_file *out, ck
         out->stages = (size_t)stages;
         rc = read_schedule(schedule, file, out->stages, &out->schedule, err);
     }
+    if (rc == CK_OK) rc = read_stage_info(root, file, out, err);
     if (rc != CK_OK)
         ck_plan_file_free(out);
     return rc;
@@ -242,6 +321,13 @@ void ck_plan_file_free(ck_plan_file *p)
     free(p->model_sha256);
     free(p->granularity);
     free(p->costs_path);
+    for (size_t i = 0; p->stage_info && i < p->stages; i++) {
+        for (size_t k = 0; k < p->stage_info[i].n_nodes; k++)
+            free(p->stage_info[i].nodes[k]);
+        free(p->stage_info[i].nodes);
+        free(p->stage_info[i].name);
+    }
+    free(p->stage_info);
     ck_schedule_free(&p->schedule);
     memset(p, 0, sizeof *p);
 }

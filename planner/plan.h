@@ -13,6 +13,14 @@
 
 #define CK_PLAN_FORMAT "ckplan-plan/1"
 
+/* Which stage is which (a plan's `stage_info`): the chain's stage names and, for a model,
+ * the nodes each stage covers: stage i is nodes [stage_first[i], stage_first[i+1]). */
+typedef struct {
+    const ck_chain *chain;
+    const ck_model *model;     /* NULL for a chain file */
+    const size_t *stage_first; /* model only, chain->n_stages + 1 entries (ck_derive_chain) */
+} ck_plan_stage_map;
+
 /* Everything a plan file records. The replays are of the plan's schedule and of the
  * store-everything baseline; every predicted figure in the file is computed from them. */
 typedef struct {
@@ -29,6 +37,7 @@ typedef struct {
     uint32_t slots;          /* dp only */
     const char *costs_path;  /* the profiled costs the times came from, or NULL */
     const ck_cost_model *cost_model; /* the roofline rates they came from, or NULL */
+    ck_plan_stage_map stage_map;     /* chain NULL: no stage_info is written */
 } ck_plan_doc;
 
 /* The `predicted` object of a plan file (spec section 4). */
@@ -37,6 +46,14 @@ typedef struct {
     uint64_t baseline_peak_bytes, baseline_activation_peak_bytes;
     double time, baseline_time, overhead;
 } ck_plan_figures;
+
+/* One entry of stage_info as read back. */
+typedef struct {
+    char *name;
+    bool has_nodes; /* false when the entry lists none (plans of chain files) */
+    size_t n_nodes;
+    char **nodes;
+} ck_plan_stage;
 
 /* A plan file as read back: what `ckplan run` needs to execute and check it. The figures
  * are the file's claims; planner/plan_check replays the schedule to check them. */
@@ -49,6 +66,7 @@ typedef struct {
     uint64_t budget_bytes;
     ck_plan_figures predicted;
     size_t stages;
+    ck_plan_stage *stage_info; /* `stages` entries, or NULL when the file has none (older plans) */
     ck_schedule schedule;
 } ck_plan_file;
 
@@ -60,7 +78,9 @@ cJSON *ck_plan_to_json(const ck_plan_doc *d);
 
 /* Reads a `ckplan-plan/1` document; `file` names it in messages. The schedule is checked
  * for form (known operations, stages below `stages`), not replayed: that needs the chain
- * (planner/plan_check.h). model.sha256 must be 64 hexadecimal digits, in either case. */
+ * (planner/plan_check.h). model.sha256 must be 64 hexadecimal digits, in either case.
+ * stage_info, when present, must have `stages` entries of the form ckplan writes; whether
+ * they are the model's stages is planner/plan_check's question too. */
 int ck_plan_from_json(const cJSON *root, const char *file, ck_plan_file *out, ck_err *err);
 void ck_plan_file_free(ck_plan_file *p);
 

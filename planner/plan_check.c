@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "planner/json.h"
 #include "planner/schedule.h"
 #include "planner/size.h"
 
@@ -76,6 +77,70 @@ int ck_plan_check_replay(const ck_plan_file *p, const ck_chain *c, uint64_t stat
     compare_time(out, "predicted.baseline_time", f->baseline_time, r->baseline_time);
     compare_time(out, "predicted.overhead", f->overhead, r->overhead);
     return CK_OK;
+}
+
+static int stage_differs(const char *path, const char *plan, const char *derived, ck_err *err)
+{
+    return ck_err_fail(err, CK_ERR_INPUT, "%s: the plan says %s, the model derives %s: the plan was "
+                                          "made for other stages; plan it again", path, plan, derived);
+}
+
+static void quoted(char *buf, size_t len, const char *s)
+{
+    snprintf(buf, len, "\"%.60s%s\"", s, strlen(s) > 60 ? "..." : "");
+}
+
+static void node_count(char *buf, size_t len, bool has_nodes, size_t n)
+{
+    if (has_nodes)
+        snprintf(buf, len, "%zu node%s", n, n == 1 ? "" : "s");
+    else
+        snprintf(buf, len, "no nodes");
+}
+
+/* Entry i of p's stage_info against stage i of m. */
+static int check_stage(const ck_plan_file *p, const ck_plan_stage_map *m, size_t i, ck_err *err)
+{
+    const ck_plan_stage *s = &p->stage_info[i];
+    char entry[CK_JSON_PATH_MAX], path[CK_JSON_PATH_MAX], plan[96], derived[96];
+    ck_json_path_index(entry, "stage_info", i);
+    const char *name = m->chain->stages[i].name;
+    if (strcmp(s->name, name) != 0) {
+        ck_json_path_key(path, entry, "name");
+        quoted(plan, sizeof plan, s->name);
+        quoted(derived, sizeof derived, name);
+        return stage_differs(path, plan, derived, err);
+    }
+    size_t first = m->model ? m->stage_first[i] : 0;
+    size_t n = m->model ? m->stage_first[i + 1] - first : 0;
+    ck_json_path_key(path, entry, "nodes");
+    if (s->has_nodes != (m->model != NULL) || s->n_nodes != n) {
+        node_count(plan, sizeof plan, s->has_nodes, s->n_nodes);
+        node_count(derived, sizeof derived, m->model != NULL, n);
+        return stage_differs(path, plan, derived, err);
+    }
+    for (size_t k = 0; k < n; k++) {
+        const char *node = m->model->nodes[first + k].name;
+        if (strcmp(s->nodes[k], node) != 0) {
+            char node_path[CK_JSON_PATH_MAX];
+            ck_json_path_index(node_path, path, k);
+            quoted(plan, sizeof plan, s->nodes[k]);
+            quoted(derived, sizeof derived, node);
+            return stage_differs(node_path, plan, derived, err);
+        }
+    }
+    return CK_OK;
+}
+
+int ck_plan_check_stages(const ck_plan_file *p, const ck_plan_stage_map *m, ck_err *err)
+{
+    if (p->stages != m->chain->n_stages)
+        return ck_err_fail(err, CK_ERR_RUNTIME, "checking stage_info against a chain of %zu stages, "
+                                                "the plan has %zu", m->chain->n_stages, p->stages);
+    int rc = CK_OK;
+    for (size_t i = 0; p->stage_info && i < p->stages && rc == CK_OK; i++)
+        rc = check_stage(p, m, i, err);
+    return rc;
 }
 
 void ck_plan_check_describe(const ck_plan_difference *d, char *buf, size_t len)

@@ -41,6 +41,13 @@ typedef struct {
 int ck_plan_check_replay(const ck_plan_file *p, const ck_chain *c, uint64_t static_bytes,
                          ck_plan_check *out, ck_err *err);
 
+/* CK_OK when p has no stage_info (plans made before it), or when its stage_info is what
+ * ckplan plan writes for m: the same names in order and, exactly when m has a model, the
+ * same nodes. Otherwise CK_ERR_INPUT naming the first entry that differs, with both
+ * values ("stage_info[3].nodes[1]: the plan says \"h.2.ln1\", the model derives ..."):
+ * the plan was made for other stages. p->stages must be m->chain->n_stages. */
+int ck_plan_check_stages(const ck_plan_file *p, const ck_plan_stage_map *m, ck_err *err);
+
 /* "predicted.time: the plan file says 69, the replay gives 68" into buf. */
 void ck_plan_check_describe(const ck_plan_difference *d, char *buf, size_t len);
 
