@@ -177,6 +177,15 @@ bench: deps
 	  tests/bench/loading.sh ./ckplan; echo; \
 	  tests/bench/planners_scale.sh ./ckplan; echo; \
 	  cat tests/bench/scale-before.md; \
+	  echo; echo "## Lifetimes: gpt2-tiny and llama-tiny"; echo; \
+	  echo "Activation peaks measured by \`ckplan run\` (\`tests/bench/lifetimes.sh ./ckplan"; \
+	  echo "models/gpt2-tiny.json models/llama-tiny.json\`): the store-everything baseline, dp's"; \
+	  echo "smallest plan, and the rises of the first block's actions in its derived chain (a"; \
+	  echo "saving forward rises x̄ + fwd_tmp, a bound; a backward y_i + bwd_tmp, exact). Saved"; \
+	  echo "tensors die after the last backward that reads them and token ids are static (docs/"; \
+	  echo "model-format.md section 4); the figures before that change follow."; echo; \
+	  tests/bench/lifetimes.sh ./ckplan models/gpt2-tiny.json models/llama-tiny.json; echo; \
+	  cat tests/bench/lifetimes-before.md; \
 	} > docs/benchmarks.md.tmp && mv docs/benchmarks.md.tmp docs/benchmarks.md
 	@cat docs/benchmarks.md
 
