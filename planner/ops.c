@@ -6,56 +6,6 @@
 
 #include "planner/size.h"
 
-static const struct {
-    const char *name;
-    uint64_t bytes;
-    bool is_float;
-} dtypes[] = {
-    [CK_F32] = {"f32", 4, true},  [CK_BF16] = {"bf16", 2, true}, [CK_F16] = {"f16", 2, true},
-    [CK_I32] = {"int32", 4, false}, [CK_U8] = {"u8", 1, false},
-};
-#define N_DTYPES (sizeof dtypes / sizeof dtypes[0])
-
-const char *ck_dtype_name(ck_dtype d) { return dtypes[d].name; }
-uint64_t ck_dtype_bytes(ck_dtype d) { return dtypes[d].bytes; }
-bool ck_dtype_is_float(ck_dtype d) { return dtypes[d].is_float; }
-
-bool ck_dtype_parse(const char *name, ck_dtype *out)
-{
-    for (size_t d = 0; d < N_DTYPES; d++)
-        if (strcmp(name, dtypes[d].name) == 0) {
-            *out = (ck_dtype)d;
-            return true;
-        }
-    return false;
-}
-
-bool ck_ttype_numel(const ck_ttype *t, uint64_t *out)
-{
-    uint64_t n = 1;
-    for (size_t i = 0; i < t->rank; i++)
-        if (!ck_size_mul(n, t->dim[i], &n))
-            return false;
-    *out = n;
-    return true;
-}
-
-bool ck_ttype_bytes(const ck_ttype *t, uint64_t *out)
-{
-    uint64_t n;
-    return ck_ttype_numel(t, &n) && ck_size_mul(n, ck_dtype_bytes(t->dtype), out);
-}
-
-void ck_ttype_format(const ck_ttype *t, char *buf, size_t len)
-{
-    size_t used = (size_t)snprintf(buf, len, "%s [", ck_dtype_name(t->dtype));
-    for (size_t i = 0; i < t->rank && used < len; i++)
-        used += (size_t)snprintf(buf + used, len - used, "%s%llu", i ? ", " : "",
-                                 (unsigned long long)t->dim[i]);
-    if (used < len)
-        snprintf(buf + used, len - used, "]");
-}
-
 #define ATTR(n, k, req, d, field) {n, k, req, d, offsetof(ck_attrs, field)}
 
 static const ck_op_def op_table[] = {

@@ -10,30 +10,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "planner/dtype.h"
 #include "planner/err.h"
-
-typedef enum { CK_F32, CK_BF16, CK_F16, CK_I32, CK_U8 } ck_dtype;
-
-/* "f32", "bf16", "f16", "int32", "u8". */
-const char *ck_dtype_name(ck_dtype d);
-bool ck_dtype_parse(const char *name, ck_dtype *out);
-uint64_t ck_dtype_bytes(ck_dtype d);
-bool ck_dtype_is_float(ck_dtype d);
-
-#define CK_MAX_RANK 4
-
-/* A tensor's type. Rank 0 is a scalar (the losses' output). */
-typedef struct {
-    ck_dtype dtype;
-    size_t rank;
-    uint64_t dim[CK_MAX_RANK];
-} ck_ttype;
-
-/* Element count and byte size; false on overflow. */
-bool ck_ttype_numel(const ck_ttype *t, uint64_t *out);
-bool ck_ttype_bytes(const ck_ttype *t, uint64_t *out);
-/* "f32 [4, 64, 128]" */
-void ck_ttype_format(const ck_ttype *t, char *buf, size_t len);
+#include "planner/ttype.h"
 
 typedef enum {
     CK_OP_EMBEDDING, CK_OP_LINEAR, CK_OP_LAYERNORM, CK_OP_RMSNORM, CK_OP_GELU, CK_OP_RELU,
