@@ -564,3 +564,232 @@ float ck_kernel_mse(float *dpred, const float *pred, const float *target, size_t
     }
     return (float)(total / (double)n);
 }
+
+/* ---- dispatch ---- */
+
+static const ck_ttype *type_of(const ck_kernel_io *io, size_t t)
+{
+    return &io->m->tensors[t].type;
+}
+
+static size_t numel_of(const ck_kernel_io *io, size_t t)
+{
+    uint64_t n = 0;
+    ck_ttype_numel(type_of(io, t), &n); /* checked when the model was loaded */
+    return (size_t)n;
+}
+
+static size_t last_dim_of(const ck_kernel_io *io, size_t t)
+{
+    const ck_ttype *ty = type_of(io, t);
+    return (size_t)ty->dim[ty->rank - 1];
+}
+
+typedef struct {
+    size_t B, T, H, KV, D;
+} attn_dims;
+
+static attn_dims attention_dims(const ck_kernel_io *io)
+{
+    const ck_node *n = io->node;
+    const ck_ttype *q = type_of(io, n->inputs[0]);
+    size_t H = (size_t)n->attrs.heads;
+    return (attn_dims){(size_t)q->dim[0], (size_t)q->dim[1], H, (size_t)n->attrs.kv_heads,
+                       last_dim_of(io, n->output) / H};
+}
+
+/* Sizes most kernels take: the output's elements, the first input's last dimension and
+ * the rows of that input. */
+typedef struct {
+    size_t len, c, rows;
+} flat_dims;
+
+static flat_dims flat(const ck_kernel_io *io)
+{
+    const ck_node *n = io->node;
+    flat_dims d = {numel_of(io, n->output), last_dim_of(io, n->inputs[0]), 0};
+    d.rows = numel_of(io, n->inputs[0]) / d.c;
+    return d;
+}
+
+static void attention_forward(const ck_kernel_io *io, float prob)
+{
+    attn_dims d = attention_dims(io);
+    if (io->node->attrs.flash)
+        ck_kernel_attention_flash_forward(io->out, io->saved[CK_SLOT_LSE], io->in[0], io->ws, d.B,
+                                          d.T, d.H, d.KV, d.D, prob, io->key);
+    else
+        ck_kernel_attention_forward(io->out, io->saved[CK_SLOT_PROBS], io->saved[CK_SLOT_MASK],
+                                    io->saved[CK_SLOT_DROPPED], io->in[0], io->ws, d.B, d.T, d.H,
+                                    d.KV, d.D, prob, io->key);
+}
+
+/* Every float input and the output are f32. */
+static bool all_f32(const ck_model *m, const ck_node *n)
+{
+    bool ok = m->tensors[n->output].type.dtype == CK_F32;
+    for (size_t i = 0; i < n->op->arity; i++) {
+        ck_dtype d = m->tensors[n->inputs[i]].type.dtype;
+        ok = ok && (d == CK_F32 || !ck_dtype_is_float(d));
+    }
+    return ok;
+}
+
+bool ck_kernel_runs(const ck_model *m, const ck_node *n)
+{
+    switch (n->op->kind) {
+    case CK_OP_EMBEDDING:
+    case CK_OP_LINEAR:
+    case CK_OP_LAYERNORM:
+    case CK_OP_RMSNORM:
+    case CK_OP_GELU:
+    case CK_OP_RELU:
+    case CK_OP_SILU:
+    case CK_OP_ADD:
+    case CK_OP_MUL:
+    case CK_OP_DROPOUT:
+    case CK_OP_ATTENTION:
+    case CK_OP_CROSS_ENTROPY:
+    case CK_OP_MSE:
+        return all_f32(m, n);
+    }
+    return false;
+}
+
+void ck_kernel_forward(const ck_kernel_io *io)
+{
+    const ck_node *n = io->node;
+    flat_dims d = flat(io);
+    float *out = io->out, *const *p = io->param;
+    const float *a = io->in[0], *b = io->in[1];
+    float prob = (float)n->attrs.p;
+    switch (n->op->kind) {
+    case CK_OP_EMBEDDING: /* c: tokens per sequence; rows: sequences */
+        ck_kernel_embedding_forward(out, io->in[0], p[0], p[1], d.rows, d.c,
+                                    (size_t)n->attrs.dim);
+        break;
+    case CK_OP_LINEAR:
+        ck_kernel_linear_forward(out, a, p[0], p[1], d.rows, d.c, (size_t)n->attrs.out);
+        break;
+    case CK_OP_LAYERNORM:
+        ck_kernel_layernorm_forward(out, io->saved[CK_SLOT_MEAN], io->saved[CK_SLOT_RSTD], a,
+                                    p[0], p[1], d.rows, d.c);
+        break;
+    case CK_OP_RMSNORM:
+        ck_kernel_rmsnorm_forward(out, io->saved[CK_SLOT_RSTD], a, p[0], d.rows, d.c);
+        break;
+    case CK_OP_GELU:
+        ck_kernel_gelu_forward(out, a, d.len);
+        break;
+    case CK_OP_RELU:
+        ck_kernel_relu_forward(out, a, d.len);
+        break;
+    case CK_OP_SILU:
+        ck_kernel_silu_forward(out, a, d.len);
+        break;
+    case CK_OP_ADD:
+        ck_kernel_add_forward(out, a, b, d.len);
+        break;
+    case CK_OP_MUL:
+        ck_kernel_mul_forward(out, a, b, d.len);
+        break;
+    case CK_OP_DROPOUT:
+        ck_kernel_dropout_forward(out, io->saved[CK_SLOT_MASK], a, prob, io->key, d.len);
+        break;
+    case CK_OP_ATTENTION:
+        attention_forward(io, prob);
+        break;
+    case CK_OP_CROSS_ENTROPY:
+    case CK_OP_MSE: /* in ck_kernel_loss */
+        break;
+    }
+}
+
+static void attention_backward(const ck_kernel_io *io, float prob)
+{
+    attn_dims d = attention_dims(io);
+    if (io->node->attrs.flash)
+        ck_kernel_attention_flash_backward(io->din[0], io->dout, io->in[0], io->out,
+                                           io->saved[CK_SLOT_LSE], io->ws, d.B, d.T, d.H, d.KV,
+                                           d.D, prob, io->key);
+    else
+        ck_kernel_attention_backward(io->din[0], io->dout, io->in[0], io->saved[CK_SLOT_PROBS],
+                                     io->saved[CK_SLOT_MASK], io->saved[CK_SLOT_DROPPED], io->ws,
+                                     d.B, d.T, d.H, d.KV, d.D, prob, io->key);
+}
+
+void ck_kernel_backward(const ck_kernel_io *io)
+{
+    const ck_node *n = io->node;
+    flat_dims d = flat(io);
+    const float *dout = io->dout, *a = io->in[0], *b = io->in[1];
+    float *da = io->din[0], *db = io->din[1], *const *p = io->param, *const *dp = io->dparam;
+    float prob = (float)n->attrs.p;
+    switch (n->op->kind) {
+    case CK_OP_EMBEDDING:
+        ck_kernel_embedding_backward(dp[0], dp[1], dout, io->in[0], d.rows, d.c,
+                                     (size_t)n->attrs.dim);
+        break;
+    case CK_OP_LINEAR:
+        ck_kernel_linear_backward(da, dp[0], dp[1], dout, a, p[0], d.rows, d.c,
+                                  (size_t)n->attrs.out);
+        break;
+    case CK_OP_LAYERNORM:
+        ck_kernel_layernorm_backward(da, dp[0], dp[1], dout, a, p[0], io->saved[CK_SLOT_MEAN],
+                                     io->saved[CK_SLOT_RSTD], d.rows, d.c);
+        break;
+    case CK_OP_RMSNORM:
+        ck_kernel_rmsnorm_backward(da, dp[0], dout, a, p[0], io->saved[CK_SLOT_RSTD], d.rows, d.c);
+        break;
+    case CK_OP_GELU:
+        ck_kernel_gelu_backward(da, a, dout, d.len);
+        break;
+    case CK_OP_RELU:
+        ck_kernel_relu_backward(da, io->out, dout, d.len);
+        break;
+    case CK_OP_SILU:
+        ck_kernel_silu_backward(da, a, dout, d.len);
+        break;
+    case CK_OP_ADD:
+        ck_kernel_add_backward(da, db, dout, d.len);
+        break;
+    case CK_OP_MUL:
+        ck_kernel_mul_backward(da, db, dout, a, b, d.len);
+        break;
+    case CK_OP_DROPOUT:
+        ck_kernel_dropout_backward(da, dout, io->saved[CK_SLOT_MASK], prob, d.len);
+        break;
+    case CK_OP_ATTENTION:
+        attention_backward(io, prob);
+        break;
+    case CK_OP_CROSS_ENTROPY:
+    case CK_OP_MSE: /* in ck_kernel_loss */
+        break;
+    }
+}
+
+float ck_kernel_loss(const ck_kernel_io *io)
+{
+    flat_dims d = flat(io);
+    size_t len = numel_of(io, io->node->inputs[0]);
+    switch (io->node->op->kind) {
+    case CK_OP_CROSS_ENTROPY:
+        return ck_kernel_cross_entropy(io->din[0], io->saved[CK_SLOT_LSE], io->in[0], io->in[1],
+                                       d.rows, d.c);
+    case CK_OP_MSE:
+        return ck_kernel_mse(io->din[0], io->in[0], io->in[1], len);
+    case CK_OP_EMBEDDING:
+    case CK_OP_LINEAR:
+    case CK_OP_LAYERNORM:
+    case CK_OP_RMSNORM:
+    case CK_OP_GELU:
+    case CK_OP_RELU:
+    case CK_OP_SILU:
+    case CK_OP_ADD:
+    case CK_OP_MUL:
+    case CK_OP_DROPOUT:
+    case CK_OP_ATTENTION: /* not losses */
+        break;
+    }
+    return 0.0f;
+}

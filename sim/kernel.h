@@ -15,10 +15,42 @@
 #ifndef CK_KERNELS_H
 #define CK_KERNELS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "planner/model.h"
 #include "sim/rng.h"
+
+/* ---- dispatch: one node's pass, from the op table's facts ---- */
+
+/* Everything one pass of one node reads and writes, filled by the executor. Values and
+ * gradients have their tensors' dtypes (f32 everywhere but around a cast). */
+typedef struct {
+    const ck_model *m;
+    const ck_node *node;
+    const void *in[CK_OP_MAX_ARITY]; /* values of the node's inputs */
+    void *out;                       /* its output (forward) or saved output (backward) */
+    const void *dout;                /* backward: the output's gradient */
+    void *din[CK_OP_MAX_ARITY];      /* backward and loss: the inputs' gradients, NULL where none */
+    float *param[CK_OP_MAX_PARAMS];  /* by the op's parameter index; NULL where absent */
+    float *dparam[CK_OP_MAX_PARAMS];
+    void *saved[CK_N_SLOTS];         /* internal saved tensors by slot; NULL where not saved */
+    void *ws;                        /* the pass's workspace, sized as planner/ops says */
+    ck_rng_key key;                  /* the dropout stream of the node's forward */
+} ck_kernel_io;
+
+/* Whether the kernels of n's op take the dtypes of n's tensors (most compute in f32 only). */
+bool ck_kernel_runs(const ck_model *m, const ck_node *n);
+/* The node's forward (losses: nothing, see ck_kernel_loss). */
+void ck_kernel_forward(const ck_kernel_io *io);
+/* The node's backward, accumulating into din[] and dparam[] (losses: nothing). */
+void ck_kernel_backward(const ck_kernel_io *io);
+/* A loss node's forward and backward together: returns the loss; din[0] receives the
+ * gradient of in[0]. */
+float ck_kernel_loss(const ck_kernel_io *io);
+
+/* ---- the math kernels ---- */
 
 /* Token and position embedding: out[b,t,:] = wte[ids[b,t],:] + wpe[t,:] (wpe may be NULL).
  * wte is [V, C], wpe [T, C] or larger. */
