@@ -33,6 +33,10 @@ static const ck_op_def op_table[] = {
                  ATTR("kv_heads", CK_ATTR_DIM, false, 0, kv_heads),
                  ATTR("dropout", CK_ATTR_PROB, false, 0, p),
                  ATTR("flash", CK_ATTR_BOOL, false, 0, flash)}),
+    OP(CK_OP_ROPE, "rope", 1, 0, 0, .n_attrs = 3,
+       .attrs = {ATTR("heads", CK_ATTR_DIM, true, 0, heads),
+                 ATTR("kv_heads", CK_ATTR_DIM, false, 0, kv_heads),
+                 ATTR("theta", CK_ATTR_DIM, false, 10000, theta)}),
     OP(CK_OP_CROSS_ENTROPY, "cross_entropy", 2, 4, 3, .is_loss = true),
     OP(CK_OP_MSE, "mse", 2, 3, 3, .is_loss = true),
 };
@@ -51,7 +55,7 @@ const char *ck_op_names(void)
 {
     /* tests/unit/test_ops.c checks that it names every op of the table. */
     return "embedding, linear, layernorm, rmsnorm, gelu, relu, silu, add, mul, dropout, "
-           "attention, cross_entropy, mse";
+           "attention, rope, cross_entropy, mse";
 }
 
 void ck_op_default_attrs(const ck_op_def *op, ck_attrs *a)
@@ -140,8 +144,10 @@ static int infer_embedding(const ck_attrs *a, ck_dtype act, const ck_ttype *in, 
     return CK_OK;
 }
 
-static int infer_attention(ck_attrs *a, const ck_ttype *in, ck_ttype *out, const char *file,
-                           const char *path, ck_err *err)
+/* The packed q, k, v layout attention and rope read: [B, T, (heads + 2*kv_heads) * D];
+ * fills kv_heads' default and sets *head_dim. */
+static int check_packed(ck_attrs *a, const ck_ttype *in, uint64_t *head_dim, const char *file,
+                        const char *path, ck_err *err)
 {
     if (in[0].rank != 3 || !ck_dtype_is_float(in[0].dtype))
         return bad_input(file, path, 0, "a float tensor [B, T, (heads + 2*kv_heads) * head_dim]",
@@ -162,9 +168,35 @@ static int infer_attention(ck_attrs *a, const ck_ttype *in, ck_ttype *out, const
                  (unsigned long long)groups);
         return bad_input(file, path, 0, want, &in[0], err);
     }
-    *out = in[0];
-    out->dim[2] = last_dim(&in[0]) / groups * a->heads;
+    *head_dim = last_dim(&in[0]) / groups;
     return CK_OK;
+}
+
+static int infer_attention(ck_attrs *a, const ck_ttype *in, ck_ttype *out, const char *file,
+                           const char *path, ck_err *err)
+{
+    uint64_t head_dim;
+    int rc = check_packed(a, in, &head_dim, file, path, err);
+    *out = in[0];
+    out->dim[2] = head_dim * a->heads;
+    return rc;
+}
+
+/* Rotations act on pairs of values, so heads have an even size. */
+static int infer_rope(ck_attrs *a, const ck_ttype *in, ck_ttype *out, const char *file,
+                      const char *path, ck_err *err)
+{
+    uint64_t head_dim;
+    int rc = check_packed(a, in, &head_dim, file, path, err);
+    if (rc == CK_OK && head_dim % 2 != 0) {
+        char want[160];
+        snprintf(want, sizeof want, "heads of an even size (rotated in pairs); "
+                 "(heads + 2*kv_heads) divides the last dimension into heads of %llu",
+                 (unsigned long long)head_dim);
+        rc = bad_input(file, path, 0, want, &in[0], err);
+    }
+    *out = in[0];
+    return rc;
 }
 
 static int infer_loss(const ck_op_def *op, const ck_ttype *in, ck_ttype *out, const char *file,
@@ -197,6 +229,8 @@ int ck_op_infer(const ck_op_def *op, ck_attrs *a, ck_dtype act, const ck_ttype *
         return infer_embedding(a, act, in, out, file, path, err);
     case CK_OP_ATTENTION:
         return infer_attention(a, in, out, file, path, err);
+    case CK_OP_ROPE:
+        return infer_rope(a, in, out, file, path, err);
     case CK_OP_CROSS_ENTROPY:
     case CK_OP_MSE:
         return infer_loss(op, in, out, file, path, err);
@@ -412,6 +446,14 @@ static void describe_kind(ovf *o, const ck_op_def *op, const ck_attrs *a, const 
         save_ref(o, info, CK_SAVE_INPUT, 1, &in[1]);
         save_internal(o, info, CK_SLOT_LSE, &lse);
         info->id_limit[1] = last_dim(&in[0]);
+        break;
+    }
+    case CK_OP_ROPE: { /* saves nothing: its backward is the inverse rotation */
+        /* 4 multiplications and 2 additions per pair of the q and k heads, either way. */
+        uint64_t groups = add(o, mul(o, a->kv_heads, 2), a->heads);
+        uint64_t rotated = mul(o, n / groups, add(o, a->heads, a->kv_heads));
+        info->fwd_flops = mul(o, rotated, 3);
+        info->bwd_flops = info->fwd_flops;
         break;
     }
     case CK_OP_ADD: /* saves nothing */

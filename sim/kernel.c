@@ -565,6 +565,45 @@ float ck_kernel_mse(float *dpred, const float *pred, const float *target, size_t
     return (float)(total / (double)n);
 }
 
+/* ---- rope ---- */
+
+/* dst = R(sign * a) src on the q and k heads, src on the v heads; `add` accumulates into dst
+ * instead. The angles are computed in double, once per position and pair. */
+static void rope_rotate(float *dst, const float *src, size_t B, size_t T, size_t H, size_t KV,
+                        size_t D, double theta, double sign, bool add)
+{
+    size_t W = (H + 2 * KV) * D, rotated = (H + KV) * D;
+    for (size_t b = 0; b < B; b++)
+        for (size_t t = 0; t < T; t++) {
+            size_t row = (b * T + t) * W;
+            for (size_t j = 0; j < D / 2; j++) {
+                double a = (double)t * pow(theta, -2.0 * (double)j / (double)D);
+                float c = (float)cos(a), sn = (float)(sign * sin(a));
+                for (size_t h = 0; h < H + KV; h++) {
+                    size_t i = row + h * D + 2 * j;
+                    float x0 = src[i], x1 = src[i + 1];
+                    float y0 = x0 * c - x1 * sn, y1 = x0 * sn + x1 * c;
+                    dst[i] = add ? dst[i] + y0 : y0;
+                    dst[i + 1] = add ? dst[i + 1] + y1 : y1;
+                }
+            }
+            for (size_t i = row + rotated; i < row + W; i++)
+                dst[i] = add ? dst[i] + src[i] : src[i];
+        }
+}
+
+void ck_kernel_rope_forward(float *out, const float *inp, size_t B, size_t T, size_t H, size_t KV,
+                            size_t D, double theta)
+{
+    rope_rotate(out, inp, B, T, H, KV, D, theta, 1.0, false);
+}
+
+void ck_kernel_rope_backward(float *dinp, const float *dout, size_t B, size_t T, size_t H,
+                             size_t KV, size_t D, double theta)
+{
+    rope_rotate(dinp, dout, B, T, H, KV, D, theta, -1.0, true);
+}
+
 /* ---- dispatch ---- */
 
 static const ck_ttype *type_of(const ck_kernel_io *io, size_t t)
@@ -589,13 +628,14 @@ typedef struct {
     size_t B, T, H, KV, D;
 } attn_dims;
 
+/* Of a node reading packed q, k, v (attention, rope). */
 static attn_dims attention_dims(const ck_kernel_io *io)
 {
     const ck_node *n = io->node;
     const ck_ttype *q = type_of(io, n->inputs[0]);
-    size_t H = (size_t)n->attrs.heads;
-    return (attn_dims){(size_t)q->dim[0], (size_t)q->dim[1], H, (size_t)n->attrs.kv_heads,
-                       last_dim_of(io, n->output) / H};
+    size_t H = (size_t)n->attrs.heads, KV = (size_t)n->attrs.kv_heads;
+    return (attn_dims){(size_t)q->dim[0], (size_t)q->dim[1], H, KV,
+                       last_dim_of(io, n->inputs[0]) / (H + 2 * KV)};
 }
 
 /* Sizes most kernels take: the output's elements, the first input's last dimension and
@@ -683,6 +723,11 @@ void ck_kernel_forward(const ck_kernel_io *io)
     case CK_OP_ATTENTION:
         attention_forward(io, prob);
         break;
+    case CK_OP_ROPE: {
+        attn_dims q = attention_dims(io);
+        ck_kernel_rope_forward(out, a, q.B, q.T, q.H, q.KV, q.D, (double)n->attrs.theta);
+        break;
+    }
     case CK_OP_CROSS_ENTROPY:
     case CK_OP_MSE: /* in ck_kernel_loss */
         break;
@@ -746,6 +791,11 @@ void ck_kernel_backward(const ck_kernel_io *io)
     case CK_OP_ATTENTION:
         attention_backward(io, prob);
         break;
+    case CK_OP_ROPE: {
+        attn_dims q = attention_dims(io);
+        ck_kernel_rope_backward(da, dout, q.B, q.T, q.H, q.KV, q.D, (double)n->attrs.theta);
+        break;
+    }
     case CK_OP_CROSS_ENTROPY:
     case CK_OP_MSE: /* in ck_kernel_loss */
         break;
@@ -772,7 +822,8 @@ float ck_kernel_loss(const ck_kernel_io *io)
     case CK_OP_ADD:
     case CK_OP_MUL:
     case CK_OP_DROPOUT:
-    case CK_OP_ATTENTION: /* not losses */
+    case CK_OP_ATTENTION:
+    case CK_OP_ROPE: /* not losses */
         break;
     }
     return 0.0f;

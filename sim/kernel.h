@@ -130,6 +130,17 @@ void ck_kernel_attention_flash_backward(float *dqkv, const float *dout, const fl
                                  size_t T, size_t H, size_t KV, size_t D, float p,
                                  ck_rng_key key);
 
+/* Rotary position embedding on packed qkv [B, T, (H + 2*KV) * D] (attention's layout), in
+ * pairs (2j, 2j+1) of each query and key head, the interleaved form (RoFormer, Meta's
+ * llama): at position t, with a_j = t * theta^(-2j/D) for j in [0, D/2),
+ *   out[2j]   = x[2j] cos a_j - x[2j+1] sin a_j
+ *   out[2j+1] = x[2j] sin a_j + x[2j+1] cos a_j;
+ * value heads pass through. Saves nothing: the backward rotates the gradient by -a_j. */
+void ck_kernel_rope_forward(float *out, const float *inp, size_t B, size_t T, size_t H, size_t KV,
+                            size_t D, double theta);
+void ck_kernel_rope_backward(float *dinp, const float *dout, size_t B, size_t T, size_t H,
+                             size_t KV, size_t D, double theta);
+
 /* Cross-entropy of logits [N, V] against targets [N], forward and backward together (the
  * chain's loss operation): returns the mean loss, writes lse [N], and accumulates
  * dlogits += (softmax(logits) - onehot(target)) / N. */

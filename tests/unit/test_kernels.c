@@ -152,6 +152,7 @@ struct ref_case {
     bool bias, pos;
     float p;
     ck_rng_key key;
+    double theta;
 };
 
 static double ref_loss(const ref_case *rc, double *out)
@@ -1033,6 +1034,57 @@ START_TEST(mse)
 }
 END_TEST
 
+/* ---- rope ---- */
+
+/* Each pair (2j, 2j+1) of a q or k head at position t, read as the complex number
+ * x_2j + i x_2j+1, is multiplied by e^(i t w_j), w_j = theta^(-2j/D); v is copied. */
+static void ref_rope(const ref_case *rc, double *out)
+{
+    size_t W = (rc->H + 2 * rc->KV) * rc->D;
+    for (size_t bt = 0; bt < rc->B * rc->T; bt++) {
+        double t = (double)(bt % rc->T);
+        const double *x = rc->in[0] + bt * W;
+        double *y = out + bt * W;
+        for (size_t c = 0; c < W; c++)
+            y[c] = x[c];
+        for (size_t h = 0; h < rc->H + rc->KV; h++)
+            for (size_t j = 0; j < rc->D / 2; j++) {
+                double w = exp(-2.0 * (double)j / (double)rc->D * log(rc->theta));
+                double re = cos(t * w), im = sin(t * w);
+                const double *z = x + h * rc->D + 2 * j;
+                y[h * rc->D + 2 * j] = z[0] * re - z[1] * im;
+                y[h * rc->D + 2 * j + 1] = z[0] * im + z[1] * re;
+            }
+    }
+}
+
+/* Rotations by up to 7 radians, with theta 3 so that the later pairs turn too; four q heads
+ * and two kv heads of 6 values. */
+START_TEST(rope)
+{
+    enum { B = 2, T = 8, H = 4, KV = 2, D = 6, W = (H + 2 * KV) * D, N = B * T * W };
+    seed_data(601);
+    float *x = frand(N), *out = obuf(N), *dout = frand(N), *dx = fbuf(N);
+    ref_case rc = {.fn = ref_rope, .n_out = N, .g = to_double(dout, N), .B = B, .T = T, .H = H,
+                   .KV = KV, .D = D, .theta = 3.0};
+    rc.in[0] = to_double(x, N);
+    rc.len[0] = N;
+    ck_kernel_rope_forward(out, x, B, T, H, KV, D, 3.0);
+    ck_kernel_rope_backward(dx, dout, B, T, H, KV, D, 3.0);
+    float *dx1 = copy_f(dx, N);
+    ck_kernel_rope_backward(dx, dout, B, T, H, KV, D, 3.0);
+    assert_forward("rope", &rc, out);
+    assert_doubled("rope dinp", dx, dx1, N);
+    assert_fd("rope dinp", &rc, 0, dx1);
+    /* Position 0 is not rotated, and v heads never are. */
+    for (size_t c = 0; c < W; c++)
+        ck_assert_float_eq(out[c], x[c]);
+    for (size_t c = (H + KV) * D; c < W; c++)
+        ck_assert_float_eq(out[3 * W + c], x[3 * W + c]);
+    free_scratch();
+}
+END_TEST
+
 static Suite *kernels_suite(void)
 {
     Suite *s = suite_create("kernels");
@@ -1061,6 +1113,7 @@ static Suite *kernels_suite(void)
     tcase_add_test(tc, kernels_are_deterministic);
     tcase_add_test(tc, cross_entropy);
     tcase_add_test(tc, mse);
+    tcase_add_test(tc, rope);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -262,6 +262,50 @@ START_TEST(attention_grouped_query)
 }
 END_TEST
 
+/* Rope keeps packed qkv's type, owns and saves nothing, and costs 3 FLOPs per rotated
+ * (q or k) element each way. */
+START_TEST(rope_rotates_q_and_k)
+{
+    ck_attrs a = defaults("rope");
+    ck_assert_uint_eq(a.theta, 10000);
+    a.heads = 8, a.kv_heads = 2; /* 12 heads of 16 */
+    ck_ttype in = tt(CK_BF16, 3, 2, 8, 192);
+    ck_op_info info;
+    ck_ttype out = infer_ok("rope", &a, &in, &info);
+    assert_shape(&out, CK_BF16, 3, 2, 8, 192);
+    ck_assert(info.n_saved == 0 && info.n_params == 0 && info.n_param_tensors == 0);
+    ck_assert(info.fwd_ws_bytes == 0 && info.bwd_ws_bytes == 0);
+    uint64_t rotated = 2 * 8 * (8 + 2) * 16;
+    ck_assert_uint_eq(info.fwd_flops, 3 * rotated);
+    ck_assert_uint_eq(info.bwd_flops, 3 * rotated);
+    uint64_t bytes = 2 * 8 * 192 * 2;
+    ck_assert_uint_eq(info.fwd_bytes_moved, 2 * bytes); /* reads x, writes y */
+    ck_assert_uint_eq(info.bwd_bytes_moved, 2 * bytes); /* reads dy, writes dx */
+    a = defaults("rope");
+    a.heads = 4; /* kv_heads defaults to heads: 12 heads of 16 */
+    infer_ok("rope", &a, &in, &info);
+    ck_assert_uint_eq(a.kv_heads, 4);
+    ck_assert_uint_eq(info.fwd_flops, 3 * 2 * 8 * 8 * 16);
+    ck_ttype odd = tt(CK_F32, 3, 2, 8, 36); /* 12 heads of 3 */
+    ck_assert(strstr(infer_bad("rope", &a, &odd),
+                     "f.json: nodes[3].inputs[0]: expected heads of an even size (rotated in "
+                     "pairs); (heads + 2*kv_heads) divides the last dimension into heads of 3, "
+                     "got f32 [2, 8, 36]"));
+    ck_ttype flat = tt(CK_F32, 2, 16, 192, 0);
+    ck_assert(strstr(infer_bad("rope", &a, &flat),
+                     "f.json: nodes[3].inputs[0]: expected a float tensor [B, T, (heads + "
+                     "2*kv_heads) * head_dim], got f32 [16, 192]"));
+    a.kv_heads = 3;
+    ck_assert(strstr(infer_bad("rope", &a, &in),
+                     "f.json: nodes[3].kv_heads: expected a divisor of heads (4), got 3"));
+    a.kv_heads = 1; /* 6 groups do not divide 100 */
+    ck_ttype uneven = tt(CK_F32, 3, 2, 8, 100);
+    ck_assert(strstr(infer_bad("rope", &a, &uneven),
+                     "f.json: nodes[3].inputs[0]: expected a last dimension divisible by heads + "
+                     "2*kv_heads = 6 (packed q, k, v)"));
+}
+END_TEST
+
 START_TEST(losses_make_scalars)
 {
     ck_ttype in[2] = {tt(CK_BF16, 3, 2, 8, 50), tt(CK_I32, 2, 2, 8, 0)};
@@ -312,6 +356,7 @@ static Suite *ops_suite(void)
     tcase_add_test(tc, norms_save_input_and_f32_statistics);
     tcase_add_test(tc, elementwise);
     tcase_add_test(tc, attention_grouped_query);
+    tcase_add_test(tc, rope_rotates_q_and_k);
     tcase_add_test(tc, losses_make_scalars);
     tcase_add_test(tc, overflowing_costs_are_input_errors);
     suite_add_tcase(s, tc);
