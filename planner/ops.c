@@ -37,6 +37,9 @@ static const ck_op_def op_table[] = {
        .attrs = {ATTR("heads", CK_ATTR_DIM, true, 0, heads),
                  ATTR("kv_heads", CK_ATTR_DIM, false, 0, kv_heads),
                  ATTR("theta", CK_ATTR_DIM, false, 10000, theta)}),
+    /* silu(gate) * up: forward silu 4, product 1; backward the sigmoid again 3, silu 1,
+     * d up 1, silu' = s (1 + g (1 - s)) 3, d gate 2. */
+    OP(CK_OP_SWIGLU, "swiglu", 2, 5, 10),
     OP(CK_OP_CROSS_ENTROPY, "cross_entropy", 2, 4, 3, .is_loss = true),
     OP(CK_OP_MSE, "mse", 2, 3, 3, .is_loss = true),
 };
@@ -55,7 +58,7 @@ const char *ck_op_names(void)
 {
     /* tests/unit/test_ops.c checks that it names every op of the table. */
     return "embedding, linear, layernorm, rmsnorm, gelu, relu, silu, add, mul, dropout, "
-           "attention, rope, cross_entropy, mse";
+           "attention, rope, swiglu, cross_entropy, mse";
 }
 
 void ck_op_default_attrs(const ck_op_def *op, ck_attrs *a)
@@ -247,6 +250,7 @@ int ck_op_infer(const ck_op_def *op, ck_attrs *a, ck_dtype act, const ck_ttype *
         return CK_OK;
     case CK_OP_ADD:
     case CK_OP_MUL:
+    case CK_OP_SWIGLU:
         rc = check_float(file, path, 0, &in[0], err);
         if (rc == CK_OK)
             rc = check_same(file, path, in, err);
@@ -427,6 +431,7 @@ static void describe_kind(ovf *o, const ck_op_def *op, const ck_attrs *a, const 
         save_ref(o, info, CK_SAVE_OUTPUT, 0, out);
         break;
     case CK_OP_MUL:
+    case CK_OP_SWIGLU:
     case CK_OP_MSE:
         save_ref(o, info, CK_SAVE_INPUT, 0, &in[0]);
         save_ref(o, info, CK_SAVE_INPUT, 1, &in[1]);

@@ -565,6 +565,25 @@ float ck_kernel_mse(float *dpred, const float *pred, const float *target, size_t
     return (float)(total / (double)n);
 }
 
+/* ---- swiglu ---- */
+
+void ck_kernel_swiglu_forward(float *out, const float *gate, const float *up, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
+}
+
+void ck_kernel_swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate,
+                               const float *up, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float g = gate[i], sig = 1.0f / (1.0f + expf(-g));
+        float dg = dout[i] * up[i] * sig * (1.0f + g * (1.0f - sig)), du = dout[i] * g * sig;
+        dgate[i] += dg;
+        dup[i] += du;
+    }
+}
+
 /* ---- rope ---- */
 
 /* dst = R(sign * a) src on the q and k heads, src on the v heads; `add` accumulates into dst
@@ -723,6 +742,9 @@ void ck_kernel_forward(const ck_kernel_io *io)
     case CK_OP_ATTENTION:
         attention_forward(io, prob);
         break;
+    case CK_OP_SWIGLU:
+        ck_kernel_swiglu_forward(out, a, b, d.len);
+        break;
     case CK_OP_ROPE: {
         attn_dims q = attention_dims(io);
         ck_kernel_rope_forward(out, a, q.B, q.T, q.H, q.KV, q.D, (double)n->attrs.theta);
@@ -791,6 +813,9 @@ void ck_kernel_backward(const ck_kernel_io *io)
     case CK_OP_ATTENTION:
         attention_backward(io, prob);
         break;
+    case CK_OP_SWIGLU:
+        ck_kernel_swiglu_backward(da, db, dout, a, b, d.len);
+        break;
     case CK_OP_ROPE: {
         attn_dims q = attention_dims(io);
         ck_kernel_rope_backward(da, dout, q.B, q.T, q.H, q.KV, q.D, (double)n->attrs.theta);
@@ -823,7 +848,8 @@ float ck_kernel_loss(const ck_kernel_io *io)
     case CK_OP_MUL:
     case CK_OP_DROPOUT:
     case CK_OP_ATTENTION:
-    case CK_OP_ROPE: /* not losses */
+    case CK_OP_ROPE:
+    case CK_OP_SWIGLU: /* not losses */
         break;
     }
     return 0.0f;

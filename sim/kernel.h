@@ -96,6 +96,12 @@ void ck_kernel_mul_forward(float *out, const float *a, const float *b, size_t n)
 void ck_kernel_mul_backward(float *da, float *db, const float *dout, const float *a, const float *b,
                      size_t n);
 
+/* SwiGLU's gate, fused: out = silu(gate) * up. Saves both inputs; dgate and dup may be one
+ * buffer (a node reading one tensor twice). */
+void ck_kernel_swiglu_forward(float *out, const float *gate, const float *up, size_t n);
+void ck_kernel_swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate,
+                               const float *up, size_t n);
+
 /* Inverted dropout: out = inp * keep / (1 - p), mask[i] = keep (0 or 1), keep drawn from
  * ck_rng_keep(key, i, p). p == 0 keeps everything. */
 void ck_kernel_dropout_forward(float *out, uint8_t *mask, const float *inp, float p, ck_rng_key key,

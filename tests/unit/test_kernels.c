@@ -1034,6 +1034,48 @@ START_TEST(mse)
 }
 END_TEST
 
+/* ---- swiglu ---- */
+
+static void ref_swiglu(const ref_case *rc, double *out)
+{
+    for (size_t i = 0; i < rc->n; i++) {
+        double g = rc->in[0][i];
+        out[i] = g / (1.0 + exp(-g)) * rc->in[1][i];
+    }
+}
+
+/* Against the reference and finite differences, and with one tensor as both inputs:
+ * d/dx [silu(x) x] = silu'(x) x + silu(x), silu'(x) = s (1 + x (1 - s)). */
+START_TEST(swiglu)
+{
+    seed_data(701);
+    float *g = ew_input(), *u = frand(EW_N), *out = obuf(EW_N), *dout = frand(EW_N);
+    float *dg = fbuf(EW_N), *du = fbuf(EW_N), *dx = fbuf(EW_N);
+    ref_case rc = {.fn = ref_swiglu, .n_out = EW_N, .g = to_double(dout, EW_N), .n = EW_N};
+    rc.in[0] = to_double(g, EW_N);
+    rc.len[0] = EW_N;
+    rc.in[1] = to_double(u, EW_N);
+    rc.len[1] = EW_N;
+    ck_kernel_swiglu_forward(out, g, u, EW_N);
+    ck_kernel_swiglu_backward(dg, du, dout, g, u, EW_N);
+    float *dg1 = copy_f(dg, EW_N), *du1 = copy_f(du, EW_N);
+    ck_kernel_swiglu_backward(dg, du, dout, g, u, EW_N);
+    assert_forward("swiglu", &rc, out);
+    assert_doubled("swiglu dgate", dg, dg1, EW_N);
+    assert_doubled("swiglu dup", du, du1, EW_N);
+    assert_fd("swiglu dgate", &rc, 0, dg1);
+    assert_fd("swiglu dup", &rc, 1, du1);
+    ck_kernel_swiglu_backward(dx, dx, dout, g, g, EW_N);
+    double *want = dbuf(EW_N);
+    for (size_t i = 0; i < EW_N; i++) {
+        double x = g[i], sg = 1.0 / (1.0 + exp(-x));
+        want[i] = dout[i] * (sg * (1.0 + x * (1.0 - sg)) * x + x * sg);
+    }
+    assert_close("swiglu of x and x", dx, want, EW_N, RTOL_GRAD);
+    free_scratch();
+}
+END_TEST
+
 /* ---- rope ---- */
 
 /* Each pair (2j, 2j+1) of a q or k head at position t, read as the complex number
@@ -1114,6 +1156,7 @@ static Suite *kernels_suite(void)
     tcase_add_test(tc, cross_entropy);
     tcase_add_test(tc, mse);
     tcase_add_test(tc, rope);
+    tcase_add_test(tc, swiglu);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -306,6 +306,34 @@ START_TEST(rope_rotates_q_and_k)
 }
 END_TEST
 
+/* swiglu(gate, up) keeps their type, saves both and costs 5 and 10 FLOPs per element. */
+START_TEST(swiglu_saves_both_inputs)
+{
+    ck_ttype in[2] = {tt(CK_BF16, 3, 2, 5, 24), tt(CK_BF16, 3, 2, 5, 24)};
+    ck_attrs a = defaults("swiglu");
+    ck_op_info info;
+    ck_ttype out = infer_ok("swiglu", &a, in, &info);
+    assert_shape(&out, CK_BF16, 3, 2, 5, 24);
+    ck_assert(info.n_params == 0 && info.n_param_tensors == 0);
+    ck_assert_uint_eq(info.n_saved, 2);
+    ck_assert(info.saved[0].kind == CK_SAVE_INPUT && info.saved[0].input == 0);
+    ck_assert(info.saved[1].kind == CK_SAVE_INPUT && info.saved[1].input == 1);
+    ck_assert_uint_eq(info.saved[0].bytes + info.saved[1].bytes, 2 * 240 * 2);
+    ck_assert_uint_eq(info.fwd_flops, 5 * 240);
+    ck_assert_uint_eq(info.bwd_flops, 10 * 240);
+    uint64_t x = 240 * 2; /* reads 2 inputs, writes 1; reads dy and the 2 saved, writes 2 */
+    ck_assert_uint_eq(info.fwd_bytes_moved, 3 * x);
+    ck_assert_uint_eq(info.bwd_bytes_moved, 5 * x);
+    in[1].dim[2] = 12;
+    ck_assert(strstr(infer_bad("swiglu", &a, in),
+                     "f.json: nodes[3].inputs[1]: expected the type of inputs[0], bf16 [2, 5, 24], "
+                     "got bf16 [2, 5, 12]"));
+    ck_ttype ids[2] = {tt(CK_I32, 2, 2, 5, 0), tt(CK_I32, 2, 2, 5, 0)};
+    ck_assert(strstr(infer_bad("swiglu", &a, ids),
+                     "f.json: nodes[3].inputs[0]: expected a float tensor"));
+}
+END_TEST
+
 START_TEST(losses_make_scalars)
 {
     ck_ttype in[2] = {tt(CK_BF16, 3, 2, 8, 50), tt(CK_I32, 2, 2, 8, 0)};
@@ -357,6 +385,7 @@ static Suite *ops_suite(void)
     tcase_add_test(tc, elementwise);
     tcase_add_test(tc, attention_grouped_query);
     tcase_add_test(tc, rope_rotates_q_and_k);
+    tcase_add_test(tc, swiglu_saves_both_inputs);
     tcase_add_test(tc, losses_make_scalars);
     tcase_add_test(tc, overflowing_costs_are_input_errors);
     suite_add_tcase(s, tc);

@@ -39,3 +39,4 @@ PY
 }
 
 verify_planners rope "$data/rope-tiny.json"
+verify_planners swiglu "$data/swiglu-tiny.json"
