@@ -40,6 +40,8 @@ static const ck_op_def op_table[] = {
     /* silu(gate) * up: forward silu 4, product 1; backward the sigmoid again 3, silu 1,
      * d up 1, silu' = s (1 + g (1 - s)) 3, d gate 2. */
     OP(CK_OP_SWIGLU, "swiglu", 2, 5, 10),
+    /* One conversion per element, of the value forward and of its gradient backward. */
+    OP(CK_OP_CAST, "cast", 1, 1, 1, .n_attrs = 1, .attrs = {ATTR("to", CK_ATTR_DTYPE, true, 0, to)}),
     OP(CK_OP_CROSS_ENTROPY, "cross_entropy", 2, 4, 3, .is_loss = true),
     OP(CK_OP_MSE, "mse", 2, 3, 3, .is_loss = true),
 };
@@ -58,7 +60,7 @@ const char *ck_op_names(void)
 {
     /* tests/unit/test_ops.c checks that it names every op of the table. */
     return "embedding, linear, layernorm, rmsnorm, gelu, relu, silu, add, mul, dropout, "
-           "attention, rope, swiglu, cross_entropy, mse";
+           "attention, rope, swiglu, cast, cross_entropy, mse";
 }
 
 void ck_op_default_attrs(const ck_op_def *op, ck_attrs *a)
@@ -264,6 +266,10 @@ int ck_op_infer(const ck_op_def *op, ck_attrs *a, ck_dtype act, const ck_ttype *
     case CK_OP_DROPOUT: /* they keep their input's type */
         *out = in[0];
         return check_float(file, path, 0, &in[0], err);
+    case CK_OP_CAST: /* "to" is a float dtype, as the loader reads it */
+        *out = in[0];
+        out->dtype = a->to;
+        return check_float(file, path, 0, &in[0], err);
     }
     return ck_err_fail(err, CK_ERR_RUNTIME, "%s: %s: op kind %d has no shape rule", file, path,
                        (int)op->kind);
@@ -461,7 +467,8 @@ static void describe_kind(ovf *o, const ck_op_def *op, const ck_attrs *a, const 
         info->bwd_flops = info->fwd_flops;
         break;
     }
-    case CK_OP_ADD: /* saves nothing */
+    case CK_OP_ADD:
+    case CK_OP_CAST: /* they save nothing */
         break;
     }
 }

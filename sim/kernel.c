@@ -584,6 +584,125 @@ void ck_kernel_swiglu_backward(float *dgate, float *dup, const float *dout, cons
     }
 }
 
+/* ---- cast ---- */
+
+static uint32_t bits_of(float x)
+{
+    uint32_t b;
+    memcpy(&b, &x, sizeof b);
+    return b;
+}
+
+static float float_of(uint32_t b)
+{
+    float x;
+    memcpy(&x, &b, sizeof x);
+    return x;
+}
+
+/* bf16 is the top half of an f32: round the bottom half away, to even on a tie. */
+uint16_t ck_kernel_f32_to_bf16(float x)
+{
+    uint32_t b = bits_of(x);
+    if ((b & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((b >> 16) | 0x40u);
+    b += 0x7fffu + ((b >> 16) & 1u);
+    return (uint16_t)(b >> 16);
+}
+
+float ck_kernel_bf16_to_f32(uint16_t h)
+{
+    return float_of((uint32_t)h << 16);
+}
+
+/* Below 2^-14, f16 holds multiples of 2^-24: round the 24-bit significand, shifted down to
+ * that grid. */
+static uint16_t f16_subnormal(uint32_t sign, uint32_t abs)
+{
+    if (abs <= 0x33000000u) /* at most 2^-25, half the smallest subnormal: to (signed) zero */
+        return (uint16_t)sign;
+    uint32_t shift = 126 - (abs >> 23), m = (abs & 0x7fffffu) | 0x800000u;
+    uint32_t r = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (r & 1u)))
+        r++; /* 0x400 is the smallest normal, rightly encoded */
+    return (uint16_t)(sign | r);
+}
+
+uint16_t ck_kernel_f32_to_f16(float x)
+{
+    uint32_t b = bits_of(x), sign = (b >> 16) & 0x8000u, abs = b & 0x7fffffffu;
+    if (abs > 0x7f800000u)
+        return (uint16_t)(sign | 0x7e00u);
+    if (abs >= 0x47800000u) /* 2^16 and up, infinity included */
+        return (uint16_t)(sign | 0x7c00u);
+    if (abs < 0x38800000u)
+        return f16_subnormal(sign, abs);
+    /* Rebias the exponent (127 to 15), keep 10 of 23 significand bits, round the other 13;
+     * a carry moves into the exponent, up to infinity past 65504. */
+    uint32_t r = (abs >> 13) - ((127u - 15u) << 10), rem = abs & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (r & 1u)))
+        r++;
+    return (uint16_t)(sign | r);
+}
+
+float ck_kernel_f16_to_f32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+    if (e == 0x1f)
+        return float_of(sign | 0x7f800000u | (m << 13));
+    if (e)
+        return float_of(sign | ((e + 112) << 23) | (m << 13));
+    if (!m)
+        return float_of(sign);
+    for (e = 113; !(m & 0x400u); e--) /* a subnormal, normalised */
+        m <<= 1;
+    return float_of(sign | (e << 23) | ((m & 0x3ffu) << 13));
+}
+
+static float load(ck_dtype d, const void *p, size_t i)
+{
+    switch (d) {
+    case CK_BF16:
+        return ck_kernel_bf16_to_f32(((const uint16_t *)p)[i]);
+    case CK_F16:
+        return ck_kernel_f16_to_f32(((const uint16_t *)p)[i]);
+    case CK_F32:
+    case CK_I32:
+    case CK_U8: /* casts are between floats: the loader refuses the rest */
+        break;
+    }
+    return ((const float *)p)[i];
+}
+
+static void store(ck_dtype d, void *p, size_t i, float x)
+{
+    switch (d) {
+    case CK_BF16:
+        ((uint16_t *)p)[i] = ck_kernel_f32_to_bf16(x);
+        return;
+    case CK_F16:
+        ((uint16_t *)p)[i] = ck_kernel_f32_to_f16(x);
+        return;
+    case CK_F32:
+    case CK_I32:
+    case CK_U8:
+        break;
+    }
+    ((float *)p)[i] = x;
+}
+
+void ck_kernel_cast_forward(void *out, ck_dtype to, const void *inp, ck_dtype from, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        store(to, out, i, load(from, inp, i));
+}
+
+void ck_kernel_cast_backward(void *dinp, ck_dtype from, const void *dout, ck_dtype to, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        store(from, dinp, i, load(from, dinp, i) + load(to, dout, i));
+}
+
 /* ---- rope ---- */
 
 /* dst = R(sign * a) src on the q and k heads, src on the v heads; `add` accumulates into dst
@@ -696,7 +815,7 @@ static bool all_f32(const ck_model *m, const ck_node *n)
 
 bool ck_kernel_runs(const ck_model *m, const ck_node *n)
 {
-    return all_f32(m, n); /* every kernel computes in f32 */
+    return n->op->kind == CK_OP_CAST || all_f32(m, n); /* the others compute in f32 */
 }
 
 void ck_kernel_forward(const ck_kernel_io *io)
@@ -744,6 +863,10 @@ void ck_kernel_forward(const ck_kernel_io *io)
         break;
     case CK_OP_SWIGLU:
         ck_kernel_swiglu_forward(out, a, b, d.len);
+        break;
+    case CK_OP_CAST:
+        ck_kernel_cast_forward(io->out, n->attrs.to, io->in[0],
+                               type_of(io, n->inputs[0])->dtype, d.len);
         break;
     case CK_OP_ROPE: {
         attn_dims q = attention_dims(io);
@@ -816,6 +939,10 @@ void ck_kernel_backward(const ck_kernel_io *io)
     case CK_OP_SWIGLU:
         ck_kernel_swiglu_backward(da, db, dout, a, b, d.len);
         break;
+    case CK_OP_CAST:
+        ck_kernel_cast_backward(io->din[0], type_of(io, n->inputs[0])->dtype, io->dout,
+                                n->attrs.to, d.len);
+        break;
     case CK_OP_ROPE: {
         attn_dims q = attention_dims(io);
         ck_kernel_rope_backward(da, dout, q.B, q.T, q.H, q.KV, q.D, (double)n->attrs.theta);
@@ -849,7 +976,8 @@ float ck_kernel_loss(const ck_kernel_io *io)
     case CK_OP_DROPOUT:
     case CK_OP_ATTENTION:
     case CK_OP_ROPE:
-    case CK_OP_SWIGLU: /* not losses */
+    case CK_OP_SWIGLU:
+    case CK_OP_CAST: /* not losses */
         break;
     }
     return 0.0f;

@@ -102,6 +102,20 @@ void ck_kernel_swiglu_forward(float *out, const float *gate, const float *up, si
 void ck_kernel_swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate,
                                const float *up, size_t n);
 
+/* 16-bit floats by hand (C11 has no portable half type). From f32: round to nearest, ties
+ * to even, overflow to infinity, NaN kept a (quiet) NaN; f16 keeps subnormals. To f32:
+ * exact. */
+uint16_t ck_kernel_f32_to_bf16(float x);
+float ck_kernel_bf16_to_f32(uint16_t h);
+uint16_t ck_kernel_f32_to_f16(float x);
+float ck_kernel_f16_to_f32(uint16_t h);
+
+/* Cast of n values from dtype `from` to `to` (f32, bf16, f16), rounding as above. The
+ * backward converts the gradient back and accumulates it in din's dtype: din = from(din +
+ * f32(dout)), so an f32 din adds exactly. */
+void ck_kernel_cast_forward(void *out, ck_dtype to, const void *inp, ck_dtype from, size_t n);
+void ck_kernel_cast_backward(void *dinp, ck_dtype from, const void *dout, ck_dtype to, size_t n);
+
 /* Inverted dropout: out = inp * keep / (1 - p), mask[i] = keep (0 or 1), keep drawn from
  * ck_rng_keep(key, i, p). p == 0 keeps everything. */
 void ck_kernel_dropout_forward(float *out, uint8_t *mask, const float *inp, float p, ck_rng_key key,

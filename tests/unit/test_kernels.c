@@ -1076,6 +1076,135 @@ START_TEST(swiglu)
 }
 END_TEST
 
+/* ---- cast ---- */
+
+typedef struct {
+    const char *name;
+    uint16_t (*from_f32)(float);
+    float (*to_f32)(uint16_t);
+} half_format;
+
+static const half_format halves[] = {
+    {"bf16", ck_kernel_f32_to_bf16, ck_kernel_bf16_to_f32},
+    {"f16", ck_kernel_f32_to_f16, ck_kernel_f16_to_f32},
+};
+
+/* Every one of the 65536 codes converts to f32 and back to itself (NaNs to a NaN). */
+START_TEST(half_codes_round_trip)
+{
+    for (size_t f = 0; f < 2; f++)
+        for (uint32_t code = 0; code < 65536; code++) {
+            float x = halves[f].to_f32((uint16_t)code);
+            uint16_t back = halves[f].from_f32(x);
+            if (isnan(x))
+                ck_assert_msg(isnan(halves[f].to_f32(back)), "%s %04x", halves[f].name, code);
+            else
+                ck_assert_msg(back == code, "%s %04x -> %g -> %04x", halves[f].name, code,
+                              (double)x, back);
+        }
+}
+END_TEST
+
+/* Rounding to nearest, ties to even, checked from the definition: no code of the same sign
+ * is nearer than the result, and on a tie the result's code is even. Values are spread over
+ * every exponent the formats reach (subnormals, overflow), plus the exact midpoints between
+ * neighbouring codes. */
+static void assert_nearest_even(const half_format *hf, float x)
+{
+    uint16_t h = hf->from_f32(x);
+    double want = x, got = hf->to_f32(h), err = fabs(got - want);
+    ck_assert_msg(!isnan(got), "%s(%g) is NaN", hf->name, want);
+    ck_assert_msg(signbit(got) == signbit(want), "%s(%g): sign", hf->name, want);
+    uint16_t mag = h & 0x7fff;
+    if (isinf(got)) { /* overflow: at least half a step past the largest finite value */
+        double top = hf->to_f32((uint16_t)(mag - 1)), below = hf->to_f32((uint16_t)(mag - 2));
+        ck_assert_msg(fabs(want) >= top + (top - below) / 2, "%s(%g) overflows", hf->name, want);
+        return;
+    }
+    for (int step = -1; step <= 1; step += 2) {
+        int nb = (int)mag + step;
+        if (nb < 0 || nb > 0x7fff)
+            continue;
+        double other = hf->to_f32((uint16_t)((h & 0x8000) | nb));
+        if (isnan(other))
+            continue;
+        double oerr = fabs(other - want);
+        ck_assert_msg(err < oerr || (err == oerr && (h & 1) == 0),
+                      "%s(%.9g) = %.9g, but %.9g is nearer or an even tie", hf->name, want, got,
+                      other);
+    }
+}
+
+START_TEST(half_rounding_is_nearest_even)
+{
+    seed_data(801);
+    for (size_t f = 0; f < 2; f++) {
+        for (int i = 0; i < 20000; i++) {
+            float x = (float)(urand() * ldexp(1.0, (int)(urand() * 140.0))); /* to 2^140 */
+            float tiny = (float)(urand() * 0x1p-14); /* the f16 subnormal range */
+            assert_nearest_even(&halves[f], x);
+            assert_nearest_even(&halves[f], tiny);
+        }
+        for (uint32_t code = 0; code < 0x7bff; code += 7) { /* midpoints, in f32 exactly */
+            double lo = halves[f].to_f32((uint16_t)code), hi = halves[f].to_f32((uint16_t)(code + 1));
+            if (isfinite(hi) && !isnan(lo))
+                assert_nearest_even(&halves[f], (float)((lo + hi) / 2));
+        }
+    }
+    /* Fixed points of the formats: 65504 is f16's largest; 65520, the midpoint to the next
+     * power of two, rounds to infinity; 2^-24 its smallest; 2^-25, half of it, to zero. */
+    ck_assert_uint_eq(ck_kernel_f32_to_f16(65504.0f), 0x7bff);
+    ck_assert_uint_eq(ck_kernel_f32_to_f16(65519.0f), 0x7bff);
+    ck_assert_uint_eq(ck_kernel_f32_to_f16(65520.0f), 0x7c00);
+    ck_assert_uint_eq(ck_kernel_f32_to_f16(-1e10f), 0xfc00);
+    ck_assert_uint_eq(ck_kernel_f32_to_f16(0x1p-24f), 0x0001);
+    ck_assert_uint_eq(ck_kernel_f32_to_f16(0x1p-25f), 0x0000);
+    ck_assert_uint_eq(ck_kernel_f32_to_f16(0x1.8p-25f), 0x0001);
+    ck_assert_uint_eq(ck_kernel_f32_to_f16(1.0f + 0x1p-11f), 0x3c00);      /* tie: to even */
+    ck_assert_uint_eq(ck_kernel_f32_to_f16(1.0f + 0x1.8p-10f), 0x3c02);    /* tie: to even */
+    ck_assert_uint_eq(ck_kernel_f32_to_bf16(1.0f + 0x1p-8f), 0x3f80);      /* tie: to even */
+    ck_assert_uint_eq(ck_kernel_f32_to_bf16(1.0f + 0x1.8p-7f), 0x3f82);    /* tie: to even */
+    ck_assert_uint_eq(ck_kernel_f32_to_bf16(3.4e38f), 0x7f80);             /* to infinity */
+    ck_assert(isnan(ck_kernel_bf16_to_f32(ck_kernel_f32_to_bf16(NAN))));
+    ck_assert(isnan(ck_kernel_f16_to_f32(ck_kernel_f32_to_f16(NAN))));
+    ck_assert(isinf(ck_kernel_f16_to_f32(ck_kernel_f32_to_f16(INFINITY))));
+}
+END_TEST
+
+/* The forward rounds each value; the backward accumulates the gradient converted back, in
+ * the input's dtype: exactly for f32, rounded once per call for a 16-bit input. */
+START_TEST(cast_forward_and_backward)
+{
+    enum { N = 257 };
+    seed_data(802);
+    float *x = frand(N), *dout = frand(N), *dx = fbuf(N);
+    uint16_t *low = scratch(N * 2), *dlow = scratch(N * 2);
+    float *wide = obuf(N);
+    ck_kernel_cast_forward(low, CK_BF16, x, CK_F32, N);
+    ck_kernel_cast_forward(wide, CK_F32, low, CK_BF16, N);
+    for (size_t i = 0; i < N; i++) {
+        ck_assert_uint_eq(low[i], ck_kernel_f32_to_bf16(x[i]));
+        ck_assert_float_eq(wide[i], ck_kernel_bf16_to_f32(low[i]));
+        ck_assert(fabs(wide[i] - x[i]) <= fabs(x[i]) * 0x1p-8);
+    }
+    /* f32 -> f16 backward: dout is f16, dx f32 */
+    uint16_t *dhalf = scratch(N * 2);
+    ck_kernel_cast_forward(dhalf, CK_F16, dout, CK_F32, N);
+    ck_kernel_cast_backward(dx, CK_F32, dhalf, CK_F16, N);
+    ck_kernel_cast_backward(dx, CK_F32, dhalf, CK_F16, N);
+    for (size_t i = 0; i < N; i++)
+        ck_assert_float_eq(dx[i], 2.0f * ck_kernel_f16_to_f32(dhalf[i]));
+    /* bf16 -> f32 backward: dout f32, din bf16, accumulated and rounded each call */
+    ck_kernel_cast_backward(dlow, CK_BF16, dout, CK_F32, N);
+    ck_kernel_cast_backward(dlow, CK_BF16, dout, CK_F32, N);
+    for (size_t i = 0; i < N; i++) {
+        uint16_t once = ck_kernel_f32_to_bf16(dout[i]);
+        ck_assert_uint_eq(dlow[i], ck_kernel_f32_to_bf16(ck_kernel_bf16_to_f32(once) + dout[i]));
+    }
+    free_scratch();
+}
+END_TEST
+
 /* ---- rope ---- */
 
 /* Each pair (2j, 2j+1) of a q or k head at position t, read as the complex number
@@ -1157,6 +1286,9 @@ static Suite *kernels_suite(void)
     tcase_add_test(tc, mse);
     tcase_add_test(tc, rope);
     tcase_add_test(tc, swiglu);
+    tcase_add_test(tc, half_codes_round_trip);
+    tcase_add_test(tc, half_rounding_is_nearest_even);
+    tcase_add_test(tc, cast_forward_and_backward);
     suite_add_tcase(s, tc);
     return s;
 }

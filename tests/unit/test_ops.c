@@ -334,6 +334,32 @@ START_TEST(swiglu_saves_both_inputs)
 }
 END_TEST
 
+/* cast changes only the dtype; it moves its input's bytes in and its output's out, the
+ * other way round backward, and costs one FLOP per element each way. */
+START_TEST(cast_changes_the_dtype)
+{
+    ck_attrs a = defaults("cast");
+    a.to = CK_F32;
+    ck_ttype in = tt(CK_BF16, 3, 2, 5, 24);
+    ck_op_info info;
+    ck_ttype out = infer_ok("cast", &a, &in, &info);
+    assert_shape(&out, CK_F32, 3, 2, 5, 24);
+    ck_assert(info.n_saved == 0 && info.n_params == 0 && info.n_param_tensors == 0);
+    ck_assert(info.fwd_flops == 240 && info.bwd_flops == 240);
+    ck_assert_uint_eq(info.fwd_bytes_moved, 240 * 2 + 240 * 4);
+    ck_assert_uint_eq(info.bwd_bytes_moved, 240 * 4 + 240 * 2);
+    a.to = CK_F16;
+    ck_ttype f32_in = tt(CK_F32, 2, 4, 8, 0);
+    out = infer_ok("cast", &a, &f32_in, &info);
+    assert_shape(&out, CK_F16, 2, 4, 8, 0);
+    ck_ttype ids = tt(CK_I32, 2, 4, 8, 0);
+    ck_assert(strstr(infer_bad("cast", &a, &ids),
+                     "f.json: nodes[3].inputs[0]: expected a float tensor (f32, bf16 or f16) of "
+                     "rank >= 1, got int32 [4, 8]"));
+    ck_assert(ck_op_find("cast")->attrs[0].required);
+}
+END_TEST
+
 START_TEST(losses_make_scalars)
 {
     ck_ttype in[2] = {tt(CK_BF16, 3, 2, 8, 50), tt(CK_I32, 2, 2, 8, 0)};
@@ -386,6 +412,7 @@ static Suite *ops_suite(void)
     tcase_add_test(tc, attention_grouped_query);
     tcase_add_test(tc, rope_rotates_q_and_k);
     tcase_add_test(tc, swiglu_saves_both_inputs);
+    tcase_add_test(tc, cast_changes_the_dtype);
     tcase_add_test(tc, losses_make_scalars);
     tcase_add_test(tc, overflowing_costs_are_input_errors);
     suite_add_tcase(s, tc);
