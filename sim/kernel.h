@@ -1,14 +1,16 @@
-/* kernel: the forward and backward of every op of planner/ops, in f32, one plain function
- * each with explicit dimensions (after llm.c's train_gpt2.c). Matrix products go through
- * cblas_sgemm; everything else is plain loops.
+/* kernel: the forward and backward of every op of planner/ops, one plain function each
+ * with explicit dimensions (after llm.c's train_gpt2.c), in f32 but for cast's
+ * conversions; and their dispatch, ck_kernel_forward/backward/loss, which reads a node's
+ * sizes and attributes and calls them. Matrix products go through cblas_sgemm; everything
+ * else is plain loops.
  *
  * Conventions:
  * - Activations are row-major; N is the number of rows (B*T for [B, T, C] tensors).
  * - Backward functions ACCUMULATE (+=) into every gradient they write (inputs and
  *   parameters), so a tensor read by several nodes needs one gradient buffer; callers zero
  *   gradient buffers when they allocate them.
- * - Saved internal tensors (mean, rstd, mask, probs, dropped, lse) are written by the
- *   forward and read by the backward, exactly as planner/ops declares them.
+ * - Saved internal tensors (the ck_slot values: mean, rstd, mask, probs, dropped, lse) are
+ *   written by the forward and read by the backward, exactly as planner/ops declares them.
  * - Workspace arguments are caller-allocated buffers of exactly the size planner/ops
  *   declares (fwd_ws_bytes, bwd_ws_bytes); kernels allocate nothing.
  * - Results are deterministic: the same inputs give the same bits on every call. */
