@@ -61,10 +61,11 @@ typedef struct {
     scope top;
     size_t n_nodes, n_groups; /* what the top scope expands to */
     /* The sizes (vocab, dim) of every embedding entry, for tied heads to find their table:
-     * table_made[i] once an embedding of the sizes of key i has been expanded. */
+     * table_node[i] is the first expanded embedding of the sizes of key i (CK_NO_NODE: none
+     * yet). */
     ck_index tables;
     uint64_t (*table_keys)[2];
-    bool *table_made;
+    size_t *table_node;
     ck_model *m;
 } loader;
 
@@ -369,6 +370,13 @@ static int resolve(loader *ld, const scope *s, const char *block_input, size_t k
     return CK_OK;
 }
 
+static int parse_float_dtype(loader *ld, const cJSON *v, const char *path, ck_dtype *out)
+{
+    if (cJSON_IsString(v) && ck_dtype_parse(v->valuestring, out) && ck_dtype_is_float(*out))
+        return CK_OK;
+    return expected(ld, path, "a float dtype (\"f32\", \"bf16\" or \"f16\")", v);
+}
+
 static int read_attrs(loader *ld, const cJSON *js, const ck_op_def *op, const char *path, ck_attrs *a)
 {
     ck_op_default_attrs(op, a);
@@ -387,6 +395,8 @@ static int read_attrs(loader *ld, const cJSON *js, const ck_op_def *op, const ch
             rc = parse_dim(ld, v, apath, field);
         } else if (spec->kind == CK_ATTR_BOOL) {
             rc = ck_json_get_bool(js, spec->name, true, field, ld->file, path, ld->err);
+        } else if (spec->kind == CK_ATTR_DTYPE) {
+            rc = parse_float_dtype(ld, v, apath, field);
         } else if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0 && v->valuedouble < 1)) {
             rc = expected(ld, apath, "a probability in [0, 1)", v);
         } else {
@@ -696,9 +706,11 @@ static int index_tables(loader *ld)
     for (size_t b = 0; b < ld->n_blocks; b++)
         n = add_table_keys(ld, &ld->blocks[b], n);
     ld->table_keys = calloc(n ? n : 1, sizeof *ld->table_keys);
-    ld->table_made = calloc(n ? n : 1, sizeof *ld->table_made);
-    if (!ld->table_keys || !ld->table_made || !ck_index_alloc(&ld->tables, n))
+    ld->table_node = malloc((n ? n : 1) * sizeof *ld->table_node);
+    if (!ld->table_keys || !ld->table_node || !ck_index_alloc(&ld->tables, n))
         return ck_err_oom(ld->err);
+    for (size_t i = 0; i < n; i++)
+        ld->table_node[i] = CK_NO_NODE;
     n = add_table_keys(ld, &ld->top, 0);
     for (size_t b = 0; b < ld->n_blocks; b++)
         n = add_table_keys(ld, &ld->blocks[b], n);
@@ -713,12 +725,15 @@ static size_t find_table(const loader *ld, uint64_t vocab, uint64_t dim)
     return ck_index_find(&ld->tables, key, sizeof key);
 }
 
-static int tied_table_exists(loader *ld, const ck_node *n, const char *path)
+/* The tie is resolved here once: n->tied_to names the embedding whose table n uses. */
+static int resolve_tie(loader *ld, ck_node *n, const char *path)
 {
     const ck_ttype *in = &ld->m->tensors[n->inputs[0]].type;
     size_t table = find_table(ld, n->attrs.out, in->dim[in->rank - 1]);
-    if (table != CK_INDEX_NONE && ld->table_made[table])
+    if (table != CK_INDEX_NONE && ld->table_node[table] != CK_NO_NODE) {
+        n->tied_to = ld->table_node[table];
         return CK_OK;
+    }
     char tpath[CK_JSON_PATH_MAX];
     ck_json_path_key(tpath, path, "tied");
     return fail_at(ld, tpath, "expected an earlier embedding with vocab = out (%llu) and dim = %llu, "
@@ -734,7 +749,7 @@ static int add_node(loader *ld, char *name, const entry *e, const size_t *inputs
     ck_node *n = &m->nodes[m->n_nodes];
     ck_tensor *t = &m->tensors[m->n_inputs + m->n_nodes];
     *n = (ck_node){.name = name, .op = e->op, .output = m->n_inputs + m->n_nodes,
-                   .attrs = e->attrs, .group = group};
+                   .attrs = e->attrs, .tied_to = CK_NO_NODE, .group = group};
     ck_ttype in[CK_OP_MAX_ARITY];
     for (size_t i = 0; i < e->op->arity; i++) {
         n->inputs[i] = inputs[i];
@@ -752,9 +767,12 @@ static int add_node(loader *ld, char *name, const entry *e, const size_t *inputs
     if (rc == CK_OK && !ck_ttype_bytes(&t->type, &t->bytes))
         rc = fail_at(ld, path, "the output's size in bytes overflows 64 bits");
     if (rc == CK_OK && n->attrs.tied)
-        rc = tied_table_exists(ld, n, path);
-    if (rc == CK_OK && e->op->kind == CK_OP_EMBEDDING)
-        ld->table_made[find_table(ld, e->attrs.vocab, e->attrs.dim)] = true; /* indexed */
+        rc = resolve_tie(ld, n, path);
+    if (rc == CK_OK && e->op->kind == CK_OP_EMBEDDING) {
+        size_t *first = &ld->table_node[find_table(ld, e->attrs.vocab, e->attrs.dim)]; /* indexed */
+        if (*first == CK_NO_NODE)
+            *first = m->n_nodes - 1;
+    }
     if (rc == CK_OK)
         rc = ck_op_describe(e->op, &n->attrs, in, &t->type, &n->info, ld->file, path, ld->err);
     if (rc != CK_OK && strchr(name, '.') && ld->err) {
@@ -915,7 +933,7 @@ int ck_model_from_json(const cJSON *root, const char *file, ck_model **out, ck_e
     ck_index_free(&ld.block_index);
     ck_index_free(&ld.tables);
     free(ld.table_keys);
-    free(ld.table_made);
+    free(ld.table_node);
     if (rc != CK_OK) {
         ck_model_free(ld.m);
         return rc;

@@ -46,6 +46,7 @@ typedef struct {
     size_t output;                  /* tensor id */
     ck_attrs attrs;                 /* resolved, defaults filled */
     ck_op_info info;
+    size_t tied_to; /* a tied parameter's owner: the embedding whose table it is; else CK_NO_NODE */
     size_t group; /* the top-level op or block instance it comes from */
 } ck_node;
 

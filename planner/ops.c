@@ -6,78 +6,44 @@
 
 #include "planner/size.h"
 
-static const struct {
-    const char *name;
-    uint64_t bytes;
-    bool is_float;
-} dtypes[] = {
-    [CK_F32] = {"f32", 4, true},  [CK_BF16] = {"bf16", 2, true}, [CK_F16] = {"f16", 2, true},
-    [CK_I32] = {"int32", 4, false}, [CK_U8] = {"u8", 1, false},
-};
-#define N_DTYPES (sizeof dtypes / sizeof dtypes[0])
-
-const char *ck_dtype_name(ck_dtype d) { return dtypes[d].name; }
-uint64_t ck_dtype_bytes(ck_dtype d) { return dtypes[d].bytes; }
-bool ck_dtype_is_float(ck_dtype d) { return dtypes[d].is_float; }
-
-bool ck_dtype_parse(const char *name, ck_dtype *out)
-{
-    for (size_t d = 0; d < N_DTYPES; d++)
-        if (strcmp(name, dtypes[d].name) == 0) {
-            *out = (ck_dtype)d;
-            return true;
-        }
-    return false;
-}
-
-bool ck_ttype_numel(const ck_ttype *t, uint64_t *out)
-{
-    uint64_t n = 1;
-    for (size_t i = 0; i < t->rank; i++)
-        if (!ck_size_mul(n, t->dim[i], &n))
-            return false;
-    *out = n;
-    return true;
-}
-
-bool ck_ttype_bytes(const ck_ttype *t, uint64_t *out)
-{
-    uint64_t n;
-    return ck_ttype_numel(t, &n) && ck_size_mul(n, ck_dtype_bytes(t->dtype), out);
-}
-
-void ck_ttype_format(const ck_ttype *t, char *buf, size_t len)
-{
-    size_t used = (size_t)snprintf(buf, len, "%s [", ck_dtype_name(t->dtype));
-    for (size_t i = 0; i < t->rank && used < len; i++)
-        used += (size_t)snprintf(buf + used, len - used, "%s%llu", i ? ", " : "",
-                                 (unsigned long long)t->dim[i]);
-    if (used < len)
-        snprintf(buf + used, len - used, "]");
-}
-
 #define ATTR(n, k, req, d, field) {n, k, req, d, offsetof(ck_attrs, field)}
+#define OP(k, n, ar, fwd, bwd, ...) \
+    [k] = {.kind = k, .name = n, .arity = ar, .flops_per_element = {fwd, bwd}, __VA_ARGS__}
 
+/* FLOPs per element: ops whose cost is proportional to their size; the others add theirs
+ * in ck_op_describe. */
 static const ck_op_def op_table[] = {
-    {CK_OP_EMBEDDING, "embedding", 1, false, 3,
-     {ATTR("vocab", CK_ATTR_DIM, true, 0, vocab), ATTR("dim", CK_ATTR_DIM, true, 0, dim),
-      ATTR("positions", CK_ATTR_DIM, false, 0, positions)}},
-    {CK_OP_LINEAR, "linear", 1, false, 3,
-     {ATTR("out", CK_ATTR_DIM, true, 0, out), ATTR("bias", CK_ATTR_BOOL, false, 1, bias),
-      ATTR("tied", CK_ATTR_BOOL, false, 0, tied)}},
-    {CK_OP_LAYERNORM, "layernorm", 1, false, 0, {{0}}},
-    {CK_OP_RMSNORM, "rmsnorm", 1, false, 0, {{0}}},
-    {CK_OP_GELU, "gelu", 1, false, 0, {{0}}},
-    {CK_OP_RELU, "relu", 1, false, 0, {{0}}},
-    {CK_OP_SILU, "silu", 1, false, 0, {{0}}},
-    {CK_OP_ADD, "add", 2, false, 0, {{0}}},
-    {CK_OP_MUL, "mul", 2, false, 0, {{0}}},
-    {CK_OP_DROPOUT, "dropout", 1, false, 1, {ATTR("p", CK_ATTR_PROB, true, 0, p)}},
-    {CK_OP_ATTENTION, "attention", 1, false, 4,
-     {ATTR("heads", CK_ATTR_DIM, true, 0, heads), ATTR("kv_heads", CK_ATTR_DIM, false, 0, kv_heads),
-      ATTR("dropout", CK_ATTR_PROB, false, 0, p), ATTR("flash", CK_ATTR_BOOL, false, 0, flash)}},
-    {CK_OP_CROSS_ENTROPY, "cross_entropy", 2, true, 0, {{0}}},
-    {CK_OP_MSE, "mse", 2, true, 0, {{0}}},
+    OP(CK_OP_EMBEDDING, "embedding", 1, 0, 1, .n_attrs = 3,
+       .attrs = {ATTR("vocab", CK_ATTR_DIM, true, 0, vocab), ATTR("dim", CK_ATTR_DIM, true, 0, dim),
+                 ATTR("positions", CK_ATTR_DIM, false, 0, positions)}),
+    OP(CK_OP_LINEAR, "linear", 1, 0, 0, .n_attrs = 3,
+       .attrs = {ATTR("out", CK_ATTR_DIM, true, 0, out), ATTR("bias", CK_ATTR_BOOL, false, 1, bias),
+                 ATTR("tied", CK_ATTR_BOOL, false, 0, tied)}),
+    OP(CK_OP_LAYERNORM, "layernorm", 1, 7, 12),
+    OP(CK_OP_RMSNORM, "rmsnorm", 1, 4, 8),
+    OP(CK_OP_GELU, "gelu", 1, 8, 12),
+    OP(CK_OP_RELU, "relu", 1, 1, 1),
+    OP(CK_OP_SILU, "silu", 1, 4, 6),
+    OP(CK_OP_ADD, "add", 2, 1, 0),
+    OP(CK_OP_MUL, "mul", 2, 1, 2),
+    OP(CK_OP_DROPOUT, "dropout", 1, 2, 1, .draws = true, .n_attrs = 1,
+       .attrs = {ATTR("p", CK_ATTR_PROB, true, 0, p)}),
+    OP(CK_OP_ATTENTION, "attention", 1, 0, 0, .draws = true, .n_attrs = 4,
+       .attrs = {ATTR("heads", CK_ATTR_DIM, true, 0, heads),
+                 ATTR("kv_heads", CK_ATTR_DIM, false, 0, kv_heads),
+                 ATTR("dropout", CK_ATTR_PROB, false, 0, p),
+                 ATTR("flash", CK_ATTR_BOOL, false, 0, flash)}),
+    OP(CK_OP_ROPE, "rope", 1, 0, 0, .n_attrs = 3,
+       .attrs = {ATTR("heads", CK_ATTR_DIM, true, 0, heads),
+                 ATTR("kv_heads", CK_ATTR_DIM, false, 0, kv_heads),
+                 ATTR("theta", CK_ATTR_DIM, false, 10000, theta)}),
+    /* silu(gate) * up: forward silu 4, product 1; backward the sigmoid again 3, silu 1,
+     * d up 1, silu' = s (1 + g (1 - s)) 3, d gate 2. */
+    OP(CK_OP_SWIGLU, "swiglu", 2, 5, 10),
+    /* One conversion per element, of the value forward and of its gradient backward. */
+    OP(CK_OP_CAST, "cast", 1, 1, 1, .n_attrs = 1, .attrs = {ATTR("to", CK_ATTR_DTYPE, true, 0, to)}),
+    OP(CK_OP_CROSS_ENTROPY, "cross_entropy", 2, 4, 3, .is_loss = true),
+    OP(CK_OP_MSE, "mse", 2, 3, 3, .is_loss = true),
 };
 #define N_OPS (sizeof op_table / sizeof op_table[0])
 _Static_assert(N_OPS == CK_N_OP_KINDS, "one op table entry per op kind");
@@ -92,8 +58,9 @@ const ck_op_def *ck_op_find(const char *name)
 
 const char *ck_op_names(void)
 {
+    /* tests/unit/test_ops.c checks that it names every op of the table. */
     return "embedding, linear, layernorm, rmsnorm, gelu, relu, silu, add, mul, dropout, "
-           "attention, cross_entropy, mse";
+           "attention, rope, swiglu, cast, cross_entropy, mse";
 }
 
 void ck_op_default_attrs(const ck_op_def *op, ck_attrs *a)
@@ -106,6 +73,8 @@ void ck_op_default_attrs(const ck_op_def *op, ck_attrs *a)
             *(uint64_t *)(void *)field = (uint64_t)s->dflt;
         else if (s->kind == CK_ATTR_BOOL)
             *(bool *)(void *)field = s->dflt != 0;
+        else if (s->kind == CK_ATTR_DTYPE)
+            *(ck_dtype *)(void *)field = (ck_dtype)s->dflt;
         else
             *(double *)(void *)field = s->dflt;
     }
@@ -180,8 +149,10 @@ static int infer_embedding(const ck_attrs *a, ck_dtype act, const ck_ttype *in, 
     return CK_OK;
 }
 
-static int infer_attention(ck_attrs *a, const ck_ttype *in, ck_ttype *out, const char *file,
-                           const char *path, ck_err *err)
+/* The packed q, k, v layout attention and rope read: [B, T, (heads + 2*kv_heads) * D];
+ * fills kv_heads' default and sets *head_dim. */
+static int check_packed(ck_attrs *a, const ck_ttype *in, uint64_t *head_dim, const char *file,
+                        const char *path, ck_err *err)
 {
     if (in[0].rank != 3 || !ck_dtype_is_float(in[0].dtype))
         return bad_input(file, path, 0, "a float tensor [B, T, (heads + 2*kv_heads) * head_dim]",
@@ -202,9 +173,35 @@ static int infer_attention(ck_attrs *a, const ck_ttype *in, ck_ttype *out, const
                  (unsigned long long)groups);
         return bad_input(file, path, 0, want, &in[0], err);
     }
-    *out = in[0];
-    out->dim[2] = last_dim(&in[0]) / groups * a->heads;
+    *head_dim = last_dim(&in[0]) / groups;
     return CK_OK;
+}
+
+static int infer_attention(ck_attrs *a, const ck_ttype *in, ck_ttype *out, const char *file,
+                           const char *path, ck_err *err)
+{
+    uint64_t head_dim;
+    int rc = check_packed(a, in, &head_dim, file, path, err);
+    *out = in[0];
+    out->dim[2] = head_dim * a->heads;
+    return rc;
+}
+
+/* Rotations act on pairs of values, so heads have an even size. */
+static int infer_rope(ck_attrs *a, const ck_ttype *in, ck_ttype *out, const char *file,
+                      const char *path, ck_err *err)
+{
+    uint64_t head_dim;
+    int rc = check_packed(a, in, &head_dim, file, path, err);
+    if (rc == CK_OK && head_dim % 2 != 0) {
+        char want[160];
+        snprintf(want, sizeof want, "heads of an even size (rotated in pairs); "
+                 "(heads + 2*kv_heads) divides the last dimension into heads of %llu",
+                 (unsigned long long)head_dim);
+        rc = bad_input(file, path, 0, want, &in[0], err);
+    }
+    *out = in[0];
+    return rc;
 }
 
 static int infer_loss(const ck_op_def *op, const ck_ttype *in, ck_ttype *out, const char *file,
@@ -237,6 +234,8 @@ int ck_op_infer(const ck_op_def *op, ck_attrs *a, ck_dtype act, const ck_ttype *
         return infer_embedding(a, act, in, out, file, path, err);
     case CK_OP_ATTENTION:
         return infer_attention(a, in, out, file, path, err);
+    case CK_OP_ROPE:
+        return infer_rope(a, in, out, file, path, err);
     case CK_OP_CROSS_ENTROPY:
     case CK_OP_MSE:
         return infer_loss(op, in, out, file, path, err);
@@ -253,15 +252,27 @@ int ck_op_infer(const ck_op_def *op, ck_attrs *a, ck_dtype act, const ck_ttype *
         return CK_OK;
     case CK_OP_ADD:
     case CK_OP_MUL:
+    case CK_OP_SWIGLU:
         rc = check_float(file, path, 0, &in[0], err);
         if (rc == CK_OK)
             rc = check_same(file, path, in, err);
         *out = in[0];
         return rc;
-    default: /* norms and element-wise ops keep their input's type */
+    case CK_OP_LAYERNORM:
+    case CK_OP_RMSNORM:
+    case CK_OP_GELU:
+    case CK_OP_RELU:
+    case CK_OP_SILU:
+    case CK_OP_DROPOUT: /* they keep their input's type */
         *out = in[0];
         return check_float(file, path, 0, &in[0], err);
+    case CK_OP_CAST: /* "to" is a float dtype, as the loader reads it */
+        *out = in[0];
+        out->dtype = a->to;
+        return check_float(file, path, 0, &in[0], err);
     }
+    return ck_err_fail(err, CK_ERR_RUNTIME, "%s: %s: op kind %d has no shape rule", file, path,
+                       (int)op->kind);
 }
 
 /* ---- costs ---- */
@@ -307,10 +318,22 @@ static void save_ref(ovf *o, ck_op_info *info, ck_save_kind kind, size_t input, 
     *s = (ck_saved){.kind = kind, .input = input, .type = *t, .bytes = bytes_of(o, t)};
 }
 
-static void save_internal(ovf *o, ck_op_info *info, const char *name, const ck_ttype *t)
+static void save_internal(ovf *o, ck_op_info *info, ck_slot slot, const ck_ttype *t)
 {
     save_ref(o, info, CK_SAVE_INTERNAL, 0, t);
-    info->saved[info->n_saved - 1].name = name;
+    info->saved[info->n_saved - 1].slot = slot;
+}
+
+/* Appends the node's next parameter, [d0] or [d0, d1] (d1 0: rank 1); `present` false makes
+ * it absent (numel 0), a tied one is counted by the node it is tied to. */
+static void param(ovf *o, ck_op_info *info, const char *name, ck_init init, bool present,
+                  bool tied, uint64_t d0, uint64_t d1)
+{
+    ck_param *p = &info->params[info->n_param_tensors++];
+    *p = (ck_param){.name = name, .init = init, .tied = tied, .rank = d1 ? 2 : 1,
+                    .dim = {d0, d1}, .offset = info->n_params};
+    p->numel = present && !tied ? mul(o, d0, d1 ? d1 : 1) : 0;
+    info->n_params = add(o, info->n_params, p->numel);
 }
 
 /* A tensor shaped like t without its last dimension (per-row statistics). */
@@ -321,15 +344,6 @@ static ck_ttype rows_of(const ck_ttype *t, ck_dtype dtype)
     r.dtype = dtype;
     return r;
 }
-
-/* FLOPs per output element of the ops whose cost is proportional to their size:
- * forward, backward. */
-static const uint64_t elementwise_flops[CK_N_OP_KINDS][2] = {
-    [CK_OP_LAYERNORM] = {7, 12}, [CK_OP_RMSNORM] = {4, 8}, [CK_OP_GELU] = {8, 12},
-    [CK_OP_RELU] = {1, 1},       [CK_OP_SILU] = {4, 6},    [CK_OP_ADD] = {1, 0},
-    [CK_OP_MUL] = {1, 2},        [CK_OP_DROPOUT] = {2, 1}, [CK_OP_CROSS_ENTROPY] = {4, 3},
-    [CK_OP_MSE] = {3, 3},        [CK_OP_EMBEDDING] = {0, 1},
-};
 
 static void describe_attention(ovf *o, const ck_attrs *a, const ck_ttype *in,
                                const ck_ttype *out, ck_op_info *info)
@@ -346,19 +360,19 @@ static void describe_attention(ovf *o, const ck_attrs *a, const ck_ttype *in,
     info->bwd_flops = add(o, mul(o, sd, 8), mul(o, s, 5));
     if (a->flash) {
         ck_ttype lse = {.dtype = CK_F32, .rank = 3, .dim = {b, a->heads, t}};
-        save_internal(o, info, "lse", &lse);
+        save_internal(o, info, CK_SLOT_LSE, &lse);
         /* Row by row: one row of f32 scores forward; backward recomputes a row of
          * probabilities and its gradient. */
         info->fwd_ws_bytes = mul(o, t, 4);
         info->bwd_ws_bytes = mul(o, t, 8);
         info->bwd_flops = add(o, info->bwd_flops, add(o, mul(o, sd, 2), mul(o, s, 5)));
     } else {
-        save_internal(o, info, "probs", &scores);
+        save_internal(o, info, CK_SLOT_PROBS, &scores);
         if (a->p > 0) {
             ck_ttype mask = scores;
             mask.dtype = CK_U8;
-            save_internal(o, info, "mask", &mask);
-            save_internal(o, info, "dropped", &scores);
+            save_internal(o, info, CK_SLOT_MASK, &mask);
+            save_internal(o, info, CK_SLOT_DROPPED, &scores);
             info->fwd_flops = add(o, info->fwd_flops, mul(o, s, 2));
             info->bwd_flops = add(o, info->bwd_flops, s);
         }
@@ -377,9 +391,112 @@ static void describe_linear(ovf *o, const ck_attrs *a, const ck_ttype *in, const
     uint64_t macs = mul(o, mul(o, rows, in_f), a->out);
     uint64_t bias_flops = a->bias ? mul(o, rows, a->out) : 0;
     save_ref(o, info, CK_SAVE_INPUT, 0, &in[0]);
-    info->n_params = add(o, a->tied ? 0 : mul(o, in_f, a->out), a->bias ? a->out : 0);
+    param(o, info, "weight", CK_INIT_NORMAL, true, a->tied, a->out, in_f);
+    param(o, info, "bias", CK_INIT_ZEROS, a->bias, false, a->out, 0);
     info->fwd_flops = add(o, mul(o, macs, 2), bias_flops);
     info->bwd_flops = add(o, mul(o, macs, 4), bias_flops); /* dX and dW */
+}
+
+/* What node of kind op->kind saves and owns, and the FLOPs beyond its per-element ones;
+ * n is its output's element count (a loss's: its input's). */
+static void describe_kind(ovf *o, const ck_op_def *op, const ck_attrs *a, const ck_ttype *in,
+                          const ck_ttype *out, uint64_t n, ck_op_info *info)
+{
+    switch (op->kind) {
+    case CK_OP_EMBEDDING:
+        save_ref(o, info, CK_SAVE_INPUT, 0, &in[0]);
+        param(o, info, "wte", CK_INIT_NORMAL, true, false, a->vocab, a->dim);
+        param(o, info, "wpe", CK_INIT_NORMAL, a->positions > 0, false, a->positions, a->dim);
+        info->id_limit[0] = a->vocab;
+        if (a->positions) { /* adding the position rows, and their gradient */
+            info->fwd_flops = add(o, info->fwd_flops, n);
+            info->bwd_flops = add(o, info->bwd_flops, n);
+        }
+        break;
+    case CK_OP_LINEAR:
+        describe_linear(o, a, in, out, info);
+        break;
+    case CK_OP_LAYERNORM:
+    case CK_OP_RMSNORM: {
+        ck_ttype stats = rows_of(&in[0], CK_F32);
+        uint64_t c = last_dim(&in[0]);
+        save_ref(o, info, CK_SAVE_INPUT, 0, &in[0]);
+        if (op->kind == CK_OP_LAYERNORM)
+            save_internal(o, info, CK_SLOT_MEAN, &stats);
+        save_internal(o, info, CK_SLOT_RSTD, &stats);
+        param(o, info, "gamma", CK_INIT_ONES, true, false, c, 0);
+        if (op->kind == CK_OP_LAYERNORM)
+            param(o, info, "beta", CK_INIT_ZEROS, true, false, c, 0);
+        break;
+    }
+    case CK_OP_GELU:
+    case CK_OP_SILU:
+        save_ref(o, info, CK_SAVE_INPUT, 0, &in[0]);
+        break;
+    case CK_OP_RELU:
+        save_ref(o, info, CK_SAVE_OUTPUT, 0, out);
+        break;
+    case CK_OP_MUL:
+    case CK_OP_SWIGLU:
+    case CK_OP_MSE:
+        save_ref(o, info, CK_SAVE_INPUT, 0, &in[0]);
+        save_ref(o, info, CK_SAVE_INPUT, 1, &in[1]);
+        break;
+    case CK_OP_DROPOUT: {
+        ck_ttype mask = *out;
+        mask.dtype = CK_U8;
+        save_internal(o, info, CK_SLOT_MASK, &mask);
+        break;
+    }
+    case CK_OP_ATTENTION:
+        describe_attention(o, a, in, out, info);
+        break;
+    case CK_OP_CROSS_ENTROPY: {
+        ck_ttype lse = rows_of(&in[0], CK_F32);
+        save_ref(o, info, CK_SAVE_INPUT, 0, &in[0]);
+        save_ref(o, info, CK_SAVE_INPUT, 1, &in[1]);
+        save_internal(o, info, CK_SLOT_LSE, &lse);
+        info->id_limit[1] = last_dim(&in[0]);
+        break;
+    }
+    case CK_OP_ROPE: { /* saves nothing: its backward is the inverse rotation */
+        /* 4 multiplications and 2 additions per pair of the q and k heads, either way. */
+        uint64_t groups = add(o, mul(o, a->kv_heads, 2), a->heads);
+        uint64_t rotated = mul(o, n / groups, add(o, a->heads, a->kv_heads));
+        info->fwd_flops = mul(o, rotated, 3);
+        info->bwd_flops = info->fwd_flops;
+        break;
+    }
+    case CK_OP_ADD:
+    case CK_OP_CAST: /* they save nothing */
+        break;
+    }
+}
+
+/* Bytes moved, the same rule for every op: the forward reads its inputs and parameters and
+ * writes its output and internal saved tensors; the backward reads the output's gradient
+ * and what was saved and writes the inputs' gradients, reading and writing the parameters'
+ * gradients; workspace is written once and read once. Parameters are counted in the
+ * activation dtype, the precision the kernels compute in. */
+static void bytes_moved(ovf *o, const ck_op_def *op, const ck_ttype *in, const ck_ttype *out,
+                        ck_op_info *info)
+{
+    uint64_t param_bytes = mul(o, info->n_params, ck_dtype_bytes(out->dtype));
+    uint64_t out_bytes = bytes_of(o, out);
+    uint64_t fwd = add(o, add(o, out_bytes, param_bytes), mul(o, info->fwd_ws_bytes, 2));
+    uint64_t bwd = add(o, add(o, out_bytes, mul(o, param_bytes, 3)), mul(o, info->bwd_ws_bytes, 2));
+    for (size_t i = 0; i < op->arity; i++) {
+        fwd = add(o, fwd, bytes_of(o, &in[i]));
+        if (ck_dtype_is_float(in[i].dtype))
+            bwd = add(o, bwd, bytes_of(o, &in[i]));
+    }
+    for (size_t i = 0; i < info->n_saved; i++) {
+        bwd = add(o, bwd, info->saved[i].bytes);
+        if (info->saved[i].kind == CK_SAVE_INTERNAL)
+            fwd = add(o, fwd, info->saved[i].bytes);
+    }
+    info->fwd_bytes_moved = fwd;
+    info->bwd_bytes_moved = bwd;
 }
 
 int ck_op_describe(const ck_op_def *op, const ck_attrs *a, const ck_ttype *in,
@@ -391,83 +508,10 @@ int ck_op_describe(const ck_op_def *op, const ck_attrs *a, const ck_ttype *in,
     uint64_t n = numel(&o, out);
     if (op->is_loss)
         n = numel(&o, &in[0]);
-    info->fwd_flops = mul(&o, n, elementwise_flops[op->kind][0]);
-    info->bwd_flops = mul(&o, n, elementwise_flops[op->kind][1]);
-    switch (op->kind) {
-    case CK_OP_EMBEDDING:
-        save_ref(&o, info, CK_SAVE_INPUT, 0, &in[0]);
-        info->n_params = mul(&o, add(&o, a->vocab, a->positions), a->dim);
-        if (a->positions) { /* adding the position rows, and their gradient */
-            info->fwd_flops = add(&o, info->fwd_flops, n);
-            info->bwd_flops = add(&o, info->bwd_flops, n);
-        }
-        break;
-    case CK_OP_LINEAR:
-        describe_linear(&o, a, in, out, info);
-        break;
-    case CK_OP_LAYERNORM:
-    case CK_OP_RMSNORM: {
-        ck_ttype stats = rows_of(&in[0], CK_F32);
-        uint64_t c = last_dim(&in[0]);
-        save_ref(&o, info, CK_SAVE_INPUT, 0, &in[0]);
-        if (op->kind == CK_OP_LAYERNORM)
-            save_internal(&o, info, "mean", &stats);
-        save_internal(&o, info, "rstd", &stats);
-        info->n_params = op->kind == CK_OP_LAYERNORM ? mul(&o, c, 2) : c;
-        break;
-    }
-    case CK_OP_GELU:
-    case CK_OP_SILU:
-        save_ref(&o, info, CK_SAVE_INPUT, 0, &in[0]);
-        break;
-    case CK_OP_RELU:
-        save_ref(&o, info, CK_SAVE_OUTPUT, 0, out);
-        break;
-    case CK_OP_MUL:
-    case CK_OP_MSE:
-        save_ref(&o, info, CK_SAVE_INPUT, 0, &in[0]);
-        save_ref(&o, info, CK_SAVE_INPUT, 1, &in[1]);
-        break;
-    case CK_OP_DROPOUT: {
-        ck_ttype mask = *out;
-        mask.dtype = CK_U8;
-        save_internal(&o, info, "mask", &mask);
-        break;
-    }
-    case CK_OP_ATTENTION:
-        describe_attention(&o, a, in, out, info);
-        break;
-    case CK_OP_CROSS_ENTROPY: {
-        ck_ttype lse = rows_of(&in[0], CK_F32);
-        save_ref(&o, info, CK_SAVE_INPUT, 0, &in[0]);
-        save_ref(&o, info, CK_SAVE_INPUT, 1, &in[1]);
-        save_internal(&o, info, "lse", &lse);
-        break;
-    }
-    default: /* add saves nothing */
-        break;
-    }
-    /* Bytes moved, the same rule for every op: the forward reads its inputs and parameters
-     * and writes its output and internal saved tensors; the backward reads the output's
-     * gradient and what was saved and writes the inputs' gradients, reading and writing
-     * the parameters' gradients; workspace is written once and read once. Parameters are
-     * counted in the activation dtype, the precision the kernels compute in. */
-    uint64_t param_bytes = mul(&o, info->n_params, ck_dtype_bytes(out->dtype));
-    uint64_t out_bytes = bytes_of(&o, out);
-    uint64_t fwd = add(&o, add(&o, out_bytes, param_bytes), mul(&o, info->fwd_ws_bytes, 2));
-    uint64_t bwd = add(&o, add(&o, out_bytes, mul(&o, param_bytes, 3)), mul(&o, info->bwd_ws_bytes, 2));
-    for (size_t i = 0; i < op->arity; i++) {
-        fwd = add(&o, fwd, bytes_of(&o, &in[i]));
-        if (ck_dtype_is_float(in[i].dtype))
-            bwd = add(&o, bwd, bytes_of(&o, &in[i]));
-    }
-    for (size_t i = 0; i < info->n_saved; i++) {
-        bwd = add(&o, bwd, info->saved[i].bytes);
-        if (info->saved[i].kind == CK_SAVE_INTERNAL)
-            fwd = add(&o, fwd, info->saved[i].bytes);
-    }
-    info->fwd_bytes_moved = fwd;
-    info->bwd_bytes_moved = bwd;
+    info->fwd_flops = mul(&o, n, op->flops_per_element[0]);
+    info->bwd_flops = mul(&o, n, op->flops_per_element[1]);
+    describe_kind(&o, op, a, in, out, n, info);
+    bytes_moved(&o, op, in, out, info);
     if (!o.ok)
         return ck_err_fail(err, CK_ERR_INPUT,
                        "%s: %s: the sizes or FLOP counts of this %s overflow 64 bits", file, path,

@@ -10,43 +10,27 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "planner/dtype.h"
 #include "planner/err.h"
-
-typedef enum { CK_F32, CK_BF16, CK_F16, CK_I32, CK_U8 } ck_dtype;
-
-/* "f32", "bf16", "f16", "int32", "u8". */
-const char *ck_dtype_name(ck_dtype d);
-bool ck_dtype_parse(const char *name, ck_dtype *out);
-uint64_t ck_dtype_bytes(ck_dtype d);
-bool ck_dtype_is_float(ck_dtype d);
-
-#define CK_MAX_RANK 4
-
-/* A tensor's type. Rank 0 is a scalar (the losses' output). */
-typedef struct {
-    ck_dtype dtype;
-    size_t rank;
-    uint64_t dim[CK_MAX_RANK];
-} ck_ttype;
-
-/* Element count and byte size; false on overflow. */
-bool ck_ttype_numel(const ck_ttype *t, uint64_t *out);
-bool ck_ttype_bytes(const ck_ttype *t, uint64_t *out);
-/* "f32 [4, 64, 128]" */
-void ck_ttype_format(const ck_ttype *t, char *buf, size_t len);
+#include "planner/ttype.h"
 
 typedef enum {
     CK_OP_EMBEDDING, CK_OP_LINEAR, CK_OP_LAYERNORM, CK_OP_RMSNORM, CK_OP_GELU, CK_OP_RELU,
-    CK_OP_SILU, CK_OP_ADD, CK_OP_MUL, CK_OP_DROPOUT, CK_OP_ATTENTION, CK_OP_CROSS_ENTROPY,
-    CK_OP_MSE, CK_N_OP_KINDS
+    CK_OP_SILU, CK_OP_ADD, CK_OP_MUL, CK_OP_DROPOUT, CK_OP_ATTENTION, CK_OP_ROPE,
+    CK_OP_SWIGLU, CK_OP_CAST, CK_OP_CROSS_ENTROPY, CK_OP_MSE /* losses last */
 } ck_op_kind;
+/* Not a member of the enum, so that switches over kinds need no case for it; the op table's
+ * size is checked against it. */
+#define CK_N_OP_KINDS ((size_t)CK_OP_MSE + 1)
 
 /* Resolved attributes of a node; each op reads only its own. */
 typedef struct {
     uint64_t vocab, dim, positions; /* embedding (positions 0: no position table) */
     uint64_t out;                   /* linear */
     bool bias, tied;                /* linear; tied: shares the embedding's table */
-    uint64_t heads, kv_heads;       /* attention */
+    uint64_t heads, kv_heads;       /* attention, rope */
+    uint64_t theta;                 /* rope: the base of its frequencies */
+    ck_dtype to;                    /* cast: the output's dtype */
     bool flash;                     /* attention */
     double p;                       /* dropout's p, attention's dropout */
 } ck_attrs;
@@ -54,20 +38,22 @@ typedef struct {
 typedef enum {
     CK_ATTR_DIM,  /* a positive integer, dim name or product ("4*C") */
     CK_ATTR_BOOL,
-    CK_ATTR_PROB  /* a number in [0, 1) */
+    CK_ATTR_PROB, /* a number in [0, 1) */
+    CK_ATTR_DTYPE /* a float dtype's name: "f32", "bf16", "f16" */
 } ck_attr_kind;
 
 typedef struct {
     const char *name;
     ck_attr_kind kind;
     bool required;
-    double dflt;   /* when absent: a DIM default of 0 means "not given" */
-    size_t offset; /* of the field in ck_attrs: uint64_t, bool or double by kind */
+    double dflt;   /* when absent: a DIM default of 0 means "not given"; a DTYPE's is a ck_dtype */
+    size_t offset; /* of the field in ck_attrs: uint64_t, bool, double or ck_dtype by kind */
 } ck_attr_spec;
 
 #define CK_OP_MAX_ARITY 2
 #define CK_OP_MAX_ATTRS 4
 #define CK_OP_MAX_SAVED 6
+#define CK_OP_MAX_PARAMS 2
 
 typedef enum {
     CK_SAVE_INPUT,   /* the node's input number `input` */
@@ -75,20 +61,52 @@ typedef enum {
     CK_SAVE_INTERNAL /* a tensor only this node makes and its backward reads */
 } ck_save_kind;
 
+/* The internal tensors an op's forward makes for its backward, by what they hold. */
+typedef enum {
+    CK_SLOT_MEAN,    /* per-row mean (layernorm) */
+    CK_SLOT_RSTD,    /* per-row 1/sqrt(variance + eps) (norms) */
+    CK_SLOT_MASK,    /* u8 dropout mask */
+    CK_SLOT_PROBS,   /* attention probabilities */
+    CK_SLOT_DROPPED, /* attention probabilities after dropout */
+    CK_SLOT_LSE,     /* per-row log-sum-exp (flash attention, cross_entropy) */
+    CK_N_SLOTS
+} ck_slot;
+
 typedef struct {
     ck_save_kind kind;
-    size_t input;     /* CK_SAVE_INPUT */
-    const char *name; /* CK_SAVE_INTERNAL: "mean", "rstd", "mask", "probs", ... */
-    ck_ttype type;    /* of the saved tensor, whatever its kind */
+    size_t input;  /* CK_SAVE_INPUT */
+    ck_slot slot;  /* CK_SAVE_INTERNAL */
+    ck_ttype type; /* of the saved tensor, whatever its kind */
     uint64_t bytes;
 } ck_saved;
+
+/* How a parameter starts: 0.02 times a unit normal, all ones, all zeros. */
+typedef enum { CK_INIT_NORMAL, CK_INIT_ONES, CK_INIT_ZEROS } ck_init;
+
+/* One named parameter tensor of a node, after llm.c's layout ("wte" [vocab, dim], "weight"
+ * [out, in], "bias" [out], "gamma" [dim], ...). A node's parameters lie one after another,
+ * in the op's order, in param_dtype; `offset` is the first element's among the node's
+ * n_params. An absent optional one (a linear's bias with "bias": false, an embedding's wpe
+ * without positions) has numel 0. A tied one is parameter 0 of node->tied_to (its table)
+ * and counts nothing here: numel 0, shape still given. */
+typedef struct {
+    const char *name;
+    ck_init init;
+    bool tied;
+    size_t rank;
+    uint64_t dim[2];
+    uint64_t numel, offset;
+} ck_param;
 
 /* Everything a concrete node costs. Workspace is memory an op's kernel allocates and frees
  * within one forward (fwd_ws) or backward (bwd_ws) call. */
 typedef struct {
     size_t n_saved;
     ck_saved saved[CK_OP_MAX_SAVED];
-    uint64_t n_params;
+    size_t n_param_tensors; /* the op's parameters, always all of them, by index */
+    ck_param params[CK_OP_MAX_PARAMS];
+    uint64_t n_params;      /* elements this node owns: the sum of params[].numel */
+    uint64_t id_limit[CK_OP_MAX_ARITY]; /* integer input i takes values below it; 0: none */
     uint64_t fwd_ws_bytes, bwd_ws_bytes;
     uint64_t fwd_flops, bwd_flops;
     uint64_t fwd_bytes_moved, bwd_bytes_moved;
@@ -99,6 +117,8 @@ typedef struct {
     const char *name;
     size_t arity;
     bool is_loss; /* scalar output; ends the graph */
+    bool draws;   /* its forward draws a dropout stream (the executor's rng keys) */
+    uint64_t flops_per_element[2]; /* forward, backward: per output (a loss's: per input) element */
     size_t n_attrs;
     ck_attr_spec attrs[CK_OP_MAX_ATTRS];
 } ck_op_def;

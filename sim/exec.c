@@ -58,8 +58,7 @@ struct ck_exec {
     void **held;             /* per input: the static ones (token ids, targets) */
     size_t n_params;
     float *params, *grads, *opt_m, *opt_v;
-    size_t *param_off;  /* per node, into params */
-    size_t *weight_off; /* per node: a linear's weight (a tied one's is an embedding's table) */
+    size_t *param_off;  /* per node, into params: where its own parameters begin */
     int32_t *id_limit;  /* per input: token ids and targets lie in [0, limit) */
     ck_rng_key *keys;   /* per node: the dropout stream its saving forward used */
 };
@@ -90,12 +89,6 @@ static uint64_t numel(const ck_model *m, size_t t)
     uint64_t n = 0;
     ck_ttype_numel(&m->tensors[t].type, &n); /* checked when the model was loaded */
     return n;
-}
-
-static size_t last_dim(const ck_model *m, size_t t)
-{
-    const ck_ttype *ty = &m->tensors[t].type;
-    return (size_t)ty->dim[ty->rank - 1];
 }
 
 /* ---- releasing ---- */
@@ -151,31 +144,16 @@ static void init_params(ck_exec *e)
 {
     const ck_model *m = e->m;
     for (size_t k = 0; k < m->n_nodes; k++) {
-        const ck_node *n = &m->nodes[k];
-        float *p = e->params + e->param_off[k];
+        const ck_op_info *info = &m->nodes[k].info;
         ck_rng_key key = {e->opts.seed, INIT_STEP, k};
-        size_t c = n->op->kind == CK_OP_EMBEDDING ? 0 : last_dim(m, n->inputs[0]);
-        size_t weights = 0, ones = 0; /* then zeros up to the node's count */
-        switch (n->op->kind) {
-        case CK_OP_EMBEDDING:
-            weights = (size_t)n->info.n_params;
-            break;
-        case CK_OP_LINEAR:
-            weights = n->attrs.tied ? 0 : c * (size_t)n->attrs.out;
-            break;
-        case CK_OP_LAYERNORM:
-        case CK_OP_RMSNORM:
-            ones = c;
-            break;
-        default:
-            break;
+        for (size_t i = 0; i < info->n_param_tensors; i++) {
+            const ck_param *pa = &info->params[i];
+            float *p = e->params + e->param_off[k] + pa->offset;
+            for (size_t j = 0; j < (size_t)pa->numel; j++)
+                p[j] = pa->init == CK_INIT_NORMAL ? 0.02f * normalish(key, pa->offset + j)
+                       : pa->init == CK_INIT_ONES ? 1.0f
+                                                  : 0.0f;
         }
-        for (size_t j = 0; j < weights; j++)
-            p[j] = 0.02f * normalish(key, j);
-        for (size_t j = weights; j < weights + ones; j++)
-            p[j] = 1.0f;
-        for (size_t j = weights + ones; j < (size_t)n->info.n_params; j++)
-            p[j] = 0.0f;
     }
 }
 
@@ -280,23 +258,16 @@ static float *gradient(const walk *w, size_t t)
     return w->e->grad[t];
 }
 
-/* The copy of node k's saved set the running instruction uses. */
-static void **saved_slots(const walk *w, size_t k)
-{
-    ck_copy copy = w->mode == WALK_BACKWARD ? CK_COPY_KEPT
-                   : w->mode == WALK_SAVING ? CK_COPY_KEPT
-                                            : CK_COPY_PLAIN;
-    return &w->e->saved[(2 * k + copy) * CK_OP_MAX_SAVED];
-}
-
-static void *internal(const walk *w, size_t k, const char *name)
+/* Node k's internal saved tensors, by slot, in the copy the running instruction uses: a
+ * saving forward's and a backward's are the kept ones. */
+static void saved_slots(const walk *w, size_t k, void **saved)
 {
     const ck_op_info *info = &w->e->m->nodes[k].info;
-    void **slots = saved_slots(w, k);
+    ck_copy copy = w->mode == WALK_BACKWARD || w->mode == WALK_SAVING ? CK_COPY_KEPT : CK_COPY_PLAIN;
+    void **slots = &w->e->saved[(2 * k + copy) * CK_OP_MAX_SAVED];
     for (size_t s = 0; s < info->n_saved; s++)
-        if (info->saved[s].kind == CK_SAVE_INTERNAL && strcmp(info->saved[s].name, name) == 0)
-            return slots[s];
-    return NULL;
+        if (info->saved[s].kind == CK_SAVE_INTERNAL)
+            saved[info->saved[s].slot] = slots[s];
 }
 
 /* The dropout stream of node k's forward, kept with x̄ by a saving forward for the
@@ -309,170 +280,62 @@ static ck_rng_key dropout_key(const walk *w, size_t k)
     return key;
 }
 
-typedef struct {
-    size_t B, T, H, KV, D;
-} attn_dims;
-
-static attn_dims attention_dims(const ck_model *m, const ck_node *n)
+/* Where parameter i of node k begins in params (and its gradient in grads); a tied one is
+ * parameter 0 of the node it is tied to. False where it is absent. */
+static bool param_at(const ck_exec *e, size_t k, size_t i, size_t *at)
 {
-    const ck_ttype *q = &m->tensors[n->inputs[0]].type;
-    size_t H = (size_t)n->attrs.heads;
-    return (attn_dims){(size_t)q->dim[0], (size_t)q->dim[1], H, (size_t)n->attrs.kv_heads,
-                       last_dim(m, n->output) / H};
+    const ck_node *n = &e->m->nodes[k];
+    const ck_param *pa = &n->info.params[i];
+    if (pa->tied)
+        *at = e->param_off[n->tied_to] + (size_t)e->m->nodes[n->tied_to].info.params[0].offset;
+    else
+        *at = e->param_off[k] + (size_t)pa->offset;
+    return pa->tied || pa->numel > 0;
 }
 
-static void forward_node(const walk *w, size_t k)
+/* What node k's pass reads and writes. The loss reads x_L and held inputs and writes the
+ * gradient of x_L, y_L. Gradients are NULL where a tensor has none. */
+static ck_kernel_io node_io(const walk *w, size_t k)
 {
     ck_exec *e = w->e;
-    const ck_model *m = e->m;
-    const ck_node *n = &m->nodes[k];
-    float *out = value(w, n->output);
-    const float *a = value(w, n->inputs[0]);
-    const float *b = n->op->arity > 1 ? value(w, n->inputs[1]) : NULL;
-    float *p = e->params + e->param_off[k];
-    size_t len = (size_t)numel(m, n->output), c = last_dim(m, n->inputs[0]);
-    float prob = (float)n->attrs.p;
-    switch (n->op->kind) {
-    case CK_OP_EMBEDDING: {
-        size_t C = (size_t)n->attrs.dim, T = c, rows = (size_t)numel(m, n->inputs[0]);
-        ck_kernel_embedding_forward(out, (const int32_t *)a, p,
-                             n->attrs.positions ? p + (size_t)n->attrs.vocab * C : NULL,
-                             rows / T, T, C);
-        break;
+    const ck_node *n = &e->m->nodes[k];
+    ck_kernel_io io = {.m = e->m, .node = n, .ws = e->ws};
+    bool loss = w->mode == WALK_LOSS;
+    for (size_t i = 0; i < n->op->arity; i++) {
+        size_t t = n->inputs[i];
+        io.in[i] = value(w, t);
+        if (w->mode == WALK_BACKWARD || (loss && i == 0))
+            io.din[i] = gradient(w, t);
     }
-    case CK_OP_LINEAR: {
-        size_t oc = (size_t)n->attrs.out, weights = n->attrs.tied ? 0 : oc * c;
-        ck_kernel_linear_forward(out, a, e->params + e->weight_off[k], n->attrs.bias ? p + weights : NULL,
-                          len / oc, c, oc);
-        break;
+    io.out = value(w, n->output);
+    io.dout = w->mode == WALK_BACKWARD ? gradient(w, n->output) : NULL;
+    for (size_t i = 0; i < n->info.n_param_tensors; i++) {
+        size_t at;
+        if (param_at(e, k, i, &at)) {
+            io.param[i] = e->params + at;
+            io.dparam[i] = e->grads + at;
+        }
     }
-    case CK_OP_LAYERNORM:
-        ck_kernel_layernorm_forward(out, internal(w, k, "mean"), internal(w, k, "rstd"), a, p,
-                             p + c, len / c, c);
-        break;
-    case CK_OP_RMSNORM:
-        ck_kernel_rmsnorm_forward(out, internal(w, k, "rstd"), a, p, len / c, c);
-        break;
-    case CK_OP_GELU:
-        ck_kernel_gelu_forward(out, a, len);
-        break;
-    case CK_OP_RELU:
-        ck_kernel_relu_forward(out, a, len);
-        break;
-    case CK_OP_SILU:
-        ck_kernel_silu_forward(out, a, len);
-        break;
-    case CK_OP_ADD:
-        ck_kernel_add_forward(out, a, b, len);
-        break;
-    case CK_OP_MUL:
-        ck_kernel_mul_forward(out, a, b, len);
-        break;
-    case CK_OP_DROPOUT:
-        ck_kernel_dropout_forward(out, internal(w, k, "mask"), a, prob, dropout_key(w, k), len);
-        break;
-    case CK_OP_ATTENTION: {
-        attn_dims d = attention_dims(m, n);
-        ck_rng_key key = dropout_key(w, k);
-        if (n->attrs.flash)
-            ck_kernel_attention_flash_forward(out, internal(w, k, "lse"), a, e->ws, d.B, d.T, d.H,
-                                       d.KV, d.D, prob, key);
-        else
-            ck_kernel_attention_forward(out, internal(w, k, "probs"), internal(w, k, "mask"),
-                                 internal(w, k, "dropped"), a, e->ws, d.B, d.T, d.H, d.KV,
-                                 d.D, prob, key);
-        break;
-    }
-    default: /* losses run in the loss operation */
-        break;
-    }
+    saved_slots(w, k, io.saved);
+    if (w->mode == WALK_BACKWARD)
+        io.key = e->keys[k];
+    else if (n->op->draws)
+        io.key = dropout_key(w, k);
+    return io;
 }
 
-static void backward_node(const walk *w, size_t k)
+static void run_node(const walk *w, size_t k)
 {
-    ck_exec *e = w->e;
-    const ck_model *m = e->m;
-    const ck_node *n = &m->nodes[k];
-    const float *out = value(w, n->output), *dout = gradient(w, n->output);
-    const float *a = value(w, n->inputs[0]);
-    const float *b = n->op->arity > 1 ? value(w, n->inputs[1]) : NULL;
-    float *da = gradient(w, n->inputs[0]);
-    float *db = n->op->arity > 1 ? gradient(w, n->inputs[1]) : NULL;
-    float *p = e->params + e->param_off[k], *dp = e->grads + e->param_off[k];
-    size_t len = (size_t)numel(m, n->output), c = last_dim(m, n->inputs[0]);
-    float prob = (float)n->attrs.p;
-    switch (n->op->kind) {
-    case CK_OP_EMBEDDING: {
-        size_t C = (size_t)n->attrs.dim, T = c, rows = (size_t)numel(m, n->inputs[0]);
-        ck_kernel_embedding_backward(dp, n->attrs.positions ? dp + (size_t)n->attrs.vocab * C : NULL, dout,
-                              (const int32_t *)a, rows / T, T, C);
-        break;
-    }
-    case CK_OP_LINEAR: {
-        size_t oc = (size_t)n->attrs.out, weights = n->attrs.tied ? 0 : oc * c;
-        ck_kernel_linear_backward(da, e->grads + e->weight_off[k], n->attrs.bias ? dp + weights : NULL,
-                           dout, a, e->params + e->weight_off[k], len / oc, c, oc);
-        break;
-    }
-    case CK_OP_LAYERNORM:
-        ck_kernel_layernorm_backward(da, dp, dp + c, dout, a, p, internal(w, k, "mean"),
-                              internal(w, k, "rstd"), len / c, c);
-        break;
-    case CK_OP_RMSNORM:
-        ck_kernel_rmsnorm_backward(da, dp, dout, a, p, internal(w, k, "rstd"), len / c, c);
-        break;
-    case CK_OP_GELU:
-        ck_kernel_gelu_backward(da, a, dout, len);
-        break;
-    case CK_OP_RELU:
-        ck_kernel_relu_backward(da, out, dout, len);
-        break;
-    case CK_OP_SILU:
-        ck_kernel_silu_backward(da, a, dout, len);
-        break;
-    case CK_OP_ADD:
-        ck_kernel_add_backward(da, db, dout, len);
-        break;
-    case CK_OP_MUL:
-        ck_kernel_mul_backward(da, db, dout, a, b, len);
-        break;
-    case CK_OP_DROPOUT:
-        ck_kernel_dropout_backward(da, dout, internal(w, k, "mask"), prob, len);
-        break;
-    case CK_OP_ATTENTION: {
-        attn_dims d = attention_dims(m, n);
-        if (n->attrs.flash)
-            ck_kernel_attention_flash_backward(da, dout, a, out, internal(w, k, "lse"), e->ws, d.B,
-                                        d.T, d.H, d.KV, d.D, prob, e->keys[k]);
-        else
-            ck_kernel_attention_backward(da, dout, a, internal(w, k, "probs"),
-                                  internal(w, k, "mask"), internal(w, k, "dropped"),
-                                  e->ws, d.B, d.T, d.H, d.KV, d.D, prob, e->keys[k]);
-        break;
-    }
-    default:
-        break;
-    }
-}
-
-/* The loss node, forward and backward: y_L receives the gradient of x_L. */
-static void loss_node(const walk *w, size_t k)
-{
-    ck_exec *e = w->e;
-    const ck_model *m = e->m;
-    const ck_node *n = &m->nodes[k];
-    const float *pred = value(w, n->inputs[0]);
-    float *dpred = gradient(w, n->inputs[0]);
-    size_t len = (size_t)numel(m, n->inputs[0]);
-    float *loss = value(w, n->output);
-    if (n->op->kind == CK_OP_CROSS_ENTROPY) {
-        size_t v = last_dim(m, n->inputs[0]);
-        *loss = ck_kernel_cross_entropy(dpred, internal(w, k, "lse"), pred,
-                                 e->held[n->inputs[1]], len / v, v);
+    ck_kernel_io io = node_io(w, k);
+    if (w->mode == WALK_BACKWARD) {
+        ck_kernel_backward(&io);
+    } else if (w->mode == WALK_LOSS) {
+        float loss = ck_kernel_loss(&io);
+        *(float *)io.out = loss;
+        w->e->loss = loss;
     } else {
-        *loss = ck_kernel_mse(dpred, pred, e->held[n->inputs[1]], len);
+        ck_kernel_forward(&io);
     }
-    e->loss = *loss;
 }
 
 /* The pointer an event of the program allocates or frees. */
@@ -489,18 +352,14 @@ static void **event_slot(ck_exec *e, const ck_event *ev)
     return &e->grad[ev->buf.id];
 }
 
-static void run_node(ck_exec *e, const ck_instr *in)
+/* The node of the running instruction, in the mode it asks for. */
+static void run_instruction(ck_exec *e, const ck_instr *in)
 {
     walk w = {e, in, in->kind == CK_INSTR_BACKWARD ? WALK_BACKWARD
                      : in->kind == CK_INSTR_LOSS   ? WALK_LOSS
                      : in->keep                    ? WALK_SAVING
                                                    : WALK_PLAIN};
-    if (w.mode == WALK_BACKWARD)
-        backward_node(&w, in->node);
-    else if (w.mode == WALK_LOSS)
-        loss_node(&w, in->node);
-    else
-        forward_node(&w, in->node);
+    run_node(&w, in->node);
 }
 
 /* Allocates and frees real buffers on the events of an instruction (ck_program_run), and
@@ -524,7 +383,7 @@ static int on_event(void *ctx, const ck_instr *in, const ck_event *ev, ck_err *e
         release(e, CK_MEM_WORKSPACE, &e->ws, ev->bytes);
         break;
     case CK_EVENT_RUN:
-        run_node(e, in);
+        run_instruction(e, in);
         break;
     }
     return CK_OK;
@@ -835,6 +694,12 @@ static int check_model(const ck_model *m, ck_err *err)
             return ck_err_fail(err, CK_ERR_INPUT, "%s: input %s is %s; the executor takes f32 and "
                            "int32 inputs only", m->file, m->tensors[t].name, ck_dtype_name(d));
     }
+    for (size_t k = 0; k < m->n_nodes; k++)
+        if (!ck_kernel_runs(m, &m->nodes[k]))
+            return ck_err_fail(err, CK_ERR_INPUT, "%s: node %s (%s) computes in %s: the "
+                           "executor's kernels for it take f32 only", m->file, m->nodes[k].name,
+                           m->nodes[k].op->name,
+                           ck_dtype_name(m->tensors[m->nodes[k].output].type.dtype));
     for (size_t k = 0; k + 1 < m->n_nodes; k++)
         for (size_t i = 0; i < m->nodes[k].op->arity; i++)
             if (ck_model_is_held(m, m->nodes[k].inputs[i]))
@@ -844,47 +709,38 @@ static int check_model(const ck_model *m, ck_err *err)
     return CK_OK;
 }
 
-/* Token ids and class targets lie below the smallest vocabulary that reads them. The
- * integer input of both ops is their last: an embedding's ids, a cross_entropy's targets. */
+/* Integer inputs take values below the smallest limit the op table gives for any node that
+ * reads them (an embedding's vocab, a cross_entropy's classes). */
 static int find_id_limits(ck_exec *e, ck_err *err)
 {
     const ck_model *m = e->m;
     for (size_t k = 0; k < m->n_nodes; k++) {
         const ck_node *n = &m->nodes[k];
-        size_t t = n->inputs[n->op->arity - 1];
-        uint64_t limit = n->op->kind == CK_OP_EMBEDDING       ? n->attrs.vocab
-                         : n->op->kind == CK_OP_CROSS_ENTROPY ? last_dim(m, n->inputs[0])
-                                                               : 0;
-        if (limit && t < m->n_inputs && (e->id_limit[t] == 0 || limit < (uint64_t)e->id_limit[t]))
-            e->id_limit[t] = limit > INT32_MAX ? INT32_MAX : (int32_t)limit;
+        for (size_t i = 0; i < n->op->arity; i++) {
+            size_t t = n->inputs[i];
+            uint64_t limit = n->info.id_limit[i];
+            if (limit && t < m->n_inputs &&
+                (e->id_limit[t] == 0 || limit < (uint64_t)e->id_limit[t]))
+                e->id_limit[t] = limit > INT32_MAX ? INT32_MAX : (int32_t)limit;
+        }
     }
     for (size_t t = 0; t < m->n_inputs; t++)
         if (m->tensors[t].type.dtype == CK_I32 && e->id_limit[t] == 0)
-            return ck_err_fail(err, CK_ERR_INPUT, "%s: int32 input %s is read by no embedding or "
-                           "cross_entropy: the executor cannot tell what values it takes",
-                           m->file, m->tensors[t].name);
+            return ck_err_fail(err, CK_ERR_INPUT, "%s: int32 input %s is read by no op that says "
+                           "which values it takes (embedding, cross_entropy): the executor "
+                           "cannot draw it", m->file, m->tensors[t].name);
     return CK_OK;
 }
 
-/* Parameter offsets; a tied linear's weight is the table of the first embedding it fits. */
+/* Each node's own parameters one after another, in node order. */
 static int lay_out_params(ck_exec *e, ck_err *err)
 {
     const ck_model *m = e->m;
     uint64_t total = 0;
     for (size_t k = 0; k < m->n_nodes; k++) {
-        const ck_node *n = &m->nodes[k];
         e->param_off[k] = (size_t)total;
-        e->weight_off[k] = (size_t)total;
-        if (n->op->kind == CK_OP_LINEAR && n->attrs.tied)
-            for (size_t j = 0; j < k; j++) {
-                const ck_node *t = &m->nodes[j];
-                if (t->op->kind == CK_OP_EMBEDDING && t->attrs.vocab == n->attrs.out &&
-                    t->attrs.dim == last_dim(m, n->inputs[0])) {
-                    e->weight_off[k] = e->param_off[j];
-                    break;
-                }
-            }
-        if (!ck_size_add(total, n->info.n_params, &total) || total > SIZE_MAX / sizeof(float))
+        if (!ck_size_add(total, m->nodes[k].info.n_params, &total) ||
+            total > SIZE_MAX / sizeof(float))
             return ck_err_fail(err, CK_ERR_INPUT, "%s: too many parameters", m->file);
     }
     e->n_params = (size_t)total;
@@ -902,14 +758,13 @@ static int create_model(ck_exec *e, const size_t *stage_first, ck_err *err)
         return rc;
     e->be = &model_backend;
     e->param_off = calloc(nn, sizeof *e->param_off);
-    e->weight_off = calloc(nn, sizeof *e->weight_off);
     e->held = calloc(m->n_inputs, sizeof *e->held);
     e->id_limit = calloc(m->n_inputs, sizeof *e->id_limit);
     e->values = calloc(2 * nt, sizeof *e->values);
     e->saved = calloc(2 * nn * CK_OP_MAX_SAVED, sizeof *e->saved);
     e->grad = calloc(nt, sizeof *e->grad);
     e->keys = calloc(nn, sizeof *e->keys);
-    if (!e->param_off || !e->weight_off || !e->held || !e->id_limit || !e->values || !e->saved ||
+    if (!e->param_off || !e->held || !e->id_limit || !e->values || !e->saved ||
         !e->grad || !e->keys)
         return ck_err_oom(err);
     rc = find_id_limits(e, err);
@@ -1014,7 +869,6 @@ void ck_exec_free(ck_exec *e)
     free(e->y);
     free(e->xbar);
     free(e->param_off);
-    free(e->weight_off);
     free(e->held);
     free(e->id_limit);
     free(e->values);

@@ -564,3 +564,421 @@ float ck_kernel_mse(float *dpred, const float *pred, const float *target, size_t
     }
     return (float)(total / (double)n);
 }
+
+/* ---- swiglu ---- */
+
+void ck_kernel_swiglu_forward(float *out, const float *gate, const float *up, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
+}
+
+void ck_kernel_swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate,
+                               const float *up, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float g = gate[i], sig = 1.0f / (1.0f + expf(-g));
+        float dg = dout[i] * up[i] * sig * (1.0f + g * (1.0f - sig)), du = dout[i] * g * sig;
+        dgate[i] += dg;
+        dup[i] += du;
+    }
+}
+
+/* ---- cast ---- */
+
+static uint32_t bits_of(float x)
+{
+    uint32_t b;
+    memcpy(&b, &x, sizeof b);
+    return b;
+}
+
+static float float_of(uint32_t b)
+{
+    float x;
+    memcpy(&x, &b, sizeof x);
+    return x;
+}
+
+/* bf16 is the top half of an f32: round the bottom half away, to even on a tie. */
+uint16_t ck_kernel_f32_to_bf16(float x)
+{
+    uint32_t b = bits_of(x);
+    if ((b & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((b >> 16) | 0x40u);
+    b += 0x7fffu + ((b >> 16) & 1u);
+    return (uint16_t)(b >> 16);
+}
+
+float ck_kernel_bf16_to_f32(uint16_t h)
+{
+    return float_of((uint32_t)h << 16);
+}
+
+/* Below 2^-14, f16 holds multiples of 2^-24: round the 24-bit significand, shifted down to
+ * that grid. */
+static uint16_t f16_subnormal(uint32_t sign, uint32_t abs)
+{
+    if (abs <= 0x33000000u) /* at most 2^-25, half the smallest subnormal: to (signed) zero */
+        return (uint16_t)sign;
+    uint32_t shift = 126 - (abs >> 23), m = (abs & 0x7fffffu) | 0x800000u;
+    uint32_t r = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (r & 1u)))
+        r++; /* 0x400 is the smallest normal, rightly encoded */
+    return (uint16_t)(sign | r);
+}
+
+uint16_t ck_kernel_f32_to_f16(float x)
+{
+    uint32_t b = bits_of(x), sign = (b >> 16) & 0x8000u, abs = b & 0x7fffffffu;
+    if (abs > 0x7f800000u)
+        return (uint16_t)(sign | 0x7e00u);
+    if (abs >= 0x47800000u) /* 2^16 and up, infinity included */
+        return (uint16_t)(sign | 0x7c00u);
+    if (abs < 0x38800000u)
+        return f16_subnormal(sign, abs);
+    /* Rebias the exponent (127 to 15), keep 10 of 23 significand bits, round the other 13;
+     * a carry moves into the exponent, up to infinity past 65504. */
+    uint32_t r = (abs >> 13) - ((127u - 15u) << 10), rem = abs & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (r & 1u)))
+        r++;
+    return (uint16_t)(sign | r);
+}
+
+float ck_kernel_f16_to_f32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+    if (e == 0x1f)
+        return float_of(sign | 0x7f800000u | (m << 13));
+    if (e)
+        return float_of(sign | ((e + 112) << 23) | (m << 13));
+    if (!m)
+        return float_of(sign);
+    for (e = 113; !(m & 0x400u); e--) /* a subnormal, normalised */
+        m <<= 1;
+    return float_of(sign | (e << 23) | ((m & 0x3ffu) << 13));
+}
+
+static float load(ck_dtype d, const void *p, size_t i)
+{
+    switch (d) {
+    case CK_BF16:
+        return ck_kernel_bf16_to_f32(((const uint16_t *)p)[i]);
+    case CK_F16:
+        return ck_kernel_f16_to_f32(((const uint16_t *)p)[i]);
+    case CK_F32:
+    case CK_I32:
+    case CK_U8: /* casts are between floats: the loader refuses the rest */
+        break;
+    }
+    return ((const float *)p)[i];
+}
+
+static void store(ck_dtype d, void *p, size_t i, float x)
+{
+    switch (d) {
+    case CK_BF16:
+        ((uint16_t *)p)[i] = ck_kernel_f32_to_bf16(x);
+        return;
+    case CK_F16:
+        ((uint16_t *)p)[i] = ck_kernel_f32_to_f16(x);
+        return;
+    case CK_F32:
+    case CK_I32:
+    case CK_U8:
+        break;
+    }
+    ((float *)p)[i] = x;
+}
+
+void ck_kernel_cast_forward(void *out, ck_dtype to, const void *inp, ck_dtype from, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        store(to, out, i, load(from, inp, i));
+}
+
+void ck_kernel_cast_backward(void *dinp, ck_dtype from, const void *dout, ck_dtype to, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        store(from, dinp, i, load(from, dinp, i) + load(to, dout, i));
+}
+
+/* ---- rope ---- */
+
+/* dst = R(sign * a) src on the q and k heads, src on the v heads; `add` accumulates into dst
+ * instead. The angles are computed in double, once per position and pair. */
+static void rope_rotate(float *dst, const float *src, size_t B, size_t T, size_t H, size_t KV,
+                        size_t D, double theta, double sign, bool add)
+{
+    size_t W = (H + 2 * KV) * D, rotated = (H + KV) * D;
+    for (size_t b = 0; b < B; b++)
+        for (size_t t = 0; t < T; t++) {
+            size_t row = (b * T + t) * W;
+            for (size_t j = 0; j < D / 2; j++) {
+                double a = (double)t * pow(theta, -2.0 * (double)j / (double)D);
+                float c = (float)cos(a), sn = (float)(sign * sin(a));
+                for (size_t h = 0; h < H + KV; h++) {
+                    size_t i = row + h * D + 2 * j;
+                    float x0 = src[i], x1 = src[i + 1];
+                    float y0 = x0 * c - x1 * sn, y1 = x0 * sn + x1 * c;
+                    dst[i] = add ? dst[i] + y0 : y0;
+                    dst[i + 1] = add ? dst[i + 1] + y1 : y1;
+                }
+            }
+            for (size_t i = row + rotated; i < row + W; i++)
+                dst[i] = add ? dst[i] + src[i] : src[i];
+        }
+}
+
+void ck_kernel_rope_forward(float *out, const float *inp, size_t B, size_t T, size_t H, size_t KV,
+                            size_t D, double theta)
+{
+    rope_rotate(out, inp, B, T, H, KV, D, theta, 1.0, false);
+}
+
+void ck_kernel_rope_backward(float *dinp, const float *dout, size_t B, size_t T, size_t H,
+                             size_t KV, size_t D, double theta)
+{
+    rope_rotate(dinp, dout, B, T, H, KV, D, theta, -1.0, true);
+}
+
+/* ---- dispatch ---- */
+
+static const ck_ttype *type_of(const ck_kernel_io *io, size_t t)
+{
+    return &io->m->tensors[t].type;
+}
+
+static size_t numel_of(const ck_kernel_io *io, size_t t)
+{
+    uint64_t n = 0;
+    ck_ttype_numel(type_of(io, t), &n); /* checked when the model was loaded */
+    return (size_t)n;
+}
+
+static size_t last_dim_of(const ck_kernel_io *io, size_t t)
+{
+    const ck_ttype *ty = type_of(io, t);
+    return (size_t)ty->dim[ty->rank - 1];
+}
+
+typedef struct {
+    size_t B, T, H, KV, D;
+} attn_dims;
+
+/* Of a node reading packed q, k, v (attention, rope). */
+static attn_dims attention_dims(const ck_kernel_io *io)
+{
+    const ck_node *n = io->node;
+    const ck_ttype *q = type_of(io, n->inputs[0]);
+    size_t H = (size_t)n->attrs.heads, KV = (size_t)n->attrs.kv_heads;
+    return (attn_dims){(size_t)q->dim[0], (size_t)q->dim[1], H, KV,
+                       last_dim_of(io, n->inputs[0]) / (H + 2 * KV)};
+}
+
+/* Sizes most kernels take: the output's elements, the first input's last dimension and
+ * the rows of that input. */
+typedef struct {
+    size_t len, c, rows;
+} flat_dims;
+
+static flat_dims flat(const ck_kernel_io *io)
+{
+    const ck_node *n = io->node;
+    flat_dims d = {numel_of(io, n->output), last_dim_of(io, n->inputs[0]), 0};
+    d.rows = numel_of(io, n->inputs[0]) / d.c;
+    return d;
+}
+
+static void attention_forward(const ck_kernel_io *io, float prob)
+{
+    attn_dims d = attention_dims(io);
+    if (io->node->attrs.flash)
+        ck_kernel_attention_flash_forward(io->out, io->saved[CK_SLOT_LSE], io->in[0], io->ws, d.B,
+                                          d.T, d.H, d.KV, d.D, prob, io->key);
+    else
+        ck_kernel_attention_forward(io->out, io->saved[CK_SLOT_PROBS], io->saved[CK_SLOT_MASK],
+                                    io->saved[CK_SLOT_DROPPED], io->in[0], io->ws, d.B, d.T, d.H,
+                                    d.KV, d.D, prob, io->key);
+}
+
+/* Every float input and the output are f32. */
+static bool all_f32(const ck_model *m, const ck_node *n)
+{
+    bool ok = m->tensors[n->output].type.dtype == CK_F32;
+    for (size_t i = 0; i < n->op->arity; i++) {
+        ck_dtype d = m->tensors[n->inputs[i]].type.dtype;
+        ok = ok && (d == CK_F32 || !ck_dtype_is_float(d));
+    }
+    return ok;
+}
+
+bool ck_kernel_runs(const ck_model *m, const ck_node *n)
+{
+    return n->op->kind == CK_OP_CAST || all_f32(m, n); /* the others compute in f32 */
+}
+
+void ck_kernel_forward(const ck_kernel_io *io)
+{
+    const ck_node *n = io->node;
+    flat_dims d = flat(io);
+    float *out = io->out, *const *p = io->param;
+    const float *a = io->in[0], *b = io->in[1];
+    float prob = (float)n->attrs.p;
+    switch (n->op->kind) {
+    case CK_OP_EMBEDDING: /* c: tokens per sequence; rows: sequences */
+        ck_kernel_embedding_forward(out, io->in[0], p[0], p[1], d.rows, d.c,
+                                    (size_t)n->attrs.dim);
+        break;
+    case CK_OP_LINEAR:
+        ck_kernel_linear_forward(out, a, p[0], p[1], d.rows, d.c, (size_t)n->attrs.out);
+        break;
+    case CK_OP_LAYERNORM:
+        ck_kernel_layernorm_forward(out, io->saved[CK_SLOT_MEAN], io->saved[CK_SLOT_RSTD], a,
+                                    p[0], p[1], d.rows, d.c);
+        break;
+    case CK_OP_RMSNORM:
+        ck_kernel_rmsnorm_forward(out, io->saved[CK_SLOT_RSTD], a, p[0], d.rows, d.c);
+        break;
+    case CK_OP_GELU:
+        ck_kernel_gelu_forward(out, a, d.len);
+        break;
+    case CK_OP_RELU:
+        ck_kernel_relu_forward(out, a, d.len);
+        break;
+    case CK_OP_SILU:
+        ck_kernel_silu_forward(out, a, d.len);
+        break;
+    case CK_OP_ADD:
+        ck_kernel_add_forward(out, a, b, d.len);
+        break;
+    case CK_OP_MUL:
+        ck_kernel_mul_forward(out, a, b, d.len);
+        break;
+    case CK_OP_DROPOUT:
+        ck_kernel_dropout_forward(out, io->saved[CK_SLOT_MASK], a, prob, io->key, d.len);
+        break;
+    case CK_OP_ATTENTION:
+        attention_forward(io, prob);
+        break;
+    case CK_OP_SWIGLU:
+        ck_kernel_swiglu_forward(out, a, b, d.len);
+        break;
+    case CK_OP_CAST:
+        ck_kernel_cast_forward(io->out, n->attrs.to, io->in[0],
+                               type_of(io, n->inputs[0])->dtype, d.len);
+        break;
+    case CK_OP_ROPE: {
+        attn_dims q = attention_dims(io);
+        ck_kernel_rope_forward(out, a, q.B, q.T, q.H, q.KV, q.D, (double)n->attrs.theta);
+        break;
+    }
+    case CK_OP_CROSS_ENTROPY:
+    case CK_OP_MSE: /* in ck_kernel_loss */
+        break;
+    }
+}
+
+static void attention_backward(const ck_kernel_io *io, float prob)
+{
+    attn_dims d = attention_dims(io);
+    if (io->node->attrs.flash)
+        ck_kernel_attention_flash_backward(io->din[0], io->dout, io->in[0], io->out,
+                                           io->saved[CK_SLOT_LSE], io->ws, d.B, d.T, d.H, d.KV,
+                                           d.D, prob, io->key);
+    else
+        ck_kernel_attention_backward(io->din[0], io->dout, io->in[0], io->saved[CK_SLOT_PROBS],
+                                     io->saved[CK_SLOT_MASK], io->saved[CK_SLOT_DROPPED], io->ws,
+                                     d.B, d.T, d.H, d.KV, d.D, prob, io->key);
+}
+
+void ck_kernel_backward(const ck_kernel_io *io)
+{
+    const ck_node *n = io->node;
+    flat_dims d = flat(io);
+    const float *dout = io->dout, *a = io->in[0], *b = io->in[1];
+    float *da = io->din[0], *db = io->din[1], *const *p = io->param, *const *dp = io->dparam;
+    float prob = (float)n->attrs.p;
+    switch (n->op->kind) {
+    case CK_OP_EMBEDDING:
+        ck_kernel_embedding_backward(dp[0], dp[1], dout, io->in[0], d.rows, d.c,
+                                     (size_t)n->attrs.dim);
+        break;
+    case CK_OP_LINEAR:
+        ck_kernel_linear_backward(da, dp[0], dp[1], dout, a, p[0], d.rows, d.c,
+                                  (size_t)n->attrs.out);
+        break;
+    case CK_OP_LAYERNORM:
+        ck_kernel_layernorm_backward(da, dp[0], dp[1], dout, a, p[0], io->saved[CK_SLOT_MEAN],
+                                     io->saved[CK_SLOT_RSTD], d.rows, d.c);
+        break;
+    case CK_OP_RMSNORM:
+        ck_kernel_rmsnorm_backward(da, dp[0], dout, a, p[0], io->saved[CK_SLOT_RSTD], d.rows, d.c);
+        break;
+    case CK_OP_GELU:
+        ck_kernel_gelu_backward(da, a, dout, d.len);
+        break;
+    case CK_OP_RELU:
+        ck_kernel_relu_backward(da, io->out, dout, d.len);
+        break;
+    case CK_OP_SILU:
+        ck_kernel_silu_backward(da, a, dout, d.len);
+        break;
+    case CK_OP_ADD:
+        ck_kernel_add_backward(da, db, dout, d.len);
+        break;
+    case CK_OP_MUL:
+        ck_kernel_mul_backward(da, db, dout, a, b, d.len);
+        break;
+    case CK_OP_DROPOUT:
+        ck_kernel_dropout_backward(da, dout, io->saved[CK_SLOT_MASK], prob, d.len);
+        break;
+    case CK_OP_ATTENTION:
+        attention_backward(io, prob);
+        break;
+    case CK_OP_SWIGLU:
+        ck_kernel_swiglu_backward(da, db, dout, a, b, d.len);
+        break;
+    case CK_OP_CAST:
+        ck_kernel_cast_backward(io->din[0], type_of(io, n->inputs[0])->dtype, io->dout,
+                                n->attrs.to, d.len);
+        break;
+    case CK_OP_ROPE: {
+        attn_dims q = attention_dims(io);
+        ck_kernel_rope_backward(da, dout, q.B, q.T, q.H, q.KV, q.D, (double)n->attrs.theta);
+        break;
+    }
+    case CK_OP_CROSS_ENTROPY:
+    case CK_OP_MSE: /* in ck_kernel_loss */
+        break;
+    }
+}
+
+float ck_kernel_loss(const ck_kernel_io *io)
+{
+    flat_dims d = flat(io);
+    size_t len = numel_of(io, io->node->inputs[0]);
+    switch (io->node->op->kind) {
+    case CK_OP_CROSS_ENTROPY:
+        return ck_kernel_cross_entropy(io->din[0], io->saved[CK_SLOT_LSE], io->in[0], io->in[1],
+                                       d.rows, d.c);
+    case CK_OP_MSE:
+        return ck_kernel_mse(io->din[0], io->in[0], io->in[1], len);
+    case CK_OP_EMBEDDING:
+    case CK_OP_LINEAR:
+    case CK_OP_LAYERNORM:
+    case CK_OP_RMSNORM:
+    case CK_OP_GELU:
+    case CK_OP_RELU:
+    case CK_OP_SILU:
+    case CK_OP_ADD:
+    case CK_OP_MUL:
+    case CK_OP_DROPOUT:
+    case CK_OP_ATTENTION:
+    case CK_OP_ROPE:
+    case CK_OP_SWIGLU:
+    case CK_OP_CAST: /* not losses */
+        break;
+    }
+    return 0.0f;
+}

@@ -1,24 +1,58 @@
-/* kernel: the forward and backward of every op of planner/ops, in f32, one plain function
- * each with explicit dimensions (after llm.c's train_gpt2.c). Matrix products go through
- * cblas_sgemm; everything else is plain loops.
+/* kernel: the forward and backward of every op of planner/ops, one plain function each
+ * with explicit dimensions (after llm.c's train_gpt2.c), in f32 but for cast's
+ * conversions; and their dispatch, ck_kernel_forward/backward/loss, which reads a node's
+ * sizes and attributes and calls them. Matrix products go through cblas_sgemm; everything
+ * else is plain loops.
  *
  * Conventions:
  * - Activations are row-major; N is the number of rows (B*T for [B, T, C] tensors).
  * - Backward functions ACCUMULATE (+=) into every gradient they write (inputs and
  *   parameters), so a tensor read by several nodes needs one gradient buffer; callers zero
  *   gradient buffers when they allocate them.
- * - Saved internal tensors (mean, rstd, mask, probs, dropped, lse) are written by the
- *   forward and read by the backward, exactly as planner/ops declares them.
+ * - Saved internal tensors (the ck_slot values: mean, rstd, mask, probs, dropped, lse) are
+ *   written by the forward and read by the backward, exactly as planner/ops declares them.
  * - Workspace arguments are caller-allocated buffers of exactly the size planner/ops
  *   declares (fwd_ws_bytes, bwd_ws_bytes); kernels allocate nothing.
  * - Results are deterministic: the same inputs give the same bits on every call. */
 #ifndef CK_KERNELS_H
 #define CK_KERNELS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "planner/model.h"
 #include "sim/rng.h"
+
+/* ---- dispatch: one node's pass, from the op table's facts ---- */
+
+/* Everything one pass of one node reads and writes, filled by the executor. Values and
+ * gradients have their tensors' dtypes (f32 everywhere but around a cast). */
+typedef struct {
+    const ck_model *m;
+    const ck_node *node;
+    const void *in[CK_OP_MAX_ARITY]; /* values of the node's inputs */
+    void *out;                       /* its output (forward) or saved output (backward) */
+    const void *dout;                /* backward: the output's gradient */
+    void *din[CK_OP_MAX_ARITY];      /* backward and loss: the inputs' gradients, NULL where none */
+    float *param[CK_OP_MAX_PARAMS];  /* by the op's parameter index; NULL where absent */
+    float *dparam[CK_OP_MAX_PARAMS];
+    void *saved[CK_N_SLOTS];         /* internal saved tensors by slot; NULL where not saved */
+    void *ws;                        /* the pass's workspace, sized as planner/ops says */
+    ck_rng_key key;                  /* the dropout stream of the node's forward */
+} ck_kernel_io;
+
+/* Whether the kernels of n's op take the dtypes of n's tensors (most compute in f32 only). */
+bool ck_kernel_runs(const ck_model *m, const ck_node *n);
+/* The node's forward (losses: nothing, see ck_kernel_loss). */
+void ck_kernel_forward(const ck_kernel_io *io);
+/* The node's backward, accumulating into din[] and dparam[] (losses: nothing). */
+void ck_kernel_backward(const ck_kernel_io *io);
+/* A loss node's forward and backward together: returns the loss; din[0] receives the
+ * gradient of in[0]. */
+float ck_kernel_loss(const ck_kernel_io *io);
+
+/* ---- the math kernels ---- */
 
 /* Token and position embedding: out[b,t,:] = wte[ids[b,t],:] + wpe[t,:] (wpe may be NULL).
  * wte is [V, C], wpe [T, C] or larger. */
@@ -64,6 +98,26 @@ void ck_kernel_mul_forward(float *out, const float *a, const float *b, size_t n)
 void ck_kernel_mul_backward(float *da, float *db, const float *dout, const float *a, const float *b,
                      size_t n);
 
+/* SwiGLU's gate, fused: out = silu(gate) * up. Saves both inputs; dgate and dup may be one
+ * buffer (a node reading one tensor twice). */
+void ck_kernel_swiglu_forward(float *out, const float *gate, const float *up, size_t n);
+void ck_kernel_swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate,
+                               const float *up, size_t n);
+
+/* 16-bit floats by hand (C11 has no portable half type). From f32: round to nearest, ties
+ * to even, overflow to infinity, NaN kept a (quiet) NaN; f16 keeps subnormals. To f32:
+ * exact. */
+uint16_t ck_kernel_f32_to_bf16(float x);
+float ck_kernel_bf16_to_f32(uint16_t h);
+uint16_t ck_kernel_f32_to_f16(float x);
+float ck_kernel_f16_to_f32(uint16_t h);
+
+/* Cast of n values from dtype `from` to `to` (f32, bf16, f16), rounding as above. The
+ * backward converts the gradient back and accumulates it in din's dtype: din = from(din +
+ * f32(dout)), so an f32 din adds exactly. */
+void ck_kernel_cast_forward(void *out, ck_dtype to, const void *inp, ck_dtype from, size_t n);
+void ck_kernel_cast_backward(void *dinp, ck_dtype from, const void *dout, ck_dtype to, size_t n);
+
 /* Inverted dropout: out = inp * keep / (1 - p), mask[i] = keep (0 or 1), keep drawn from
  * ck_rng_keep(key, i, p). p == 0 keeps everything. */
 void ck_kernel_dropout_forward(float *out, uint8_t *mask, const float *inp, float p, ck_rng_key key,
@@ -97,6 +151,17 @@ void ck_kernel_attention_flash_backward(float *dqkv, const float *dout, const fl
                                  const float *out, const float *lse, float *ws, size_t B,
                                  size_t T, size_t H, size_t KV, size_t D, float p,
                                  ck_rng_key key);
+
+/* Rotary position embedding on packed qkv [B, T, (H + 2*KV) * D] (attention's layout), in
+ * pairs (2j, 2j+1) of each query and key head, the interleaved form (RoFormer, Meta's
+ * llama): at position t, with a_j = t * theta^(-2j/D) for j in [0, D/2),
+ *   out[2j]   = x[2j] cos a_j - x[2j+1] sin a_j
+ *   out[2j+1] = x[2j] sin a_j + x[2j+1] cos a_j;
+ * value heads pass through. Saves nothing: the backward rotates the gradient by -a_j. */
+void ck_kernel_rope_forward(float *out, const float *inp, size_t B, size_t T, size_t H, size_t KV,
+                            size_t D, double theta);
+void ck_kernel_rope_backward(float *dinp, const float *dout, size_t B, size_t T, size_t H,
+                             size_t KV, size_t D, double theta);
 
 /* Cross-entropy of logits [N, V] against targets [N], forward and backward together (the
  * chain's loss operation): returns the mean loss, writes lse [N], and accumulates

@@ -152,6 +152,7 @@ struct ref_case {
     bool bias, pos;
     float p;
     ck_rng_key key;
+    double theta;
 };
 
 static double ref_loss(const ref_case *rc, double *out)
@@ -1033,6 +1034,228 @@ START_TEST(mse)
 }
 END_TEST
 
+/* ---- swiglu ---- */
+
+static void ref_swiglu(const ref_case *rc, double *out)
+{
+    for (size_t i = 0; i < rc->n; i++) {
+        double g = rc->in[0][i];
+        out[i] = g / (1.0 + exp(-g)) * rc->in[1][i];
+    }
+}
+
+/* Against the reference and finite differences, and with one tensor as both inputs:
+ * d/dx [silu(x) x] = silu'(x) x + silu(x), silu'(x) = s (1 + x (1 - s)). */
+START_TEST(swiglu)
+{
+    seed_data(701);
+    float *g = ew_input(), *u = frand(EW_N), *out = obuf(EW_N), *dout = frand(EW_N);
+    float *dg = fbuf(EW_N), *du = fbuf(EW_N), *dx = fbuf(EW_N);
+    ref_case rc = {.fn = ref_swiglu, .n_out = EW_N, .g = to_double(dout, EW_N), .n = EW_N};
+    rc.in[0] = to_double(g, EW_N);
+    rc.len[0] = EW_N;
+    rc.in[1] = to_double(u, EW_N);
+    rc.len[1] = EW_N;
+    ck_kernel_swiglu_forward(out, g, u, EW_N);
+    ck_kernel_swiglu_backward(dg, du, dout, g, u, EW_N);
+    float *dg1 = copy_f(dg, EW_N), *du1 = copy_f(du, EW_N);
+    ck_kernel_swiglu_backward(dg, du, dout, g, u, EW_N);
+    assert_forward("swiglu", &rc, out);
+    assert_doubled("swiglu dgate", dg, dg1, EW_N);
+    assert_doubled("swiglu dup", du, du1, EW_N);
+    assert_fd("swiglu dgate", &rc, 0, dg1);
+    assert_fd("swiglu dup", &rc, 1, du1);
+    ck_kernel_swiglu_backward(dx, dx, dout, g, g, EW_N);
+    double *want = dbuf(EW_N);
+    for (size_t i = 0; i < EW_N; i++) {
+        double x = g[i], sg = 1.0 / (1.0 + exp(-x));
+        want[i] = dout[i] * (sg * (1.0 + x * (1.0 - sg)) * x + x * sg);
+    }
+    assert_close("swiglu of x and x", dx, want, EW_N, RTOL_GRAD);
+    free_scratch();
+}
+END_TEST
+
+/* ---- cast ---- */
+
+typedef struct {
+    const char *name;
+    uint16_t (*from_f32)(float);
+    float (*to_f32)(uint16_t);
+} half_format;
+
+static const half_format halves[] = {
+    {"bf16", ck_kernel_f32_to_bf16, ck_kernel_bf16_to_f32},
+    {"f16", ck_kernel_f32_to_f16, ck_kernel_f16_to_f32},
+};
+
+/* Every one of the 65536 codes converts to f32 and back to itself (NaNs to a NaN). */
+START_TEST(half_codes_round_trip)
+{
+    for (size_t f = 0; f < 2; f++)
+        for (uint32_t code = 0; code < 65536; code++) {
+            float x = halves[f].to_f32((uint16_t)code);
+            uint16_t back = halves[f].from_f32(x);
+            if (isnan(x))
+                ck_assert_msg(isnan(halves[f].to_f32(back)), "%s %04x", halves[f].name, code);
+            else
+                ck_assert_msg(back == code, "%s %04x -> %g -> %04x", halves[f].name, code,
+                              (double)x, back);
+        }
+}
+END_TEST
+
+/* Rounding to nearest, ties to even, checked from the definition: no code of the same sign
+ * is nearer than the result, and on a tie the result's code is even. Values are spread over
+ * every exponent the formats reach (subnormals, overflow), plus the exact midpoints between
+ * neighbouring codes. */
+static void assert_nearest_even(const half_format *hf, float x)
+{
+    uint16_t h = hf->from_f32(x);
+    double want = x, got = hf->to_f32(h), err = fabs(got - want);
+    ck_assert_msg(!isnan(got), "%s(%g) is NaN", hf->name, want);
+    ck_assert_msg(signbit(got) == signbit(want), "%s(%g): sign", hf->name, want);
+    uint16_t mag = h & 0x7fff;
+    if (isinf(got)) { /* overflow: at least half a step past the largest finite value */
+        double top = hf->to_f32((uint16_t)(mag - 1)), below = hf->to_f32((uint16_t)(mag - 2));
+        ck_assert_msg(fabs(want) >= top + (top - below) / 2, "%s(%g) overflows", hf->name, want);
+        return;
+    }
+    for (int step = -1; step <= 1; step += 2) {
+        int nb = (int)mag + step;
+        if (nb < 0 || nb > 0x7fff)
+            continue;
+        double other = hf->to_f32((uint16_t)((h & 0x8000) | nb));
+        if (isnan(other))
+            continue;
+        double oerr = fabs(other - want);
+        ck_assert_msg(err < oerr || (err == oerr && (h & 1) == 0),
+                      "%s(%.9g) = %.9g, but %.9g is nearer or an even tie", hf->name, want, got,
+                      other);
+    }
+}
+
+START_TEST(half_rounding_is_nearest_even)
+{
+    seed_data(801);
+    for (size_t f = 0; f < 2; f++) {
+        for (int i = 0; i < 20000; i++) {
+            float x = (float)(urand() * ldexp(1.0, (int)(urand() * 140.0))); /* to 2^140 */
+            float tiny = (float)(urand() * 0x1p-14); /* the f16 subnormal range */
+            assert_nearest_even(&halves[f], x);
+            assert_nearest_even(&halves[f], tiny);
+        }
+        for (uint32_t code = 0; code < 0x7bff; code += 7) { /* midpoints, in f32 exactly */
+            double lo = halves[f].to_f32((uint16_t)code), hi = halves[f].to_f32((uint16_t)(code + 1));
+            if (isfinite(hi) && !isnan(lo))
+                assert_nearest_even(&halves[f], (float)((lo + hi) / 2));
+        }
+    }
+    /* Fixed points of the formats: 65504 is f16's largest; 65520, the midpoint to the next
+     * power of two, rounds to infinity; 2^-24 its smallest; 2^-25, half of it, to zero. */
+    ck_assert_uint_eq(ck_kernel_f32_to_f16(65504.0f), 0x7bff);
+    ck_assert_uint_eq(ck_kernel_f32_to_f16(65519.0f), 0x7bff);
+    ck_assert_uint_eq(ck_kernel_f32_to_f16(65520.0f), 0x7c00);
+    ck_assert_uint_eq(ck_kernel_f32_to_f16(-1e10f), 0xfc00);
+    ck_assert_uint_eq(ck_kernel_f32_to_f16(0x1p-24f), 0x0001);
+    ck_assert_uint_eq(ck_kernel_f32_to_f16(0x1p-25f), 0x0000);
+    ck_assert_uint_eq(ck_kernel_f32_to_f16(0x1.8p-25f), 0x0001);
+    ck_assert_uint_eq(ck_kernel_f32_to_f16(1.0f + 0x1p-11f), 0x3c00);      /* tie: to even */
+    ck_assert_uint_eq(ck_kernel_f32_to_f16(1.0f + 0x1.8p-10f), 0x3c02);    /* tie: to even */
+    ck_assert_uint_eq(ck_kernel_f32_to_bf16(1.0f + 0x1p-8f), 0x3f80);      /* tie: to even */
+    ck_assert_uint_eq(ck_kernel_f32_to_bf16(1.0f + 0x1.8p-7f), 0x3f82);    /* tie: to even */
+    ck_assert_uint_eq(ck_kernel_f32_to_bf16(3.4e38f), 0x7f80);             /* to infinity */
+    ck_assert(isnan(ck_kernel_bf16_to_f32(ck_kernel_f32_to_bf16(NAN))));
+    ck_assert(isnan(ck_kernel_f16_to_f32(ck_kernel_f32_to_f16(NAN))));
+    ck_assert(isinf(ck_kernel_f16_to_f32(ck_kernel_f32_to_f16(INFINITY))));
+}
+END_TEST
+
+/* The forward rounds each value; the backward accumulates the gradient converted back, in
+ * the input's dtype: exactly for f32, rounded once per call for a 16-bit input. */
+START_TEST(cast_forward_and_backward)
+{
+    enum { N = 257 };
+    seed_data(802);
+    float *x = frand(N), *dout = frand(N), *dx = fbuf(N);
+    uint16_t *low = scratch(N * 2), *dlow = scratch(N * 2);
+    float *wide = obuf(N);
+    ck_kernel_cast_forward(low, CK_BF16, x, CK_F32, N);
+    ck_kernel_cast_forward(wide, CK_F32, low, CK_BF16, N);
+    for (size_t i = 0; i < N; i++) {
+        ck_assert_uint_eq(low[i], ck_kernel_f32_to_bf16(x[i]));
+        ck_assert_float_eq(wide[i], ck_kernel_bf16_to_f32(low[i]));
+        ck_assert(fabs(wide[i] - x[i]) <= fabs(x[i]) * 0x1p-8);
+    }
+    /* f32 -> f16 backward: dout is f16, dx f32 */
+    uint16_t *dhalf = scratch(N * 2);
+    ck_kernel_cast_forward(dhalf, CK_F16, dout, CK_F32, N);
+    ck_kernel_cast_backward(dx, CK_F32, dhalf, CK_F16, N);
+    ck_kernel_cast_backward(dx, CK_F32, dhalf, CK_F16, N);
+    for (size_t i = 0; i < N; i++)
+        ck_assert_float_eq(dx[i], 2.0f * ck_kernel_f16_to_f32(dhalf[i]));
+    /* bf16 -> f32 backward: dout f32, din bf16, accumulated and rounded each call */
+    ck_kernel_cast_backward(dlow, CK_BF16, dout, CK_F32, N);
+    ck_kernel_cast_backward(dlow, CK_BF16, dout, CK_F32, N);
+    for (size_t i = 0; i < N; i++) {
+        uint16_t once = ck_kernel_f32_to_bf16(dout[i]);
+        ck_assert_uint_eq(dlow[i], ck_kernel_f32_to_bf16(ck_kernel_bf16_to_f32(once) + dout[i]));
+    }
+    free_scratch();
+}
+END_TEST
+
+/* ---- rope ---- */
+
+/* Each pair (2j, 2j+1) of a q or k head at position t, read as the complex number
+ * x_2j + i x_2j+1, is multiplied by e^(i t w_j), w_j = theta^(-2j/D); v is copied. */
+static void ref_rope(const ref_case *rc, double *out)
+{
+    size_t W = (rc->H + 2 * rc->KV) * rc->D;
+    for (size_t bt = 0; bt < rc->B * rc->T; bt++) {
+        double t = (double)(bt % rc->T);
+        const double *x = rc->in[0] + bt * W;
+        double *y = out + bt * W;
+        for (size_t c = 0; c < W; c++)
+            y[c] = x[c];
+        for (size_t h = 0; h < rc->H + rc->KV; h++)
+            for (size_t j = 0; j < rc->D / 2; j++) {
+                double w = exp(-2.0 * (double)j / (double)rc->D * log(rc->theta));
+                double re = cos(t * w), im = sin(t * w);
+                const double *z = x + h * rc->D + 2 * j;
+                y[h * rc->D + 2 * j] = z[0] * re - z[1] * im;
+                y[h * rc->D + 2 * j + 1] = z[0] * im + z[1] * re;
+            }
+    }
+}
+
+/* Rotations by up to 7 radians, with theta 3 so that the later pairs turn too; four q heads
+ * and two kv heads of 6 values. */
+START_TEST(rope)
+{
+    enum { B = 2, T = 8, H = 4, KV = 2, D = 6, W = (H + 2 * KV) * D, N = B * T * W };
+    seed_data(601);
+    float *x = frand(N), *out = obuf(N), *dout = frand(N), *dx = fbuf(N);
+    ref_case rc = {.fn = ref_rope, .n_out = N, .g = to_double(dout, N), .B = B, .T = T, .H = H,
+                   .KV = KV, .D = D, .theta = 3.0};
+    rc.in[0] = to_double(x, N);
+    rc.len[0] = N;
+    ck_kernel_rope_forward(out, x, B, T, H, KV, D, 3.0);
+    ck_kernel_rope_backward(dx, dout, B, T, H, KV, D, 3.0);
+    float *dx1 = copy_f(dx, N);
+    ck_kernel_rope_backward(dx, dout, B, T, H, KV, D, 3.0);
+    assert_forward("rope", &rc, out);
+    assert_doubled("rope dinp", dx, dx1, N);
+    assert_fd("rope dinp", &rc, 0, dx1);
+    /* Position 0 is not rotated, and v heads never are. */
+    for (size_t c = 0; c < W; c++)
+        ck_assert_float_eq(out[c], x[c]);
+    for (size_t c = (H + KV) * D; c < W; c++)
+        ck_assert_float_eq(out[3 * W + c], x[3 * W + c]);
+    free_scratch();
+}
+END_TEST
+
 static Suite *kernels_suite(void)
 {
     Suite *s = suite_create("kernels");
@@ -1061,6 +1284,11 @@ static Suite *kernels_suite(void)
     tcase_add_test(tc, kernels_are_deterministic);
     tcase_add_test(tc, cross_entropy);
     tcase_add_test(tc, mse);
+    tcase_add_test(tc, rope);
+    tcase_add_test(tc, swiglu);
+    tcase_add_test(tc, half_codes_round_trip);
+    tcase_add_test(tc, half_rounding_is_nearest_even);
+    tcase_add_test(tc, cast_forward_and_backward);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -166,6 +166,8 @@ START_TEST(many_tied_heads_find_their_tables)
         const ck_node *head = &m->nodes[4 * i + 2];
         ck_assert(head->attrs.tied);
         ck_assert_uint_eq(head->info.n_params, 0); /* the table is the embedding's */
+        ck_assert_uint_eq(head->tied_to, 4 * i);
+        ck_assert_uint_eq(m->nodes[4 * i].attrs.vocab, i + 2);
     }
     ck_model_free(m);
 }
@@ -195,6 +197,20 @@ START_TEST(tied_heads_need_an_earlier_table)
                           "  'inputs': ['h']},"
                           "  {'name': 'loss', 'op': 'mse', 'inputs': ['t', 'y']}]}");
     ck_assert(m->nodes[1].attrs.tied);
+    ck_assert_uint_eq(m->nodes[1].tied_to, 0);
+    ck_assert_uint_eq(m->nodes[0].tied_to, CK_NO_NODE);
+    ck_model_free(m);
+    /* Of two tables of the head's sizes, the first is the one it shares. */
+    m = fx_load("{'format': 'ckplan-model/1', 'dims': {'B': 2, 'C': 4},"
+                " 'inputs': [{'name': 'ids', 'shape': ['B'], 'dtype': 'int32'},"
+                "  {'name': 'y', 'shape': ['B', 'C']}],"
+                " 'nodes': [{'name': 'e', 'op': 'embedding', 'vocab': 'C', 'dim': 'C', 'inputs': ['ids']},"
+                "  {'name': 'f', 'op': 'embedding', 'vocab': 'C', 'dim': 'C', 'inputs': ['ids']},"
+                "  {'name': 's', 'op': 'add', 'inputs': ['e', 'f']},"
+                "  {'name': 't', 'op': 'linear', 'out': 'C', 'bias': false, 'tied': true,"
+                "  'inputs': ['s']},"
+                "  {'name': 'loss', 'op': 'mse', 'inputs': ['t', 'y']}]}");
+    ck_assert_uint_eq(m->nodes[3].tied_to, 0);
     ck_model_free(m);
 }
 END_TEST

@@ -1,5 +1,6 @@
 #include "planner/ops.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "tests/unit/check_main.h"
@@ -47,6 +48,40 @@ static void assert_shape(const ck_ttype *t, ck_dtype d, size_t rank, uint64_t d0
         ck_assert_uint_eq(t->dim[i], want[i]);
 }
 
+/* Parameter i of a node: its name, init, shape ([d0] where d1 is 0) and offset. */
+static void assert_param(const ck_op_info *info, size_t i, const char *name, ck_init init,
+                         uint64_t d0, uint64_t d1, uint64_t offset)
+{
+    const ck_param *p = &info->params[i];
+    ck_assert_uint_lt(i, info->n_param_tensors);
+    ck_assert_str_eq(p->name, name);
+    ck_assert_int_eq(p->init, init);
+    ck_assert(!p->tied);
+    ck_assert_uint_eq(p->rank, d1 ? 2 : 1);
+    ck_assert(p->dim[0] == d0 && (!d1 || p->dim[1] == d1));
+    ck_assert_uint_eq(p->numel, d1 ? d0 * d1 : d0);
+    ck_assert_uint_eq(p->offset, offset);
+}
+
+/* ck_op_names, which messages list, names every op of the table, each once. */
+START_TEST(names_list_every_op)
+{
+    char names[512];
+    snprintf(names, sizeof names, "%s", ck_op_names());
+    bool seen[CK_N_OP_KINDS] = {false};
+    size_t n = 0;
+    for (char *tok = strtok(names, ", "); tok; tok = strtok(NULL, ", ")) {
+        const ck_op_def *op = ck_op_find(tok);
+        ck_assert_msg(op, "%s is not an op", tok);
+        ck_assert_msg(!seen[op->kind], "%s twice", tok);
+        ck_assert_str_eq(op->name, tok);
+        seen[op->kind] = true;
+        n++;
+    }
+    ck_assert_uint_eq(n, CK_N_OP_KINDS);
+}
+END_TEST
+
 START_TEST(dtypes)
 {
     ck_dtype d;
@@ -78,6 +113,9 @@ START_TEST(embedding)
     ck_ttype out = infer_ok("embedding", &a, &in, &info);
     assert_shape(&out, CK_BF16, 3, 4, 32, 16); /* takes the activation dtype */
     ck_assert_uint_eq(info.n_params, (100 + 32) * 16);
+    assert_param(&info, 0, "wte", CK_INIT_NORMAL, 100, 16, 0);
+    assert_param(&info, 1, "wpe", CK_INIT_NORMAL, 32, 16, 100 * 16);
+    ck_assert_uint_eq(info.id_limit[0], 100);
     ck_assert_uint_eq(info.n_saved, 1);
     ck_assert_int_eq(info.saved[0].kind, CK_SAVE_INPUT);
     ck_assert_uint_eq(info.saved[0].bytes, 4 * 32 * 4);
@@ -97,6 +135,9 @@ START_TEST(linear)
     ck_ttype out = infer_ok("linear", &a, &in, &info);
     assert_shape(&out, CK_BF16, 3, 2, 5, 48);
     ck_assert_uint_eq(info.n_params, 16 * 48 + 48);
+    assert_param(&info, 0, "weight", CK_INIT_NORMAL, 48, 16, 0);
+    assert_param(&info, 1, "bias", CK_INIT_ZEROS, 48, 0, 16 * 48);
+    ck_assert_uint_eq(info.id_limit[0], 0);
     ck_assert_uint_eq(info.fwd_flops, 2 * 10 * 16 * 48 + 10 * 48);
     ck_assert_uint_eq(info.bwd_flops, 4 * 10 * 16 * 48 + 10 * 48);
     ck_assert_uint_eq(info.n_saved, 1);
@@ -109,6 +150,10 @@ START_TEST(linear)
     a.bias = false, a.tied = true;
     infer_ok("linear", &a, &in, &info);
     ck_assert_uint_eq(info.n_params, 0);
+    /* The tied weight keeps its name and shape but counts nothing; the bias is absent. */
+    ck_assert(info.n_param_tensors == 2 && info.params[0].tied && info.params[0].numel == 0);
+    ck_assert_uint_eq(info.params[0].dim[0] * info.params[0].dim[1], 48 * 16);
+    ck_assert(!info.params[1].tied && info.params[1].numel == 0);
     ck_ttype ids = tt(CK_I32, 2, 2, 5, 0);
     ck_assert(strstr(infer_bad("linear", &a, &ids), "f.json: nodes[3].inputs[0]: expected a float tensor"));
 }
@@ -122,17 +167,21 @@ START_TEST(norms_save_input_and_f32_statistics)
     ck_ttype out = infer_ok("layernorm", &a, &in, &info);
     assert_shape(&out, CK_BF16, 3, 2, 5, 16);
     ck_assert_uint_eq(info.n_params, 32);
+    assert_param(&info, 0, "gamma", CK_INIT_ONES, 16, 0, 0);
+    assert_param(&info, 1, "beta", CK_INIT_ZEROS, 16, 0, 16);
     ck_assert_uint_eq(info.n_saved, 3);
     ck_assert_int_eq(info.saved[0].kind, CK_SAVE_INPUT);
-    ck_assert_str_eq(info.saved[1].name, "mean");
-    ck_assert_str_eq(info.saved[2].name, "rstd");
+    ck_assert_int_eq(info.saved[1].slot, CK_SLOT_MEAN);
+    ck_assert_int_eq(info.saved[2].slot, CK_SLOT_RSTD);
     assert_shape(&info.saved[2].type, CK_F32, 2, 2, 5, 0);
     ck_assert_uint_eq(info.saved[2].bytes, 10 * 4);
     a = defaults("rmsnorm");
     infer_ok("rmsnorm", &a, &in, &info);
     ck_assert_uint_eq(info.n_params, 16);
+    ck_assert_uint_eq(info.n_param_tensors, 1);
+    assert_param(&info, 0, "gamma", CK_INIT_ONES, 16, 0, 0);
     ck_assert_uint_eq(info.n_saved, 2);
-    ck_assert_str_eq(info.saved[1].name, "rstd");
+    ck_assert_int_eq(info.saved[1].slot, CK_SLOT_RSTD);
 }
 END_TEST
 
@@ -179,7 +228,7 @@ START_TEST(attention_grouped_query)
     ck_assert_uint_eq(info.n_saved, 3);
     ck_assert_int_eq(info.saved[0].kind, CK_SAVE_INPUT);
     ck_assert_int_eq(info.saved[1].kind, CK_SAVE_OUTPUT);
-    ck_assert_str_eq(info.saved[2].name, "probs");
+    ck_assert_int_eq(info.saved[2].slot, CK_SLOT_PROBS);
     ck_assert_uint_eq(info.saved[2].bytes, 2 * 4 * 8 * 8 * 2);
     ck_assert_uint_eq(info.fwd_ws_bytes, 2 * 4 * 8 * 8 * 2);
     ck_assert_uint_eq(info.fwd_flops, 4 * (2 * 4 * 8 * 8) * 16 + 5 * (2 * 4 * 8 * 8));
@@ -187,14 +236,14 @@ START_TEST(attention_grouped_query)
     a.p = 0.1;
     infer_ok("attention", &a, &in, &info);
     ck_assert_uint_eq(info.n_saved, 5);
-    ck_assert_str_eq(info.saved[3].name, "mask");
+    ck_assert_int_eq(info.saved[3].slot, CK_SLOT_MASK);
     ck_assert_uint_eq(info.saved[3].bytes, 2 * 4 * 8 * 8);
-    ck_assert_str_eq(info.saved[4].name, "dropped");
+    ck_assert_int_eq(info.saved[4].slot, CK_SLOT_DROPPED);
 
     a.flash = true;
     infer_ok("attention", &a, &in, &info);
     ck_assert_uint_eq(info.n_saved, 3);
-    ck_assert_str_eq(info.saved[2].name, "lse");
+    ck_assert_int_eq(info.saved[2].slot, CK_SLOT_LSE);
     assert_shape(&info.saved[2].type, CK_F32, 3, 2, 4, 8);
     ck_assert_uint_eq(info.fwd_ws_bytes, 8 * 4);
 
@@ -213,6 +262,104 @@ START_TEST(attention_grouped_query)
 }
 END_TEST
 
+/* Rope keeps packed qkv's type, owns and saves nothing, and costs 3 FLOPs per rotated
+ * (q or k) element each way. */
+START_TEST(rope_rotates_q_and_k)
+{
+    ck_attrs a = defaults("rope");
+    ck_assert_uint_eq(a.theta, 10000);
+    a.heads = 8, a.kv_heads = 2; /* 12 heads of 16 */
+    ck_ttype in = tt(CK_BF16, 3, 2, 8, 192);
+    ck_op_info info;
+    ck_ttype out = infer_ok("rope", &a, &in, &info);
+    assert_shape(&out, CK_BF16, 3, 2, 8, 192);
+    ck_assert(info.n_saved == 0 && info.n_params == 0 && info.n_param_tensors == 0);
+    ck_assert(info.fwd_ws_bytes == 0 && info.bwd_ws_bytes == 0);
+    uint64_t rotated = 2 * 8 * (8 + 2) * 16;
+    ck_assert_uint_eq(info.fwd_flops, 3 * rotated);
+    ck_assert_uint_eq(info.bwd_flops, 3 * rotated);
+    uint64_t bytes = 2 * 8 * 192 * 2;
+    ck_assert_uint_eq(info.fwd_bytes_moved, 2 * bytes); /* reads x, writes y */
+    ck_assert_uint_eq(info.bwd_bytes_moved, 2 * bytes); /* reads dy, writes dx */
+    a = defaults("rope");
+    a.heads = 4; /* kv_heads defaults to heads: 12 heads of 16 */
+    infer_ok("rope", &a, &in, &info);
+    ck_assert_uint_eq(a.kv_heads, 4);
+    ck_assert_uint_eq(info.fwd_flops, 3 * 2 * 8 * 8 * 16);
+    ck_ttype odd = tt(CK_F32, 3, 2, 8, 36); /* 12 heads of 3 */
+    ck_assert(strstr(infer_bad("rope", &a, &odd),
+                     "f.json: nodes[3].inputs[0]: expected heads of an even size (rotated in "
+                     "pairs); (heads + 2*kv_heads) divides the last dimension into heads of 3, "
+                     "got f32 [2, 8, 36]"));
+    ck_ttype flat = tt(CK_F32, 2, 16, 192, 0);
+    ck_assert(strstr(infer_bad("rope", &a, &flat),
+                     "f.json: nodes[3].inputs[0]: expected a float tensor [B, T, (heads + "
+                     "2*kv_heads) * head_dim], got f32 [16, 192]"));
+    a.kv_heads = 3;
+    ck_assert(strstr(infer_bad("rope", &a, &in),
+                     "f.json: nodes[3].kv_heads: expected a divisor of heads (4), got 3"));
+    a.kv_heads = 1; /* 6 groups do not divide 100 */
+    ck_ttype uneven = tt(CK_F32, 3, 2, 8, 100);
+    ck_assert(strstr(infer_bad("rope", &a, &uneven),
+                     "f.json: nodes[3].inputs[0]: expected a last dimension divisible by heads + "
+                     "2*kv_heads = 6 (packed q, k, v)"));
+}
+END_TEST
+
+/* swiglu(gate, up) keeps their type, saves both and costs 5 and 10 FLOPs per element. */
+START_TEST(swiglu_saves_both_inputs)
+{
+    ck_ttype in[2] = {tt(CK_BF16, 3, 2, 5, 24), tt(CK_BF16, 3, 2, 5, 24)};
+    ck_attrs a = defaults("swiglu");
+    ck_op_info info;
+    ck_ttype out = infer_ok("swiglu", &a, in, &info);
+    assert_shape(&out, CK_BF16, 3, 2, 5, 24);
+    ck_assert(info.n_params == 0 && info.n_param_tensors == 0);
+    ck_assert_uint_eq(info.n_saved, 2);
+    ck_assert(info.saved[0].kind == CK_SAVE_INPUT && info.saved[0].input == 0);
+    ck_assert(info.saved[1].kind == CK_SAVE_INPUT && info.saved[1].input == 1);
+    ck_assert_uint_eq(info.saved[0].bytes + info.saved[1].bytes, 2 * 240 * 2);
+    ck_assert_uint_eq(info.fwd_flops, 5 * 240);
+    ck_assert_uint_eq(info.bwd_flops, 10 * 240);
+    uint64_t x = 240 * 2; /* reads 2 inputs, writes 1; reads dy and the 2 saved, writes 2 */
+    ck_assert_uint_eq(info.fwd_bytes_moved, 3 * x);
+    ck_assert_uint_eq(info.bwd_bytes_moved, 5 * x);
+    in[1].dim[2] = 12;
+    ck_assert(strstr(infer_bad("swiglu", &a, in),
+                     "f.json: nodes[3].inputs[1]: expected the type of inputs[0], bf16 [2, 5, 24], "
+                     "got bf16 [2, 5, 12]"));
+    ck_ttype ids[2] = {tt(CK_I32, 2, 2, 5, 0), tt(CK_I32, 2, 2, 5, 0)};
+    ck_assert(strstr(infer_bad("swiglu", &a, ids),
+                     "f.json: nodes[3].inputs[0]: expected a float tensor"));
+}
+END_TEST
+
+/* cast changes only the dtype; it moves its input's bytes in and its output's out, the
+ * other way round backward, and costs one FLOP per element each way. */
+START_TEST(cast_changes_the_dtype)
+{
+    ck_attrs a = defaults("cast");
+    a.to = CK_F32;
+    ck_ttype in = tt(CK_BF16, 3, 2, 5, 24);
+    ck_op_info info;
+    ck_ttype out = infer_ok("cast", &a, &in, &info);
+    assert_shape(&out, CK_F32, 3, 2, 5, 24);
+    ck_assert(info.n_saved == 0 && info.n_params == 0 && info.n_param_tensors == 0);
+    ck_assert(info.fwd_flops == 240 && info.bwd_flops == 240);
+    ck_assert_uint_eq(info.fwd_bytes_moved, 240 * 2 + 240 * 4);
+    ck_assert_uint_eq(info.bwd_bytes_moved, 240 * 4 + 240 * 2);
+    a.to = CK_F16;
+    ck_ttype f32_in = tt(CK_F32, 2, 4, 8, 0);
+    out = infer_ok("cast", &a, &f32_in, &info);
+    assert_shape(&out, CK_F16, 2, 4, 8, 0);
+    ck_ttype ids = tt(CK_I32, 2, 4, 8, 0);
+    ck_assert(strstr(infer_bad("cast", &a, &ids),
+                     "f.json: nodes[3].inputs[0]: expected a float tensor (f32, bf16 or f16) of "
+                     "rank >= 1, got int32 [4, 8]"));
+    ck_assert(ck_op_find("cast")->attrs[0].required);
+}
+END_TEST
+
 START_TEST(losses_make_scalars)
 {
     ck_ttype in[2] = {tt(CK_BF16, 3, 2, 8, 50), tt(CK_I32, 2, 2, 8, 0)};
@@ -222,8 +369,9 @@ START_TEST(losses_make_scalars)
     ck_assert(ck_op_find("cross_entropy")->is_loss);
     assert_shape(&out, CK_F32, 0, 0, 0, 0);
     ck_assert_uint_eq(info.n_saved, 3);
-    ck_assert_str_eq(info.saved[2].name, "lse");
+    ck_assert_int_eq(info.saved[2].slot, CK_SLOT_LSE);
     ck_assert_uint_eq(info.saved[2].bytes, 16 * 4);
+    ck_assert(info.id_limit[0] == 0 && info.id_limit[1] == 50); /* targets: below the classes */
     ck_assert_uint_eq(info.fwd_flops, 4 * 800);
     in[1] = tt(CK_I32, 2, 2, 9, 0);
     ck_assert(strstr(infer_bad("cross_entropy", &a, in),
@@ -256,11 +404,15 @@ static Suite *ops_suite(void)
     Suite *s = suite_create("ops");
     TCase *tc = tcase_create("ops");
     tcase_add_test(tc, dtypes);
+    tcase_add_test(tc, names_list_every_op);
     tcase_add_test(tc, embedding);
     tcase_add_test(tc, linear);
     tcase_add_test(tc, norms_save_input_and_f32_statistics);
     tcase_add_test(tc, elementwise);
     tcase_add_test(tc, attention_grouped_query);
+    tcase_add_test(tc, rope_rotates_q_and_k);
+    tcase_add_test(tc, swiglu_saves_both_inputs);
+    tcase_add_test(tc, cast_changes_the_dtype);
     tcase_add_test(tc, losses_make_scalars);
     tcase_add_test(tc, overflowing_costs_are_input_errors);
     suite_add_tcase(s, tc);
