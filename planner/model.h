@@ -14,7 +14,7 @@
 #include <cjson/cJSON.h>
 
 #include "planner/err.h"
-#include "planner/ops.h"
+#include "planner/op.h"
 
 #define CK_MODEL_FORMAT "ckplan-model/1"
 /* Limits on what one file may expand to; raise them here if a real model needs more. */

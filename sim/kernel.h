@@ -1,4 +1,4 @@
-/* kernel: the forward and backward of every op of planner/ops, one plain function each
+/* kernel: the forward and backward of every op of planner/op, one plain function each
  * with explicit dimensions (after llm.c's train_gpt2.c), in f32 but for cast's
  * conversions; and their dispatch, ck_kernel_forward/backward/loss, which reads a node's
  * sizes and attributes and calls them. Matrix products go through cblas_sgemm; everything
@@ -10,8 +10,8 @@
  *   parameters), so a tensor read by several nodes needs one gradient buffer; callers zero
  *   gradient buffers when they allocate them.
  * - Saved internal tensors (the ck_slot values: mean, rstd, mask, probs, dropped, lse) are
- *   written by the forward and read by the backward, exactly as planner/ops declares them.
- * - Workspace arguments are caller-allocated buffers of exactly the size planner/ops
+ *   written by the forward and read by the backward, exactly as planner/op declares them.
+ * - Workspace arguments are caller-allocated buffers of exactly the size planner/op
  *   declares (fwd_ws_bytes, bwd_ws_bytes); kernels allocate nothing.
  * - Results are deterministic: the same inputs give the same bits on every call. */
 #ifndef CK_KERNELS_H
@@ -38,7 +38,7 @@ typedef struct {
     float *param[CK_OP_MAX_PARAMS];  /* by the op's parameter index; NULL where absent */
     float *dparam[CK_OP_MAX_PARAMS];
     void *saved[CK_N_SLOTS];         /* internal saved tensors by slot; NULL where not saved */
-    void *ws;                        /* the pass's workspace, sized as planner/ops says */
+    void *ws;                        /* the pass's workspace, sized as planner/op says */
     ck_rng_key key;                  /* the dropout stream of the node's forward */
 } ck_kernel_io;
 

@@ -805,7 +805,7 @@ static size_t att_w(att_dims a) { return (a.H + 2 * a.KV) * a.D; }
 static ck_rng_key att_key(void) { return (ck_rng_key){2024, 3, 17}; }
 
 /* Runs the standard or flash forward and backward (backward twice when `twice`), with
- * buffers of exactly the sizes planner/ops declares. */
+ * buffers of exactly the sizes planner/op declares. */
 static att_run run_attention(att_dims a, bool flash, const float *qkv, const float *dout,
                              bool twice, float **dqkv_once)
 {

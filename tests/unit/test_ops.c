@@ -1,4 +1,4 @@
-#include "planner/ops.h"
+#include "planner/op.h"
 
 #include <stdio.h>
 #include <string.h>

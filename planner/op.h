@@ -1,10 +1,10 @@
-/* ops: the op table. One entry per op says what a node of that op needs, makes, keeps for
+/* op: the op table. One entry per op says what a node of that op needs, makes, keeps for
  * its backward and costs. Chain derivation reads it to size stages; the executor allocates
  * exactly what it declares, which is what lets predicted and measured memory agree.
  *
  * The rules behind every number are written out in docs/model-format.md. */
-#ifndef CK_OPS_H
-#define CK_OPS_H
+#ifndef CK_OP_H
+#define CK_OP_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,4 +1,4 @@
-#include "planner/ops.h"
+#include "planner/op.h"
 
 #include <stdarg.h>
 #include <stdio.h>
