@@ -116,9 +116,10 @@ static int refuse(const ck_program_state *st, size_t k, const ck_instr *in, cons
     static const char *const kinds[] = {[CK_BUF_VALUE] = "tensor", [CK_BUF_SAVED] = "saved tensors of",
                                         [CK_BUF_GRAD] = "gradient of"};
     const char *name = b.kind == CK_BUF_SAVED ? m->nodes[b.id].name : m->tensors[b.id].name;
-    const char *node = in->kind == CK_INSTR_GRAD || in->kind == CK_INSTR_FREE ? "" : m->nodes[in->node].name;
-    return ck_err_fail(err, CK_ERR_INPUT, "program[%zu] (%s %s): %s %s%s %s", k,
-                       instr_names[in->kind], node, what, kinds[b.kind],
+    bool on_node = in->kind != CK_INSTR_GRAD && in->kind != CK_INSTR_FREE;
+    return ck_err_fail(err, CK_ERR_INPUT, "program[%zu] (%s%s%s): %s %s%s %s", k,
+                       instr_names[in->kind], on_node ? " " : "", on_node ? m->nodes[in->node].name : "",
+                       what, kinds[b.kind],
                        b.kind == CK_BUF_VALUE && b.copy == CK_COPY_KEPT ? " (kept)" : "", name);
 }
 

@@ -57,9 +57,10 @@ void ck_exec_reset(ck_exec *e);
 /* What each operation of a step measured: every pointer is the caller's array of s->n
  * entries, or NULL when that figure is not wanted. Memory is the tracked activation total
  * (activations + gradients + workspace), the same figure as activation_peak_bytes, so that
- * it compares with ck_schedule_replay's live_after[] and op_peak[]: live_after[] equals the
- * replay's to the byte; peak[] does too, except that a model's F_all may stay under its
- * predicted peak (the chain's fwd_tmp_bytes bounds the forward internals from above). */
+ * it compares with the replay's live_after[] and op_peak[]: both equal ck_lower_replay's to
+ * the byte for a model and ck_schedule_replay's for a chain file; a model's also equal the
+ * chain's, except that an F_all's peak may stay under it (the chain's one fwd_tmp_bytes
+ * bounds both forwards). */
 typedef struct {
     double *seconds;      /* wall time of the operation */
     double *start;        /* when it started, in seconds since the step started */

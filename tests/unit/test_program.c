@@ -109,7 +109,7 @@ START_TEST(invalid_instructions_are_refused)
     size_t out0 = m->nodes[0].output, out1 = m->nodes[1].output;
     ck_buf plain0 = {CK_BUF_VALUE, out0, CK_COPY_PLAIN};
     ck_assert_int_eq(run_one(&st, (ck_instr){CK_INSTR_FREE, 0, false, plain0}, &err), CK_ERR_INPUT);
-    ck_assert_msg(strstr(err.msg, "program[0] (free ): frees tensor"), "%s", err.msg);
+    ck_assert_msg(strstr(err.msg, "program[0] (free): frees tensor"), "%s", err.msg);
     ck_buf plain1 = {CK_BUF_VALUE, out1, CK_COPY_PLAIN};
     ck_assert_int_eq(run_one(&st, (ck_instr){CK_INSTR_FORWARD, 1, false, plain1}, &err), CK_ERR_INPUT);
     ck_assert_msg(strstr(err.msg, "reads tensor"), "%s", err.msg);
