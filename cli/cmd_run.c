@@ -14,7 +14,6 @@
 #include "planner/size.h"
 #include "planner/plan.h"
 #include "planner/sha256.h"
-#include "sim/verify.h"
 
 #define DEFAULT_PLAN_FILE "ckplan.plan.json"
 #define DEFAULT_RUNS_FILE "ckplan.runs.jsonl"
@@ -31,7 +30,7 @@ static void run_usage(FILE *out)
             "\n"
             "  --verify          check that the plan's loss and every gradient equal the\n"
             "                    baseline's bit for bit, that its tracked activation peak\n"
-            "                    stays within %.0f%% below its prediction, and that the plan\n"
+            "                    is its prediction to the byte, and that the plan\n"
             "                    file's budget and predictions are those of its replayed\n"
             "                    schedule; exit 1 if not\n"
             "  --steps N         steps per run, after one warm-up step, for memory and\n"
@@ -50,8 +49,8 @@ static void run_usage(FILE *out)
             "  --quiet           print nothing but errors and warnings\n"
             "  -h, --help        show this help\n"
             "\n"
-            "Every predicted figure comes from replaying the plan's schedule on its model's\n"
-            "chain, not from the plan file; without --verify a plan file that differs from\n"
+            "Every predicted figure comes from replaying the plan's schedule (for a model,\n"
+            "compiled to the executor's instructions), not from the plan file; without --verify a plan file that differs from\n"
             "the replay is run on the replayed figures, with a warning. A relative model\n"
             "path is relative to the plan file's directory (else the current one).\n"
             "\n"
@@ -63,7 +62,7 @@ static void run_usage(FILE *out)
             "or input error (including a model changed since planning, or too large here),\n"
             "130, 143, 129 stopped by SIGINT (Ctrl-C), SIGTERM, SIGHUP (between operations:\n"
             "no record is written).\n",
-            DEFAULT_PLAN_FILE, 100 * CK_VERIFY_PEAK_TOLERANCE, DEFAULT_RUNS_FILE);
+            DEFAULT_PLAN_FILE, DEFAULT_RUNS_FILE);
 }
 
 enum { OPT_VERIFY = 2000, OPT_STEPS, OPT_THREADS, OPT_SEED, OPT_RUNS, OPT_QUIET, OPT_RNG, OPT_SVG, OPT_TRACE };

@@ -17,21 +17,17 @@ ck_verdict ck_verify_run(uint64_t predicted_peak, const ck_plan_check *check,
     for (size_t i = 0; i < base->n_grads && i < plan->n_grads; i++)
         v.max_abs_diff = fmax(v.max_abs_diff, fabs((double)base->last_grads[i] - plan->last_grads[i]));
     v.peak_ratio = predicted_peak ? (double)plan->activation_peak / (double)predicted_peak : 1;
-    v.peak_within = plan->activation_peak <= predicted_peak &&
-                    v.peak_ratio >= 1 - CK_VERIFY_PEAK_TOLERANCE;
+    v.peak_within = plan->activation_peak == predicted_peak;
     v.passed = v.loss_identical && v.gradients_identical && v.peak_within && v.plan_file_matches;
     return v;
 }
 
 void ck_verify_reasons(const ck_verdict *v, const ck_plan_check *check, char *buf, size_t len)
 {
-    char peak[96];
-    snprintf(peak, sizeof peak, " the tracked activation peak is outside [%.0f%%, 100%%] of the prediction;",
-             100 * (1 - CK_VERIFY_PEAK_TOLERANCE));
     size_t used = (size_t)snprintf(buf, len, "verification failed:%s%s%s%s",
                                    v->loss_identical ? "" : " the loss differs from the baseline's;",
                                    v->gradients_identical ? "" : " gradients differ from the baseline's;",
-                                   v->peak_within ? "" : peak,
+                                   v->peak_within ? "" : " the tracked activation peak is not the prediction, to the byte;",
                                    v->plan_file_matches ? "" : " the plan file's figures differ from the replay of its schedule:");
     for (size_t k = 0; k < check->n_differences && used < len; k++) {
         char what[256];

@@ -50,16 +50,15 @@ START_TEST(identical_runs_at_the_prediction_pass)
 }
 END_TEST
 
-/* Within [95%, 100%] of the prediction, both ends included; one byte outside either fails. */
+/* The prediction to the byte: one byte below or above fails. */
 START_TEST(peak_tolerance_boundaries)
 {
-    ck_assert(judge(1000000, 950000).peak_within);
-    ck_assert(judge(1000000, 950000).passed);
-    ck_assert(!judge(1000000, 949999).peak_within);
-    ck_assert(!judge(1000000, 949999).passed);
+    ck_assert(judge(1000000, 1000000).peak_within);
+    ck_assert(!judge(1000000, 999999).peak_within);
+    ck_assert(!judge(1000000, 999999).passed);
     ck_assert(!judge(1000000, 1000001).peak_within);
     ck_assert(!judge(1000000, 1000001).passed);
-    ck_assert(judge(20, 19).peak_within); /* 95% exactly, small numbers */
+    ck_assert(!judge(20, 19).peak_within);
     ck_assert_double_eq_tol(judge(1000000, 949999).peak_ratio, 0.949999, 1e-12);
     ck_assert(judge(0, 0).peak_within); /* nothing predicted, nothing used */
     ck_assert(!judge(0, 1).peak_within);
@@ -130,13 +129,13 @@ START_TEST(reasons_name_every_failed_check)
     ck_verdict v = judge(1000000, 2000000);
     char why[1024];
     ck_verify_reasons(&v, &matching, why, sizeof why);
-    ck_assert_str_eq(why, "verification failed: the tracked activation peak is outside "
-                          "[95%, 100%] of the prediction;");
+    ck_assert_str_eq(why, "verification failed: the tracked activation peak is not the "
+                          "prediction, to the byte;");
     v.loss_identical = v.gradients_identical = false;
     ck_verify_reasons(&v, &matching, why, sizeof why);
     ck_assert_str_eq(why, "verification failed: the loss differs from the baseline's; gradients "
-                          "differ from the baseline's; the tracked activation peak is outside "
-                          "[95%, 100%] of the prediction;");
+                          "differ from the baseline's; the tracked activation peak is not the "
+                          "prediction, to the byte;");
     char small[24];
     ck_verify_reasons(&v, &matching, small, sizeof small); /* cut short, still a string */
     ck_assert_str_eq(small, "verification failed: th");
