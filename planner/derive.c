@@ -168,11 +168,6 @@ static uint64_t excess(uint64_t peak, uint64_t base)
     return peak > base ? peak - base : 0;
 }
 
-static ck_buf plain(size_t t)
-{
-    return (ck_buf){CK_BUF_VALUE, t, CK_COPY_PLAIN};
-}
-
 /* Stage i's sizes, from its compiled actions run with only x_i live: saved_bytes is what
  * F_all keeps; fwd_tmp the larger of F_all's and F_ck's peaks beyond what they keep (the
  * chain has one transient for both); bwd_tmp B's peak beyond x̄_{i+1}, y_{i+1} and y_i. */
@@ -183,19 +178,19 @@ static int size_stage(const ck_model *m, const ck_lower *l, size_t i, ck_stage *
     int rc = ck_program_state_init(&ps, m, err);
     if (rc != CK_OK)
         return rc;
-    ck_program_state_set(&ps, plain(0), false);
+    ck_program_state_set(&ps, ck_program_value(0, CK_COPY_PLAIN), false);
     if (!ck_model_is_static(m, in))
-        ck_program_state_set(&ps, plain(in), true);
+        ck_program_state_set(&ps, ck_program_value(in, CK_COPY_PLAIN), true);
     uint64_t base = ps.held, plain_peak, save_peak, bwd_peak;
     st->out_bytes = m->tensors[out].bytes;
     rc = run_action(l, &ps, CK_F_CK, i, &plain_peak, err);
-    ck_program_state_set(&ps, plain(out), false);
+    ck_program_state_set(&ps, ck_program_value(out, CK_COPY_PLAIN), false);
     if (rc == CK_OK)
         rc = run_action(l, &ps, CK_F_ALL, i, &save_peak, err);
     st->saved_bytes = ps.held - base;
     uint64_t y_in = ck_program_has_grad(m, in) ? m->tensors[in].bytes : 0;
     if (ck_program_has_grad(m, out))
-        ck_program_state_set(&ps, (ck_buf){CK_BUF_GRAD, out, CK_COPY_PLAIN}, true);
+        ck_program_state_set(&ps, ck_program_grad(out), true);
     uint64_t before_b = ps.held;
     if (rc == CK_OK)
         rc = run_action(l, &ps, CK_B, i, &bwd_peak, err);
@@ -258,8 +253,8 @@ static int fill_loss(const ck_model *m, const ck_lower *l, const ck_cost_model *
     ck_program_state ps;
     if ((rc = ck_program_state_init(&ps, m, err)) != CK_OK)
         return rc;
-    ck_program_state_set(&ps, plain(0), false);
-    ck_program_state_set(&ps, plain(x), true);
+    ck_program_state_set(&ps, ck_program_value(0, CK_COPY_PLAIN), false);
+    ck_program_state_set(&ps, ck_program_value(x, CK_COPY_PLAIN), true);
     uint64_t base = ps.held, peak;
     uint64_t y = ck_program_has_grad(m, x) ? m->tensors[x].bytes : 0;
     rc = run_action(l, &ps, CK_LOSS, 0, &peak, err);

@@ -104,24 +104,6 @@ static void push(sink *s, ck_instr_kind kind, size_t node, bool keep, ck_buf buf
     s->ok = s->ok && ck_program_push(s->p, (ck_instr){kind, node, keep, buf});
 }
 
-static ck_buf value_buf(size_t t, ck_copy copy)
-{
-    return (ck_buf){CK_BUF_VALUE, t, copy};
-}
-
-static ck_buf grad_buf(size_t t)
-{
-    return (ck_buf){CK_BUF_GRAD, t, CK_COPY_PLAIN};
-}
-
-static bool has_internals(const ck_node *n)
-{
-    for (size_t s = 0; s < n->info.n_saved; s++)
-        if (n->info.saved[s].kind == CK_SAVE_INTERNAL)
-            return true;
-    return false;
-}
-
 /* Whether node k's input i is the first occurrence of its tensor among k's inputs. */
 static bool first_input(const ck_node *n, size_t i)
 {
@@ -137,14 +119,14 @@ static void lower_forward(const ck_lower *l, size_t i, bool keep, sink *s)
     for (size_t k = l->first[i]; k < l->first[i + 1]; k++) {
         const ck_node *n = &m->nodes[k];
         bool kept = keep && l->kept[n->output];
-        push(s, CK_INSTR_FORWARD, k, keep, value_buf(n->output, kept ? CK_COPY_KEPT : CK_COPY_PLAIN));
+        push(s, CK_INSTR_FORWARD, k, keep, ck_program_value(n->output, kept ? CK_COPY_KEPT : CK_COPY_PLAIN));
         for (size_t j = 0; j < n->op->arity; j++) {
             size_t t = n->inputs[j];
             if (first_input(n, j) && made_in(l, i, t) && l->last_use[t] == k && !(keep && l->kept[t]))
-                push(s, CK_INSTR_FREE, 0, false, value_buf(t, CK_COPY_PLAIN));
+                push(s, CK_INSTR_FREE, 0, false, ck_program_value(t, CK_COPY_PLAIN));
         }
         if (n->output != out && !kept && l->last_use[n->output] <= k)
-            push(s, CK_INSTR_FREE, 0, false, value_buf(n->output, CK_COPY_PLAIN));
+            push(s, CK_INSTR_FREE, 0, false, ck_program_value(n->output, CK_COPY_PLAIN));
     }
 }
 
@@ -154,9 +136,9 @@ static void free_kept(const ck_lower *l, size_t i, sink *s)
     for (size_t k = l->first[i - 1]; k < l->first[i]; k++) {
         const ck_node *n = &l->m->nodes[k];
         if (l->kept[n->output])
-            push(s, CK_INSTR_FREE, 0, false, value_buf(n->output, CK_COPY_KEPT));
-        if (has_internals(n))
-            push(s, CK_INSTR_FREE, 0, false, (ck_buf){CK_BUF_SAVED, k, CK_COPY_KEPT});
+            push(s, CK_INSTR_FREE, 0, false, ck_program_value(n->output, CK_COPY_KEPT));
+        if (ck_program_has_saved(n))
+            push(s, CK_INSTR_FREE, 0, false, ck_program_saved(k, CK_COPY_KEPT));
     }
 }
 
@@ -168,16 +150,16 @@ static void free_after_backward(const ck_lower *l, size_t i, size_t k, sink *s)
     const ck_node *n = &m->nodes[k];
     if (ck_program_has_grad(m, n->output) &&
         (l->last_use[n->output] > k || k + 1 == l->first[i + 1]))
-        push(s, CK_INSTR_FREE, 0, false, grad_buf(n->output));
-    if (has_internals(n))
-        push(s, CK_INSTR_FREE, 0, false, (ck_buf){CK_BUF_SAVED, k, CK_COPY_KEPT});
+        push(s, CK_INSTR_FREE, 0, false, ck_program_grad(n->output));
+    if (ck_program_has_saved(n))
+        push(s, CK_INSTR_FREE, 0, false, ck_program_saved(k, CK_COPY_KEPT));
     for (size_t j = 0; j < n->info.n_saved; j++) {
         size_t t = saved_tensor(n, &n->info.saved[j]);
         bool again = false;
         for (size_t e = 0; e < j; e++)
             again = again || saved_tensor(n, &n->info.saved[e]) == t;
         if (t != SIZE_MAX && !again && made_in(l, i, t) && l->first_saver[t] == k)
-            push(s, CK_INSTR_FREE, 0, false, value_buf(t, CK_COPY_KEPT));
+            push(s, CK_INSTR_FREE, 0, false, ck_program_value(t, CK_COPY_KEPT));
     }
 }
 
@@ -188,9 +170,9 @@ static void lower_backward(const ck_lower *l, size_t i, sink *s)
     const ck_model *m = l->m;
     size_t in = ck_lower_stage_input(l, i), out = ck_lower_stage_output(l, i);
     if (ck_program_has_grad(m, in))
-        push(s, CK_INSTR_GRAD, 0, false, grad_buf(in));
+        push(s, CK_INSTR_GRAD, 0, false, ck_program_grad(in));
     if (l->first_saver[out] == NO_READER || l->first_saver[out] >= l->first[i + 1])
-        push(s, CK_INSTR_FREE, 0, false, value_buf(out, CK_COPY_KEPT));
+        push(s, CK_INSTR_FREE, 0, false, ck_program_value(out, CK_COPY_KEPT));
     for (size_t k = l->first[i + 1]; k-- > l->first[i];) {
         push(s, CK_INSTR_BACKWARD, k, false, (ck_buf){0});
         free_after_backward(l, i, k, s);
@@ -202,7 +184,7 @@ static void free_plain_input(const ck_lower *l, size_t i, sink *s)
 {
     size_t in = ck_lower_stage_input(l, i);
     if (!ck_model_is_static(l->m, in))
-        push(s, CK_INSTR_FREE, 0, false, value_buf(in, CK_COPY_PLAIN));
+        push(s, CK_INSTR_FREE, 0, false, ck_program_value(in, CK_COPY_PLAIN));
 }
 
 int ck_lower_action(const ck_lower *l, const ck_action *a, const ck_action_effect *e,
@@ -219,7 +201,7 @@ int ck_lower_action(const ck_lower *l, const ck_action *a, const ck_action_effec
     case CK_LOSS: {
         size_t x = ck_lower_stage_output(l, l->n_stages - 1);
         if (ck_program_has_grad(l->m, x))
-            push(&s, CK_INSTR_GRAD, 0, false, grad_buf(x));
+            push(&s, CK_INSTR_GRAD, 0, false, ck_program_grad(x));
         push(&s, CK_INSTR_LOSS, l->m->n_nodes - 1, false, (ck_buf){0});
         break;
     }

@@ -36,14 +36,19 @@ static size_t buf_index(const ck_model *m, ck_buf b)
     return 2 * (m->n_tensors + m->n_nodes) + b.id;
 }
 
-static ck_buf value_buf(size_t t, ck_copy copy)
+ck_buf ck_program_value(size_t t, ck_copy copy)
 {
     return (ck_buf){CK_BUF_VALUE, t, copy};
 }
 
-static ck_buf grad_buf(size_t t)
+ck_buf ck_program_grad(size_t t)
 {
     return (ck_buf){CK_BUF_GRAD, t, CK_COPY_PLAIN};
+}
+
+ck_buf ck_program_saved(size_t node, ck_copy copy)
+{
+    return (ck_buf){CK_BUF_SAVED, node, copy};
 }
 
 int ck_program_state_init(ck_program_state *st, const ck_model *m, ck_err *err)
@@ -53,7 +58,7 @@ int ck_program_state_init(ck_program_state *st, const ck_model *m, ck_err *err)
     if (!st->live)
         return ck_err_oom(err);
     if (!ck_model_is_static(m, 0)) {
-        st->live[buf_index(m, value_buf(0, CK_COPY_PLAIN))] = true;
+        st->live[buf_index(m, ck_program_value(0, CK_COPY_PLAIN))] = true;
         st->held = m->tensors[0].bytes;
     }
     return CK_OK;
@@ -83,7 +88,7 @@ bool ck_program_has_grad(const ck_model *m, size_t t)
     return ck_dtype_is_float(m->tensors[t].type.dtype) && !ck_model_is_static(m, t);
 }
 
-static bool has_internals(const ck_node *n)
+bool ck_program_has_saved(const ck_node *n)
 {
     for (size_t s = 0; s < n->info.n_saved; s++)
         if (n->info.saved[s].kind == CK_SAVE_INTERNAL)
@@ -126,8 +131,8 @@ static int refuse(const ck_program_state *st, size_t k, const ck_instr *in, cons
 /* A tensor can be read when it is static or one of its copies is live. */
 static bool readable(const ck_program_state *st, size_t t)
 {
-    return ck_model_is_static(st->m, t) || ck_program_state_has(st, value_buf(t, CK_COPY_PLAIN)) ||
-           ck_program_state_has(st, value_buf(t, CK_COPY_KEPT));
+    return ck_model_is_static(st->m, t) || ck_program_state_has(st, ck_program_value(t, CK_COPY_PLAIN)) ||
+           ck_program_state_has(st, ck_program_value(t, CK_COPY_KEPT));
 }
 
 static int check_inputs(const ck_program_state *st, size_t k, const ck_instr *in, ck_err *err)
@@ -135,7 +140,7 @@ static int check_inputs(const ck_program_state *st, size_t k, const ck_instr *in
     const ck_node *n = &st->m->nodes[in->node];
     for (size_t i = 0; i < n->op->arity; i++)
         if (!readable(st, n->inputs[i]))
-            return refuse(st, k, in, "reads", value_buf(n->inputs[i], CK_COPY_PLAIN), err);
+            return refuse(st, k, in, "reads", ck_program_value(n->inputs[i], CK_COPY_PLAIN), err);
     return CK_OK;
 }
 
@@ -144,16 +149,16 @@ static int check_saved(const ck_program_state *st, size_t k, const ck_instr *in,
 {
     const ck_model *m = st->m;
     const ck_node *n = &m->nodes[in->node];
-    if (ck_program_has_grad(m, n->output) && !ck_program_state_has(st, grad_buf(n->output)))
-        return refuse(st, k, in, "reads", grad_buf(n->output), err);
+    if (ck_program_has_grad(m, n->output) && !ck_program_state_has(st, ck_program_grad(n->output)))
+        return refuse(st, k, in, "reads", ck_program_grad(n->output), err);
     for (size_t s = 0; s < n->info.n_saved; s++) {
         const ck_saved *sv = &n->info.saved[s];
         size_t t = sv->kind == CK_SAVE_OUTPUT ? n->output : n->inputs[sv->input];
-        ck_buf kept = {CK_BUF_SAVED, in->node, CK_COPY_KEPT};
+        ck_buf kept = ck_program_saved(in->node, CK_COPY_KEPT);
         if (sv->kind == CK_SAVE_INTERNAL && !ck_program_state_has(st, kept))
             return refuse(st, k, in, "reads", kept, err);
         if (sv->kind != CK_SAVE_INTERNAL && !readable(st, t))
-            return refuse(st, k, in, "reads", value_buf(t, CK_COPY_KEPT), err);
+            return refuse(st, k, in, "reads", ck_program_value(t, CK_COPY_KEPT), err);
     }
     return CK_OK;
 }
@@ -174,8 +179,8 @@ static int check_instr(const ck_program_state *st, size_t k, const ck_instr *in,
                                                                     "program[%zu]: no such node", k);
     case CK_INSTR_LOSS: {
         size_t x = m->nodes[m->n_nodes - 1].inputs[0];
-        if (ck_program_has_grad(m, x) && !ck_program_state_has(st, grad_buf(x)))
-            return refuse(st, k, in, "writes", grad_buf(x), err);
+        if (ck_program_has_grad(m, x) && !ck_program_state_has(st, ck_program_grad(x)))
+            return refuse(st, k, in, "writes", ck_program_grad(x), err);
         return check_inputs(st, k, in, err);
     }
     case CK_INSTR_GRAD:
@@ -245,13 +250,13 @@ static int run_with_workspace(emitter *em, uint64_t ws, ck_err *err)
 static int forward_events(emitter *em, const ck_node *n, ck_err *err)
 {
     const ck_instr *in = em->in;
-    ck_buf saved = {CK_BUF_SAVED, in->node, in->keep ? CK_COPY_KEPT : CK_COPY_PLAIN};
+    ck_buf saved = ck_program_saved(in->node, in->keep ? CK_COPY_KEPT : CK_COPY_PLAIN);
     int rc = whole_buf(em, CK_EVENT_ALLOC, in->buf, CK_HOLD_ACTIVATION, err);
-    if (rc == CK_OK && has_internals(n))
+    if (rc == CK_OK && ck_program_has_saved(n))
         rc = whole_buf(em, CK_EVENT_ALLOC, saved, CK_HOLD_ACTIVATION, err);
     if (rc == CK_OK)
         rc = run_with_workspace(em, n->info.fwd_ws_bytes, err);
-    if (rc == CK_OK && has_internals(n) && !in->keep)
+    if (rc == CK_OK && ck_program_has_saved(n) && !in->keep)
         rc = whole_buf(em, CK_EVENT_FREE, saved, CK_HOLD_ACTIVATION, err);
     return rc;
 }
@@ -263,8 +268,8 @@ static int backward_events(emitter *em, const ck_node *n, ck_err *err)
     int rc = CK_OK;
     for (size_t i = 0; i < n->op->arity && rc == CK_OK; i++) {
         size_t t = n->inputs[i];
-        if (ck_program_has_grad(m, t) && !ck_program_state_has(em->st, grad_buf(t)))
-            rc = whole_buf(em, CK_EVENT_ALLOC, grad_buf(t), CK_HOLD_GRADIENT, err);
+        if (ck_program_has_grad(m, t) && !ck_program_state_has(em->st, ck_program_grad(t)))
+            rc = whole_buf(em, CK_EVENT_ALLOC, ck_program_grad(t), CK_HOLD_GRADIENT, err);
     }
     return rc == CK_OK ? run_with_workspace(em, n->info.bwd_ws_bytes, err) : rc;
 }
@@ -272,7 +277,8 @@ static int backward_events(emitter *em, const ck_node *n, ck_err *err)
 /* The loss's output and internals live only while it runs, as workspace. */
 static int loss_events(emitter *em, const ck_node *n, ck_err *err)
 {
-    ck_buf out = value_buf(n->output, CK_COPY_PLAIN), saved = {CK_BUF_SAVED, em->in->node, CK_COPY_PLAIN};
+    ck_buf out = ck_program_value(n->output, CK_COPY_PLAIN);
+    ck_buf saved = ck_program_saved(em->in->node, CK_COPY_PLAIN);
     uint64_t ws = n->info.fwd_ws_bytes > n->info.bwd_ws_bytes ? n->info.fwd_ws_bytes : n->info.bwd_ws_bytes;
     int rc = whole_buf(em, CK_EVENT_ALLOC, out, CK_HOLD_WORKSPACE, err);
     if (rc == CK_OK)

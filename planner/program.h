@@ -79,6 +79,12 @@ bool ck_program_state_has(const ck_program_state *st, ck_buf b);
 /* Marks b live or not, as if allocated or freed outside the program (for sizing one stage
  * on its own). */
 void ck_program_state_set(ck_program_state *st, ck_buf b, bool live);
+/* The buffers: tensor t's value in a copy, its gradient, node n's saved set in a copy. */
+ck_buf ck_program_value(size_t t, ck_copy copy);
+ck_buf ck_program_grad(size_t t);
+ck_buf ck_program_saved(size_t node, ck_copy copy);
+/* Whether node n has internal saved tensors, hence a saved set. */
+bool ck_program_has_saved(const ck_node *n);
 /* Bytes of buffer b. */
 uint64_t ck_program_buf_bytes(const ck_model *m, ck_buf b);
 /* Whether tensor t has a gradient buffer: a float tensor that is not static. */
