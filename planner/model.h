@@ -57,6 +57,13 @@ typedef struct {
     bool trainable; /* it has parameters and is not frozen */
     bool backward;  /* it runs a backward: its output requires a gradient (not the loss,
                        whose backward is part of the loss instruction) */
+    /* The internal tensors its forward makes that no required gradient needs (a node that
+     * runs no backward): transients of the forward, as in PyTorch without autograd
+     * recording, held in its forward workspace from byte scratch_at[j] on (info.fwd_ws_bytes
+     * counts them). */
+    size_t n_scratch;
+    ck_saved scratch[CK_OP_MAX_SAVED];
+    uint64_t scratch_at[CK_OP_MAX_SAVED];
     size_t tied_to; /* a tied parameter's owner: the embedding whose table it is; else CK_NO_NODE */
     size_t group; /* the top-level op or block instance it comes from */
 } ck_node;

@@ -2,6 +2,8 @@
 
 #include <string.h>
 
+#include "planner/size.h"
+
 /* Requires-grad as PyTorch autograd computes it: a float x_0 requires a gradient (the chain
  * model computes y_0), held inputs and integers never do, and a node's output does when the
  * node has a trainable parameter or an input that does. A node whose output requires none
@@ -32,17 +34,33 @@ static unsigned required_grads(const ck_model *m, const ck_node *n)
     return need;
 }
 
-/* Drops the saved tensors no required gradient needs, keeping the rest in order. */
-static void keep_needed(ck_op_info *info, unsigned need)
+/* Scratch tensors start at multiples of this, so that any dtype is aligned. */
+#define SCRATCH_ALIGN 8
+
+/* Drops from n's saved tensors those no required gradient needs, keeping the rest in
+ * order; the internal ones dropped move to the forward's workspace, which the forward still
+ * writes. False when the workspace would pass 2^64 bytes. */
+static bool keep_needed(ck_node *n, unsigned need)
 {
+    ck_op_info *info = &n->info;
     size_t kept = 0;
-    for (size_t s = 0; s < info->n_saved; s++)
-        if (info->saved[s].needed_for & need)
-            info->saved[kept++] = info->saved[s];
+    bool ok = true;
+    for (size_t s = 0; s < info->n_saved; s++) {
+        const ck_saved *sv = &info->saved[s];
+        if (sv->needed_for & need) {
+            info->saved[kept++] = *sv;
+        } else if (sv->kind == CK_SAVE_INTERNAL) {
+            uint64_t at = info->fwd_ws_bytes, pad = (SCRATCH_ALIGN - at % SCRATCH_ALIGN) % SCRATCH_ALIGN;
+            ok = ok && ck_size_add(at, pad, &at) && ck_size_add(at, sv->bytes, &info->fwd_ws_bytes);
+            n->scratch_at[n->n_scratch] = at;
+            n->scratch[n->n_scratch++] = *sv;
+        }
+    }
     memset(&info->saved[kept], 0, (CK_OP_MAX_SAVED - kept) * sizeof info->saved[0]);
     info->n_saved = kept;
     if (need == 0) /* no backward: it costs nothing */
         info->bwd_flops = info->bwd_bytes_moved = info->bwd_ws_bytes = 0;
+    return ok;
 }
 
 int ck_model_grad_propagate(ck_model *m, ck_err *err)
@@ -57,7 +75,9 @@ int ck_model_grad_propagate(ck_model *m, ck_err *err)
             grad = grad || m->tensors[n->inputs[i]].requires_grad;
         m->tensors[n->output].requires_grad = grad;
         n->backward = grad && !n->op->is_loss;
-        keep_needed(&n->info, required_grads(m, n));
+        if (!keep_needed(n, required_grads(m, n)))
+            return ck_err_fail(err, CK_ERR_INPUT, "%s: node %s: its forward workspace overflows "
+                               "64 bits", m->file, n->name);
     }
     const ck_node *loss = &m->nodes[m->n_nodes - 1];
     if (!m->tensors[loss->inputs[0]].requires_grad)

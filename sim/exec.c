@@ -259,7 +259,8 @@ static float *gradient(const walk *w, size_t t)
 }
 
 /* Node k's internal saved tensors, by slot, in the copy the running instruction uses: a
- * saving forward's and a backward's are the kept ones. */
+ * saving forward's and a backward's are the kept ones. A forward's scratch ones (kept by
+ * nobody) lie in its workspace. */
 static void saved_slots(const walk *w, size_t k, void **saved)
 {
     const ck_op_info *info = &w->e->m->nodes[k].info;
@@ -268,6 +269,9 @@ static void saved_slots(const walk *w, size_t k, void **saved)
     for (size_t s = 0; s < info->n_saved; s++)
         if (info->saved[s].kind == CK_SAVE_INTERNAL)
             saved[info->saved[s].slot] = slots[s];
+    const ck_node *n = &w->e->m->nodes[k];
+    for (size_t j = 0; w->mode != WALK_BACKWARD && j < n->n_scratch; j++)
+        saved[n->scratch[j].slot] = (char *)w->e->ws + n->scratch_at[j];
 }
 
 /* The dropout stream of node k's forward, kept with x̄ by a saving forward for the
