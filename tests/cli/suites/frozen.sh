@@ -21,6 +21,11 @@ verify_planners frozen-embed frozen-embed.json --granularity op
 verify_planners frozen-last frozen-last.json --granularity op
 verify_planners frozen-last-blocks frozen-last.json --may-store-all --granularity block
 verify_planners frozen-mlp frozen-mlp.json --granularity op
+# none stores everything, so it plans only where the baseline fits.
+run plan frozen-last.json --planner none --budget 1000T -o frozen-none.json
+check "frozen: none plans the store-everything step" 0
+run run frozen-none.json --verify --steps 1 --quiet
+check "frozen: none's plan passes --verify" 0
 
 # Static memory by hand. gpt2-tiny (C=128, T=64, V=512, 4 layers): a layer has
 # ln1 2C + qkv 3C*C+3C + proj C*C+C + ln2 2C + fc1 4C*C+4C + fc2 4C*C+C = 198272 parameters;
