@@ -274,7 +274,7 @@ START_TEST(err_overflowing_size)
                   FX_FILE ": inputs[0].shape: the tensor's size in bytes overflows 64 bits", NULL);
     fx_assert_has(fx_refuse("{'format': 'ckplan-model/1', 'dims': {'G': 4294967296, 'H': 'G*G*2'},"
                             " 'inputs': [], 'nodes': []}"),
-                  FX_FILE ": dims.H: \"G*G*2\" overflows 64 bits", NULL);
+                  FX_FILE ": dims.H: a product overflows 64 bits in \"G*G*2\"", NULL);
     fx_assert_has(fx_refuse(FX_BASE "'nodes': [{'name': 'l', 'op': 'linear', 'out': 4611686018427387904,"
                             " 'inputs': ['x']}]}"),
                   FX_FILE ": nodes[0].out: expected a positive integer", NULL);
