@@ -29,15 +29,15 @@ static void profile_usage(FILE *out)
                  "these times instead of the roofline cost model (see docs/run-format.md).\n"
                  "\n"
                  "  --granularity G   op or block (default block); plan with the same\n"
-                 "  --set NAME=VALUE, --seq N, --batch N, --optimizer, --recipe, --lora,\n"
-                 "  --attention       change the model as 'ckplan plan' does (see its --help);\n"
-                 "                    plan with the same\n"
                  "  --steps N         measured steps, after one warm-up step (default 5)\n"
                  "  --threads N       threads for matrix products (default: OpenBLAS's choice)\n"
                  "  --seed S          seed of parameters and inputs (default 1)\n"
                  "  -o, --output FILE where to write the costs (default %s)\n"
-                 "  -h, --help        show this help\n",
+                 "  -h, --help        show this help\n"
+                 "\n"
+                 "The model as planned (plan with the same):\n",
             DEFAULT_COSTS_FILE);
+    ck_options_model_help(out);
 }
 
 enum { OPT_STEPS = 3000, OPT_THREADS, OPT_SEED };

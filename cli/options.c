@@ -105,7 +105,14 @@ void ck_options_workload_help(FILE *out)
             "  --mem-bandwidth RATE  for model files: the cost model's memory bandwidth in\n"
             "                        bytes/s (default %g)\n"
             "  --costs FILE          for model files: stage times measured by 'ckplan profile'\n"
-            "                        instead of the cost model\n"
+            "                        instead of the cost model\n",
+            cost.gemm_flops, cost.mem_bandwidth);
+    ck_options_model_help(out);
+}
+
+void ck_options_model_help(FILE *out)
+{
+    fprintf(out,
             "  --set NAME=VALUE      for model files: give dim NAME this value instead of the\n"
             "                        file's (dims computed from it follow); repeatable\n"
             "  --seq N, --batch N    the same as --set T=N and --set B=N\n"
@@ -114,8 +121,7 @@ void ck_options_workload_help(FILE *out)
             "  --recipe NAME         for model files: the training recipe (dtypes of\n"
             "                        parameters, gradients, activations, master weights)\n"
             "  --lora R              for Hugging Face configs: rank-R adapters on a frozen model\n"
-            "  --attention KIND      for Hugging Face configs: eager, sdpa or flash\n",
-            cost.gemm_flops, cost.mem_bandwidth);
+            "  --attention KIND      for Hugging Face configs: eager, sdpa or flash\n");
 }
 
 int ck_options_parse_count(const char *text, const char *flag, uint64_t min, uint64_t max, uint64_t *out,

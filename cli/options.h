@@ -55,6 +55,8 @@ enum {
 int ck_options_workload(int code, const char *arg, ck_workload_opts *o, ck_err *err);
 /* The help lines of the workload options, with their defaults. */
 void ck_options_workload_help(FILE *out);
+/* The help lines of CK_MODEL_LONG_OPTIONS alone. */
+void ck_options_model_help(FILE *out);
 
 /* Parses a whole number in [min, max] given to option `flag`. */
 int ck_options_parse_count(const char *text, const char *flag, uint64_t min, uint64_t max, uint64_t *out,

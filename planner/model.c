@@ -948,7 +948,7 @@ static int expand(loader *ld, const ck_ttype *input_types)
 static int load(loader *ld, const cJSON *root)
 {
     static const char *const keys[] = {"format", "name", "dtype", "dims", "training", "inputs",
-                                       "blocks", "nodes", NULL};
+                                       "blocks", "nodes", "use_cache", NULL};
     static const char *const model_format[] = {CK_MODEL_FORMAT, NULL};
     const char *format = NULL, *name = "";
     const cJSON *nodes = NULL;
@@ -958,6 +958,7 @@ static int load(loader *ld, const cJSON *root)
     if (rc == CK_OK) rc = ck_json_get_string(root, "name", false, &name, ld->file, "", ld->err);
     ld->m->dtype = CK_F32;
     if (rc == CK_OK) rc = get_dtype(ld, root, "dtype", "", true, &ld->m->dtype);
+    if (rc == CK_OK) rc = ck_json_get_bool(root, "use_cache", false, &ld->m->use_cache, ld->file, "", ld->err);
     if (rc == CK_OK) rc = read_dims(ld, root);
     if (rc == CK_OK) rc = read_training(ld, root, &ld->m->training);
     if (rc == CK_OK) rc = read_inputs(ld, root, &input_types);

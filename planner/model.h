@@ -60,6 +60,7 @@ typedef struct {
     char *file, *name;
     ck_dtype dtype; /* of activations */
     ck_training training;
+    bool use_cache; /* the model keeps a KV cache when run (Hugging Face's use_cache) */
     size_t n_inputs; /* tensors [0, n_inputs) are the graph inputs; tensor 0 is x_0 */
     size_t n_tensors;
     ck_tensor *tensors;
