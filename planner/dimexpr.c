@@ -3,6 +3,7 @@
 #include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "planner/size.h"
 
@@ -91,52 +92,52 @@ static bool factor(parser *ps, uint64_t *out)
     return true;
 }
 
-static bool product(parser *ps, uint64_t *out)
+/* *acc = *acc op rhs, under the rules of the header. */
+static bool apply(parser *ps, char op, uint64_t *acc, uint64_t rhs)
 {
-    if (!factor(ps, out))
+    unsigned long long a = *acc, b = rhs;
+    switch (op) {
+    case '+':
+        return ck_size_add(*acc, rhs, acc) || failed(ps, "a sum overflows 64 bits");
+    case '-':
+        if (rhs > *acc)
+            return failed(ps, "a subtraction goes below zero (%llu - %llu)", a, b);
+        *acc -= rhs;
+        return true;
+    case '*':
+        return ck_size_mul(*acc, rhs, acc) || failed(ps, "a product overflows 64 bits");
+    default:
+        if (rhs == 0)
+            return failed(ps, "it divides by zero");
+        if (*acc % rhs != 0)
+            return failed(ps, "a division leaves a remainder (%llu / %llu)", a, b);
+        *acc /= rhs;
+        return true;
+    }
+}
+
+/* A sum (level 0) or a product (level 1): operands of the next level joined by this
+ * level's operators, applied left to right. */
+static bool level(parser *ps, int lv, uint64_t *out)
+{
+    const char *ops = lv == 0 ? "+-" : "*/";
+    if (!(lv == 0 ? level(ps, 1, out) : factor(ps, out)))
         return false;
     for (;;) {
         skip_spaces(ps);
         char op = *ps->p;
-        if (op != '*' && op != '/')
+        if (op == '\0' || !strchr(ops, op))
             return true;
         ps->p++;
         uint64_t rhs;
-        if (!factor(ps, &rhs))
+        if (!(lv == 0 ? level(ps, 1, &rhs) : factor(ps, &rhs)) || !apply(ps, op, out, rhs))
             return false;
-        if (op == '*' && !ck_size_mul(*out, rhs, out))
-            return failed(ps, "a product overflows 64 bits");
-        if (op == '/' && rhs == 0)
-            return failed(ps, "it divides by zero");
-        if (op == '/' && *out % rhs != 0)
-            return failed(ps, "a division leaves a remainder (%llu / %llu)",
-                          (unsigned long long)*out, (unsigned long long)rhs);
-        if (op == '/')
-            *out /= rhs;
     }
 }
 
 static bool sum(parser *ps, uint64_t *out)
 {
-    if (!product(ps, out))
-        return false;
-    for (;;) {
-        skip_spaces(ps);
-        char op = *ps->p;
-        if (op != '+' && op != '-')
-            return true;
-        ps->p++;
-        uint64_t rhs;
-        if (!product(ps, &rhs))
-            return false;
-        if (op == '+' && !ck_size_add(*out, rhs, out))
-            return failed(ps, "a sum overflows 64 bits");
-        if (op == '-' && rhs > *out)
-            return failed(ps, "a subtraction goes below zero (%llu - %llu)",
-                          (unsigned long long)*out, (unsigned long long)rhs);
-        if (op == '-')
-            *out -= rhs;
-    }
+    return level(ps, 0, out);
 }
 
 bool ck_dimexpr_eval(const char *text, ck_dimexpr_lookup lookup, const void *ctx, uint64_t *out,
