@@ -995,9 +995,8 @@ static moe_dims moe_dims_of(const ck_kernel_io *io)
     return (moe_dims){d.rows, d.c, (size_t)a->experts, (size_t)a->top_k, (size_t)a->hidden};
 }
 
-static ck_kernel_moe_saved moe_saved(const ck_kernel_io *io)
+ck_kernel_moe_saved ck_kernel_moe_slots(void *const *v)
 {
-    void *const *v = io->saved;
     return (ck_kernel_moe_saved){
         .probs = v[CK_SLOT_ROUTER_PROBS], .topk_index = v[CK_SLOT_TOPK_INDEX],
         .topk_probs = v[CK_SLOT_TOPK_PROBS], .topk_sum = v[CK_SLOT_TOPK_SUM],
@@ -1016,7 +1015,7 @@ static ck_kernel_moe_weights moe_weights(float *const *p)
 static void moe_pass(const ck_kernel_io *io, bool backward)
 {
     moe_dims d = moe_dims_of(io);
-    ck_kernel_moe_saved s = moe_saved(io);
+    ck_kernel_moe_saved s = ck_kernel_moe_slots(io->saved);
     ck_kernel_moe_weights w = moe_weights(io->param);
     if (backward) {
         ck_kernel_moe_weights dw = moe_weights(io->dparam);

@@ -191,6 +191,9 @@ typedef struct {
     float *expert_out;    /* [R, C] w2 hidden */
 } ck_kernel_moe_saved;
 
+/* The moe tensors among a node's internal saved tensors, indexed by ck_slot. */
+ck_kernel_moe_saved ck_kernel_moe_slots(void *const *saved);
+
 void ck_kernel_moe_forward(float *out, const ck_kernel_moe_saved *s, const float *inp,
                            const ck_kernel_moe_weights *w, void *ws, size_t N, size_t C,
                            size_t E, size_t K, size_t F);

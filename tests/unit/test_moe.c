@@ -163,14 +163,7 @@ static void buffers_alloc(moe_buffers *b)
     for (size_t i = 0; i < b->info.n_saved; i++)
         if (b->info.saved[i].kind == CK_SAVE_INTERNAL)
             b->slot[b->info.saved[i].slot] = calloc(1, (size_t)b->info.saved[i].bytes);
-    void **v = b->slot;
-    b->s = (ck_kernel_moe_saved){
-        .probs = v[CK_SLOT_ROUTER_PROBS], .topk_index = v[CK_SLOT_TOPK_INDEX],
-        .topk_probs = v[CK_SLOT_TOPK_PROBS], .topk_sum = v[CK_SLOT_TOPK_SUM],
-        .route_index = v[CK_SLOT_ROUTE_INDEX], .route_weight = v[CK_SLOT_ROUTE_WEIGHT],
-        .expert_in = v[CK_SLOT_EXPERT_IN], .gate = v[CK_SLOT_EXPERT_GATE],
-        .act = v[CK_SLOT_EXPERT_ACT], .up = v[CK_SLOT_EXPERT_UP],
-        .hidden = v[CK_SLOT_EXPERT_HIDDEN], .expert_out = v[CK_SLOT_EXPERT_OUT]};
+    b->s = ck_kernel_moe_slots(b->slot);
     b->fws = malloc((size_t)b->info.fwd_ws_bytes);
     b->bws = malloc((size_t)b->info.bwd_ws_bytes);
 }
