@@ -9,18 +9,27 @@ frozen_model() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); n=
 frozen_model frozen-embed.json "n[0]['frozen'] = True; n[4]['frozen'] = True"
 frozen_model frozen-last.json "n[0]['frozen'] = True; n[4]['frozen'] = True; n[2].update(repeat=3, frozen=True); n.insert(3, {'name': 'last', 'block': 'layer', 'inputs': ['h']}); n[4]['inputs'] = ['last']"
 frozen_model unfrozen-last.json "n[2]['repeat'] = 3; n.insert(3, {'name': 'last', 'block': 'layer', 'inputs': ['h']}); n[4]['inputs'] = ['last']"
+# moe-tiny with its experts and router frozen (their input requires a gradient), and with
+# everything but the moe frozen (the first layer's moe input then requires none).
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["blocks"]["layer"]["nodes"][7]["frozen"] = True; json.dump(d, open(sys.argv[2], "w"))' \
+    "$data/moe-tiny.json" frozen-moe.json
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); [n.update(frozen=True) for n in d["blocks"]["layer"]["nodes"] if n["op"] in ("rmsnorm", "linear")]; [n.update(frozen=True) for n in d["nodes"] if n["name"] in ("embed", "norm_f", "head")]; json.dump(d, open(sys.argv[2], "w"))' \
+    "$data/moe-tiny.json" frozen-but-moe.json
 # mlp-deep (f32 input: every tensor requires a gradient) with its odd layers frozen.
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["nodes"][0]["repeat"] = 1; d["nodes"][1:1] = [{"name": "h%d" % i, "block": "layer", "frozen": i % 2 == 0, "inputs": ["h" if i == 1 else "h%d" % (i - 1)]} for i in range(1, 16)]; d["nodes"][16]["inputs"] = ["h15"]; json.dump(d, open(sys.argv[2], "w"))' \
     "$root/models/mlp-deep.json" frozen-mlp.json
 
 
 # Every planner's plan half-way between dp's smallest plan and the baseline passes --verify
-# (verify_planners, tests/cli/run). At block granularity the last layer of frozen-last is
+# (tests/cli/verify_planners.sh). At block granularity the last layer of frozen-last is
 # one stage with the frozen prefix, so its smallest plan may be the baseline.
+. "$here/verify_planners.sh"
 verify_planners frozen-embed frozen-embed.json --granularity op
 verify_planners frozen-last frozen-last.json --granularity op
 verify_planners frozen-last-blocks frozen-last.json --may-store-all --granularity block
 verify_planners frozen-mlp frozen-mlp.json --granularity op
+verify_planners frozen-moe frozen-moe.json
+verify_planners frozen-but-moe frozen-but-moe.json
 # none stores everything, so it plans only where the baseline fits.
 run plan frozen-last.json --planner none --budget 1000T -o frozen-none.json
 check "frozen: none plans the store-everything step" 0

@@ -1,7 +1,9 @@
 # Models that use each op added since the op table became the one home of an op's facts
 # (rope, cast, swiglu): every planner's plan, half-way between dp's smallest plan and the
 # baseline, runs under --verify with the measured activation peak equal to the predicted
-# one, to the byte, and the baseline's gradients bit for bit (verify_planners, tests/cli/run).
+# one, to the byte, and the baseline's gradients bit for bit.
+
+. "$here/verify_planners.sh"
 
 verify_planners rope "$data/rope-tiny.json"
 verify_planners swiglu "$data/swiglu-tiny.json"
