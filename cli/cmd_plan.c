@@ -143,8 +143,8 @@ static int parse_args(int argc, char **argv, plan_args *a, ck_err *err)
                                                          : "plan: more than one MODEL given (%s)",
                        optind < argc ? argv[optind + 1] : "");
     if (!a->have_budget && !a->workload_opts.device)
-        return ck_err_fail(err, CK_ERR_INPUT, "plan: --budget SIZE or --device NAME is required (e.g. "
-                                          "--budget 8G, --device h100-80gb)");
+        return ck_err_fail(err, CK_ERR_INPUT, "plan: --budget SIZE is required, or --device NAME "
+                                          "(e.g. --budget 8G, --device h100-80gb)");
     if (!a->have_budget)
         a->budget = ck_device_budget(a->workload_opts.device);
     a->model_path = argv[optind];
