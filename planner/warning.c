@@ -241,7 +241,8 @@ void ck_warning_static_over_budget(const ck_static_mem *s, uint64_t budget,
     *x = (ck_warning){.code = "static_over_budget", .bytes = s->total};
     say(x, "budget %s is below the static memory of %s (%llu bytes: parameters %s, gradients %s, "
            "optimizer state %s, master weights %s, held inputs %s). Checkpointing only reduces "
-           "activations (the smallest plan needs %s of them); static memory per GPU",
+           "activations (the smallest plan needs %s of them); to fit, shard these (ZeRO, FSDP), "
+           "offload them or quantize them. Static memory per GPU",
         have, total, (unsigned long long)s->total, p, g, o, m, h, act);
     for (int k = 0; k < CK_N_SHARDINGS; k++) {
         char per[32];
@@ -259,7 +260,7 @@ void ck_warning_static_over_budget(const ck_static_mem *s, uint64_t budget,
         else
             say(x, ", does not fit with the smallest plan at any GPU count up to %d", MAX_GPUS);
     }
-    say(x, ". Or quantize them");
+    say(x, ".");
 }
 
 void ck_warning_print(FILE *f, const ck_warnings *w)
