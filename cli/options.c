@@ -134,7 +134,7 @@ void ck_options_workload_help(FILE *out)
             "                        of %s + %d%% is the default one (--budget wins); one of\n"
             "                        (docs/devices.md):\n",
             cost.gemm_flops, cost.mem_bandwidth, reserve, CK_DEVICE_RESERVE_PERCENT);
-    ck_device_print_table(out, "                          ");
+    ck_device_print_table(out, "    ");
     ck_options_model_help(out);
 }
 

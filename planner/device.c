@@ -54,7 +54,7 @@ void ck_device_print_table(FILE *out, const char *indent)
         char mem[32], budget[32];
         ck_size_format(devices[i].memory_bytes, mem, sizeof mem);
         ck_size_format(ck_device_budget(&devices[i]), budget, sizeof budget);
-        fprintf(out, "%s%-10s %-30s %9s, budget %9s, %6.1f TFLOP/s, %5.3g TB/s\n", indent,
+        fprintf(out, "%s%-10s %-30s %8s (budget %8s) %7.2f TFLOP/s %5.3f TB/s\n", indent,
                 devices[i].name, devices[i].label, mem, budget, devices[i].dense16_flops / 1e12,
                 devices[i].mem_bandwidth / 1e12);
     }
