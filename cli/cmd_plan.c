@@ -8,10 +8,12 @@
 #include "cli/commands.h"
 #include "cli/chart.h"
 #include "cli/files.h"
+#include "cli/forward.h"
 #include "cli/interrupt.h"
 #include "cli/human.h"
 #include "cli/options.h"
 #include "cli/runner.h"
+#include "planner/device.h"
 #include "planner/json.h"
 #include "planner/plan.h"
 #include "planner/planner.h"
@@ -23,7 +25,7 @@
 static void plan_usage(FILE *out)
 {
     fprintf(out,
-            "usage: ckplan plan MODEL --budget SIZE [options]\n"
+            "usage: ckplan plan MODEL --budget SIZE | --device NAME [options]\n"
             "\n"
             "Chooses which activations of a training step to keep and which to recompute so\n"
             "that the step fits in SIZE bytes, writes the plan and prints a summary. MODEL is\n"
@@ -32,7 +34,13 @@ static void plan_usage(FILE *out)
             "  --budget SIZE         memory for the whole step: bytes, or a number with a unit:\n"
             "                        K M G T or KiB MiB GiB TiB (powers of 1024), KB MB GB TB\n"
             "                        (powers of 1000); e.g. 8G, 1.5GiB, 500MB. A whole number\n"
-            "                        of bytes below 2^53 (8 PiB)\n"
+            "                        of bytes below 2^53 (8 PiB). Without it, --device's memory\n"
+            "                        less its reserve\n"
+            "  --inference           a forward pass only: no plan (checkpointing saves nothing\n"
+            "                        without a backward); prints the weights, the KV cache and\n"
+            "                        the forward's largest transient, and whether they fit (exit\n"
+            "                        0) or not (exit 3); with --json as a ckplan-inference/1\n"
+            "                        object on stdout; no file is written\n"
             "  --planner P           which planner (default dp; see below)\n"
             "  --slots N             dp: memory resolution, the budget in N units (default %d)\n",
             CK_DEFAULT_SLOTS);
@@ -54,12 +62,14 @@ static void plan_usage(FILE *out)
                  "cannot be met (the smallest budget that can is printed).\n");
 }
 
+enum { OPT_INFERENCE = CK_OPT_SVG + 1 };
+
 typedef struct {
     const char *model_path;
     const char *output, *svg;
     const ck_planner *planner;
     uint64_t budget;
-    bool have_budget, json;
+    bool have_budget, json, inference;
     ck_planner_opts planner_opts;
     ck_workload_opts workload_opts;
 } plan_args;
@@ -73,6 +83,7 @@ static int parse_args(int argc, char **argv, plan_args *a, ck_err *err)
         {"planner", required_argument, NULL, CK_OPT_PLANNER},
         {"slots", required_argument, NULL, CK_OPT_SLOTS},
         {"json", no_argument, NULL, CK_OPT_JSON},
+        {"inference", no_argument, NULL, OPT_INFERENCE},
         {"svg", required_argument, NULL, CK_OPT_SVG},
         {"output", required_argument, NULL, 'o'},
         {"help", no_argument, NULL, 'h'},
@@ -113,6 +124,9 @@ static int parse_args(int argc, char **argv, plan_args *a, ck_err *err)
         case CK_OPT_JSON:
             a->json = true;
             break;
+        case OPT_INFERENCE:
+            a->inference = true;
+            break;
         case CK_OPT_SVG:
             a->svg = optarg;
             break;
@@ -128,8 +142,11 @@ static int parse_args(int argc, char **argv, plan_args *a, ck_err *err)
                                                            "MODEL --budget SIZE (see --help)"
                                                          : "plan: more than one MODEL given (%s)",
                        optind < argc ? argv[optind + 1] : "");
+    if (!a->have_budget && !a->workload_opts.device)
+        return ck_err_fail(err, CK_ERR_INPUT, "plan: --budget SIZE is required, or --device NAME "
+                                          "(e.g. --budget 8G, --device h100-80gb)");
     if (!a->have_budget)
-        return ck_err_fail(err, CK_ERR_INPUT, "plan: --budget SIZE is required (e.g. --budget 8G)");
+        a->budget = ck_device_budget(a->workload_opts.device);
     a->model_path = argv[optind];
     return CK_OK;
 }
@@ -282,23 +299,42 @@ static int report_infeasible(const plan_args *a, const ck_workload *w, uint64_t 
     return CK_ERR_INFEASIBLE;
 }
 
-static int report_static_too_large(const plan_args *a, const ck_workload *w)
+/* static_over_budget: the budget does not hold the static memory; what sharding or offload
+ * would leave. */
+static int report_static_too_large(const plan_args *a, const ck_workload *w, uint64_t min_activation)
 {
-    const ck_static_mem *s = &w->statics;
-    char have[32], total[32], p[32], g[32], o[32], m[32], h[32];
-    ck_size_format(a->budget, have, sizeof have);
-    ck_size_format(s->total, total, sizeof total);
-    ck_size_format(s->params, p, sizeof p);
-    ck_size_format(s->grads, g, sizeof g);
-    ck_size_format(s->optimizer, o, sizeof o);
-    ck_size_format(s->master, m, sizeof m);
-    ck_size_format(s->held_inputs, h, sizeof h);
-    fprintf(stderr, "ckplan: budget %s is below the static memory of %s (parameters %s, gradients "
-                    "%s, optimizer state %s, master weights %s, held inputs %s). Checkpointing "
-                    "only reduces activations; to fit, shard these (ZeRO, FSDP), offload them "
-                    "or quantize them.\n",
-            have, total, p, g, o, m, h);
+    ck_warnings ws = {.n = 1};
+    ck_warning_static_over_budget(&w->statics, a->budget, min_activation, &ws.items[0]);
+    ck_warning_print(stderr, &ws);
     return CK_ERR_INFEASIBLE;
+}
+
+/* Which budget the plan used: --budget's, or the device's memory less its reserve. */
+static void print_budget_source(FILE *out, const plan_args *a)
+{
+    const ck_device *d = a->workload_opts.device;
+    if (!d) {
+        fprintf(out, "budget from --budget\n");
+        return;
+    }
+    char mem[32], reserve[32];
+    ck_size_format(d->memory_bytes, mem, sizeof mem);
+    ck_size_format(ck_device_reserve(d), reserve, sizeof reserve);
+    if (a->have_budget)
+        fprintf(out, "budget from --budget; device %s (%s) for the rates\n", d->name, d->label);
+    else
+        fprintf(out, "budget from --device %s (%s): %s less a reserve of %s (docs/devices.md)\n",
+                d->name, d->label, mem, reserve);
+}
+
+/* --inference: the forward pass's figures instead of a plan. */
+static int plan_inference(const plan_args *a, const ck_workload *w, ck_err *err)
+{
+    const ck_device *d = a->workload_opts.device;
+    char source[128];
+    snprintf(source, sizeof source, "%s%s", a->have_budget || !d ? "--budget" : "--device ",
+             a->have_budget || !d ? "" : d->name);
+    return ck_forward_report(w, a->budget, source, d ? d->name : NULL, a->json, err);
 }
 
 int ck_cmd_plan(int argc, char **argv)
@@ -316,11 +352,17 @@ int ck_cmd_plan(int argc, char **argv)
     rc = ck_workload_load(a.model_path, &a.workload_opts, &w, &err);
     if (rc != CK_OK)
         return ck_main_report(rc, err.msg);
+    if (a.inference) {
+        rc = plan_inference(&a, &w, &err);
+        ck_workload_free(&w);
+        return rc == CK_ERR_INFEASIBLE ? rc : ck_main_report(rc, err.msg);
+    }
     ck_planned planned;
     rc = ck_runner_plan(&w, a.planner, a.budget, &a.planner_opts, &a.workload_opts, &planned, &err);
     if (rc == CK_ERR_INFEASIBLE) {
         /* its own messages, already printed: nothing for ck_main_report to add */
-        rc = planned.static_too_large ? report_static_too_large(&a, &w)
+        ck_warning_print(stderr, &planned.warnings);
+        rc = planned.static_too_large ? report_static_too_large(&a, &w, planned.min_activation_bytes)
                                       : report_infeasible(&a, &w, planned.min_activation_bytes);
         ck_runner_planned_free(&planned);
         ck_workload_free(&w);
@@ -349,6 +391,10 @@ int ck_cmd_plan(int argc, char **argv)
         fputs(planned.text, stdout);
     else if (rc == CK_OK)
         print_summary(stdout, &w, &planned.doc, a.output, flags);
+    if (rc == CK_OK && !a.json)
+        print_budget_source(stdout, &a);
+    if (rc == CK_OK)
+        ck_warning_print(stderr, &planned.warnings);
     free(flags);
     ck_runner_planned_free(&planned);
     ck_workload_free(&w);

@@ -13,6 +13,7 @@
 #include "cli/interrupt.h"
 #include "cli/options.h"
 #include "cli/runner.h"
+#include "planner/device.h"
 #include "planner/json.h"
 #include "planner/plan.h"
 #include "planner/planner.h"
@@ -42,7 +43,7 @@ static void sweep_usage(FILE *out)
             "\n"
             "  --budgets B           sizes as for plan --budget: a list (16M,24M,32M) or\n"
             "                        FROM:TO:N, N budgets evenly spaced with both ends\n"
-            "                        included (16M:32M:5)\n"
+            "                        included (16M:32M:5); without it, --device's budget\n"
             "  --planners LIST       comma-separated planners (default %s)\n"
             "  --run                 run each feasible plan with verification, as run --verify;\n"
             "                        a plan too large to run on this machine (see run --help)\n"
@@ -154,6 +155,16 @@ static int parse_planners(const char *text, sweep_args *a, ck_err *err)
     return CK_OK;
 }
 
+/* Without --budgets, the one budget of --device: its memory less its reserve. */
+static int device_budget(sweep_args *a, ck_err *err)
+{
+    if (!(a->budgets = calloc(1, sizeof *a->budgets)))
+        return ck_err_oom(err);
+    a->budgets[0] = ck_device_budget(a->workload_opts.device);
+    a->n_budgets = 1;
+    return CK_OK;
+}
+
 /* Returns CK_HELP_PRINTED when help was printed, else a status. */
 static int parse_args(int argc, char **argv, sweep_args *a, ck_err *err)
 {
@@ -211,9 +222,11 @@ static int parse_args(int argc, char **argv, sweep_args *a, ck_err *err)
                                                            "MODEL --budgets LIST|FROM:TO:N (see --help)"
                                                          : "sweep: more than one MODEL given (%s)",
                        optind < argc ? argv[optind + 1] : "");
-    if (!a->budgets)
-        return ck_err_fail(err, CK_ERR_INPUT, "sweep: --budgets is required; " BUDGETS_FORMS);
     a->model_path = argv[optind];
+    if (!a->budgets && a->workload_opts.device)
+        return device_budget(a, err);
+    if (!a->budgets)
+        return ck_err_fail(err, CK_ERR_INPUT, "sweep: --budgets is required (or --device NAME); " BUDGETS_FORMS);
     return CK_OK;
 }
 

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "planner/size.h"
+
 static int parse_rate(const char *text, const char *flag, double *out, ck_err *err)
 {
     char *end;
@@ -49,6 +51,20 @@ static int parse_set(const char *arg, ck_model_opts *o, ck_err *err)
     return set_dim(o, arg, len, eq + 1, flag, err);
 }
 
+/* --device NAME: its rates, except those given explicitly (whatever the order). */
+static int set_device(const char *name, ck_workload_opts *o, ck_err *err)
+{
+    o->device = ck_device_find(name);
+    if (!o->device)
+        return ck_err_fail(err, CK_ERR_INPUT, "--device: no device '%.200s'; known devices: %s", name,
+                       ck_device_names());
+    if (!o->gemm_flops_given)
+        o->cost.gemm_flops = o->device->dense16_flops;
+    if (!o->mem_bandwidth_given)
+        o->cost.mem_bandwidth = o->device->mem_bandwidth;
+    return CK_OK;
+}
+
 int ck_options_workload(int code, const char *arg, ck_workload_opts *o, ck_err *err)
 {
     uint64_t rank;
@@ -58,9 +74,13 @@ int ck_options_workload(int code, const char *arg, ck_workload_opts *o, ck_err *
             return ck_err_fail(err, CK_ERR_INPUT, "--granularity: expected 'op' or 'block', got '%s'", arg);
         return CK_OK;
     case CK_OPT_GEMM_FLOPS:
+        o->gemm_flops_given = true;
         return parse_rate(arg, "--gemm-flops", &o->cost.gemm_flops, err);
     case CK_OPT_MEM_BANDWIDTH:
+        o->mem_bandwidth_given = true;
         return parse_rate(arg, "--mem-bandwidth", &o->cost.mem_bandwidth, err);
+    case CK_OPT_DEVICE:
+        return set_device(arg, o, err);
     case CK_OPT_COSTS:
         o->costs_path = arg;
         return CK_OK;
@@ -96,6 +116,8 @@ void ck_options_workload_help(FILE *out)
 {
     ck_cost_model cost;
     ck_derive_cost_model_default(&cost);
+    char reserve[32];
+    ck_size_format(CK_DEVICE_RESERVE_FIXED, reserve, sizeof reserve);
     fprintf(out,
             "  --granularity G       for model files: cut stages at every op where one tensor\n"
             "                        carries all state (op), or only between top-level blocks\n"
@@ -105,8 +127,14 @@ void ck_options_workload_help(FILE *out)
             "  --mem-bandwidth RATE  for model files: the cost model's memory bandwidth in\n"
             "                        bytes/s (default %g)\n"
             "  --costs FILE          for model files: stage times measured by 'ckplan profile'\n"
-            "                        instead of the cost model\n",
-            cost.gemm_flops, cost.mem_bandwidth);
+            "                        instead of the cost model\n"
+            "  --device NAME         the accelerator: its dense 16-bit tensor FLOP/s and memory\n"
+            "                        bandwidth become the rates (--gemm-flops, --mem-bandwidth\n"
+            "                        win), and where a budget is taken, its memory less a reserve\n"
+            "                        of %s + %d%% is the default one (--budget wins); one of\n"
+            "                        (docs/devices.md):\n",
+            cost.gemm_flops, cost.mem_bandwidth, reserve, CK_DEVICE_RESERVE_PERCENT);
+    ck_device_print_table(out, "    ");
     ck_options_model_help(out);
 }
 

@@ -17,6 +17,7 @@ enum {
     CK_OPT_GEMM_FLOPS,
     CK_OPT_MEM_BANDWIDTH,
     CK_OPT_COSTS,
+    CK_OPT_DEVICE,
     CK_OPT_SET,
     CK_OPT_SEQ,
     CK_OPT_BATCH,
@@ -35,7 +36,8 @@ enum {
     {"granularity", required_argument, NULL, CK_OPT_GRANULARITY},                                  \
         {"gemm-flops", required_argument, NULL, CK_OPT_GEMM_FLOPS},                                \
         {"mem-bandwidth", required_argument, NULL, CK_OPT_MEM_BANDWIDTH},                          \
-        {"costs", required_argument, NULL, CK_OPT_COSTS}, CK_MODEL_LONG_OPTIONS
+        {"costs", required_argument, NULL, CK_OPT_COSTS},                                          \
+        {"device", required_argument, NULL, CK_OPT_DEVICE}, CK_MODEL_LONG_OPTIONS
 
 /* The workload options that change the model itself. */
 #define CK_MODEL_LONG_OPTIONS                                                                      \

@@ -558,6 +558,9 @@ int ck_runner_plan(const ck_workload *w, const ck_planner *planner, uint64_t bud
                    ck_err *err)
 {
     memset(out, 0, sizeof *out);
+    int wrc = ck_warning_training(w, &out->warnings, err);
+    if (wrc != CK_OK)
+        return wrc;
     if (!ck_planner_activation_budget(budget, w->statics.total, &out->activation_budget)) {
         /* Still find the planner's minimum, so that a sweep can record what would fit. */
         ck_err why;
@@ -603,6 +606,8 @@ int ck_runner_plan(const ck_workload *w, const ck_planner *planner, uint64_t bud
         .costs_path = w->model ? wopts->costs_path : NULL,
         .cost_model = w->model && !wopts->costs_path ? &wopts->cost : NULL,
         .stage_map = {&w->chain, w->model, w->stage_first},
+        .device = wopts->device ? wopts->device->name : NULL,
+        .warnings = &out->warnings,
     };
     cJSON *json = ck_plan_to_json(&out->doc);
     out->text = json ? ck_json_print(json) : NULL;

@@ -25,6 +25,7 @@ typedef struct {
      * does not even hold the static memory. */
     uint64_t min_activation_bytes;
     bool static_too_large;
+    ck_warnings warnings; /* of planning w for training, whatever the status */
 } ck_planned;
 
 /* Plans w at the whole-step `budget`. CK_OK with out->doc and out->text filled;

@@ -44,6 +44,8 @@ static bool add_details(cJSON *root, const ck_plan_doc *d)
              ck_json_add_number(cost, "mem_bandwidth", d->cost_model->mem_bandwidth);
     if (ok && r->memory_unit > 0)
         ok = add_u64(details, "memory_unit_bytes", r->memory_unit) && add_u64(details, "slots", d->slots);
+    if (ok && d->device)
+        ok = cJSON_AddStringToObject(details, "device", d->device) != NULL;
     return ok;
 }
 
@@ -112,6 +114,7 @@ cJSON *ck_plan_to_json(const ck_plan_doc *d)
               ck_json_add_number(pred, "overhead",
                                       ck_plan_overhead(d->predicted.time, d->baseline.time)) &&
               add_details(root, d) && add_stage_info(root, &d->stage_map) &&
+              ck_warning_add_json(root, d->warnings) &&
               (sched = cJSON_AddArrayToObject(root, "schedule"));
     const ck_schedule *s = &d->result->schedule;
     for (size_t k = 0; ok && k < s->n; k++) {
@@ -271,10 +274,11 @@ static int read_details(const cJSON *root, const char *file, ck_plan_file *out, 
     const cJSON *details = cJSON_GetObjectItemCaseSensitive(root, "details");
     if (!cJSON_IsObject(details))
         return CK_OK;
-    const char *granularity = NULL, *costs = NULL;
+    const char *granularity = NULL, *costs = NULL, *device = NULL;
     const cJSON *cost = cJSON_GetObjectItemCaseSensitive(details, "cost_model");
     int rc = ck_json_get_string(details, "granularity", false, &granularity, file, "details", err);
     if (rc == CK_OK) rc = ck_json_get_string(details, "costs", false, &costs, file, "details", err);
+    if (rc == CK_OK) rc = ck_json_get_string(details, "device", false, &device, file, "details", err);
     if (rc == CK_OK && cost) {
         rc = ck_json_expect_object(cost, cost_keys, file, "details.cost_model", err);
         if (rc == CK_OK) rc = get_rate(cost, "gemm_flops", &out->cost_model.gemm_flops, file, err);
@@ -283,6 +287,7 @@ static int read_details(const cJSON *root, const char *file, ck_plan_file *out, 
     }
     if (rc == CK_OK && granularity) rc = dup_string(granularity, &out->granularity, err);
     if (rc == CK_OK && costs) rc = dup_string(costs, &out->costs_path, err);
+    if (rc == CK_OK && device) rc = dup_string(device, &out->device, err);
     return rc;
 }
 
@@ -370,6 +375,7 @@ int ck_plan_from_json(const cJSON *root, const char *file, ck_plan_file *out, ck
         rc = read_schedule(schedule, file, out->stages, &out->schedule, err);
     }
     if (rc == CK_OK) rc = read_stage_info(root, file, out, err);
+    if (rc == CK_OK) rc = ck_warning_check_json(root, file, err);
     if (rc != CK_OK)
         ck_plan_file_free(out);
     return rc;
@@ -383,6 +389,7 @@ void ck_plan_file_free(ck_plan_file *p)
     cJSON_Delete(p->model_opts_json);
     free(p->granularity);
     free(p->costs_path);
+    free(p->device);
     for (size_t i = 0; p->stage_info && i < p->stages; i++) {
         for (size_t k = 0; k < p->stage_info[i].n_nodes; k++)
             free(p->stage_info[i].nodes[k]);

@@ -11,6 +11,7 @@
 #include "planner/model.h"
 #include "planner/planner.h"
 #include "planner/schedule.h"
+#include "planner/warning.h"
 
 #define CK_PLAN_FORMAT "ckplan-plan/1"
 
@@ -40,6 +41,8 @@ typedef struct {
     const char *costs_path;  /* the profiled costs the times came from, or NULL */
     const ck_cost_model *cost_model; /* the roofline rates they came from, or NULL */
     ck_plan_stage_map stage_map;     /* chain NULL: no stage_info is written */
+    const char *device;              /* details.device: --device's name, or NULL */
+    const ck_warnings *warnings;     /* `warnings`; NULL or empty: none written */
 } ck_plan_doc;
 
 /* The `predicted` object of a plan file (spec section 4). */
@@ -67,6 +70,7 @@ typedef struct {
     char *costs_path;  /* details.costs: the profiled costs the times came from, or NULL */
     bool has_cost_model;
     ck_cost_model cost_model; /* details.cost_model, when has_cost_model */
+    char *device;             /* details.device, or NULL */
     uint64_t budget_bytes;
     ck_plan_figures predicted;
     size_t stages;

@@ -16,6 +16,8 @@ void ck_workload_opts_default(ck_workload_opts *o)
     o->granularity = CK_GRAN_BLOCK;
     o->costs_path = NULL;
     o->model = (ck_model_opts){0};
+    o->device = NULL;
+    o->gemm_flops_given = o->mem_bandwidth_given = false;
     ck_derive_cost_model_default(&o->cost);
 }
 

@@ -8,6 +8,7 @@
 
 #include "planner/chain.h"
 #include "planner/derive.h"
+#include "planner/device.h"
 #include "planner/err.h"
 #include "planner/lower.h"
 #include "planner/model.h"
@@ -18,6 +19,8 @@ typedef struct {
     ck_cost_model cost;
     const char *costs_path; /* measured stage times replacing the cost model, or NULL */
     ck_model_opts model;    /* model files: what the command line changes in the model */
+    const ck_device *device; /* --device: its budget and rates, or NULL */
+    bool gemm_flops_given, mem_bandwidth_given; /* explicit rates, which the device's yield to */
 } ck_workload_opts;
 
 typedef struct {
