@@ -45,7 +45,9 @@ typedef struct {
 /* Prepares to run model m (or, with m NULL, the synthetic stages of chain c) whose chain is
  * c and whose stage i is nodes [stage_first[i], stage_first[i+1]) (NULL for a chain file).
  * Allocates and initialises parameters, optimizer state and inputs from opts->seed.
- * Refuses (CK_ERR_INPUT) models it cannot execute, such as non-f32 activations. */
+ * Tensors, parameters and gradients are stored in their model dtypes (f32, bf16, f16) and
+ * computed on in f32 (sim/widen). Refuses (CK_ERR_INPUT) models it cannot execute, such
+ * as inputs of a dtype it cannot draw. */
 int ck_exec_create(const ck_model *m, const ck_chain *c, const size_t *stage_first,
                    const ck_exec_opts *opts, ck_exec **out, ck_err *err);
 void ck_exec_free(ck_exec *e);

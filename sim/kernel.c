@@ -659,7 +659,7 @@ float ck_kernel_f16_to_f32(uint16_t h)
     return float_of(sign | (e << 23) | ((m & 0x3ffu) << 13));
 }
 
-static float load(ck_dtype d, const void *p, size_t i)
+float ck_kernel_load(ck_dtype d, const void *p, size_t i)
 {
     switch (d) {
     case CK_BF16:
@@ -674,7 +674,7 @@ static float load(ck_dtype d, const void *p, size_t i)
     return ((const float *)p)[i];
 }
 
-static void store(ck_dtype d, void *p, size_t i, float x)
+void ck_kernel_store(ck_dtype d, void *p, size_t i, float x)
 {
     switch (d) {
     case CK_BF16:
@@ -694,13 +694,13 @@ static void store(ck_dtype d, void *p, size_t i, float x)
 void ck_kernel_cast_forward(void *out, ck_dtype to, const void *inp, ck_dtype from, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        store(to, out, i, load(from, inp, i));
+        ck_kernel_store(to, out, i, ck_kernel_load(from, inp, i));
 }
 
 void ck_kernel_cast_backward(void *dinp, ck_dtype from, const void *dout, ck_dtype to, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        store(from, dinp, i, load(from, dinp, i) + load(to, dout, i));
+        ck_kernel_store(from, dinp, i, ck_kernel_load(from, dinp, i) + ck_kernel_load(to, dout, i));
 }
 
 /* ---- rope ---- */
@@ -802,22 +802,6 @@ static void attention_forward(const ck_kernel_io *io, float prob)
                                     d.KV, d.D, prob, io->key);
 }
 
-/* Every float input and the output are f32. */
-static bool all_f32(const ck_model *m, const ck_node *n)
-{
-    bool ok = m->tensors[n->output].type.dtype == CK_F32;
-    for (size_t i = 0; i < n->op->arity; i++) {
-        ck_dtype d = m->tensors[n->inputs[i]].type.dtype;
-        ok = ok && (d == CK_F32 || !ck_dtype_is_float(d));
-    }
-    return ok;
-}
-
-bool ck_kernel_runs(const ck_model *m, const ck_node *n)
-{
-    return n->op->kind == CK_OP_CAST || all_f32(m, n); /* the others compute in f32 */
-}
-
 void ck_kernel_forward(const ck_kernel_io *io)
 {
     const ck_node *n = io->node;
@@ -864,9 +848,8 @@ void ck_kernel_forward(const ck_kernel_io *io)
     case CK_OP_SWIGLU:
         ck_kernel_swiglu_forward(out, a, b, d.len);
         break;
-    case CK_OP_CAST:
-        ck_kernel_cast_forward(io->out, n->attrs.to, io->in[0],
-                               type_of(io, n->inputs[0])->dtype, d.len);
+    case CK_OP_CAST: /* f32 on both sides: the rounding to `to` is sim/widen's store */
+        ck_kernel_cast_forward(out, CK_F32, a, CK_F32, d.len);
         break;
     case CK_OP_ROPE: {
         attn_dims q = attention_dims(io);
@@ -939,9 +922,8 @@ void ck_kernel_backward(const ck_kernel_io *io)
     case CK_OP_SWIGLU:
         ck_kernel_swiglu_backward(da, db, dout, a, b, d.len);
         break;
-    case CK_OP_CAST:
-        ck_kernel_cast_backward(io->din[0], type_of(io, n->inputs[0])->dtype, io->dout,
-                                n->attrs.to, d.len);
+    case CK_OP_CAST: /* as forward: din += dout in f32, rounded on store */
+        ck_kernel_cast_backward(da, CK_F32, dout, CK_F32, d.len);
         break;
     case CK_OP_ROPE: {
         attn_dims q = attention_dims(io);
