@@ -742,6 +742,11 @@ const float *ck_exec_gradients(const ck_exec *e, size_t *n)
     return e->grads_f32 ? e->grads_f32 : e->grads;
 }
 
+void ck_exec_parameters(const ck_exec *e, float *out)
+{
+    ck_kernel_cast_forward(out, CK_F32, e->params, e->m->training.param_dtype, e->n_params);
+}
+
 const ck_mem *ck_exec_memory(const ck_exec *e)
 {
     return &e->mem;

@@ -82,6 +82,10 @@ int ck_exec_step(ck_exec *e, const ck_schedule *s, uint64_t step, ck_step_stats 
  * receives the count. */
 const float *ck_exec_gradients(const ck_exec *e, size_t *n);
 
+/* A model's parameters now, as its kernels read them (widened to f32, exactly, from
+ * training.param_dtype), into out: as many floats as ck_exec_gradients gives. */
+void ck_exec_parameters(const ck_exec *e, float *out);
+
 /* The tracker (for its per-kind peaks). */
 const ck_mem *ck_exec_memory(const ck_exec *e);
 
