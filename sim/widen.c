@@ -9,11 +9,15 @@ static bool is_16_bit(ck_dtype d)
     return ck_dtype_is_float(d) && d != CK_F32;
 }
 
-/* A zeroed scratch buffer of n floats, counted; NULL (w failed) when out of memory. */
+/* A scratch buffer of n floats, counted: zeroed for a workspace (buf NULL), to be filled
+ * from buf otherwise; NULL (w failed) when out of memory. */
 static ck_widen_view_entry *add_view(ck_widen *w, void *buf, ck_dtype d, uint64_t n, bool writes)
 {
     ck_widen_view_entry *v = &w->views[w->n];
-    float *view = n <= SIZE_MAX / sizeof(float) ? calloc(n ? (size_t)n : 1, sizeof(float)) : NULL;
+    size_t count = n ? (size_t)n : 1;
+    float *view = n > SIZE_MAX / sizeof(float) ? NULL
+                  : buf                        ? malloc(count * sizeof(float))
+                                               : calloc(count, sizeof(float));
     if (!view || w->n == CK_WIDEN_MAX_VIEWS) {
         free(view);
         w->failed = true;

@@ -94,6 +94,30 @@ START_TEST(f16_stores_round_to_nearest_even)
 }
 END_TEST
 
+/* Between the two 16-bit dtypes a cast is exact to f32 and then rounded once, for every
+ * code; f32 to f32 keeps every bit, NaN payloads too. */
+START_TEST(casts_between_16_bit_dtypes_round_once)
+{
+    uint16_t *in = malloc(CODES * sizeof *in), *out = malloc(CODES * sizeof *out);
+    ck_assert(in && out);
+    for (size_t c = 0; c < CODES; c++)
+        in[c] = (uint16_t)c;
+    ck_kernel_cast_forward(out, CK_F16, in, CK_BF16, CODES);
+    for (size_t c = 0; c < CODES; c++)
+        if (!is_nan_code(CK_BF16, (uint16_t)c))
+            ck_assert_uint_eq(out[c], ck_kernel_f32_to_f16(ck_kernel_bf16_to_f32((uint16_t)c)));
+    ck_kernel_cast_forward(out, CK_BF16, in, CK_F16, CODES);
+    for (size_t c = 0; c < CODES; c++)
+        if (!is_nan_code(CK_F16, (uint16_t)c))
+            ck_assert_uint_eq(out[c], ck_kernel_f32_to_bf16(ck_kernel_f16_to_f32((uint16_t)c)));
+    uint32_t bits[3] = {0x7fa00001u, 0x80000000u, 0x3f800001u}, copy[3];
+    ck_kernel_cast_forward(copy, CK_F32, bits, CK_F32, 3);
+    ck_assert(memcmp(copy, bits, sizeof bits) == 0);
+    free(in);
+    free(out);
+}
+END_TEST
+
 /* A gradient accumulated in a pass: read, added to in f32, rounded once. A view only read
  * is never written back; one buffer asked for twice is one view. */
 START_TEST(accumulation_reads_adds_and_rounds_once)
@@ -360,6 +384,7 @@ static Suite *widen_suite(void)
     tcase_add_test(tc, f16_codes_round_trip_through_a_view);
     tcase_add_test(tc, bf16_stores_round_to_nearest_even);
     tcase_add_test(tc, f16_stores_round_to_nearest_even);
+    tcase_add_test(tc, casts_between_16_bit_dtypes_round_once);
     tcase_add_test(tc, accumulation_reads_adds_and_rounds_once);
     tcase_add_test(tc, f32_and_integer_buffers_pass_through);
     tcase_add_test(tc, workspace_is_scratch_only_when_the_f32_kernel_needs_more);
