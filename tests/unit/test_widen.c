@@ -235,18 +235,26 @@ typedef struct {
     uint64_t static_bytes, predicted_static;
 } step_result;
 
-/* One store-everything step of the model at path, seed 42. */
+/* An executor of w's model, seed 42, and its store-everything schedule into *base. */
+static ck_exec *executor(ck_workload *w, ck_schedule *base)
+{
+    ck_err err = {{0}};
+    ck_exec *e;
+    ck_exec_opts opts = {.seed = 42};
+    ck_assert_msg(ck_exec_create(w->model, &w->chain, w->stage_first, &opts, &e, &err) == CK_OK,
+                  "%s", err.msg);
+    ck_assert_int_eq(ck_schedule_baseline(&w->chain, base, &err), CK_OK);
+    return e;
+}
+
+/* One store-everything step of the model at path. */
 static step_result one_step(const char *path)
 {
     ck_workload w;
     load_model(path, &w);
     ck_err err = {{0}};
-    ck_exec *e;
-    ck_exec_opts opts = {.seed = 42};
-    ck_assert_msg(ck_exec_create(w.model, &w.chain, w.stage_first, &opts, &e, &err) == CK_OK,
-                  "%s", err.msg);
     ck_schedule base = {0};
-    ck_assert_int_eq(ck_schedule_baseline(&w.chain, &base, &err), CK_OK);
+    ck_exec *e = executor(&w, &base);
     ck_step_stats st;
     ck_assert_msg(ck_exec_step(e, &base, 0, &st, NULL, &err) == CK_OK, "%s", err.msg);
     step_result r = {.loss = st.loss, .static_bytes = st.static_bytes,
@@ -331,12 +339,8 @@ static size_t gammas_moved(bool master)
     remove(path);
     ck_assert_int_eq(w.model->training.master_weights, master);
     ck_err err = {{0}};
-    ck_exec *e;
-    ck_exec_opts opts = {.seed = 42};
-    ck_assert_msg(ck_exec_create(w.model, &w.chain, w.stage_first, &opts, &e, &err) == CK_OK,
-                  "%s", err.msg);
     ck_schedule base = {0};
-    ck_assert_int_eq(ck_schedule_baseline(&w.chain, &base, &err), CK_OK);
+    ck_exec *e = executor(&w, &base);
     for (uint64_t step = 0; step < 4; step++)
         ck_assert_msg(ck_exec_step(e, &base, step, NULL, NULL, &err) == CK_OK, "%s", err.msg);
     size_t n;
