@@ -341,7 +341,9 @@ static void param_views(const walk *w, size_t k, ck_kernel_io *io)
         if (!param_at(e, k, i, &at))
             continue;
         const ck_param *pa = &info->params[i];
-        uint64_t n = pa->dim[0] * (pa->rank == 2 ? pa->dim[1] : 1); /* a tied one's too */
+        uint64_t n = 1; /* from the shape, which a tied one has too (its numel is 0) */
+        for (size_t r = 0; r < pa->rank; r++)
+            n *= pa->dim[r];
         io->param[i] = ck_widen_view(&e->widen, (char *)e->params + at * pbytes,
                                      tr->param_dtype, n, false);
         if (w->mode == WALK_BACKWARD)
