@@ -33,8 +33,11 @@ static void profile_usage(FILE *out)
                  "  --threads N       threads for matrix products (default: OpenBLAS's choice)\n"
                  "  --seed S          seed of parameters and inputs (default 1)\n"
                  "  -o, --output FILE where to write the costs (default %s)\n"
-                 "  -h, --help        show this help\n",
+                 "  -h, --help        show this help\n"
+                 "\n"
+                 "The model as planned (plan with the same):\n",
             DEFAULT_COSTS_FILE);
+    ck_options_model_help(out);
 }
 
 enum { OPT_STEPS = 3000, OPT_THREADS, OPT_SEED };
@@ -43,6 +46,7 @@ int ck_cmd_profile(int argc, char **argv)
 {
     static const struct option longs[] = {
         {"granularity", required_argument, NULL, CK_OPT_GRANULARITY},
+        CK_MODEL_LONG_OPTIONS,
         {"steps", required_argument, NULL, OPT_STEPS},
         {"threads", required_argument, NULL, OPT_THREADS},
         {"seed", required_argument, NULL, OPT_SEED},
@@ -64,11 +68,12 @@ int ck_cmd_profile(int argc, char **argv)
             profile_usage(stdout);
             return 0;
         case 'o': output = optarg; break;
-        case CK_OPT_GRANULARITY: rc = ck_options_workload(code, optarg, &opts, &err); break;
         case OPT_STEPS: rc = ck_options_parse_count(optarg, "--steps", 1, 1000, &steps, &err); break;
         case OPT_THREADS: rc = ck_options_parse_count(optarg, "--threads", 1, 1024, &threads, &err); break;
         case OPT_SEED: rc = ck_options_parse_count(optarg, "--seed", 0, UINT64_MAX, &seed, &err); break;
-        default: rc = ck_options_error("profile", argv, longs, code, &err);
+        default:
+            rc = CK_IS_WORKLOAD_OPTION(code) ? ck_options_workload(code, optarg, &opts, &err)
+                                             : ck_options_error("profile", argv, longs, code, &err);
         }
     }
     const ck_named_file in[] = {{optind < argc ? argv[optind] : NULL, "MODEL"}};
@@ -94,8 +99,12 @@ int ck_cmd_profile(int argc, char **argv)
     const double *keep_all = prof.keep_all;
     size_t L = w.chain.n_stages;
     if (rc == CK_OK) {
-        cJSON *json = ck_costs_to_json(&prof.chain, w.path, w.sha256,
-                                       ck_workload_granularity_name(opts.granularity), prof.peak_bytes);
+        char *key = ck_model_opts_key(&opts.model);
+        cJSON *json = key ? ck_costs_to_json(&prof.chain, w.path, w.sha256, key,
+                                             ck_workload_granularity_name(opts.granularity),
+                                             prof.peak_bytes)
+                          : NULL;
+        free(key);
         char *text = json ? ck_json_print(json) : NULL;
         cJSON_Delete(json);
         rc = text ? ck_interrupt_check(&err) : ck_err_oom(&err); /* measured, but stopped */

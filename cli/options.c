@@ -19,8 +19,39 @@ static int parse_rate(const char *text, const char *flag, double *out, ck_err *e
     return CK_OK;
 }
 
+/* The largest value a dim may be set to: sizes must stay exact in JSON numbers. */
+#define MAX_SET_VALUE ((uint64_t)1 << 53)
+
+/* Sets dim name[0, len) from the text value, for option `flag`. */
+static int set_dim(ck_model_opts *o, const char *name, size_t len, const char *value,
+                   const char *flag, ck_err *err)
+{
+    uint64_t v;
+    int rc = ck_options_parse_count(value, flag, 1, MAX_SET_VALUE - 1, &v, err);
+    if (rc == CK_OK && !ck_model_opts_set(o, name, len, v))
+        rc = ck_err_fail(err, CK_ERR_INPUT, "%s: more than %d dims set", flag, CK_MODEL_MAX_DIMS);
+    return rc;
+}
+
+/* --set NAME=VALUE: NAME a dim name, VALUE a whole number. */
+static int parse_set(const char *arg, ck_model_opts *o, ck_err *err)
+{
+    const char *eq = strchr(arg, '=');
+    size_t len = eq ? (size_t)(eq - arg) : 0;
+    bool ok = len > 0 && !isdigit((unsigned char)arg[0]);
+    for (size_t i = 0; ok && i < len; i++)
+        ok = isalnum((unsigned char)arg[i]) || arg[i] == '_';
+    if (!ok)
+        return ck_err_fail(err, CK_ERR_INPUT, "--set: expected NAME=VALUE with NAME a dim of the "
+                       "model (letters, digits, '_') and VALUE a whole number, got '%.200s'", arg);
+    char flag[256];
+    snprintf(flag, sizeof flag, "--set %.*s", len > 200 ? 200 : (int)len, arg);
+    return set_dim(o, arg, len, eq + 1, flag, err);
+}
+
 int ck_options_workload(int code, const char *arg, ck_workload_opts *o, ck_err *err)
 {
+    uint64_t rank;
     switch (code) {
     case CK_OPT_GRANULARITY:
         if (!ck_workload_granularity_parse(arg, &o->granularity))
@@ -32,6 +63,29 @@ int ck_options_workload(int code, const char *arg, ck_workload_opts *o, ck_err *
         return parse_rate(arg, "--mem-bandwidth", &o->cost.mem_bandwidth, err);
     case CK_OPT_COSTS:
         o->costs_path = arg;
+        return CK_OK;
+    case CK_OPT_SET:
+        return parse_set(arg, &o->model, err);
+    case CK_OPT_SEQ:
+        return set_dim(&o->model, "T", 1, arg, "--seq", err);
+    case CK_OPT_BATCH:
+        return set_dim(&o->model, "B", 1, arg, "--batch", err);
+    case CK_OPT_RECIPE:
+        o->model.recipe = arg;
+        return CK_OK;
+    case CK_OPT_OPTIMIZER:
+        o->model.optimizer = arg;
+        return CK_OK;
+    case CK_OPT_LORA:
+        rank = 0;
+        if (ck_options_parse_count(arg, "--lora", 1, 65536, &rank, err) != CK_OK)
+            return CK_ERR_INPUT;
+        o->model.lora_rank = rank;
+        return CK_OK;
+    case CK_OPT_ATTENTION:
+        if (strcmp(arg, "eager") != 0 && strcmp(arg, "sdpa") != 0 && strcmp(arg, "flash") != 0)
+            return ck_err_fail(err, CK_ERR_INPUT, "--attention: expected eager, sdpa or flash, got '%.200s'", arg);
+        o->model.attention = arg;
         return CK_OK;
     default:
         return ck_err_fail(err, CK_ERR_INPUT, "internal error: option code %d", code);
@@ -53,6 +107,21 @@ void ck_options_workload_help(FILE *out)
             "  --costs FILE          for model files: stage times measured by 'ckplan profile'\n"
             "                        instead of the cost model\n",
             cost.gemm_flops, cost.mem_bandwidth);
+    ck_options_model_help(out);
+}
+
+void ck_options_model_help(FILE *out)
+{
+    fprintf(out,
+            "  --set NAME=VALUE      for model files: give dim NAME this value instead of the\n"
+            "                        file's (dims computed from it follow); repeatable\n"
+            "  --seq N, --batch N    the same as --set T=N and --set B=N\n"
+            "  --optimizer NAME      for model files: the optimizer whose state is counted,\n"
+            "                        instead of the file's: none, sgd, momentum, adam\n"
+            "  --recipe NAME         for model files: the training recipe (dtypes of\n"
+            "                        parameters, gradients, activations, master weights)\n"
+            "  --lora R              for Hugging Face configs: rank-R adapters on a frozen model\n"
+            "  --attention KIND      for Hugging Face configs: eager, sdpa or flash\n");
 }
 
 int ck_options_parse_count(const char *text, const char *flag, uint64_t min, uint64_t max, uint64_t *out,

@@ -17,6 +17,13 @@ enum {
     CK_OPT_GEMM_FLOPS,
     CK_OPT_MEM_BANDWIDTH,
     CK_OPT_COSTS,
+    CK_OPT_SET,
+    CK_OPT_SEQ,
+    CK_OPT_BATCH,
+    CK_OPT_RECIPE,
+    CK_OPT_OPTIMIZER,
+    CK_OPT_LORA,
+    CK_OPT_ATTENTION,
     CK_OPT_BUDGET,
     CK_OPT_PLANNER,
     CK_OPT_SLOTS,
@@ -28,15 +35,28 @@ enum {
     {"granularity", required_argument, NULL, CK_OPT_GRANULARITY},                                  \
         {"gemm-flops", required_argument, NULL, CK_OPT_GEMM_FLOPS},                                \
         {"mem-bandwidth", required_argument, NULL, CK_OPT_MEM_BANDWIDTH},                          \
-        {"costs", required_argument, NULL, CK_OPT_COSTS}
+        {"costs", required_argument, NULL, CK_OPT_COSTS}, CK_MODEL_LONG_OPTIONS
+
+/* The workload options that change the model itself. */
+#define CK_MODEL_LONG_OPTIONS                                                                      \
+    {"set", required_argument, NULL, CK_OPT_SET},                                              \
+        {"seq", required_argument, NULL, CK_OPT_SEQ},                                          \
+        {"batch", required_argument, NULL, CK_OPT_BATCH},                                      \
+        {"recipe", required_argument, NULL, CK_OPT_RECIPE},                                    \
+        {"optimizer", required_argument, NULL, CK_OPT_OPTIMIZER},                              \
+        {"lora", required_argument, NULL, CK_OPT_LORA},                                        \
+        {"attention", required_argument, NULL, CK_OPT_ATTENTION}
 
 /* Whether getopt code is one of CK_WORKLOAD_LONG_OPTIONS. */
-#define CK_IS_WORKLOAD_OPTION(code) ((code) >= CK_OPT_GRANULARITY && (code) <= CK_OPT_COSTS)
+#define CK_IS_WORKLOAD_OPTION(code) ((code) >= CK_OPT_GRANULARITY && (code) <= CK_OPT_ATTENTION)
 
-/* Applies a workload option; CK_OK, or CK_ERR_INPUT naming the option and what it takes. */
+/* Applies a workload option; CK_OK, or CK_ERR_INPUT naming the option and what it takes.
+ * String values are kept as pointers into arg: pass argv's strings. */
 int ck_options_workload(int code, const char *arg, ck_workload_opts *o, ck_err *err);
 /* The help lines of the workload options, with their defaults. */
 void ck_options_workload_help(FILE *out);
+/* The help lines of CK_MODEL_LONG_OPTIONS alone. */
+void ck_options_model_help(FILE *out);
 
 /* Parses a whole number in [min, max] given to option `flag`. */
 int ck_options_parse_count(const char *text, const char *flag, uint64_t min, uint64_t max, uint64_t *out,

@@ -246,6 +246,7 @@ static int load_plan_model(const run_args *a, const ck_plan_file *p, ck_workload
                        a->label, p->granularity);
     if (p->has_cost_model)
         opts.cost = p->cost_model;
+    opts.model = p->model_opts;
     char *model = plan_relative(a->plan_path, p->model_path);
     if (!model)
         return ck_err_oom(err);
@@ -588,6 +589,7 @@ int ck_runner_plan(const ck_workload *w, const ck_planner *planner, uint64_t bud
         .planner = planner->name,
         .model_path = w->path,
         .model_sha256 = w->sha256,
+        .model_opts = w->model ? &wopts->model : NULL,
         .budget_bytes = budget,
         .static_bytes = w->statics.total,
         .stages = w->chain.n_stages,

@@ -7,7 +7,8 @@
 #include "planner/json.h"
 
 cJSON *ck_costs_to_json(const ck_chain *c, const char *model_path, const char *sha256,
-                        const char *granularity, uint64_t measured_activation_peak_bytes)
+                        const char *options, const char *granularity,
+                        uint64_t measured_activation_peak_bytes)
 {
     /* A chain document with the costs' identity around it: the stage list keeps the chain
      * format, so a costs file can also be read as a description of the measured chain. */
@@ -18,6 +19,7 @@ cJSON *ck_costs_to_json(const ck_chain *c, const char *model_path, const char *s
               (model = cJSON_AddObjectToObject(root, "model")) &&
               cJSON_AddStringToObject(model, "path", model_path) &&
               cJSON_AddStringToObject(model, "sha256", sha256) &&
+              (!*options || cJSON_AddStringToObject(model, "options", options)) &&
               cJSON_AddStringToObject(root, "granularity", granularity) &&
               ck_json_add_number(root, "measured_activation_peak_bytes",
                                       (double)measured_activation_peak_bytes) &&
@@ -36,15 +38,16 @@ int ck_costs_from_json(const cJSON *root, const char *file, ck_costs *out, ck_er
     static const char *const formats[] = {CK_COSTS_FORMAT, NULL};
     static const char *const keys[] = {"format", "model", "granularity",
                                        "measured_activation_peak_bytes", "chain", NULL};
-    static const char *const model_keys[] = {"path", "sha256", NULL};
+    static const char *const model_keys[] = {"path", "sha256", "options", NULL};
     memset(out, 0, sizeof *out);
-    const char *format, *path = NULL, *sha = NULL, *granularity = NULL;
+    const char *format, *path = NULL, *sha = NULL, *granularity = NULL, *options = "";
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
     int rc = ck_json_expect_format(root, formats, file, "", &format, err);
     if (rc == CK_OK) rc = ck_json_expect_object(root, keys, file, "", err);
     if (rc == CK_OK) rc = ck_json_expect_object(model, model_keys, file, "model", err);
     if (rc == CK_OK) rc = ck_json_get_string(model, "path", true, &path, file, "model", err);
     if (rc == CK_OK) rc = ck_json_get_string(model, "sha256", true, &sha, file, "model", err);
+    if (rc == CK_OK) rc = ck_json_get_string(model, "options", false, &options, file, "model", err);
     if (rc == CK_OK) rc = ck_json_get_string(root, "granularity", true, &granularity, file, "", err);
     if (rc == CK_OK)
         rc = ck_json_get_u64(root, "measured_activation_peak_bytes", true,
@@ -57,7 +60,8 @@ int ck_costs_from_json(const cJSON *root, const char *file, ck_costs *out, ck_er
         out->model_path = strdup(path);
         out->model_sha256 = strdup(sha);
         out->granularity = strdup(granularity);
-        if (!out->model_path || !out->model_sha256 || !out->granularity)
+        out->model_options = strdup(options);
+        if (!out->model_path || !out->model_sha256 || !out->granularity || !out->model_options)
             rc = ck_err_oom(err);
     }
     if (rc != CK_OK)
@@ -70,17 +74,23 @@ void ck_costs_free(ck_costs *c)
     free(c->model_path);
     free(c->model_sha256);
     free(c->granularity);
+    free(c->model_options);
     ck_chain_free(&c->chain);
     memset(c, 0, sizeof *c);
 }
 
 int ck_costs_apply(const ck_costs *costs, const char *costs_file, const char *sha256,
-                   const char *granularity, ck_chain *chain, ck_err *err)
+                   const char *options, const char *granularity, ck_chain *chain, ck_err *err)
 {
     if (strcmp(costs->model_sha256, sha256) != 0)
         return ck_err_fail(err, CK_ERR_INPUT, "%s: model.sha256: measured on a different version of "
                                           "%s; run 'ckplan profile' again", costs_file,
                        costs->model_path);
+    if (strcmp(costs->model_options, options) != 0)
+        return ck_err_fail(err, CK_ERR_INPUT, "%s: model.options: measured with the model options "
+                       "'%.300s', planning with '%.300s'; give the same options or profile again",
+                       costs_file, *costs->model_options ? costs->model_options : "(none)",
+                       *options ? options : "(none)");
     if (strcmp(costs->granularity, granularity) != 0)
         return ck_err_fail(err, CK_ERR_INPUT, "%s: granularity: measured at '%s' granularity, planning "
                                           "at '%s'; use --granularity %s or profile again",

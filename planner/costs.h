@@ -14,21 +14,25 @@
 /* The measured times of a chain's stages, in seconds. */
 typedef struct {
     char *model_path, *model_sha256, *granularity;
+    char *model_options; /* ck_model_opts_key of the options it was measured with; "" none */
     ck_chain chain; /* names and times; sizes as derived (for reference) */
     uint64_t measured_activation_peak_bytes; /* tracked peak of a store-everything step */
 } ck_costs;
 
-/* The document for chain c of the model at path with digest sha256 (caller's strings). */
+/* The document for chain c of the model at path with digest sha256, loaded with the options
+ * whose ck_model_opts_key is options ("" for none) (caller's strings). */
 cJSON *ck_costs_to_json(const ck_chain *c, const char *model_path, const char *sha256,
-                        const char *granularity, uint64_t measured_activation_peak_bytes);
+                        const char *options, const char *granularity,
+                        uint64_t measured_activation_peak_bytes);
 int ck_costs_from_json(const cJSON *root, const char *file, ck_costs *out, ck_err *err);
 void ck_costs_free(ck_costs *c);
 
 /* Replaces the times of chain with the measured ones. Refuses (CK_ERR_INPUT, naming
- * costs_file) costs measured on another model file (sha256), at another granularity, or
- * on a chain whose stages differ. */
+ * costs_file) costs measured on another model file (sha256), with other model options
+ * (options, a ck_model_opts_key), at another granularity, or on a chain whose stages
+ * differ. */
 int ck_costs_apply(const ck_costs *costs, const char *costs_file, const char *sha256,
-                   const char *granularity, ck_chain *chain, ck_err *err);
+                   const char *options, const char *granularity, ck_chain *chain, ck_err *err);
 
 /* The chain times of a profile. median[k] is the measured time of every->actions[k], a
  * schedule that checkpoints every stage of c (each stage runs F_ck, but the last, F_all

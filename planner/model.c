@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "planner/dimexpr.h"
 #include "planner/index.h"
 #include "planner/json.h"
 #include "planner/size.h"
@@ -50,6 +51,7 @@ typedef struct {
 typedef struct {
     const char *file;
     ck_err *err;
+    const ck_model_opts *opts; /* never NULL */
     dim dims[CK_MODEL_MAX_DIMS];
     size_t n_dims;
     const char **input_names;
@@ -130,7 +132,7 @@ static int refuse_repeated_name(loader *ld, ck_index *ix, const char *list, int 
 
 /* ---- dims and dim expressions ---- */
 
-#define DIM_EXPECTED "a positive integer, a dim name or a product like \"4*C\""
+#define DIM_EXPECTED "a positive integer, a dim name or an expression like \"4*C\" or \"(H+2*KV)*D\""
 
 /* The number of the dim called name[0, len), or CK_INDEX_NONE. A scan, since there are at
  * most CK_MODEL_MAX_DIMS dims. */
@@ -140,6 +142,14 @@ static size_t find_dim(const loader *ld, const char *name, size_t len)
         if (strlen(ld->dims[i].name) == len && strncmp(ld->dims[i].name, name, len) == 0)
             return i;
     return CK_INDEX_NONE;
+}
+
+static bool lookup_dim(const void *ctx, const char *name, size_t len, uint64_t *value)
+{
+    size_t d = find_dim(ctx, name, len);
+    if (d != CK_INDEX_NONE)
+        *value = ((const loader *)ctx)->dims[d].value;
+    return d != CK_INDEX_NONE;
 }
 
 static int parse_dim(loader *ld, const cJSON *v, const char *path, uint64_t *out)
@@ -153,52 +163,103 @@ static int parse_dim(loader *ld, const cJSON *v, const char *path, uint64_t *out
     }
     if (!cJSON_IsString(v))
         return expected(ld, path, DIM_EXPECTED, v);
-    uint64_t value = 1;
-    const char *p = v->valuestring;
-    for (;;) {
-        while (*p == ' ')
-            p++;
-        const char *start = p;
-        uint64_t factor = 0;
-        if (isdigit((unsigned char)*p)) {
-            while (isdigit((unsigned char)*p))
-                if (!ck_size_mul(factor, 10, &factor) || !ck_size_add(factor, (uint64_t)(*p++ - '0'), &factor))
-                    return fail_at(ld, path, "\"%s\" overflows 64 bits", v->valuestring);
-        } else {
-            while (isalnum((unsigned char)*p) || *p == '_')
-                p++;
-            if (p == start)
-                return expected(ld, path, DIM_EXPECTED, v);
-            size_t d = find_dim(ld, start, (size_t)(p - start));
-            if (d == CK_INDEX_NONE)
-                return fail_at(ld, path, "unknown dim \"%.*s\" (dims are defined in \"dims\", "
-                                         "before their use)", (int)(p - start), start);
-            factor = ld->dims[d].value;
-        }
-        if (!ck_size_mul(value, factor, &value))
-            return fail_at(ld, path, "\"%s\" overflows 64 bits", v->valuestring);
-        while (*p == ' ')
-            p++;
-        if (*p == '\0')
-            break;
-        if (*p++ != '*')
-            return expected(ld, path, DIM_EXPECTED, v);
-    }
-    if (value == 0)
-        return fail_at(ld, path, "expected a positive size, got \"%s\" = 0", v->valuestring);
-    *out = value;
+    const char *text = v->valuestring;
+    int shown = strlen(text) > 200 ? 200 : (int)strlen(text);
+    char why[256];
+    if (!ck_dimexpr_eval(text, lookup_dim, ld, out, why, sizeof why))
+        return fail_at(ld, path, "%s in \"%.*s\" (expected %s; dims are defined in \"dims\", "
+                                 "before their use)", why, shown, text, DIM_EXPECTED);
+    if (*out == 0)
+        return fail_at(ld, path, "expected a positive size, got \"%.*s\" = 0", shown, text);
     return CK_OK;
 }
 
+/* The value --set gives dim name[0, len), or NULL. */
+static const ck_model_set *find_set(const ck_model_opts *o, const char *name, size_t len)
+{
+    for (size_t i = 0; i < o->n_sets; i++)
+        if (o->sets[i].len == len && strncmp(o->sets[i].name, name, len) == 0)
+            return &o->sets[i];
+    return NULL;
+}
+
+bool ck_model_opts_set(ck_model_opts *o, const char *name, size_t len, uint64_t value)
+{
+    ck_model_set *s = (ck_model_set *)find_set(o, name, len);
+    if (!s && o->n_sets == CK_MODEL_MAX_DIMS)
+        return false;
+    if (!s)
+        s = &o->sets[o->n_sets++];
+    *s = (ck_model_set){name, len, value};
+    return true;
+}
+
+bool ck_model_opts_any(const ck_model_opts *o)
+{
+    return o->n_sets || o->recipe || o->optimizer || o->lora_rank || o->attention;
+}
+
+static int compare_sets(const void *a, const void *b)
+{
+    const ck_model_set *x = a, *y = b;
+    size_t n = x->len < y->len ? x->len : y->len;
+    int c = strncmp(x->name, y->name, n);
+    return c ? c : (x->len > y->len) - (x->len < y->len);
+}
+
+char *ck_model_opts_key(const ck_model_opts *o)
+{
+    ck_model_set sorted[CK_MODEL_MAX_DIMS];
+    memcpy(sorted, o->sets, o->n_sets * sizeof *sorted);
+    qsort(sorted, o->n_sets, sizeof *sorted, compare_sets);
+    size_t size = 128 + (o->recipe ? strlen(o->recipe) : 0) + (o->optimizer ? strlen(o->optimizer) : 0) +
+                  (o->attention ? strlen(o->attention) : 0);
+    for (size_t i = 0; i < o->n_sets; i++)
+        size += sorted[i].len + 24;
+    char *key = malloc(size);
+    if (!key)
+        return NULL;
+    size_t used = 0;
+    key[0] = '\0';
+#define KEY_ADD(...) used += (size_t)snprintf(key + used, size - used, __VA_ARGS__)
+    for (size_t i = 0; i < o->n_sets; i++)
+        KEY_ADD("%s%.*s=%llu", used ? " " : "", (int)sorted[i].len, sorted[i].name,
+                (unsigned long long)sorted[i].value);
+    if (o->recipe) KEY_ADD("%srecipe=%s", used ? " " : "", o->recipe);
+    if (o->optimizer) KEY_ADD("%soptimizer=%s", used ? " " : "", o->optimizer);
+    if (o->lora_rank) KEY_ADD("%slora=%llu", used ? " " : "", (unsigned long long)o->lora_rank);
+    if (o->attention) KEY_ADD("%sattention=%s", used ? " " : "", o->attention);
+#undef KEY_ADD
+    return key;
+}
+
+/* Every --set must name a dim of the file: a misspelt name would otherwise change nothing. */
+static int check_sets_used(loader *ld)
+{
+    for (size_t i = 0; i < ld->opts->n_sets; i++) {
+        const ck_model_set *set = &ld->opts->sets[i];
+        if (find_dim(ld, set->name, set->len) != CK_INDEX_NONE)
+            continue;
+        char names[512] = "";
+        size_t used = 0;
+        for (size_t d = 0; d < ld->n_dims && used < sizeof names; d++)
+            used += (size_t)snprintf(names + used, sizeof names - used, "%s%s", d ? ", " : "",
+                                     ld->dims[d].name);
+        return fail_at(ld, "dims", "--set %.*s: the model has no dim of that name (its dims: %s)",
+                       set->len > 200 ? 200 : (int)set->len, set->name, ld->n_dims ? names : "none");
+    }
+    return CK_OK;
+}
+
+/* Reads dims in order; a dim given by --set takes that value (after its own expression is
+ * checked), and later dims are computed from it. */
 static int read_dims(loader *ld, const cJSON *root)
 {
     const cJSON *dims = cJSON_GetObjectItemCaseSensitive(root, "dims");
-    if (!dims)
-        return CK_OK;
-    if (!cJSON_IsObject(dims))
+    if (dims && !cJSON_IsObject(dims))
         return expected(ld, "dims", "an object of named sizes", dims);
     /* dims are keys: the parse refused a name given twice (ck_json_parse) */
-    for (const cJSON *d = dims->child; d; d = d->next) {
+    for (const cJSON *d = dims ? dims->child : NULL; d; d = d->next) {
         char path[CK_JSON_PATH_MAX];
         ck_json_path_key(path, "dims", d->string);
         if (!is_identifier(d->string))
@@ -209,9 +270,10 @@ static int read_dims(loader *ld, const cJSON *root)
         int rc = parse_dim(ld, d, path, &value);
         if (rc != CK_OK)
             return rc;
-        ld->dims[ld->n_dims++] = (dim){d->string, value};
+        const ck_model_set *set = find_set(ld->opts, d->string, strlen(d->string));
+        ld->dims[ld->n_dims++] = (dim){d->string, set ? set->value : value};
     }
-    return CK_OK;
+    return check_sets_used(ld);
 }
 
 static int get_dtype(loader *ld, const cJSON *obj, const char *key, const char *path,
@@ -223,7 +285,8 @@ static int get_dtype(loader *ld, const cJSON *obj, const char *key, const char *
         return rc;
     char mpath[CK_JSON_PATH_MAX];
     ck_json_path_key(mpath, path, key);
-    if (!ck_dtype_parse(name, out) || (float_only && !ck_dtype_is_float(*out)))
+    if (!ck_dtype_parse(name, out) || (float_only && !ck_dtype_is_float(*out)) ||
+        *out == CK_I64) /* int64 is moe's saved indices' type, not an input's */
         return fail_at(ld, mpath, "expected %s, got \"%s\"",
                        float_only ? "f32, bf16 or f16" : "f32, bf16, f16, int32 or u8", name);
     return CK_OK;
@@ -246,12 +309,16 @@ static int read_training(loader *ld, const cJSON *root, ck_training *t)
     if (rc == CK_OK) rc = ck_json_get_bool(tr, "master_weights", false, &t->master_weights, ld->file, "training", ld->err);
     if (rc != CK_OK)
         return rc;
+    const char *given = ld->opts->optimizer ? "--optimizer" : "training.optimizer";
+    if (ld->opts->optimizer)
+        opt = ld->opts->optimizer;
     if (opt) {
         size_t i = 0;
         while (i < 4 && strcmp(opt, optimizers[i]) != 0)
             i++;
         if (i == 4)
-            return fail_at(ld, "training.optimizer", "expected none, sgd, momentum or adam, got \"%s\"", opt);
+            return ck_err_fail(ld->err, CK_ERR_INPUT, "%s: %s: expected none, sgd, momentum or adam, "
+                           "got \"%.*s\"", ld->file, given, strlen(opt) > 200 ? 200 : (int)strlen(opt), opt);
         t->optimizer = (ck_optimizer)i;
     }
     if (t->master_weights && t->param_dtype == CK_F32)
@@ -882,7 +949,7 @@ static int expand(loader *ld, const ck_ttype *input_types)
 static int load(loader *ld, const cJSON *root)
 {
     static const char *const keys[] = {"format", "name", "dtype", "dims", "training", "inputs",
-                                       "blocks", "nodes", NULL};
+                                       "blocks", "nodes", "use_cache", NULL};
     static const char *const model_format[] = {CK_MODEL_FORMAT, NULL};
     const char *format = NULL, *name = "";
     const cJSON *nodes = NULL;
@@ -892,6 +959,7 @@ static int load(loader *ld, const cJSON *root)
     if (rc == CK_OK) rc = ck_json_get_string(root, "name", false, &name, ld->file, "", ld->err);
     ld->m->dtype = CK_F32;
     if (rc == CK_OK) rc = get_dtype(ld, root, "dtype", "", true, &ld->m->dtype);
+    if (rc == CK_OK) rc = ck_json_get_bool(root, "use_cache", false, &ld->m->use_cache, ld->file, "", ld->err);
     if (rc == CK_OK) rc = read_dims(ld, root);
     if (rc == CK_OK) rc = read_training(ld, root, &ld->m->training);
     if (rc == CK_OK) rc = read_inputs(ld, root, &input_types);
@@ -916,7 +984,23 @@ static int load(loader *ld, const cJSON *root)
 
 int ck_model_from_json(const cJSON *root, const char *file, ck_model **out, ck_err *err)
 {
-    loader ld = {.file = file, .err = err};
+    return ck_model_from_json_opts(root, file, NULL, out, err);
+}
+
+int ck_model_from_json_opts(const cJSON *root, const char *file, const ck_model_opts *opts,
+                            ck_model **out, ck_err *err)
+{
+    static const ck_model_opts none = {0};
+    if (!opts)
+        opts = &none;
+    if (opts->recipe)
+        return ck_err_fail(err, CK_ERR_INPUT, "%s: --recipe: training recipes are not built yet",
+                       file);
+    if (opts->lora_rank || opts->attention)
+        return ck_err_fail(err, CK_ERR_INPUT, "%s: %s applies to Hugging Face configs only; in a "
+                       "ckplan-model/1 file, write it in the graph", file,
+                       opts->lora_rank ? "--lora" : "--attention");
+    loader ld = {.file = file, .err = err, .opts = opts};
     ld.m = calloc(1, sizeof *ld.m);
     if (!ld.m)
         return ck_err_oom(err);

@@ -60,6 +60,7 @@ typedef struct {
     char *file, *name;
     ck_dtype dtype; /* of activations */
     ck_training training;
+    bool use_cache; /* the model keeps a KV cache when run (Hugging Face's use_cache) */
     size_t n_inputs; /* tensors [0, n_inputs) are the graph inputs; tensor 0 is x_0 */
     size_t n_tensors;
     ck_tensor *tensors;
@@ -69,8 +70,40 @@ typedef struct {
     ck_group *groups;
 } ck_model;
 
+/* A dim given a value from outside the file (`--set NAME=VALUE`, `--seq`, `--batch`). */
+typedef struct {
+    const char *name; /* name[0, len): it may be part of a longer string ("T=4096") */
+    size_t len;
+    uint64_t value;
+} ck_model_set;
+
+/* What the command line changes in a model as it is loaded. Strings are borrowed. Every
+ * field's zero value means "as the file says". */
+typedef struct {
+    size_t n_sets;
+    ck_model_set sets[CK_MODEL_MAX_DIMS]; /* names distinct */
+    const char *recipe;    /* a training recipe's name, or NULL */
+    const char *optimizer; /* an optimizer's name, or NULL */
+    uint64_t lora_rank;    /* Hugging Face configs only: 0, no adapters */
+    const char *attention; /* Hugging Face configs only: "eager", "sdpa", "flash" or NULL */
+} ck_model_opts;
+
+/* Sets dim name[0, len) to value in o, replacing an earlier value of the same name; false
+ * when o already holds CK_MODEL_MAX_DIMS others. */
+bool ck_model_opts_set(ck_model_opts *o, const char *name, size_t len, uint64_t value);
+/* Whether o changes anything. */
+bool ck_model_opts_any(const ck_model_opts *o);
+/* o as canonical text, the same for options that make the same model: "B=1 T=4096
+ * recipe=bf16-master" (sets sorted by name), "" for none. The caller frees it; NULL when out
+ * of memory. */
+char *ck_model_opts_key(const ck_model_opts *o);
+
 /* Reads and validates a `ckplan-model/1` document; `file` names it in messages. */
 int ck_model_from_json(const cJSON *root, const char *file, ck_model **out, ck_err *err);
+/* The same, changed by opts (NULL: nothing). A set naming no dim of the file, and options
+ * that only Hugging Face configs take, are errors. */
+int ck_model_from_json_opts(const cJSON *root, const char *file, const ck_model_opts *opts,
+                            ck_model **out, ck_err *err);
 void ck_model_free(ck_model *m);
 
 /* "none", "sgd", "momentum", "adam". */

@@ -3,6 +3,7 @@
 #include <ctype.h>
 #include <math.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "planner/json.h"
@@ -67,6 +68,25 @@ static bool add_stage_info(cJSON *root, const ck_plan_stage_map *m)
     return ok;
 }
 
+/* model.options: what the command line changed in the model, so that `run` loads it again
+ * the same way. */
+static bool add_model_opts(cJSON *model, const ck_model_opts *o)
+{
+    if (!o || !ck_model_opts_any(o))
+        return true;
+    cJSON *opts = cJSON_AddObjectToObject(model, "options"), *set = NULL;
+    bool ok = opts && (!o->n_sets || (set = cJSON_AddObjectToObject(opts, "set")));
+    for (size_t i = 0; ok && i < o->n_sets; i++) {
+        char name[CK_JSON_PATH_MAX];
+        snprintf(name, sizeof name, "%.*s", (int)o->sets[i].len, o->sets[i].name);
+        ok = o->sets[i].len < sizeof name && add_u64(set, name, o->sets[i].value);
+    }
+    return ok && (!o->recipe || cJSON_AddStringToObject(opts, "recipe", o->recipe)) &&
+           (!o->optimizer || cJSON_AddStringToObject(opts, "optimizer", o->optimizer)) &&
+           (!o->lora_rank || add_u64(opts, "lora", o->lora_rank)) &&
+           (!o->attention || cJSON_AddStringToObject(opts, "attention", o->attention));
+}
+
 cJSON *ck_plan_to_json(const ck_plan_doc *d)
 {
     cJSON *root = cJSON_CreateObject();
@@ -78,6 +98,7 @@ cJSON *ck_plan_to_json(const ck_plan_doc *d)
               (model = cJSON_AddObjectToObject(root, "model")) &&
               cJSON_AddStringToObject(model, "path", d->model_path) &&
               cJSON_AddStringToObject(model, "sha256", d->model_sha256) &&
+              add_model_opts(model, d->model_opts) &&
               add_u64(root, "budget_bytes", d->budget_bytes) &&
               add_u64(root, "stages", d->stages) &&
               (pred = cJSON_AddObjectToObject(root, "predicted")) &&
@@ -276,10 +297,49 @@ static int check_sha256(const char *sha, const char *file, ck_err *err)
                                       "\"%.70s\"", file, sha);
 }
 
+static int read_model_sets(const cJSON *set, const char *file, ck_model_opts *o, ck_err *err)
+{
+    int rc = cJSON_IsObject(set) ? CK_OK
+             : ck_err_fail(err, CK_ERR_INPUT, "%s: model.options.set: expected an object of dim "
+                           "names and sizes", file);
+    for (const cJSON *d = set->child; rc == CK_OK && d; d = d->next) {
+        char path[CK_JSON_PATH_MAX];
+        ck_json_path_key(path, "model.options.set", d->string);
+        uint64_t v = 0;
+        rc = ck_json_as_u64(d, &v, file, path, err);
+        if (rc == CK_OK && (v == 0 || !ck_model_opts_set(o, d->string, strlen(d->string), v)))
+            rc = ck_err_fail(err, CK_ERR_INPUT, "%s: %s: expected a positive size (at most %d dims)",
+                             file, path, CK_MODEL_MAX_DIMS);
+    }
+    return rc;
+}
+
+/* model.options, as add_model_opts writes it; its values are checked when the model is
+ * loaded with them. */
+static int read_model_opts(const cJSON *model, const char *file, ck_plan_file *out, ck_err *err)
+{
+    static const char *const keys[] = {"set", "recipe", "optimizer", "lora", "attention", NULL};
+    const cJSON *given = cJSON_GetObjectItemCaseSensitive(model, "options");
+    if (!given)
+        return CK_OK;
+    if (!(out->model_opts_json = cJSON_Duplicate(given, true)))
+        return ck_err_oom(err);
+    const cJSON *opts = out->model_opts_json, *set = cJSON_GetObjectItemCaseSensitive(opts, "set");
+    ck_model_opts *o = &out->model_opts;
+    const char *path = "model.options";
+    int rc = ck_json_expect_object(opts, keys, file, path, err);
+    if (rc == CK_OK && set) rc = read_model_sets(set, file, o, err);
+    if (rc == CK_OK) rc = ck_json_get_string(opts, "recipe", false, &o->recipe, file, path, err);
+    if (rc == CK_OK) rc = ck_json_get_string(opts, "optimizer", false, &o->optimizer, file, path, err);
+    if (rc == CK_OK) rc = ck_json_get_u64(opts, "lora", false, &o->lora_rank, file, path, err);
+    if (rc == CK_OK) rc = ck_json_get_string(opts, "attention", false, &o->attention, file, path, err);
+    return rc;
+}
+
 int ck_plan_from_json(const cJSON *root, const char *file, ck_plan_file *out, ck_err *err)
 {
     static const char *const formats[] = {CK_PLAN_FORMAT, NULL};
-    static const char *const model_keys[] = {"path", "sha256", NULL};
+    static const char *const model_keys[] = {"path", "sha256", "options", NULL};
     memset(out, 0, sizeof *out);
     const char *format, *planner = NULL, *path = NULL, *sha = NULL;
     const cJSON *model = NULL, *schedule = NULL;
@@ -292,6 +352,7 @@ int ck_plan_from_json(const cJSON *root, const char *file, ck_plan_file *out, ck
     if (rc == CK_OK) rc = ck_json_get_string(model, "path", true, &path, file, "model", err);
     if (rc == CK_OK) rc = ck_json_get_string(model, "sha256", true, &sha, file, "model", err);
     if (rc == CK_OK) rc = check_sha256(sha, file, err);
+    if (rc == CK_OK) rc = read_model_opts(model, file, out, err);
     if (rc == CK_OK) rc = ck_json_get_u64(root, "budget_bytes", true, &out->budget_bytes, file, "", err);
     if (rc == CK_OK) rc = ck_json_get_u64(root, "stages", true, &stages, file, "", err);
     if (rc == CK_OK && stages == 0)
@@ -319,6 +380,7 @@ void ck_plan_file_free(ck_plan_file *p)
     free(p->planner);
     free(p->model_path);
     free(p->model_sha256);
+    cJSON_Delete(p->model_opts_json);
     free(p->granularity);
     free(p->costs_path);
     for (size_t i = 0; p->stage_info && i < p->stages; i++) {

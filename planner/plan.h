@@ -8,6 +8,7 @@
 #include <cjson/cJSON.h>
 
 #include "planner/derive.h"
+#include "planner/model.h"
 #include "planner/planner.h"
 #include "planner/schedule.h"
 
@@ -26,6 +27,7 @@ typedef struct {
 typedef struct {
     const char *planner;
     const char *model_path, *model_sha256;
+    const ck_model_opts *model_opts; /* model.options; NULL or empty: none written */
     uint64_t budget_bytes; /* the whole step's budget, as given */
     uint64_t static_bytes;
     size_t stages;
@@ -59,6 +61,8 @@ typedef struct {
  * are the file's claims; planner/plan_check replays the schedule to check them. */
 typedef struct {
     char *planner, *model_path, *model_sha256;
+    ck_model_opts model_opts; /* model.options; its strings point into model_opts_json */
+    cJSON *model_opts_json;   /* owned copy of model.options, or NULL */
     char *granularity; /* NULL when the plan was made from a chain file */
     char *costs_path;  /* details.costs: the profiled costs the times came from, or NULL */
     bool has_cost_model;

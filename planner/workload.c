@@ -15,6 +15,7 @@ void ck_workload_opts_default(ck_workload_opts *o)
 {
     o->granularity = CK_GRAN_BLOCK;
     o->costs_path = NULL;
+    o->model = (ck_model_opts){0};
     ck_derive_cost_model_default(&o->cost);
 }
 
@@ -44,8 +45,11 @@ int ck_workload_apply_costs(ck_workload *w, const ck_workload_opts *opts, ck_err
     cJSON_Delete(root);
     if (rc != CK_OK)
         return rc;
-    rc = ck_costs_apply(&costs, opts->costs_path, w->sha256, ck_workload_granularity_name(opts->granularity),
-                        &w->chain, err);
+    char *key = ck_model_opts_key(&opts->model);
+    rc = key ? ck_costs_apply(&costs, opts->costs_path, w->sha256, key,
+                              ck_workload_granularity_name(opts->granularity), &w->chain, err)
+             : ck_err_oom(err);
+    free(key);
     ck_costs_free(&costs);
     return rc;
 }
@@ -53,7 +57,7 @@ int ck_workload_apply_costs(ck_workload *w, const ck_workload_opts *opts, ck_err
 static int load_model(const cJSON *root, const char *path, const ck_workload_opts *opts,
                       ck_workload *w, ck_err *err)
 {
-    int rc = ck_model_from_json(root, path, &w->model, err);
+    int rc = ck_model_from_json_opts(root, path, &opts->model, &w->model, err);
     if (rc == CK_OK)
         rc = ck_derive_chain(w->model, opts->granularity, &opts->cost, &w->chain, &w->stage_first,
                                err);
@@ -117,6 +121,10 @@ int ck_workload_load(const char *path, const ck_workload_opts *opts, ck_workload
     else if (rc == CK_OK && opts->costs_path)
         rc = ck_err_fail(err, CK_ERR_INPUT, "%s: --costs applies to model files; a chain file "
                                         "carries its own times", path);
+    else if (rc == CK_OK && ck_model_opts_any(&opts->model))
+        rc = ck_err_fail(err, CK_ERR_INPUT, "%s: --set, --seq, --batch, --optimizer, --recipe, "
+                                        "--lora and --attention apply to model files; a chain "
+                                        "file's stages are fixed", path);
     else if (rc == CK_OK)
         rc = ck_chain_from_json(root, path, "", &out->chain, err);
     cJSON_Delete(root);

@@ -17,6 +17,7 @@ typedef struct {
     ck_granularity granularity;
     ck_cost_model cost;
     const char *costs_path; /* measured stage times replacing the cost model, or NULL */
+    ck_model_opts model;    /* model files: what the command line changes in the model */
 } ck_workload_opts;
 
 typedef struct {
