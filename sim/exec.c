@@ -11,6 +11,7 @@
 #include "planner/size.h"
 #include "sim/kernel.h"
 #include "sim/clock.h"
+#include "sim/widen.h"
 
 /* Streams of the counter-based generator that are not dropout (node) streams: parameters
  * use step INIT_STEP, inputs node INPUT_NODE - tensor, stateful draws node STATEFUL + n. */
@@ -57,7 +58,13 @@ struct ck_exec {
     void **grad;             /* per tensor */
     void **held;             /* per input: the static ones (token ids, targets) */
     size_t n_params, n_trainable; /* trainable parameters come first in params */
-    float *params, *grads, *opt_m, *opt_v; /* grads and optimizer state: n_trainable */
+    void *params, *grads; /* in training.param_dtype; grads (n_trainable) in grad_dtype */
+    float *master;        /* with training.master_weights: the f32 copy of the trainable
+                             parameters, which the optimizer updates */
+    float *opt_m, *opt_v; /* the optimizer's moments, f32, n_trainable */
+    float *grads_f32;     /* 16-bit gradients: the last step's, widened for ck_exec_gradients */
+    uint64_t (*kernel_ws)[2]; /* per node: the workspace its f32 kernels take (sim/widen) */
+    ck_widen widen;       /* the f32 views of the pass being run */
     size_t *param_off;  /* per node, into params: where its own parameters begin */
     int32_t *id_limit;  /* per input: token ids and targets lie in [0, limit) */
     ck_rng_key *keys;   /* per node: the dropout stream its saving forward used */
@@ -140,6 +147,27 @@ static int alloc(ck_exec *e, ck_mem_kind kind, void **p, uint64_t bytes, ck_err 
 
 /* ---- parameters, inputs, optimizer ---- */
 
+/* Parameter j as the optimizer sees it: the f32 master copy where there is one (trainable
+ * parameters, which come first, have one). */
+static float param_value(const ck_exec *e, size_t j)
+{
+    return e->master && j < e->n_trainable ? e->master[j]
+                                           : ck_kernel_load(e->m->training.param_dtype, e->params, j);
+}
+
+/* Sets parameter j (and its master copy), rounded to the parameters' dtype. */
+static void set_param(ck_exec *e, size_t j, float x)
+{
+    if (e->master && j < e->n_trainable)
+        e->master[j] = x;
+    ck_kernel_store(e->m->training.param_dtype, e->params, j, x);
+}
+
+static float grad_value(const ck_exec *e, size_t j)
+{
+    return ck_kernel_load(e->m->training.grad_dtype, e->grads, j);
+}
+
 static void init_params(ck_exec *e)
 {
     const ck_model *m = e->m;
@@ -148,11 +176,11 @@ static void init_params(ck_exec *e)
         ck_rng_key key = {e->opts.seed, INIT_STEP, k};
         for (size_t i = 0; i < info->n_param_tensors; i++) {
             const ck_param *pa = &info->params[i];
-            float *p = e->params + e->param_off[k] + pa->offset;
+            size_t at = e->param_off[k] + (size_t)pa->offset;
             for (size_t j = 0; j < (size_t)pa->numel; j++)
-                p[j] = pa->init == CK_INIT_NORMAL ? 0.02f * normalish(key, pa->offset + j)
-                       : pa->init == CK_INIT_ONES ? 1.0f
-                                                  : 0.0f;
+                set_param(e, at + j, pa->init == CK_INIT_NORMAL ? 0.02f * normalish(key, pa->offset + j)
+                                     : pa->init == CK_INIT_ONES ? 1.0f
+                                                                : 0.0f);
         }
     }
 }
@@ -167,26 +195,28 @@ static void fill_input(const ck_exec *e, size_t t, void *buf)
         for (uint64_t j = 0; j < n; j++)
             ids[j] = (int32_t)(ck_rng_u32(key, j) % (uint32_t)e->id_limit[t]);
     } else {
-        float *v = buf;
         for (uint64_t j = 0; j < n; j++)
-            v[j] = normalish(key, j);
+            ck_kernel_store(e->m->tensors[t].type.dtype, buf, j, normalish(key, j));
     }
 }
 
+/* Updates each parameter in f32 from its gradient (read from the gradients' dtype) and the
+ * f32 moments; the result goes to the master copy, where there is one, and rounded into
+ * the parameters. */
 static void optimizer_step(ck_exec *e)
 {
-    float *p = e->params, *g = e->grads, *mo = e->opt_m, *v = e->opt_v;
+    float *mo = e->opt_m, *v = e->opt_v;
     switch (e->m->training.optimizer) {
     case CK_OPT_NONE:
         break;
     case CK_OPT_SGD:
         for (size_t j = 0; j < e->n_trainable; j++)
-            p[j] -= SGD_LR * g[j];
+            set_param(e, j, param_value(e, j) - SGD_LR * grad_value(e, j));
         break;
     case CK_OPT_MOMENTUM:
         for (size_t j = 0; j < e->n_trainable; j++) {
-            mo[j] = MOMENTUM * mo[j] + g[j];
-            p[j] -= SGD_LR * mo[j];
+            mo[j] = MOMENTUM * mo[j] + grad_value(e, j);
+            set_param(e, j, param_value(e, j) - SGD_LR * mo[j]);
         }
         break;
     case CK_OPT_ADAM: {
@@ -194,9 +224,10 @@ static void optimizer_step(ck_exec *e)
         float b1 = 0.9f, b2 = 0.999f;
         float c1 = 1.0f - powf(b1, (float)e->adam_t), c2 = 1.0f - powf(b2, (float)e->adam_t);
         for (size_t j = 0; j < e->n_trainable; j++) {
-            mo[j] = b1 * mo[j] + (1.0f - b1) * g[j];
-            v[j] = b2 * v[j] + (1.0f - b2) * g[j] * g[j];
-            p[j] -= ADAM_LR * (mo[j] / c1) / (sqrtf(v[j] / c2) + 1e-8f);
+            float g = grad_value(e, j);
+            mo[j] = b1 * mo[j] + (1.0f - b1) * g;
+            v[j] = b2 * v[j] + (1.0f - b2) * g * g;
+            set_param(e, j, param_value(e, j) - ADAM_LR * (mo[j] / c1) / (sqrtf(v[j] / c2) + 1e-8f));
         }
         break;
     }
@@ -253,25 +284,37 @@ static void *value(const walk *w, size_t t)
     return plain ? plain : kept;
 }
 
-static float *gradient(const walk *w, size_t t)
+/* The f32 view (sim/widen) of buffer buf of tensor t: its value or its gradient. */
+static void *tensor_view(const walk *w, size_t t, void *buf, bool writes)
 {
-    return w->e->grad[t];
+    const ck_model *m = w->e->m;
+    return ck_widen_view(&w->e->widen, buf, m->tensors[t].type.dtype, numel(m, t), writes);
 }
 
 /* Node k's internal saved tensors, by slot, in the copy the running instruction uses: a
- * saving forward's and a backward's are the kept ones. A forward's scratch ones (kept by
- * nobody) lie in its workspace. */
+ * saving forward's and a backward's are the kept ones; forwards write them. A forward's
+ * scratch ones (kept by nobody) lie in its workspace. */
 static void saved_slots(const walk *w, size_t k, void **saved)
 {
     const ck_op_info *info = &w->e->m->nodes[k].info;
     ck_copy copy = w->mode == WALK_BACKWARD || w->mode == WALK_SAVING ? CK_COPY_KEPT : CK_COPY_PLAIN;
     void **slots = &w->e->saved[(2 * k + copy) * CK_OP_MAX_SAVED];
-    for (size_t s = 0; s < info->n_saved; s++)
-        if (info->saved[s].kind == CK_SAVE_INTERNAL)
-            saved[info->saved[s].slot] = slots[s];
-    const ck_node *n = &w->e->m->nodes[k];
-    for (size_t j = 0; w->mode != WALK_BACKWARD && j < n->n_scratch; j++)
-        saved[n->scratch[j].slot] = (char *)w->e->ws + n->scratch_at[j];
+    for (size_t s = 0; s < info->n_saved; s++) {
+        const ck_saved *sv = &info->saved[s];
+        uint64_t n = 0;
+        ck_ttype_numel(&sv->type, &n); /* checked when the model was loaded */
+        if (sv->kind == CK_SAVE_INTERNAL)
+            saved[sv->slot] = ck_widen_view(&w->e->widen, slots[s], sv->type.dtype, n,
+                                            w->mode != WALK_BACKWARD);
+    }
+    const ck_node *node = &w->e->m->nodes[k];
+    for (size_t j = 0; w->mode != WALK_BACKWARD && j < node->n_scratch; j++) {
+        const ck_saved *sv = &node->scratch[j];
+        uint64_t n = 0;
+        ck_ttype_numel(&sv->type, &n);
+        saved[sv->slot] = ck_widen_view(&w->e->widen, (char *)w->e->ws + node->scratch_at[j],
+                                        sv->type.dtype, n, true);
+    }
 }
 
 /* The dropout stream of node k's forward, kept with x̄ by a saving forward for the
@@ -297,40 +340,72 @@ static bool param_at(const ck_exec *e, size_t k, size_t i, size_t *at)
     return pa->tied || pa->numel > 0;
 }
 
-/* What node k's pass reads and writes. The loss reads x_L and held inputs and writes the
- * gradient of x_L, y_L. Gradients are NULL where a tensor has none. */
+/* The f32 views of node k's parameters and, in a backward, of their gradients, which it
+ * accumulates into. */
+static void param_views(const walk *w, size_t k, ck_kernel_io *io)
+{
+    ck_exec *e = w->e;
+    const ck_training *tr = &e->m->training;
+    const ck_op_info *info = &e->m->nodes[k].info;
+    uint64_t pbytes = ck_dtype_bytes(tr->param_dtype), gbytes = ck_dtype_bytes(tr->grad_dtype);
+    for (size_t i = 0; i < info->n_param_tensors; i++) {
+        size_t at;
+        if (!param_at(e, k, i, &at))
+            continue;
+        const ck_param *pa = &info->params[i];
+        uint64_t n = 1; /* from the shape, which a tied one has too (its numel is 0) */
+        for (size_t r = 0; r < pa->rank; r++)
+            n *= pa->dim[r];
+        io->param[i] = ck_widen_view(&e->widen, (char *)e->params + at * pbytes,
+                                     tr->param_dtype, n, false);
+        if (w->mode == WALK_BACKWARD && e->m->nodes[k].trainable) /* then at < n_trainable */
+            io->dparam[i] = ck_widen_view(&e->widen, (char *)e->grads + at * gbytes,
+                                          tr->grad_dtype, n, true);
+    }
+}
+
+/* The workspace node k's kernel gets for this pass (the loss's covers both of its passes). */
+static void *kernel_workspace(const walk *w, size_t k)
+{
+    const uint64_t *ws = w->e->kernel_ws[k];
+    uint64_t need = w->mode == WALK_BACKWARD ? ws[1]
+                    : w->mode == WALK_LOSS   ? (ws[0] > ws[1] ? ws[0] : ws[1])
+                                             : ws[0];
+    return ck_widen_workspace(&w->e->widen, w->e->ws, w->e->ws_bytes, need);
+}
+
+/* What node k's pass reads and writes, as f32 views. The loss reads x_L and held inputs and
+ * writes the gradient of x_L, y_L. Gradients are NULL where a tensor has none. */
 static ck_kernel_io node_io(const walk *w, size_t k)
 {
     ck_exec *e = w->e;
     const ck_node *n = &e->m->nodes[k];
-    ck_kernel_io io = {.m = e->m, .node = n, .ws = e->ws};
-    bool loss = w->mode == WALK_LOSS;
+    ck_kernel_io io = {.m = e->m, .node = n, .ws = kernel_workspace(w, k)};
+    bool loss = w->mode == WALK_LOSS, backward = w->mode == WALK_BACKWARD;
     for (size_t i = 0; i < n->op->arity; i++) {
         size_t t = n->inputs[i];
-        io.in[i] = value(w, t);
-        if (w->mode == WALK_BACKWARD || (loss && i == 0))
-            io.din[i] = gradient(w, t);
+        io.in[i] = tensor_view(w, t, value(w, t), false);
+        if (backward || (loss && i == 0))
+            io.din[i] = tensor_view(w, t, e->grad[t], true);
     }
-    io.out = value(w, n->output);
-    io.dout = w->mode == WALK_BACKWARD ? gradient(w, n->output) : NULL;
-    for (size_t i = 0; i < n->info.n_param_tensors; i++) {
-        size_t at;
-        if (param_at(e, k, i, &at)) {
-            io.param[i] = e->params + at;
-            io.dparam[i] = n->trainable ? e->grads + at : NULL; /* trainable: at < n_trainable */
-        }
-    }
+    io.out = tensor_view(w, n->output, value(w, n->output), !backward);
+    io.dout = backward ? tensor_view(w, n->output, e->grad[n->output], false) : NULL;
+    param_views(w, k, &io);
     saved_slots(w, k, io.saved);
-    if (w->mode == WALK_BACKWARD)
+    if (backward)
         io.key = e->keys[k];
     else if (n->op->draws)
         io.key = dropout_key(w, k);
     return io;
 }
 
-static void run_node(const walk *w, size_t k)
+/* Node k's pass on f32 views, what it wrote rounded back into the stored tensors. */
+static int run_node(const walk *w, size_t k, ck_err *err)
 {
     ck_kernel_io io = node_io(w, k);
+    int rc = ck_widen_check(&w->e->widen, err);
+    if (rc != CK_OK)
+        return rc;
     if (w->mode == WALK_BACKWARD) {
         ck_kernel_backward(&io);
     } else if (w->mode == WALK_LOSS) {
@@ -340,6 +415,8 @@ static void run_node(const walk *w, size_t k)
     } else {
         ck_kernel_forward(&io);
     }
+    ck_widen_finish(&w->e->widen);
+    return CK_OK;
 }
 
 /* The pointer an event of the program allocates or frees. */
@@ -357,13 +434,13 @@ static void **event_slot(ck_exec *e, const ck_event *ev)
 }
 
 /* The node of the running instruction, in the mode it asks for. */
-static void run_instruction(ck_exec *e, const ck_instr *in)
+static int run_instruction(ck_exec *e, const ck_instr *in, ck_err *err)
 {
     walk w = {e, in, in->kind == CK_INSTR_BACKWARD ? WALK_BACKWARD
                      : in->kind == CK_INSTR_LOSS   ? WALK_LOSS
                      : in->keep                    ? WALK_SAVING
                                                    : WALK_PLAIN};
-    run_node(&w, in->node);
+    return run_node(&w, in->node, err);
 }
 
 /* Allocates and frees real buffers on the events of an instruction (ck_program_run), and
@@ -387,8 +464,7 @@ static int on_event(void *ctx, const ck_instr *in, const ck_event *ev, ck_err *e
         release(e, CK_MEM_WORKSPACE, &e->ws, ev->bytes);
         break;
     case CK_EVENT_RUN:
-        run_instruction(e, in);
-        break;
+        return run_instruction(e, in, err);
     }
     return CK_OK;
 }
@@ -414,7 +490,7 @@ static int model_start_step(ck_exec *e, ck_err *err)
         rc = alloc(e, CK_MEM_ACTIVATION, &e->values[0], m->tensors[0].bytes, err);
     if (rc != CK_OK)
         return rc;
-    memset(e->grads, 0, e->n_trainable * sizeof *e->grads);
+    memset(e->grads, 0, e->n_trainable * ck_dtype_bytes(m->training.grad_dtype));
     for (size_t t = 0; t < m->n_inputs; t++)
         fill_input(e, t, ck_model_is_static(m, t) ? e->held[t] : e->values[0]);
     return CK_OK;
@@ -661,6 +737,8 @@ int ck_exec_step(ck_exec *e, const ck_schedule *s, uint64_t step, ck_step_stats 
         keep_chain_gradients(e);
     e->be->release_step(e);
     ck_action_state_free(&e->actions);
+    if (rc == CK_OK && e->grads_f32)
+        ck_kernel_cast_forward(e->grads_f32, CK_F32, e->grads, e->m->training.grad_dtype, e->n_trainable);
     if (rc == CK_OK && e->m)
         optimizer_step(e);
     if (rc == CK_OK && stats)
@@ -673,7 +751,14 @@ int ck_exec_step(ck_exec *e, const ck_schedule *s, uint64_t step, ck_step_stats 
 const float *ck_exec_gradients(const ck_exec *e, size_t *n)
 {
     *n = e->m ? e->n_trainable : e->n_chain_grads;
-    return e->m ? e->grads : e->chain_grads;
+    if (!e->m)
+        return e->chain_grads;
+    return e->grads_f32 ? e->grads_f32 : e->grads;
+}
+
+void ck_exec_parameters(const ck_exec *e, float *out)
+{
+    ck_kernel_cast_forward(out, CK_F32, e->params, e->m->training.param_dtype, e->n_params);
 }
 
 const ck_mem *ck_exec_memory(const ck_exec *e)
@@ -683,27 +768,15 @@ const ck_mem *ck_exec_memory(const ck_exec *e)
 
 /* ---- creating ---- */
 
-/* What the kernels cannot run, refused with the reason. */
+/* What the executor cannot run, refused with the reason. */
 static int check_model(const ck_model *m, ck_err *err)
 {
-    if (m->dtype != CK_F32 || m->training.param_dtype != CK_F32 ||
-        m->training.grad_dtype != CK_F32)
-        return ck_err_fail(err, CK_ERR_INPUT, "%s: the executor runs f32 models only (activations %s, "
-                       "parameters %s, gradients %s)", m->file, ck_dtype_name(m->dtype),
-                       ck_dtype_name(m->training.param_dtype),
-                       ck_dtype_name(m->training.grad_dtype));
     for (size_t t = 0; t < m->n_inputs; t++) {
         ck_dtype d = m->tensors[t].type.dtype;
-        if (d != CK_F32 && d != CK_I32)
-            return ck_err_fail(err, CK_ERR_INPUT, "%s: input %s is %s; the executor takes f32 and "
-                           "int32 inputs only", m->file, m->tensors[t].name, ck_dtype_name(d));
+        if (!ck_dtype_is_float(d) && d != CK_I32)
+            return ck_err_fail(err, CK_ERR_INPUT, "%s: input %s is %s; the executor takes float "
+                           "and int32 inputs only", m->file, m->tensors[t].name, ck_dtype_name(d));
     }
-    for (size_t k = 0; k < m->n_nodes; k++)
-        if (!ck_kernel_runs(m, &m->nodes[k]))
-            return ck_err_fail(err, CK_ERR_INPUT, "%s: node %s (%s) computes in %s: the "
-                           "executor's kernels for it take f32 only", m->file, m->nodes[k].name,
-                           m->nodes[k].op->name,
-                           ck_dtype_name(m->tensors[m->nodes[k].output].type.dtype));
     for (size_t k = 0; k + 1 < m->n_nodes; k++)
         for (size_t i = 0; i < m->nodes[k].op->arity; i++)
             if (ck_model_is_held(m, m->nodes[k].inputs[i]))
@@ -758,6 +831,34 @@ static int lay_out_params(ck_exec *e, ck_err *err)
     return CK_OK;
 }
 
+/* Static memory, each at its dtype's size (ck_derive_static_memory's figures): parameters,
+ * their gradients, master weights, optimizer moments, held inputs. The widened gradients
+ * for ck_exec_gradients are a report's, not the step's, and are not tracked. */
+static int alloc_params(ck_exec *e, ck_err *err)
+{
+    const ck_model *m = e->m;
+    const ck_training *tr = &m->training;
+    uint64_t bytes = (uint64_t)e->n_trainable * sizeof(float); /* master and moments */
+    ck_optimizer o = tr->optimizer;
+    int rc = alloc(e, CK_MEM_STATIC, &e->params, e->n_params * ck_dtype_bytes(tr->param_dtype), err);
+    if (rc == CK_OK)
+        rc = alloc(e, CK_MEM_STATIC, &e->grads, e->n_trainable * ck_dtype_bytes(tr->grad_dtype), err);
+    if (rc == CK_OK && tr->master_weights)
+        rc = alloc(e, CK_MEM_STATIC, (void **)&e->master, bytes, err);
+    if (rc == CK_OK && tr->grad_dtype != CK_F32) {
+        e->grads_f32 = calloc(e->n_trainable + 1, sizeof *e->grads_f32);
+        rc = e->grads_f32 ? CK_OK : ck_err_oom(err);
+    }
+    if (rc == CK_OK && (o == CK_OPT_MOMENTUM || o == CK_OPT_ADAM))
+        rc = alloc(e, CK_MEM_STATIC, (void **)&e->opt_m, bytes, err);
+    if (rc == CK_OK && o == CK_OPT_ADAM)
+        rc = alloc(e, CK_MEM_STATIC, (void **)&e->opt_v, bytes, err);
+    for (size_t t = 0; t < m->n_inputs && rc == CK_OK; t++)
+        if (ck_model_is_static(m, t))
+            rc = alloc(e, CK_MEM_STATIC, &e->held[t], m->tensors[t].bytes, err);
+    return rc;
+}
+
 static int create_model(ck_exec *e, const size_t *stage_first, ck_err *err)
 {
     const ck_model *m = e->m;
@@ -775,27 +876,17 @@ static int create_model(ck_exec *e, const size_t *stage_first, ck_err *err)
     e->saved = calloc(2 * nn * CK_OP_MAX_SAVED, sizeof *e->saved);
     e->grad = calloc(nt, sizeof *e->grad);
     e->keys = calloc(nn, sizeof *e->keys);
+    e->kernel_ws = calloc(nn, sizeof *e->kernel_ws);
     if (!e->param_off || !e->held || !e->id_limit || !e->values || !e->saved ||
-        !e->grad || !e->keys)
+        !e->grad || !e->keys || !e->kernel_ws)
         return ck_err_oom(err);
     rc = find_id_limits(e, err);
+    for (size_t k = 0; k < nn && rc == CK_OK; k++)
+        rc = ck_widen_kernel_workspace(m, &m->nodes[k], e->kernel_ws[k], err);
     if (rc == CK_OK)
         rc = lay_out_params(e, err);
-    if (rc != CK_OK)
-        return rc;
-    uint64_t bytes = (uint64_t)e->n_params * sizeof(float);
-    uint64_t trained = (uint64_t)e->n_trainable * sizeof(float);
-    ck_optimizer o = m->training.optimizer;
-    rc = alloc(e, CK_MEM_STATIC, (void **)&e->params, bytes, err);
     if (rc == CK_OK)
-        rc = alloc(e, CK_MEM_STATIC, (void **)&e->grads, trained, err);
-    if (rc == CK_OK && (o == CK_OPT_MOMENTUM || o == CK_OPT_ADAM))
-        rc = alloc(e, CK_MEM_STATIC, (void **)&e->opt_m, trained, err);
-    if (rc == CK_OK && o == CK_OPT_ADAM)
-        rc = alloc(e, CK_MEM_STATIC, (void **)&e->opt_v, trained, err);
-    for (size_t t = 0; t < m->n_inputs && rc == CK_OK; t++)
-        if (ck_model_is_static(m, t))
-            rc = alloc(e, CK_MEM_STATIC, &e->held[t], m->tensors[t].bytes, err);
+        rc = alloc_params(e, err);
     return rc;
 }
 
@@ -867,10 +958,11 @@ void ck_exec_free(ck_exec *e)
     if (!e)
         return;
     if (e->m) {
-        uint64_t bytes = (uint64_t)e->n_params * sizeof(float);
+        const ck_training *tr = &e->m->training;
         uint64_t trained = (uint64_t)e->n_trainable * sizeof(float);
-        release(e, CK_MEM_STATIC, (void **)&e->params, bytes);
-        release(e, CK_MEM_STATIC, (void **)&e->grads, trained);
+        release(e, CK_MEM_STATIC, &e->params, e->n_params * ck_dtype_bytes(tr->param_dtype));
+        release(e, CK_MEM_STATIC, &e->grads, e->n_trainable * ck_dtype_bytes(tr->grad_dtype));
+        release(e, CK_MEM_STATIC, (void **)&e->master, trained);
         release(e, CK_MEM_STATIC, (void **)&e->opt_m, trained);
         release(e, CK_MEM_STATIC, (void **)&e->opt_v, trained);
         for (size_t t = 0; e->held && t < e->m->n_inputs; t++)
@@ -888,6 +980,9 @@ void ck_exec_free(ck_exec *e)
     free(e->saved);
     free(e->grad);
     free(e->keys);
+    free(e->kernel_ws);
+    free(e->grads_f32);
+    ck_widen_finish(&e->widen);
     free(e->chain_grads);
     free(e->gemm);
     free(e);

@@ -45,7 +45,9 @@ typedef struct {
 /* Prepares to run model m (or, with m NULL, the synthetic stages of chain c) whose chain is
  * c and whose stage i is nodes [stage_first[i], stage_first[i+1]) (NULL for a chain file).
  * Allocates and initialises parameters, optimizer state and inputs from opts->seed.
- * Refuses (CK_ERR_INPUT) models it cannot execute, such as non-f32 activations. */
+ * Tensors, parameters and gradients are stored in their model dtypes (f32, bf16, f16) and
+ * computed on in f32 (sim/widen). Refuses (CK_ERR_INPUT) models it cannot execute, such
+ * as inputs of a dtype it cannot draw. */
 int ck_exec_create(const ck_model *m, const ck_chain *c, const size_t *stage_first,
                    const ck_exec_opts *opts, ck_exec **out, ck_err *err);
 void ck_exec_free(ck_exec *e);
@@ -79,6 +81,10 @@ int ck_exec_step(ck_exec *e, const ck_schedule *s, uint64_t step, ck_step_stats 
  * (for a chain file: y_0, each 4 bytes as a float in [0, 1), then the loss). Owned by e; n
  * receives the count. */
 const float *ck_exec_gradients(const ck_exec *e, size_t *n);
+
+/* A model's parameters now, as its kernels read them (widened to f32, exactly, from
+ * training.param_dtype), into out: as many floats as ck_exec_gradients gives. */
+void ck_exec_parameters(const ck_exec *e, float *out);
 
 /* The tracker (for its per-kind peaks). */
 const ck_mem *ck_exec_memory(const ck_exec *e);

@@ -1,6 +1,6 @@
 /* kernel: the forward and backward of every op of planner/op, one plain function each
- * with explicit dimensions (after llm.c's train_gpt2.c), in f32 but for cast's
- * conversions; and their dispatch, ck_kernel_forward/backward/loss, which reads a node's
+ * with explicit dimensions (after llm.c's train_gpt2.c), in f32; the conversions to and
+ * from 16-bit floats; and their dispatch, ck_kernel_forward/backward/loss, which reads a node's
  * sizes and attributes and calls them. Matrix products go through cblas_sgemm; everything
  * else is plain loops.
  *
@@ -30,8 +30,10 @@
 
 /* ---- dispatch: one node's pass, from the op table's facts ---- */
 
-/* Everything one pass of one node reads and writes, filled by the executor. Values and
- * gradients have their tensors' dtypes (f32 everywhere but around a cast). */
+/* Everything one pass of one node reads and writes, filled by the executor. Every float
+ * buffer is f32, whatever its tensor's dtype: the executor hands 16-bit tensors over as
+ * f32 views (sim/widen) and rounds what a pass wrote back. Integer ones (token ids,
+ * targets, masks) are as stored. */
 typedef struct {
     const ck_model *m;
     const ck_node *node;
@@ -46,8 +48,6 @@ typedef struct {
     ck_rng_key key;                  /* the dropout stream of the node's forward */
 } ck_kernel_io;
 
-/* Whether the kernels of n's op take the dtypes of n's tensors (most compute in f32 only). */
-bool ck_kernel_runs(const ck_model *m, const ck_node *n);
 /* The node's forward (losses: nothing, see ck_kernel_loss). */
 void ck_kernel_forward(const ck_kernel_io *io);
 /* The node's backward, accumulating into din[] and dparam[] (losses: nothing). */
@@ -115,8 +115,13 @@ uint16_t ck_kernel_f32_to_bf16(float x);
 float ck_kernel_bf16_to_f32(uint16_t h);
 uint16_t ck_kernel_f32_to_f16(float x);
 float ck_kernel_f16_to_f32(uint16_t h);
+/* Element i of a float array of dtype d (f32, bf16, f16), as an f32 (exact); storing x
+ * there rounds it as above. The one place values change dtype. */
+float ck_kernel_load(ck_dtype d, const void *p, size_t i);
+void ck_kernel_store(ck_dtype d, void *p, size_t i, float x);
 
-/* Cast of n values from dtype `from` to `to` (f32, bf16, f16), rounding as above. The
+/* Conversion of n values from dtype `from` to `to` (f32, bf16, f16), rounding as above:
+ * the cast op's kernels, and how sim/widen makes and stores back its f32 views. The
  * backward converts the gradient back and accumulates it in din's dtype: din = from(din +
  * f32(dout)), so an f32 din adds exactly. */
 void ck_kernel_cast_forward(void *out, ck_dtype to, const void *inp, ck_dtype from, size_t n);

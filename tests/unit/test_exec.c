@@ -605,21 +605,43 @@ START_TEST(optimizer_momentum_and_reset)
 }
 END_TEST
 
-START_TEST(refuses_16_bit_models)
+/* Inputs are drawn as floats or token ids; any other dtype is refused by name. */
+START_TEST(refuses_inputs_it_cannot_draw)
 {
     ck_workload w;
     ck_err err = {{0}};
     ck_workload_opts wo;
     ck_workload_opts_default(&wo);
-    ck_assert_int_eq(ck_workload_load("models/gpt2-tiny.json", &wo, &w, &err), CK_OK);
-    w.model->dtype = CK_BF16;
+    ck_assert_int_eq(ck_workload_load("models/mlp-deep.json", &wo, &w, &err), CK_OK);
+    w.model->tensors[1].type.dtype = CK_U8;
     ck_exec *e = NULL;
     ck_exec_opts opts = {.seed = 1};
     ck_assert_int_eq(ck_exec_create(w.model, &w.chain, w.stage_first, &opts, &e, &err),
                      CK_ERR_INPUT);
     ck_assert_ptr_null(e);
-    ck_assert_msg(strstr(err.msg, "f32"), "%s", err.msg);
+    ck_assert_msg(strstr(err.msg, "is u8; the executor takes float and int32 inputs only"), "%s",
+                  err.msg);
     ck_workload_free(&w);
+}
+END_TEST
+
+/* 16-bit models: bf16 everything with f32 master weights, the amp recipe (bf16
+ * activations, f32 parameters), f16 everything without master weights. */
+START_TEST(gpt2_tiny_bf16_plans_match_baseline)
+{
+    model_matches_baseline("models/gpt2-tiny-bf16.json", CK_GRAN_BLOCK);
+}
+END_TEST
+
+START_TEST(gpt2_tiny_amp_op_stages_match_baseline)
+{
+    model_matches_baseline("models/gpt2-tiny-amp.json", CK_GRAN_OP);
+}
+END_TEST
+
+START_TEST(llama_tiny_f16_plans_match_baseline)
+{
+    model_matches_baseline("models/llama-tiny-f16.json", CK_GRAN_BLOCK);
 }
 END_TEST
 
@@ -647,7 +669,10 @@ static Suite *exec_suite(void)
     tcase_add_test(tc, missing_tensor_is_refused);
     tcase_add_test(tc, optimizer_adam_and_reset);
     tcase_add_test(tc, optimizer_momentum_and_reset);
-    tcase_add_test(tc, refuses_16_bit_models);
+    tcase_add_test(tc, refuses_inputs_it_cannot_draw);
+    tcase_add_test(tc, gpt2_tiny_bf16_plans_match_baseline);
+    tcase_add_test(tc, gpt2_tiny_amp_op_stages_match_baseline);
+    tcase_add_test(tc, llama_tiny_f16_plans_match_baseline);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -121,7 +121,12 @@ check "run: a path written from the planning directory is still found from there
 check_that "run: ... and is the one compared" test "$(last v.jsonl '["model"]["path"]')" = m.json
 
 # sweep: messages name the model and the point, never "(sweep, in memory)".
-sed 's/"dtype": "f32"/"dtype": "bf16"/' "$tiny" > sweep-bf16.json
-run sweep sweep-bf16.json --budgets 1G --planners dp --run --steps 1 --runs v.jsonl
-check "sweep: a point that cannot run names the model and the point" 2 "sweep of sweep-bf16.json, dp at 1.00 GiB: sweep-bf16.json: the executor runs f32 models only"
+cat > sweep-held.json <<'EOF'
+{"format": "ckplan-model/1", "name": "held", "dims": {"B": 2, "C": 4},
+ "inputs": [{"name": "x", "shape": ["B", "C"]}, {"name": "y", "shape": ["B", "C"]}],
+ "nodes": [{"name": "a", "op": "add", "inputs": ["x", "y"]}, {"name": "b", "op": "relu", "inputs": ["a"]},
+           {"name": "loss", "op": "mse", "inputs": ["b", "y"]}]}
+EOF
+run sweep sweep-held.json --budgets 1G --planners dp --run --steps 1 --runs v.jsonl
+check "sweep: a point that cannot run names the model and the point" 2 "sweep of sweep-held.json, dp at 1.00 GiB: sweep-held.json: node a reads input y: the executor lets only the loss read inputs other than the first"
 check_that "sweep: no message says (sweep, in memory)" test -z "$(printf '%s' "$err" | grep -F '(sweep, in memory)')"
