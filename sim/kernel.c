@@ -742,6 +742,42 @@ void ck_kernel_rope_backward(float *dinp, const float *dout, size_t B, size_t T,
     rope_rotate(dinp, dout, B, T, H, KV, D, theta, -1.0, true);
 }
 
+/* ---- lora ---- */
+
+void ck_kernel_lora_forward(float *out, float *mid, const float *x, const float *y,
+                            const float *A, const float *B, size_t N, size_t C, size_t OC,
+                            size_t R, size_t n_parts, const size_t *width, float s)
+{
+    size_t MW = n_parts * R;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bdim(N), bdim(MW), bdim(C), 1.0f, x,
+                bdim(C), A, bdim(C), 0.0f, mid, bdim(MW));
+    memcpy(out, y, N * OC * sizeof *out);
+    for (size_t p = 0, off = 0; p < n_parts; off += width[p++])
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bdim(N), bdim(width[p]), bdim(R), s,
+                    mid + p * R, bdim(MW), B + off * R, bdim(R), 1.0f, out + off, bdim(OC));
+}
+
+void ck_kernel_lora_backward(float *dx, float *dy, float *dA, float *dB, float *dmid,
+                             const float *dout, const float *x, const float *mid, const float *A,
+                             const float *B, size_t N, size_t C, size_t OC, size_t R,
+                             size_t n_parts, const size_t *width, float s)
+{
+    size_t MW = n_parts * R;
+    for (size_t i = 0; dy && i < N * OC; i++)
+        dy[i] += dout[i];
+    for (size_t p = 0, off = 0; p < n_parts; off += width[p++]) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bdim(N), bdim(R), bdim(width[p]),
+                    s, dout + off, bdim(OC), B + off * R, bdim(R), 0.0f, dmid + p * R, bdim(MW));
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bdim(width[p]), bdim(R), bdim(N), s,
+                    dout + off, bdim(OC), mid + p * R, bdim(MW), 1.0f, dB + off * R, bdim(R));
+    }
+    if (dx)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bdim(N), bdim(C), bdim(MW), 1.0f,
+                    dmid, bdim(MW), A, bdim(C), 1.0f, dx, bdim(C));
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bdim(MW), bdim(C), bdim(N), 1.0f, dmid,
+                bdim(MW), x, bdim(C), 1.0f, dA, bdim(C));
+}
+
 /* ---- dispatch ---- */
 
 static const ck_ttype *type_of(const ck_kernel_io *io, size_t t)
@@ -787,6 +823,29 @@ static flat_dims flat(const ck_kernel_io *io)
     const ck_node *n = io->node;
     flat_dims d = {numel_of(io, n->output), last_dim_of(io, n->inputs[0]), 0};
     d.rows = numel_of(io, n->inputs[0]) / d.c;
+    return d;
+}
+
+/* A lora node's sizes: x's rows and width, y's width, and y's parts (q, k, v with heads). */
+typedef struct {
+    size_t N, C, OC, R, n_parts, width[3];
+    float s;
+} lora_dims;
+
+static lora_dims lora_dims_of(const ck_kernel_io *io)
+{
+    const ck_node *n = io->node;
+    const ck_attrs *a = &n->attrs;
+    lora_dims d = {.C = last_dim_of(io, n->inputs[0]), .OC = last_dim_of(io, n->inputs[1]),
+                   .R = (size_t)a->rank, .n_parts = 1, .s = (float)(a->alpha / (double)a->rank)};
+    d.N = numel_of(io, n->inputs[0]) / d.C;
+    d.width[0] = d.OC;
+    if (a->heads) {
+        size_t D = d.OC / (size_t)(a->heads + 2 * a->kv_heads);
+        d.n_parts = 3;
+        d.width[0] = (size_t)a->heads * D;
+        d.width[1] = d.width[2] = (size_t)a->kv_heads * D;
+    }
     return d;
 }
 
@@ -873,6 +932,12 @@ void ck_kernel_forward(const ck_kernel_io *io)
         ck_kernel_rope_forward(out, a, q.B, q.T, q.H, q.KV, q.D, (double)n->attrs.theta);
         break;
     }
+    case CK_OP_LORA: {
+        lora_dims l = lora_dims_of(io);
+        ck_kernel_lora_forward(out, io->saved[CK_SLOT_LORA_MID], a, b, p[0], p[1], l.N, l.C, l.OC,
+                               l.R, l.n_parts, l.width, l.s);
+        break;
+    }
     case CK_OP_CROSS_ENTROPY:
     case CK_OP_MSE: /* in ck_kernel_loss */
         break;
@@ -948,6 +1013,13 @@ void ck_kernel_backward(const ck_kernel_io *io)
         ck_kernel_rope_backward(da, dout, q.B, q.T, q.H, q.KV, q.D, (double)n->attrs.theta);
         break;
     }
+    case CK_OP_LORA: {
+        lora_dims l = lora_dims_of(io);
+        ck_kernel_lora_backward(da, db, dp[0], dp[1], io->ws, dout, a,
+                                io->saved[CK_SLOT_LORA_MID], p[0], p[1], l.N, l.C, l.OC, l.R,
+                                l.n_parts, l.width, l.s);
+        break;
+    }
     case CK_OP_CROSS_ENTROPY:
     case CK_OP_MSE: /* in ck_kernel_loss */
         break;
@@ -977,7 +1049,8 @@ float ck_kernel_loss(const ck_kernel_io *io)
     case CK_OP_ATTENTION:
     case CK_OP_ROPE:
     case CK_OP_SWIGLU:
-    case CK_OP_CAST: /* not losses */
+    case CK_OP_CAST:
+    case CK_OP_LORA: /* not losses */
         break;
     }
     return 0.0f;

@@ -163,6 +163,21 @@ void ck_kernel_rope_forward(float *out, const float *inp, size_t B, size_t T, si
 void ck_kernel_rope_backward(float *dinp, const float *dout, size_t B, size_t T, size_t H,
                              size_t KV, size_t D, double theta);
 
+/* A LoRA adapter added to the base projection y [N, OC] of x [N, C], s = alpha / rank:
+ *   mid = x A^T  (A [P*R, C], mid [N, P*R], saved),
+ *   out_p = y_p + s mid_p B_p^T  for each part p of out's columns (B [OC, R]),
+ * where part p spans `width[p]` columns, in order, and reads mid's columns [p R, (p+1) R):
+ * one part is a plain adapter; three (q, k, v of a packed qkv) give each its own. The
+ * backward: dy += dout, dmid_p = s dout_p B_p (workspace [N, P*R]), dB_p += s dout_p^T mid_p,
+ * dx += dmid A, dA += dmid^T x (dx and dy may be NULL: no gradient). */
+void ck_kernel_lora_forward(float *out, float *mid, const float *x, const float *y,
+                            const float *A, const float *B, size_t N, size_t C, size_t OC,
+                            size_t R, size_t n_parts, const size_t *width, float s);
+void ck_kernel_lora_backward(float *dx, float *dy, float *dA, float *dB, float *dmid,
+                             const float *dout, const float *x, const float *mid, const float *A,
+                             const float *B, size_t N, size_t C, size_t OC, size_t R,
+                             size_t n_parts, const size_t *width, float s);
+
 /* Cross-entropy of logits [N, V] against targets [N], forward and backward together (the
  * chain's loss operation): returns the mean loss, writes lse [N], and accumulates
  * dlogits += (softmax(logits) - onehot(target)) / N. */

@@ -143,8 +143,8 @@ typedef void (*ref_fn)(const ref_case *rc, double *out);
 /* A double reference forward with its inputs and dimensions; the loss is sum(g * out). */
 struct ref_case {
     ref_fn fn;
-    double *in[3];
-    size_t len[3];
+    double *in[4];
+    size_t len[4];
     size_t n_out;
     const double *g; /* NULL: a scalar loss, g = 1 */
     size_t B, T, C, OC, V, H, KV, D, n;
@@ -153,6 +153,8 @@ struct ref_case {
     float p;
     ck_rng_key key;
     double theta;
+    size_t R, n_parts, width[3]; /* lora */
+    double alpha;
 };
 
 static double ref_loss(const ref_case *rc, double *out)
@@ -1256,6 +1258,84 @@ START_TEST(rope)
 }
 END_TEST
 
+/* ---- lora ---- */
+
+/* rc->in: x [n, C], y [n, OC], A [P*R, C], B [OC, R]; output column o of part p (the
+ * columns of part p follow those of parts before it) adds alpha/R sum_r B[o, r]
+ * (A x)[p R + r]. */
+static void ref_lora(const ref_case *rc, double *out)
+{
+    const double *x = rc->in[0], *y = rc->in[1], *A = rc->in[2], *B = rc->in[3];
+    size_t R = rc->R, C = rc->C, OC = rc->OC;
+    for (size_t n = 0; n < rc->n; n++)
+        for (size_t o = 0, p = 0, end = rc->width[0]; o < OC; o++) {
+            if (o == end)
+                end += rc->width[++p];
+            double sum = 0.0;
+            for (size_t r = 0; r < R; r++) {
+                double m = 0.0;
+                for (size_t c = 0; c < C; c++)
+                    m += A[(p * R + r) * C + c] * x[n * C + c];
+                sum += B[o * R + r] * m;
+            }
+            out[n * OC + o] = y[n * OC + o] + rc->alpha / (double)R * sum;
+        }
+}
+
+static float *ref_input(ref_case *rc, size_t k, size_t n)
+{
+    float *x = frand(n);
+    rc->in[k] = to_double(x, n);
+    rc->len[k] = n;
+    return x;
+}
+
+/* One adapter, and q, k, v adapters on a packed qkv of 2 q heads and 1 kv head of 3:
+ * against the reference and finite differences for x, y, A and B; mid is A x. */
+static void check_lora(size_t n_parts, const size_t *width, size_t OC)
+{
+    enum { N = 6, C = 5, R = 2 };
+    size_t MW = n_parts * R;
+    ref_case rc = {.fn = ref_lora, .n_out = N * OC, .n = N, .C = C, .OC = OC, .R = R,
+                   .n_parts = n_parts, .alpha = 3.0};
+    memcpy(rc.width, width, n_parts * sizeof *width);
+    float *x = ref_input(&rc, 0, N * C), *y = ref_input(&rc, 1, N * OC);
+    float *A = ref_input(&rc, 2, MW * C), *B = ref_input(&rc, 3, OC * R);
+    float *out = obuf(N * OC), *mid = obuf(N * MW), *dout = frand(N * OC), *ws = obuf(N * MW);
+    float *dx = fbuf(N * C), *dy = fbuf(N * OC), *dA = fbuf(MW * C), *dB = fbuf(OC * R);
+    rc.g = to_double(dout, N * OC);
+    float s = 1.5f; /* alpha / R */
+    ck_kernel_lora_forward(out, mid, x, y, A, B, N, C, OC, R, n_parts, width, s);
+    assert_forward("lora", &rc, out);
+    double *want_mid = dbuf(N * MW);
+    for (size_t n = 0; n < N; n++)
+        for (size_t j = 0; j < MW; j++)
+            for (size_t c = 0; c < C; c++)
+                want_mid[n * MW + j] += (double)A[j * C + c] * x[n * C + c];
+    assert_close("lora mid", mid, want_mid, N * MW, RTOL_FWD);
+    ck_kernel_lora_backward(dx, dy, dA, dB, ws, dout, x, mid, A, B, N, C, OC, R, n_parts, width, s);
+    float *grads[] = {dx, dy, dA, dB}, *once[4];
+    size_t lens[] = {N * C, N * OC, MW * C, OC * R};
+    for (size_t k = 0; k < 4; k++)
+        once[k] = copy_f(grads[k], lens[k]);
+    ck_kernel_lora_backward(dx, dy, dA, dB, ws, dout, x, mid, A, B, N, C, OC, R, n_parts, width, s);
+    const char *names[] = {"lora dx", "lora dy", "lora dA", "lora dB"};
+    for (size_t k = 0; k < 4; k++) {
+        assert_doubled(names[k], grads[k], once[k], lens[k]);
+        assert_fd(names[k], &rc, k, once[k]);
+    }
+    free_scratch();
+}
+
+START_TEST(lora)
+{
+    seed_data(801);
+    size_t one[] = {7}, qkv[] = {6, 3, 3};
+    check_lora(1, one, 7);
+    check_lora(3, qkv, 12);
+}
+END_TEST
+
 static Suite *kernels_suite(void)
 {
     Suite *s = suite_create("kernels");
@@ -1285,6 +1365,7 @@ static Suite *kernels_suite(void)
     tcase_add_test(tc, cross_entropy);
     tcase_add_test(tc, mse);
     tcase_add_test(tc, rope);
+    tcase_add_test(tc, lora);
     tcase_add_test(tc, swiglu);
     tcase_add_test(tc, half_codes_round_trip);
     tcase_add_test(tc, half_rounding_is_nearest_even);

@@ -334,6 +334,60 @@ START_TEST(swiglu_saves_both_inputs)
 }
 END_TEST
 
+/* lora(x [2,5,24], y [2,5,40]) at rank 4: lora_a [4, 24] then lora_b [40, 4]; saves x and
+ * mid [2,5,4]; 10 rows. With heads 2, kv_heads 1, q, k and v have their own A rows. */
+START_TEST(lora_adds_an_adapter)
+{
+    ck_ttype in[2] = {tt(CK_BF16, 3, 2, 5, 24), tt(CK_BF16, 3, 2, 5, 40)};
+    ck_attrs a = defaults("lora");
+    a.rank = 4;
+    ck_op_info info;
+    ck_ttype out = infer_ok("lora", &a, in, &info);
+    assert_shape(&out, CK_BF16, 3, 2, 5, 40);
+    ck_assert(a.alpha == 4.0); /* the rank's, by default */
+    ck_assert_uint_eq(info.n_params, 4 * 24 + 40 * 4);
+    assert_param(&info, 0, "lora_a", CK_INIT_NORMAL, 4, 24, 0);
+    assert_param(&info, 1, "lora_b", CK_INIT_ZEROS, 40, 4, 96);
+    ck_assert_uint_eq(info.n_saved, 2);
+    ck_assert(info.saved[0].kind == CK_SAVE_INPUT && info.saved[0].input == 0);
+    ck_assert(info.saved[1].kind == CK_SAVE_INTERNAL && info.saved[1].slot == CK_SLOT_LORA_MID);
+    assert_shape(&info.saved[1].type, CK_BF16, 3, 2, 5, 4);
+    ck_assert_uint_eq(info.saved[0].bytes + info.saved[1].bytes, 10 * 24 * 2 + 10 * 4 * 2);
+    uint64_t a_mm = 2 * 10 * 24 * 4, b_mm = 2 * 10 * 40 * 4; /* x A^T, mid B^T */
+    ck_assert_uint_eq(info.fwd_flops, 2 * 400 + a_mm + b_mm);
+    ck_assert_uint_eq(info.bwd_flops, 2 * 400 + 2 * (a_mm + b_mm));
+    ck_assert(info.fwd_ws_bytes == 0 && info.bwd_ws_bytes == 10 * 4 * 2); /* dmid */
+    /* forward: x, y, params in, out and mid out; backward: dy, saved, params x3, ws x2 in
+     * and out, dx and dy out. */
+    uint64_t params = 256 * 2;
+    ck_assert_uint_eq(info.fwd_bytes_moved, 480 + 800 + params + 800 + 80);
+    ck_assert_uint_eq(info.bwd_bytes_moved, 800 + 480 + 80 + 3 * params + 2 * 80 + 480 + 800);
+    a = defaults("lora");
+    a.rank = 4, a.alpha = 8, a.heads = 2, a.kv_heads = 1; /* 4 heads of 10 */
+    infer_ok("lora", &a, in, &info);
+    ck_assert(a.alpha == 8.0);
+    ck_assert_uint_eq(info.n_params, 3 * 4 * 24 + 40 * 4);
+    assert_param(&info, 0, "lora_a", CK_INIT_NORMAL, 12, 24, 0);
+    assert_param(&info, 1, "lora_b", CK_INIT_ZEROS, 40, 4, 288);
+    assert_shape(&info.saved[1].type, CK_BF16, 3, 2, 5, 12);
+    in[1].dim[2] = 42;
+    ck_assert(strstr(infer_bad("lora", &a, in),
+                     "f.json: nodes[3].inputs[1]: expected a last dimension divisible by heads + "
+                     "2*kv_heads = 4 (packed q, k, v), got bf16 [2, 5, 42]"));
+    a.kv_heads = 3;
+    ck_assert(strstr(infer_bad("lora", &a, in),
+                     "f.json: nodes[3].kv_heads: expected a divisor of heads (2), got 3"));
+    a = defaults("lora");
+    a.rank = 4;
+    in[1] = tt(CK_BF16, 3, 2, 6, 40);
+    ck_assert(strstr(infer_bad("lora", &a, in),
+                     "f.json: nodes[3].inputs[1]: expected the dtype and leading dimensions of "
+                     "inputs[0], bf16 [2, 5, 24] (y, the base projection of x), got bf16 [2, 6, 40]"));
+    in[1] = tt(CK_F32, 3, 2, 5, 40);
+    ck_assert(strstr(infer_bad("lora", &a, in), "nodes[3].inputs[1]: expected the dtype"));
+}
+END_TEST
+
 /* cast changes only the dtype; it moves its input's bytes in and its output's out, the
  * other way round backward, and costs one FLOP per element each way. */
 START_TEST(cast_changes_the_dtype)
@@ -411,6 +465,7 @@ static Suite *ops_suite(void)
     tcase_add_test(tc, elementwise);
     tcase_add_test(tc, attention_grouped_query);
     tcase_add_test(tc, rope_rotates_q_and_k);
+    tcase_add_test(tc, lora_adds_an_adapter);
     tcase_add_test(tc, swiglu_saves_both_inputs);
     tcase_add_test(tc, cast_changes_the_dtype);
     tcase_add_test(tc, losses_make_scalars);
