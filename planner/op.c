@@ -50,6 +50,12 @@ static const ck_op_def op_table[] = {
                  ATTR("alpha", CK_ATTR_POSITIVE, false, 0, alpha),
                  ATTR("heads", CK_ATTR_DIM, false, 0, heads),
                  ATTR("kv_heads", CK_ATTR_DIM, false, 0, kv_heads)}),
+    /* RMSNorm of each q and k head: its FLOPs (rmsnorm's per normalised element) in
+     * describe_kind. */
+    OP(CK_OP_QKNORM, "qknorm", 1, 0, 0, .n_attrs = 3,
+       .attrs = {ATTR("heads", CK_ATTR_DIM, true, 0, heads),
+                 ATTR("kv_heads", CK_ATTR_DIM, false, 0, kv_heads),
+                 ATTR("head_dim", CK_ATTR_DIM, false, 0, head_dim)}),
     OP(CK_OP_CROSS_ENTROPY, "cross_entropy", 2, 4, 3, .is_loss = true),
     OP(CK_OP_MSE, "mse", 2, 3, 3, .is_loss = true),
 };
@@ -68,7 +74,7 @@ const char *ck_op_names(void)
 {
     /* tests/unit/test_ops.c checks that it names every op of the table. */
     return "embedding, linear, layernorm, rmsnorm, gelu, relu, silu, add, mul, dropout, "
-           "attention, rope, swiglu, cast, lora, cross_entropy, mse";
+           "attention, rope, swiglu, cast, lora, qknorm, cross_entropy, mse";
 }
 
 void ck_op_default_attrs(const ck_op_def *op, ck_attrs *a)
@@ -182,6 +188,12 @@ static int check_packed(ck_attrs *a, const ck_ttype *in, size_t i, uint64_t *hea
         return bad_input(file, path, i, want, &in[i], err);
     }
     *head_dim = last_dim(&in[i]) / groups;
+    if (a->head_dim && a->head_dim != *head_dim)
+        return bad_attr(file, path, "head_dim", err,
+                        "expected the head size of the packed width, %llu / (heads + "
+                        "2*kv_heads = %llu) = %llu, got %llu",
+                        (unsigned long long)last_dim(&in[i]), (unsigned long long)groups,
+                        (unsigned long long)*head_dim, (unsigned long long)a->head_dim);
     return CK_OK;
 }
 
@@ -271,6 +283,11 @@ int ck_op_infer(const ck_op_def *op, ck_attrs *a, ck_dtype act, const ck_ttype *
         return infer_rope(a, in, out, file, path, err);
     case CK_OP_LORA:
         return infer_lora(a, in, out, file, path, err);
+    case CK_OP_QKNORM: {
+        uint64_t head_dim;
+        *out = in[0];
+        return check_packed(a, in, 0, &head_dim, file, path, err);
+    }
     case CK_OP_CROSS_ENTROPY:
     case CK_OP_MSE:
         return infer_loss(op, in, out, file, path, err);
@@ -454,6 +471,24 @@ static void describe_lora(ovf *o, const ck_attrs *a, const ck_ttype *in, const c
     info->bwd_ws_bytes = bytes_of(o, &mid); /* dmid */
 }
 
+/* rmsnorm's FLOPs per normalised (q or k) element, and backward one per v element, whose
+ * gradient passes through; rstd is one f32 per head of each row. */
+static void describe_qknorm(ovf *o, const ck_attrs *a, const ck_ttype *in, uint64_t n,
+                            ck_op_info *info)
+{
+    uint64_t normed_heads = add(o, a->heads, a->kv_heads);
+    uint64_t d = last_dim(&in[0]) / add(o, normed_heads, a->kv_heads);
+    uint64_t normed = mul(o, mul(o, n / last_dim(&in[0]), d), normed_heads);
+    ck_ttype stats = rows_of(&in[0], CK_F32);
+    stats.dim[stats.rank++] = normed_heads;
+    save_ref(o, info, CK_SAVE_INPUT, 0, &in[0]);
+    save_internal(o, info, CK_SLOT_RSTD, &stats);
+    param(o, info, "q_gamma", CK_INIT_ONES, true, false, d, 0);
+    param(o, info, "k_gamma", CK_INIT_ONES, true, false, d, 0);
+    info->fwd_flops = mul(o, normed, 4);
+    info->bwd_flops = add(o, mul(o, normed, 8), n - normed);
+}
+
 /* What node of kind op->kind saves and owns, and the FLOPs beyond its per-element ones;
  * n is its output's element count (a loss's: its input's). */
 static void describe_kind(ovf *o, const ck_op_def *op, const ck_attrs *a, const ck_ttype *in,
@@ -510,6 +545,9 @@ static void describe_kind(ovf *o, const ck_op_def *op, const ck_attrs *a, const 
         break;
     case CK_OP_LORA:
         describe_lora(o, a, in, out, info);
+        break;
+    case CK_OP_QKNORM:
+        describe_qknorm(o, a, in, n, info);
         break;
     case CK_OP_CROSS_ENTROPY: {
         ck_ttype lse = rows_of(&in[0], CK_F32);

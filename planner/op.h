@@ -17,7 +17,8 @@
 typedef enum {
     CK_OP_EMBEDDING, CK_OP_LINEAR, CK_OP_LAYERNORM, CK_OP_RMSNORM, CK_OP_GELU, CK_OP_RELU,
     CK_OP_SILU, CK_OP_ADD, CK_OP_MUL, CK_OP_DROPOUT, CK_OP_ATTENTION, CK_OP_ROPE,
-    CK_OP_SWIGLU, CK_OP_CAST, CK_OP_LORA, CK_OP_CROSS_ENTROPY, CK_OP_MSE /* losses last */
+    CK_OP_SWIGLU, CK_OP_CAST, CK_OP_LORA, CK_OP_QKNORM,
+    CK_OP_CROSS_ENTROPY, CK_OP_MSE /* losses last */
 } ck_op_kind;
 /* Not a member of the enum, so that switches over kinds need no case for it; the op table's
  * size is checked against it. */
@@ -28,7 +29,8 @@ typedef struct {
     uint64_t vocab, dim, positions; /* embedding (positions 0: no position table) */
     uint64_t out;                   /* linear */
     bool bias, tied;                /* linear; tied: shares the embedding's table */
-    uint64_t heads, kv_heads;       /* attention, rope */
+    uint64_t heads, kv_heads;       /* attention, rope, lora, qknorm */
+    uint64_t head_dim;              /* attention, qknorm: stated, checked (0: not given) */
     uint64_t theta;                 /* rope: the base of its frequencies */
     ck_dtype to;                    /* cast: the output's dtype */
     bool flash;                     /* attention */

@@ -163,39 +163,76 @@ void ck_kernel_layernorm_backward(float *dinp, float *dweight, float *dbias, con
     }
 }
 
-/* rstd = 1/sqrt(mean(x^2) + eps), out = x rstd w. */
-void ck_kernel_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, size_t N,
-                        size_t C)
+/* One row of C values: rstd = 1/sqrt(mean(x^2) + eps), out = x rstd w; returns rstd. */
+static float rms_row_forward(float *out, const float *x, const float *weight, size_t C, double eps)
 {
-    for (size_t n = 0; n < N; n++) {
-        const float *x = inp + n * C;
-        double ss = 0.0;
-        for (size_t c = 0; c < C; c++)
-            ss += (double)x[c] * x[c];
-        float r = (float)(1.0 / sqrt(ss / (double)C + NORM_EPS));
-        float *o = out + n * C;
-        for (size_t c = 0; c < C; c++)
-            o[c] = x[c] * r * weight[c];
-        rstd[n] = r;
-    }
+    double ss = 0.0;
+    for (size_t c = 0; c < C; c++)
+        ss += (double)x[c] * x[c];
+    float r = (float)(1.0 / sqrt(ss / (double)C + eps));
+    for (size_t c = 0; c < C; c++)
+        out[c] = x[c] * r * weight[c];
+    return r;
 }
 
 /* With g = dout w, d rstd / dx_k = -rstd^3 x_k / C, so
  *   dx = rstd (g - x rstd^2 mean(g x)),  dw += dout x rstd. */
+static void rms_row_backward(float *dx, float *dweight, const float *d, const float *x,
+                             const float *weight, float r, size_t C)
+{
+    float sum_gx = 0.0f;
+    for (size_t c = 0; c < C; c++)
+        sum_gx += d[c] * weight[c] * x[c];
+    float k = r * r * sum_gx / (float)C;
+    for (size_t c = 0; c < C; c++) {
+        dx[c] += r * (d[c] * weight[c] - x[c] * k);
+        dweight[c] += d[c] * x[c] * r;
+    }
+}
+
+void ck_kernel_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, size_t N,
+                        size_t C)
+{
+    for (size_t n = 0; n < N; n++)
+        rstd[n] = rms_row_forward(out + n * C, inp + n * C, weight, C, NORM_EPS);
+}
+
 void ck_kernel_rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp,
                          const float *weight, const float *rstd, size_t N, size_t C)
 {
+    for (size_t n = 0; n < N; n++)
+        rms_row_backward(dinp + n * C, dweight, dout + n * C, inp + n * C, weight, rstd[n], C);
+}
+
+#define QKNORM_EPS 1e-6 /* Qwen3's rms_norm_eps */
+
+/* Row n, head h < H + KV: rstd[n, h] and out = rmsnorm(x, q_gamma or k_gamma); v copied. */
+void ck_kernel_qknorm_forward(float *out, float *rstd, const float *inp, const float *q_gamma,
+                              const float *k_gamma, size_t N, size_t H, size_t KV, size_t D)
+{
+    size_t W = (H + 2 * KV) * D;
     for (size_t n = 0; n < N; n++) {
-        const float *x = inp + n * C, *d = dout + n * C;
-        float r = rstd[n], sum_gx = 0.0f;
-        for (size_t c = 0; c < C; c++)
-            sum_gx += d[c] * weight[c] * x[c];
-        float k = r * r * sum_gx / (float)C;
-        float *dx = dinp + n * C;
-        for (size_t c = 0; c < C; c++) {
-            dx[c] += r * (d[c] * weight[c] - x[c] * k);
-            dweight[c] += d[c] * x[c] * r;
+        for (size_t h = 0; h < H + KV; h++)
+            rstd[n * (H + KV) + h] = rms_row_forward(out + n * W + h * D, inp + n * W + h * D,
+                                                     h < H ? q_gamma : k_gamma, D, QKNORM_EPS);
+        memcpy(out + n * W + (H + KV) * D, inp + n * W + (H + KV) * D, KV * D * sizeof *out);
+    }
+}
+
+/* Each q and k head as rmsnorm's backward, with its own gamma's gradient; dv += dout. */
+void ck_kernel_qknorm_backward(float *dinp, float *dq_gamma, float *dk_gamma, const float *dout,
+                               const float *inp, const float *q_gamma, const float *k_gamma,
+                               const float *rstd, size_t N, size_t H, size_t KV, size_t D)
+{
+    size_t W = (H + 2 * KV) * D;
+    for (size_t n = 0; n < N; n++) {
+        for (size_t h = 0; h < H + KV; h++) {
+            size_t at = n * W + h * D;
+            rms_row_backward(dinp + at, h < H ? dq_gamma : dk_gamma, dout + at, inp + at,
+                             h < H ? q_gamma : k_gamma, rstd[n * (H + KV) + h], D);
         }
+        for (size_t i = n * W + (H + KV) * D; i < (n + 1) * W; i++)
+            dinp[i] += dout[i];
     }
 }
 
@@ -932,6 +969,12 @@ void ck_kernel_forward(const ck_kernel_io *io)
         ck_kernel_rope_forward(out, a, q.B, q.T, q.H, q.KV, q.D, (double)n->attrs.theta);
         break;
     }
+    case CK_OP_QKNORM: {
+        attn_dims q = attention_dims(io);
+        ck_kernel_qknorm_forward(out, io->saved[CK_SLOT_RSTD], a, p[0], p[1], q.B * q.T, q.H,
+                                 q.KV, q.D);
+        break;
+    }
     case CK_OP_LORA: {
         lora_dims l = lora_dims_of(io);
         ck_kernel_lora_forward(out, io->saved[CK_SLOT_LORA_MID], a, b, p[0], p[1], l.N, l.C, l.OC,
@@ -1013,6 +1056,12 @@ void ck_kernel_backward(const ck_kernel_io *io)
         ck_kernel_rope_backward(da, dout, q.B, q.T, q.H, q.KV, q.D, (double)n->attrs.theta);
         break;
     }
+    case CK_OP_QKNORM: {
+        attn_dims q = attention_dims(io);
+        ck_kernel_qknorm_backward(da, dp[0], dp[1], dout, a, p[0], p[1], io->saved[CK_SLOT_RSTD],
+                                  q.B * q.T, q.H, q.KV, q.D);
+        break;
+    }
     case CK_OP_LORA: {
         lora_dims l = lora_dims_of(io);
         ck_kernel_lora_backward(da, db, dp[0], dp[1], io->ws, dout, a,
@@ -1050,7 +1099,8 @@ float ck_kernel_loss(const ck_kernel_io *io)
     case CK_OP_ROPE:
     case CK_OP_SWIGLU:
     case CK_OP_CAST:
-    case CK_OP_LORA: /* not losses */
+    case CK_OP_LORA:
+    case CK_OP_QKNORM: /* not losses */
         break;
     }
     return 0.0f;

@@ -82,6 +82,15 @@ void ck_kernel_rmsnorm_forward(float *out, float *rstd, const float *inp, const 
 void ck_kernel_rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp,
                          const float *weight, const float *rstd, size_t N, size_t C);
 
+/* Qwen3's q_norm and k_norm on packed qkv [N, (H + 2*KV) * D] (attention's layout): each
+ * query head is rmsnorm'd with q_gamma [D], each key head with k_gamma [D], eps 1e-6; value
+ * heads pass through. rstd is [N, H + KV], by row then head. */
+void ck_kernel_qknorm_forward(float *out, float *rstd, const float *inp, const float *q_gamma,
+                              const float *k_gamma, size_t N, size_t H, size_t KV, size_t D);
+void ck_kernel_qknorm_backward(float *dinp, float *dq_gamma, float *dk_gamma, const float *dout,
+                               const float *inp, const float *q_gamma, const float *k_gamma,
+                               const float *rstd, size_t N, size_t H, size_t KV, size_t D);
+
 /* GELU, tanh approximation (as GPT-2). Saves its input. */
 void ck_kernel_gelu_forward(float *out, const float *inp, size_t n);
 void ck_kernel_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);

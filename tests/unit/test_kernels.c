@@ -1336,6 +1336,64 @@ START_TEST(lora)
 }
 END_TEST
 
+/* ---- qknorm ---- */
+
+/* rc->in: qkv [n, (H + 2*KV) * D], q_gamma [D], k_gamma [D]; each q and k head of D values
+ * x becomes x / sqrt(mean(x^2) + 1e-6) * gamma, v heads are copied. rstd: NULL or
+ * [n, H + KV]. */
+static void ref_qknorm_stats(const ref_case *rc, double *out, double *rstd)
+{
+    size_t D = rc->D, W = (rc->H + 2 * rc->KV) * D;
+    for (size_t n = 0; n < rc->n; n++)
+        for (size_t h = 0; h < rc->H + 2 * rc->KV; h++) {
+            const double *x = rc->in[0] + n * W + h * D;
+            double *y = out + n * W + h * D;
+            bool normed = h < rc->H + rc->KV;
+            const double *g = rc->in[h < rc->H ? 1 : 2];
+            double ss = 0.0;
+            for (size_t d = 0; d < D; d++)
+                ss += x[d] * x[d];
+            double r = 1.0 / sqrt(ss / (double)D + 1e-6);
+            for (size_t d = 0; d < D; d++)
+                y[d] = normed ? x[d] * r * g[d] : x[d];
+            if (rstd && normed)
+                rstd[n * (rc->H + rc->KV) + h] = r;
+        }
+}
+
+static void ref_qknorm(const ref_case *rc, double *out) { ref_qknorm_stats(rc, out, NULL); }
+
+/* 3 q heads sharing 1 kv head, heads of 4, with gammas away from 1 so that q_gamma and
+ * k_gamma swapped, or v normalised, show. */
+START_TEST(qknorm)
+{
+    enum { N = 6, H = 3, KV = 1, D = 4, W = (H + 2 * KV) * D };
+    seed_data(901);
+    ref_case rc = {.fn = ref_qknorm, .n_out = N * W, .n = N, .H = H, .KV = KV, .D = D};
+    float *x = ref_input(&rc, 0, N * W), *qg = ref_input(&rc, 1, D), *kg = ref_input(&rc, 2, D);
+    float *out = obuf(N * W), *rstd = obuf(N * (H + KV)), *dout = frand(N * W);
+    float *dx = fbuf(N * W), *dqg = fbuf(D), *dkg = fbuf(D);
+    rc.g = to_double(dout, N * W);
+    ck_kernel_qknorm_forward(out, rstd, x, qg, kg, N, H, KV, D);
+    assert_forward("qknorm", &rc, out);
+    double *want_rstd = dbuf(N * (H + KV)), *scratch_out = dbuf(N * W);
+    ref_qknorm_stats(&rc, scratch_out, want_rstd);
+    assert_close("qknorm rstd", rstd, want_rstd, N * (H + KV), RTOL_FWD);
+    ck_kernel_qknorm_backward(dx, dqg, dkg, dout, x, qg, kg, rstd, N, H, KV, D);
+    float *grads[] = {dx, dqg, dkg}, *once[3];
+    size_t lens[] = {N * W, D, D};
+    for (size_t k = 0; k < 3; k++)
+        once[k] = copy_f(grads[k], lens[k]);
+    ck_kernel_qknorm_backward(dx, dqg, dkg, dout, x, qg, kg, rstd, N, H, KV, D);
+    const char *names[] = {"qknorm dx", "qknorm dq_gamma", "qknorm dk_gamma"};
+    for (size_t k = 0; k < 3; k++) {
+        assert_doubled(names[k], grads[k], once[k], lens[k]);
+        assert_fd(names[k], &rc, k, once[k]);
+    }
+    free_scratch();
+}
+END_TEST
+
 static Suite *kernels_suite(void)
 {
     Suite *s = suite_create("kernels");
@@ -1366,6 +1424,7 @@ static Suite *kernels_suite(void)
     tcase_add_test(tc, mse);
     tcase_add_test(tc, rope);
     tcase_add_test(tc, lora);
+    tcase_add_test(tc, qknorm);
     tcase_add_test(tc, swiglu);
     tcase_add_test(tc, half_codes_round_trip);
     tcase_add_test(tc, half_rounding_is_nearest_even);

@@ -388,6 +388,45 @@ START_TEST(lora_adds_an_adapter)
 }
 END_TEST
 
+/* qknorm on bf16 [2, 5, 96] with 4 q heads and 2 kv heads of 12: q_gamma and k_gamma [12]
+ * (ones); saves its input and rstd f32 [2, 5, 6]; 2*5*6*12 normalised elements, 2*5*2*12
+ * v elements. head_dim, when stated, must be 12. */
+START_TEST(qknorm_normalises_q_and_k_heads)
+{
+    ck_ttype in = tt(CK_BF16, 3, 2, 5, 96);
+    ck_attrs a = defaults("qknorm");
+    a.heads = 4, a.kv_heads = 2;
+    ck_op_info info;
+    ck_ttype out = infer_ok("qknorm", &a, &in, &info);
+    assert_shape(&out, CK_BF16, 3, 2, 5, 96);
+    ck_assert_uint_eq(info.n_params, 24);
+    assert_param(&info, 0, "q_gamma", CK_INIT_ONES, 12, 0, 0);
+    assert_param(&info, 1, "k_gamma", CK_INIT_ONES, 12, 0, 12);
+    ck_assert_uint_eq(info.n_saved, 2);
+    ck_assert(info.saved[0].kind == CK_SAVE_INPUT && info.saved[0].bytes == 960 * 2);
+    ck_assert(info.saved[1].kind == CK_SAVE_INTERNAL && info.saved[1].slot == CK_SLOT_RSTD);
+    assert_shape(&info.saved[1].type, CK_F32, 3, 2, 5, 6);
+    ck_assert_uint_eq(info.saved[1].bytes, 2 * 5 * 6 * 4);
+    ck_assert_uint_eq(info.fwd_flops, 4 * 720);
+    ck_assert_uint_eq(info.bwd_flops, 8 * 720 + 240);
+    uint64_t x = 960 * 2, params = 24 * 2, stats = 240;
+    ck_assert_uint_eq(info.fwd_bytes_moved, 2 * x + params + stats);
+    ck_assert_uint_eq(info.bwd_bytes_moved, x + x + stats + 3 * params + x);
+    a.head_dim = 12;
+    infer_ok("qknorm", &a, &in, &info);
+    a.head_dim = 16;
+    ck_assert(strstr(infer_bad("qknorm", &a, &in),
+                     "f.json: nodes[3].head_dim: expected the head size of the packed width, 96 / "
+                     "(heads + 2*kv_heads = 8) = 12, got 16"));
+    a = defaults("qknorm");
+    a.heads = 5; /* kv_heads 5: 15 heads do not divide 96 */
+    ck_assert(strstr(infer_bad("qknorm", &a, &in),
+                     "f.json: nodes[3].inputs[0]: expected a last dimension divisible by heads + "
+                     "2*kv_heads = 15 (packed q, k, v), got bf16 [2, 5, 96]"));
+    ck_assert_uint_eq(a.kv_heads, 5);
+}
+END_TEST
+
 /* cast changes only the dtype; it moves its input's bytes in and its output's out, the
  * other way round backward, and costs one FLOP per element each way. */
 START_TEST(cast_changes_the_dtype)
@@ -466,6 +505,7 @@ static Suite *ops_suite(void)
     tcase_add_test(tc, attention_grouped_query);
     tcase_add_test(tc, rope_rotates_q_and_k);
     tcase_add_test(tc, lora_adds_an_adapter);
+    tcase_add_test(tc, qknorm_normalises_q_and_k_heads);
     tcase_add_test(tc, swiglu_saves_both_inputs);
     tcase_add_test(tc, cast_changes_the_dtype);
     tcase_add_test(tc, losses_make_scalars);

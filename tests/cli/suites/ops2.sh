@@ -4,3 +4,4 @@
 # (verify_planners, from ops.sh, which is sourced before this file).
 
 verify_planners lora "$data/lora-tiny.json"
+verify_planners qknorm "$data/qknorm-tiny.json"
