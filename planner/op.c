@@ -56,6 +56,8 @@ static const ck_op_def op_table[] = {
        .attrs = {ATTR("heads", CK_ATTR_DIM, true, 0, heads),
                  ATTR("kv_heads", CK_ATTR_DIM, false, 0, kv_heads),
                  ATTR("head_dim", CK_ATTR_DIM, false, 0, head_dim)}),
+    /* gelu(gate) * up: forward gelu 8, product 1; backward gelu's 12, d up 1, d gate 1. */
+    OP(CK_OP_GEGLU, "geglu", 2, 9, 14),
     OP(CK_OP_CROSS_ENTROPY, "cross_entropy", 2, 4, 3, .is_loss = true),
     OP(CK_OP_MSE, "mse", 2, 3, 3, .is_loss = true),
 };
@@ -74,7 +76,8 @@ const char *ck_op_names(void)
 {
     /* tests/unit/test_ops.c checks that it names every op of the table. */
     return "embedding, linear, layernorm, rmsnorm, gelu, relu, silu, add, mul, dropout, "
-           "attention, rope, swiglu, cast, lora, qknorm, cross_entropy, mse";
+           "attention, rope, swiglu, cast, lora, qknorm, geglu, "
+           "cross_entropy, mse";
 }
 
 void ck_op_default_attrs(const ck_op_def *op, ck_attrs *a)
@@ -305,6 +308,7 @@ int ck_op_infer(const ck_op_def *op, ck_attrs *a, ck_dtype act, const ck_ttype *
     case CK_OP_ADD:
     case CK_OP_MUL:
     case CK_OP_SWIGLU:
+    case CK_OP_GEGLU:
         rc = check_float(file, path, 0, &in[0], err);
         if (rc == CK_OK)
             rc = check_same(file, path, in, err);
@@ -530,6 +534,7 @@ static void describe_kind(ovf *o, const ck_op_def *op, const ck_attrs *a, const 
         break;
     case CK_OP_MUL:
     case CK_OP_SWIGLU:
+    case CK_OP_GEGLU:
     case CK_OP_MSE:
         save_ref(o, info, CK_SAVE_INPUT, 0, &in[0]);
         save_ref(o, info, CK_SAVE_INPUT, 1, &in[1]);

@@ -242,23 +242,45 @@ void ck_kernel_qknorm_backward(float *dinp, float *dq_gamma, float *dk_gamma, co
 #define GELU_A 0.044715f
 
 /* gelu(x) = x/2 (1 + tanh(s (x + a x^3))). */
-void ck_kernel_gelu_forward(float *out, const float *inp, size_t n)
+static float gelu_tanh(float x)
 {
-    for (size_t i = 0; i < n; i++) {
-        float x = inp[i];
-        out[i] = 0.5f * x * (1.0f + tanhf(GELU_S * (x + GELU_A * x * x * x)));
-    }
+    return 0.5f * x * (1.0f + tanhf(GELU_S * (x + GELU_A * x * x * x)));
 }
 
 /* gelu'(x) = (1 + t)/2 + x/2 (1 - t^2) s (1 + 3 a x^2), t = tanh(s (x + a x^3)). */
+static float gelu_tanh_grad(float x)
+{
+    float t = tanhf(GELU_S * (x + GELU_A * x * x * x));
+    return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * GELU_S * (1.0f + 3.0f * GELU_A * x * x);
+}
+
+void ck_kernel_gelu_forward(float *out, const float *inp, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = gelu_tanh(inp[i]);
+}
+
 void ck_kernel_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n)
 {
+    for (size_t i = 0; i < n; i++)
+        dinp[i] += gelu_tanh_grad(inp[i]) * dout[i];
+}
+
+/* out = gelu(gate) up. */
+void ck_kernel_geglu_forward(float *out, const float *gate, const float *up, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = gelu_tanh(gate[i]) * up[i];
+}
+
+/* dgate += dout up gelu'(gate), dup += dout gelu(gate). */
+void ck_kernel_geglu_backward(float *dgate, float *dup, const float *dout, const float *gate,
+                              const float *up, size_t n)
+{
     for (size_t i = 0; i < n; i++) {
-        float x = inp[i];
-        float t = tanhf(GELU_S * (x + GELU_A * x * x * x));
-        float grad = 0.5f * (1.0f + t) +
-                     0.5f * x * (1.0f - t * t) * GELU_S * (1.0f + 3.0f * GELU_A * x * x);
-        dinp[i] += grad * dout[i];
+        float dg = dout[i] * up[i] * gelu_tanh_grad(gate[i]), du = dout[i] * gelu_tanh(gate[i]);
+        dgate[i] += dg;
+        dup[i] += du;
     }
 }
 
@@ -960,6 +982,9 @@ void ck_kernel_forward(const ck_kernel_io *io)
     case CK_OP_SWIGLU:
         ck_kernel_swiglu_forward(out, a, b, d.len);
         break;
+    case CK_OP_GEGLU:
+        ck_kernel_geglu_forward(out, a, b, d.len);
+        break;
     case CK_OP_CAST:
         ck_kernel_cast_forward(io->out, n->attrs.to, io->in[0],
                                type_of(io, n->inputs[0])->dtype, d.len);
@@ -1047,6 +1072,9 @@ void ck_kernel_backward(const ck_kernel_io *io)
     case CK_OP_SWIGLU:
         ck_kernel_swiglu_backward(da, db, dout, a, b, d.len);
         break;
+    case CK_OP_GEGLU:
+        ck_kernel_geglu_backward(da, db, dout, a, b, d.len);
+        break;
     case CK_OP_CAST:
         ck_kernel_cast_backward(io->din[0], type_of(io, n->inputs[0])->dtype, io->dout,
                                 n->attrs.to, d.len);
@@ -1100,7 +1128,8 @@ float ck_kernel_loss(const ck_kernel_io *io)
     case CK_OP_SWIGLU:
     case CK_OP_CAST:
     case CK_OP_LORA:
-    case CK_OP_QKNORM: /* not losses */
+    case CK_OP_QKNORM:
+    case CK_OP_GEGLU: /* not losses */
         break;
     }
     return 0.0f;

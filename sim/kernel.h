@@ -113,6 +113,12 @@ void ck_kernel_swiglu_forward(float *out, const float *gate, const float *up, si
 void ck_kernel_swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate,
                                const float *up, size_t n);
 
+/* GeGLU's gate (Gemma's MLP), fused: out = gelu(gate) * up with gelu's tanh form, as
+ * gelu above. Saves both inputs; dgate and dup may be one buffer. */
+void ck_kernel_geglu_forward(float *out, const float *gate, const float *up, size_t n);
+void ck_kernel_geglu_backward(float *dgate, float *dup, const float *dout, const float *gate,
+                              const float *up, size_t n);
+
 /* 16-bit floats by hand (C11 has no portable half type). From f32: round to nearest, ties
  * to even, overflow to infinity, NaN kept a (quiet) NaN; f16 keeps subnormals. To f32:
  * exact. */

@@ -1394,6 +1394,51 @@ START_TEST(qknorm)
 }
 END_TEST
 
+/* ---- geglu ---- */
+
+static double ref_gelu_tanh(double x)
+{
+    return 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+}
+
+static void ref_geglu(const ref_case *rc, double *out)
+{
+    for (size_t i = 0; i < rc->n; i++)
+        out[i] = ref_gelu_tanh(rc->in[0][i]) * rc->in[1][i];
+}
+
+/* Against the reference and finite differences, and with one tensor as both inputs, whose
+ * gradient is gelu'(x) x + gelu(x), gelu' taken by central differences of the reference. */
+START_TEST(geglu)
+{
+    seed_data(1001);
+    ref_case rc = {.fn = ref_geglu, .n_out = EW_N, .n = EW_N};
+    float *g = ew_input(), *u = ref_input(&rc, 1, EW_N), *out = obuf(EW_N), *dout = frand(EW_N);
+    rc.in[0] = to_double(g, EW_N);
+    rc.len[0] = EW_N;
+    rc.g = to_double(dout, EW_N);
+    float *dg = fbuf(EW_N), *du = fbuf(EW_N), *dx = fbuf(EW_N);
+    ck_kernel_geglu_forward(out, g, u, EW_N);
+    ck_kernel_geglu_backward(dg, du, dout, g, u, EW_N);
+    float *dg1 = copy_f(dg, EW_N), *du1 = copy_f(du, EW_N);
+    ck_kernel_geglu_backward(dg, du, dout, g, u, EW_N);
+    assert_forward("geglu", &rc, out);
+    assert_doubled("geglu dgate", dg, dg1, EW_N);
+    assert_doubled("geglu dup", du, du1, EW_N);
+    assert_fd("geglu dgate", &rc, 0, dg1);
+    assert_fd("geglu dup", &rc, 1, du1);
+    ck_kernel_geglu_backward(dx, dx, dout, g, g, EW_N);
+    double *want = dbuf(EW_N);
+    for (size_t i = 0; i < EW_N; i++) {
+        double x = g[i];
+        double dgelu = (ref_gelu_tanh(x + FD_STEP) - ref_gelu_tanh(x - FD_STEP)) / (2 * FD_STEP);
+        want[i] = dout[i] * (dgelu * x + ref_gelu_tanh(x));
+    }
+    assert_close("geglu of x and x", dx, want, EW_N, RTOL_GRAD);
+    free_scratch();
+}
+END_TEST
+
 static Suite *kernels_suite(void)
 {
     Suite *s = suite_create("kernels");
@@ -1425,6 +1470,7 @@ static Suite *kernels_suite(void)
     tcase_add_test(tc, rope);
     tcase_add_test(tc, lora);
     tcase_add_test(tc, qknorm);
+    tcase_add_test(tc, geglu);
     tcase_add_test(tc, swiglu);
     tcase_add_test(tc, half_codes_round_trip);
     tcase_add_test(tc, half_rounding_is_nearest_even);

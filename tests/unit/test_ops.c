@@ -427,6 +427,30 @@ START_TEST(qknorm_normalises_q_and_k_heads)
 }
 END_TEST
 
+/* geglu(gate, up) keeps their type, saves both and costs 9 and 14 FLOPs per element. */
+START_TEST(geglu_saves_both_inputs)
+{
+    ck_ttype in[2] = {tt(CK_F16, 3, 2, 5, 24), tt(CK_F16, 3, 2, 5, 24)};
+    ck_attrs a = defaults("geglu");
+    ck_op_info info;
+    ck_ttype out = infer_ok("geglu", &a, in, &info);
+    assert_shape(&out, CK_F16, 3, 2, 5, 24);
+    ck_assert(info.n_params == 0 && info.n_param_tensors == 0);
+    ck_assert_uint_eq(info.n_saved, 2);
+    ck_assert(info.saved[0].kind == CK_SAVE_INPUT && info.saved[0].input == 0);
+    ck_assert(info.saved[1].kind == CK_SAVE_INPUT && info.saved[1].input == 1);
+    ck_assert_uint_eq(info.saved[0].bytes + info.saved[1].bytes, 2 * 240 * 2);
+    ck_assert_uint_eq(info.fwd_flops, 9 * 240);
+    ck_assert_uint_eq(info.bwd_flops, 14 * 240);
+    ck_assert_uint_eq(info.fwd_bytes_moved, 3 * 480);
+    ck_assert_uint_eq(info.bwd_bytes_moved, 5 * 480);
+    in[1].dtype = CK_BF16;
+    ck_assert(strstr(infer_bad("geglu", &a, in),
+                     "f.json: nodes[3].inputs[1]: expected the type of inputs[0], f16 [2, 5, 24], "
+                     "got bf16 [2, 5, 24]"));
+}
+END_TEST
+
 /* cast changes only the dtype; it moves its input's bytes in and its output's out, the
  * other way round backward, and costs one FLOP per element each way. */
 START_TEST(cast_changes_the_dtype)
@@ -506,6 +530,7 @@ static Suite *ops_suite(void)
     tcase_add_test(tc, rope_rotates_q_and_k);
     tcase_add_test(tc, lora_adds_an_adapter);
     tcase_add_test(tc, qknorm_normalises_q_and_k_heads);
+    tcase_add_test(tc, geglu_saves_both_inputs);
     tcase_add_test(tc, swiglu_saves_both_inputs);
     tcase_add_test(tc, cast_changes_the_dtype);
     tcase_add_test(tc, losses_make_scalars);

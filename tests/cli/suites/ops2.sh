@@ -5,3 +5,4 @@
 
 verify_planners lora "$data/lora-tiny.json"
 verify_planners qknorm "$data/qknorm-tiny.json"
+verify_planners geglu "$data/geglu-tiny.json"
