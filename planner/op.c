@@ -58,6 +58,10 @@ static const ck_op_def op_table[] = {
                  ATTR("head_dim", CK_ATTR_DIM, false, 0, head_dim)}),
     /* gelu(gate) * up: forward gelu 8, product 1; backward gelu's 12, d up 1, d gate 1. */
     OP(CK_OP_GEGLU, "geglu", 2, 9, 14),
+    /* cap tanh(x / cap): a division, tanh and a product; backward (out / cap)^2, 1 minus
+     * it, times the gradient. */
+    OP(CK_OP_SOFTCAP, "softcap", 1, 3, 4, .n_attrs = 1,
+       .attrs = {ATTR("cap", CK_ATTR_POSITIVE, true, 0, cap)}),
     OP(CK_OP_CROSS_ENTROPY, "cross_entropy", 2, 4, 3, .is_loss = true),
     OP(CK_OP_MSE, "mse", 2, 3, 3, .is_loss = true),
 };
@@ -76,7 +80,7 @@ const char *ck_op_names(void)
 {
     /* tests/unit/test_ops.c checks that it names every op of the table. */
     return "embedding, linear, layernorm, rmsnorm, gelu, relu, silu, add, mul, dropout, "
-           "attention, rope, swiglu, cast, lora, qknorm, geglu, "
+           "attention, rope, swiglu, cast, lora, qknorm, geglu, softcap, "
            "cross_entropy, mse";
 }
 
@@ -319,7 +323,8 @@ int ck_op_infer(const ck_op_def *op, ck_attrs *a, ck_dtype act, const ck_ttype *
     case CK_OP_GELU:
     case CK_OP_RELU:
     case CK_OP_SILU:
-    case CK_OP_DROPOUT: /* they keep their input's type */
+    case CK_OP_DROPOUT:
+    case CK_OP_SOFTCAP: /* they keep their input's type */
         *out = in[0];
         return check_float(file, path, 0, &in[0], err);
     case CK_OP_CAST: /* "to" is a float dtype, as the loader reads it */
@@ -530,6 +535,7 @@ static void describe_kind(ovf *o, const ck_op_def *op, const ck_attrs *a, const 
         save_ref(o, info, CK_SAVE_INPUT, 0, &in[0]);
         break;
     case CK_OP_RELU:
+    case CK_OP_SOFTCAP:
         save_ref(o, info, CK_SAVE_OUTPUT, 0, out);
         break;
     case CK_OP_MUL:

@@ -315,6 +315,23 @@ void ck_kernel_silu_backward(float *dinp, const float *inp, const float *dout, s
     }
 }
 
+/* out = cap tanh(x / cap). */
+void ck_kernel_softcap_forward(float *out, const float *inp, float cap, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = cap * tanhf(inp[i] / cap);
+}
+
+/* d/dx cap tanh(x / cap) = 1 - tanh^2 = 1 - (out / cap)^2: the output alone decides. */
+void ck_kernel_softcap_backward(float *dinp, const float *out, const float *dout, float cap,
+                                size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float t = out[i] / cap;
+        dinp[i] += dout[i] * (1.0f - t * t);
+    }
+}
+
 /* out = a + b. */
 void ck_kernel_add_forward(float *out, const float *a, const float *b, size_t n)
 {
@@ -985,6 +1002,9 @@ void ck_kernel_forward(const ck_kernel_io *io)
     case CK_OP_GEGLU:
         ck_kernel_geglu_forward(out, a, b, d.len);
         break;
+    case CK_OP_SOFTCAP:
+        ck_kernel_softcap_forward(out, a, (float)n->attrs.cap, d.len);
+        break;
     case CK_OP_CAST:
         ck_kernel_cast_forward(io->out, n->attrs.to, io->in[0],
                                type_of(io, n->inputs[0])->dtype, d.len);
@@ -1075,6 +1095,9 @@ void ck_kernel_backward(const ck_kernel_io *io)
     case CK_OP_GEGLU:
         ck_kernel_geglu_backward(da, db, dout, a, b, d.len);
         break;
+    case CK_OP_SOFTCAP:
+        ck_kernel_softcap_backward(da, io->out, dout, (float)n->attrs.cap, d.len);
+        break;
     case CK_OP_CAST:
         ck_kernel_cast_backward(io->din[0], type_of(io, n->inputs[0])->dtype, io->dout,
                                 n->attrs.to, d.len);
@@ -1129,7 +1152,8 @@ float ck_kernel_loss(const ck_kernel_io *io)
     case CK_OP_CAST:
     case CK_OP_LORA:
     case CK_OP_QKNORM:
-    case CK_OP_GEGLU: /* not losses */
+    case CK_OP_GEGLU:
+    case CK_OP_SOFTCAP: /* not losses */
         break;
     }
     return 0.0f;

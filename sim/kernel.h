@@ -101,6 +101,11 @@ void ck_kernel_relu_backward(float *dinp, const float *out, const float *dout, s
 void ck_kernel_silu_forward(float *out, const float *inp, size_t n);
 void ck_kernel_silu_backward(float *dinp, const float *inp, const float *dout, size_t n);
 
+/* Gemma 2's soft-capping, cap tanh(x / cap) (cap > 0). Saves its output. */
+void ck_kernel_softcap_forward(float *out, const float *inp, float cap, size_t n);
+void ck_kernel_softcap_backward(float *dinp, const float *out, const float *dout, float cap,
+                                size_t n);
+
 void ck_kernel_add_forward(float *out, const float *a, const float *b, size_t n);
 void ck_kernel_add_backward(float *da, float *db, const float *dout, size_t n);
 void ck_kernel_mul_forward(float *out, const float *a, const float *b, size_t n);

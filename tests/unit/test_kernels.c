@@ -154,7 +154,7 @@ struct ref_case {
     ck_rng_key key;
     double theta;
     size_t R, n_parts, width[3]; /* lora */
-    double alpha;
+    double alpha, cap; /* lora; softcap */
 };
 
 static double ref_loss(const ref_case *rc, double *out)
@@ -1439,6 +1439,37 @@ START_TEST(geglu)
 }
 END_TEST
 
+/* ---- softcap ---- */
+
+static void ref_softcap(const ref_case *rc, double *out)
+{
+    for (size_t i = 0; i < rc->n; i++)
+        out[i] = rc->cap * tanh(rc->in[0][i] / rc->cap);
+}
+
+/* Inputs in [-3, 3] against a cap of 1.5: both the linear middle and the saturated ends;
+ * every output lies strictly inside (-cap, cap). */
+START_TEST(softcap)
+{
+    seed_data(1101);
+    float *x = ew_input(), *out = obuf(EW_N), *dout = frand(EW_N), *dx = fbuf(EW_N);
+    ref_case rc = {.fn = ref_softcap, .n_out = EW_N, .g = to_double(dout, EW_N), .n = EW_N,
+                   .cap = 1.5};
+    rc.in[0] = to_double(x, EW_N);
+    rc.len[0] = EW_N;
+    ck_kernel_softcap_forward(out, x, 1.5f, EW_N);
+    ck_kernel_softcap_backward(dx, out, dout, 1.5f, EW_N);
+    float *dx1 = copy_f(dx, EW_N);
+    ck_kernel_softcap_backward(dx, out, dout, 1.5f, EW_N);
+    assert_forward("softcap", &rc, out);
+    assert_doubled("softcap dinp", dx, dx1, EW_N);
+    assert_fd("softcap dinp", &rc, 0, dx1);
+    for (size_t i = 0; i < EW_N; i++)
+        ck_assert(fabsf(out[i]) < 1.5f);
+    free_scratch();
+}
+END_TEST
+
 static Suite *kernels_suite(void)
 {
     Suite *s = suite_create("kernels");
@@ -1471,6 +1502,7 @@ static Suite *kernels_suite(void)
     tcase_add_test(tc, lora);
     tcase_add_test(tc, qknorm);
     tcase_add_test(tc, geglu);
+    tcase_add_test(tc, softcap);
     tcase_add_test(tc, swiglu);
     tcase_add_test(tc, half_codes_round_trip);
     tcase_add_test(tc, half_rounding_is_nearest_even);

@@ -451,6 +451,26 @@ START_TEST(geglu_saves_both_inputs)
 }
 END_TEST
 
+/* softcap keeps its input's type, saves its output (its backward reads only that) and
+ * costs 3 and 4 FLOPs per element. */
+START_TEST(softcap_saves_its_output)
+{
+    ck_ttype in = tt(CK_BF16, 3, 2, 5, 24);
+    ck_attrs a = defaults("softcap");
+    a.cap = 30;
+    ck_op_info info;
+    ck_ttype out = infer_ok("softcap", &a, &in, &info);
+    assert_shape(&out, CK_BF16, 3, 2, 5, 24);
+    ck_assert(info.n_params == 0 && info.n_saved == 1);
+    ck_assert(info.saved[0].kind == CK_SAVE_OUTPUT && info.saved[0].bytes == 480);
+    ck_assert(info.fwd_flops == 3 * 240 && info.bwd_flops == 4 * 240);
+    ck_assert_uint_eq(info.fwd_bytes_moved, 2 * 480);
+    ck_assert_uint_eq(info.bwd_bytes_moved, 3 * 480); /* dy, out; dx */
+    ck_assert(ck_op_find("softcap")->attrs[0].required);
+    ck_assert_int_eq(ck_op_find("softcap")->attrs[0].kind, CK_ATTR_POSITIVE);
+}
+END_TEST
+
 /* cast changes only the dtype; it moves its input's bytes in and its output's out, the
  * other way round backward, and costs one FLOP per element each way. */
 START_TEST(cast_changes_the_dtype)
@@ -531,6 +551,7 @@ static Suite *ops_suite(void)
     tcase_add_test(tc, lora_adds_an_adapter);
     tcase_add_test(tc, qknorm_normalises_q_and_k_heads);
     tcase_add_test(tc, geglu_saves_both_inputs);
+    tcase_add_test(tc, softcap_saves_its_output);
     tcase_add_test(tc, swiglu_saves_both_inputs);
     tcase_add_test(tc, cast_changes_the_dtype);
     tcase_add_test(tc, losses_make_scalars);

@@ -6,3 +6,4 @@
 verify_planners lora "$data/lora-tiny.json"
 verify_planners qknorm "$data/qknorm-tiny.json"
 verify_planners geglu "$data/geglu-tiny.json"
+verify_planners softcap "$data/softcap-tiny.json"
