@@ -42,6 +42,26 @@ static const ck_op_def op_table[] = {
     OP(CK_OP_SWIGLU, "swiglu", 2, 5, 10),
     /* One conversion per element, of the value forward and of its gradient backward. */
     OP(CK_OP_CAST, "cast", 1, 1, 1, .n_attrs = 1, .attrs = {ATTR("to", CK_ATTR_DTYPE, true, 0, to)}),
+    /* out = y + alpha/rank B (A x): per output element, forward the scaling and the sum,
+     * backward the scaling of the gradient and its copy to y; the products in
+     * describe_lora. */
+    OP(CK_OP_LORA, "lora", 2, 2, 2, .n_attrs = 4,
+       .attrs = {ATTR("rank", CK_ATTR_DIM, true, 0, rank),
+                 ATTR("alpha", CK_ATTR_POSITIVE, false, 0, alpha),
+                 ATTR("heads", CK_ATTR_DIM, false, 0, heads),
+                 ATTR("kv_heads", CK_ATTR_DIM, false, 0, kv_heads)}),
+    /* RMSNorm of each q and k head: its FLOPs (rmsnorm's per normalised element) in
+     * describe_kind. */
+    OP(CK_OP_QKNORM, "qknorm", 1, 0, 0, .n_attrs = 3,
+       .attrs = {ATTR("heads", CK_ATTR_DIM, true, 0, heads),
+                 ATTR("kv_heads", CK_ATTR_DIM, false, 0, kv_heads),
+                 ATTR("head_dim", CK_ATTR_DIM, false, 0, head_dim)}),
+    /* gelu(gate) * up: forward gelu 8, product 1; backward gelu's 12, d up 1, d gate 1. */
+    OP(CK_OP_GEGLU, "geglu", 2, 9, 14),
+    /* cap tanh(x / cap): a division, tanh and a product; backward (out / cap)^2, 1 minus
+     * it, times the gradient. */
+    OP(CK_OP_SOFTCAP, "softcap", 1, 3, 4, .n_attrs = 1,
+       .attrs = {ATTR("cap", CK_ATTR_POSITIVE, true, 0, cap)}),
     OP(CK_OP_CROSS_ENTROPY, "cross_entropy", 2, 4, 3, .is_loss = true),
     OP(CK_OP_MSE, "mse", 2, 3, 3, .is_loss = true),
 };
@@ -60,7 +80,8 @@ const char *ck_op_names(void)
 {
     /* tests/unit/test_ops.c checks that it names every op of the table. */
     return "embedding, linear, layernorm, rmsnorm, gelu, relu, silu, add, mul, dropout, "
-           "attention, rope, swiglu, cast, cross_entropy, mse";
+           "attention, rope, swiglu, cast, lora, qknorm, geglu, softcap, "
+           "cross_entropy, mse";
 }
 
 void ck_op_default_attrs(const ck_op_def *op, ck_attrs *a)
@@ -151,12 +172,12 @@ static int infer_embedding(const ck_attrs *a, ck_dtype act, const ck_ttype *in, 
 
 /* The packed q, k, v layout attention and rope read: [B, T, (heads + 2*kv_heads) * D];
  * fills kv_heads' default and sets *head_dim. */
-static int check_packed(ck_attrs *a, const ck_ttype *in, uint64_t *head_dim, const char *file,
-                        const char *path, ck_err *err)
+static int check_packed(ck_attrs *a, const ck_ttype *in, size_t i, uint64_t *head_dim,
+                        const char *file, const char *path, ck_err *err)
 {
-    if (in[0].rank != 3 || !ck_dtype_is_float(in[0].dtype))
-        return bad_input(file, path, 0, "a float tensor [B, T, (heads + 2*kv_heads) * head_dim]",
-                         &in[0], err);
+    if (in[i].rank != 3 || !ck_dtype_is_float(in[i].dtype))
+        return bad_input(file, path, i, "a float tensor [B, T, (heads + 2*kv_heads) * head_dim]",
+                         &in[i], err);
     if (a->kv_heads == 0)
         a->kv_heads = a->heads;
     if (a->heads % a->kv_heads != 0)
@@ -166,14 +187,20 @@ static int check_packed(ck_attrs *a, const ck_ttype *in, uint64_t *head_dim, con
     uint64_t groups; /* heads + 2*kv_heads: heads <= 2^53 keeps this exact */
     if (!ck_size_mul(a->kv_heads, 2, &groups) || !ck_size_add(groups, a->heads, &groups))
         return bad_attr(file, path, "heads", err, "heads + 2*kv_heads overflows 64 bits");
-    if (last_dim(&in[0]) % groups != 0) {
+    if (last_dim(&in[i]) % groups != 0) {
         char want[160];
         snprintf(want, sizeof want,
                  "a last dimension divisible by heads + 2*kv_heads = %llu (packed q, k, v)",
                  (unsigned long long)groups);
-        return bad_input(file, path, 0, want, &in[0], err);
+        return bad_input(file, path, i, want, &in[i], err);
     }
-    *head_dim = last_dim(&in[0]) / groups;
+    *head_dim = last_dim(&in[i]) / groups;
+    if (a->head_dim && a->head_dim != *head_dim)
+        return bad_attr(file, path, "head_dim", err,
+                        "expected the head size of the packed width, %llu / (heads + "
+                        "2*kv_heads = %llu) = %llu, got %llu",
+                        (unsigned long long)last_dim(&in[i]), (unsigned long long)groups,
+                        (unsigned long long)*head_dim, (unsigned long long)a->head_dim);
     return CK_OK;
 }
 
@@ -181,7 +208,7 @@ static int infer_attention(ck_attrs *a, const ck_ttype *in, ck_ttype *out, const
                            const char *path, ck_err *err)
 {
     uint64_t head_dim;
-    int rc = check_packed(a, in, &head_dim, file, path, err);
+    int rc = check_packed(a, in, 0, &head_dim, file, path, err);
     *out = in[0];
     out->dim[2] = head_dim * a->heads;
     return rc;
@@ -192,7 +219,7 @@ static int infer_rope(ck_attrs *a, const ck_ttype *in, ck_ttype *out, const char
                       const char *path, ck_err *err)
 {
     uint64_t head_dim;
-    int rc = check_packed(a, in, &head_dim, file, path, err);
+    int rc = check_packed(a, in, 0, &head_dim, file, path, err);
     if (rc == CK_OK && head_dim % 2 != 0) {
         char want[160];
         snprintf(want, sizeof want, "heads of an even size (rotated in pairs); "
@@ -202,6 +229,31 @@ static int infer_rope(ck_attrs *a, const ck_ttype *in, ck_ttype *out, const char
     }
     *out = in[0];
     return rc;
+}
+
+/* x [.., in] and y [.., out] of one float dtype and the same leading dimensions; with
+ * heads, y is a packed q, k, v. alpha defaults to the rank. */
+static int infer_lora(ck_attrs *a, const ck_ttype *in, ck_ttype *out, const char *file,
+                      const char *path, ck_err *err)
+{
+    *out = in[1];
+    int rc = check_float(file, path, 0, &in[0], err);
+    if (rc != CK_OK)
+        return rc;
+    bool ok = in[1].dtype == in[0].dtype && in[1].rank == in[0].rank;
+    for (size_t i = 0; ok && i + 1 < in[0].rank; i++)
+        ok = in[1].dim[i] == in[0].dim[i];
+    if (!ok) {
+        char want[256], shown[128];
+        ck_ttype_format(&in[0], shown, sizeof shown);
+        snprintf(want, sizeof want, "the dtype and leading dimensions of inputs[0], %s "
+                 "(y, the base projection of x)", shown);
+        return bad_input(file, path, 1, want, &in[1], err);
+    }
+    if (a->alpha == 0)
+        a->alpha = (double)a->rank;
+    uint64_t head_dim;
+    return a->heads ? check_packed(a, in, 1, &head_dim, file, path, err) : CK_OK;
 }
 
 static int infer_loss(const ck_op_def *op, const ck_ttype *in, ck_ttype *out, const char *file,
@@ -236,6 +288,13 @@ int ck_op_infer(const ck_op_def *op, ck_attrs *a, ck_dtype act, const ck_ttype *
         return infer_attention(a, in, out, file, path, err);
     case CK_OP_ROPE:
         return infer_rope(a, in, out, file, path, err);
+    case CK_OP_LORA:
+        return infer_lora(a, in, out, file, path, err);
+    case CK_OP_QKNORM: {
+        uint64_t head_dim;
+        *out = in[0];
+        return check_packed(a, in, 0, &head_dim, file, path, err);
+    }
     case CK_OP_CROSS_ENTROPY:
     case CK_OP_MSE:
         return infer_loss(op, in, out, file, path, err);
@@ -253,6 +312,7 @@ int ck_op_infer(const ck_op_def *op, ck_attrs *a, ck_dtype act, const ck_ttype *
     case CK_OP_ADD:
     case CK_OP_MUL:
     case CK_OP_SWIGLU:
+    case CK_OP_GEGLU:
         rc = check_float(file, path, 0, &in[0], err);
         if (rc == CK_OK)
             rc = check_same(file, path, in, err);
@@ -263,7 +323,8 @@ int ck_op_infer(const ck_op_def *op, ck_attrs *a, ck_dtype act, const ck_ttype *
     case CK_OP_GELU:
     case CK_OP_RELU:
     case CK_OP_SILU:
-    case CK_OP_DROPOUT: /* they keep their input's type */
+    case CK_OP_DROPOUT:
+    case CK_OP_SOFTCAP: /* they keep their input's type */
         *out = in[0];
         return check_float(file, path, 0, &in[0], err);
     case CK_OP_CAST: /* "to" is a float dtype, as the loader reads it */
@@ -397,6 +458,46 @@ static void describe_linear(ovf *o, const ck_attrs *a, const ck_ttype *in, const
     info->bwd_flops = add(o, mul(o, macs, 4), bias_flops); /* dX and dW */
 }
 
+/* A = lora_a [P*R, in], B = lora_b [out, R], P = 3 parts (q, k, v) with heads, else 1.
+ * Forward: mid = x A^T, 2*rows*in*P*R; B mid, 2*rows*out*R (each output column reads R
+ * values of mid). Backward: dmid and dB, dx and dA, twice each. */
+static void describe_lora(ovf *o, const ck_attrs *a, const ck_ttype *in, const ck_ttype *out,
+                          ck_op_info *info)
+{
+    uint64_t in_f = last_dim(&in[0]), out_f = last_dim(out);
+    uint64_t rows = numel(o, out) / out_f;
+    uint64_t mid_w = mul(o, a->heads ? 3 : 1, a->rank);
+    ck_ttype mid = in[0];
+    mid.dim[mid.rank - 1] = mid_w;
+    save_ref(o, info, CK_SAVE_INPUT, 0, &in[0]);
+    save_internal(o, info, CK_SLOT_LORA_MID, &mid);
+    param(o, info, "lora_a", CK_INIT_NORMAL, true, false, mid_w, in_f);
+    param(o, info, "lora_b", CK_INIT_ZEROS, true, false, out_f, a->rank);
+    uint64_t a_flops = mul(o, mul(o, rows, in_f), mul(o, mid_w, 2));
+    uint64_t b_flops = mul(o, mul(o, rows, out_f), mul(o, a->rank, 2));
+    info->fwd_flops = add(o, info->fwd_flops, add(o, a_flops, b_flops));
+    info->bwd_flops = add(o, info->bwd_flops, mul(o, add(o, a_flops, b_flops), 2));
+    info->bwd_ws_bytes = bytes_of(o, &mid); /* dmid */
+}
+
+/* rmsnorm's FLOPs per normalised (q or k) element, and backward one per v element, whose
+ * gradient passes through; rstd is one f32 per head of each row. */
+static void describe_qknorm(ovf *o, const ck_attrs *a, const ck_ttype *in, uint64_t n,
+                            ck_op_info *info)
+{
+    uint64_t normed_heads = add(o, a->heads, a->kv_heads);
+    uint64_t d = last_dim(&in[0]) / add(o, normed_heads, a->kv_heads);
+    uint64_t normed = mul(o, mul(o, n / last_dim(&in[0]), d), normed_heads);
+    ck_ttype stats = rows_of(&in[0], CK_F32);
+    stats.dim[stats.rank++] = normed_heads;
+    save_ref(o, info, CK_SAVE_INPUT, 0, &in[0]);
+    save_internal(o, info, CK_SLOT_RSTD, &stats);
+    param(o, info, "q_gamma", CK_INIT_ONES, true, false, d, 0);
+    param(o, info, "k_gamma", CK_INIT_ONES, true, false, d, 0);
+    info->fwd_flops = mul(o, normed, 4);
+    info->bwd_flops = add(o, mul(o, normed, 8), n - normed);
+}
+
 /* What node of kind op->kind saves and owns, and the FLOPs beyond its per-element ones;
  * n is its output's element count (a loss's: its input's). */
 static void describe_kind(ovf *o, const ck_op_def *op, const ck_attrs *a, const ck_ttype *in,
@@ -434,10 +535,12 @@ static void describe_kind(ovf *o, const ck_op_def *op, const ck_attrs *a, const 
         save_ref(o, info, CK_SAVE_INPUT, 0, &in[0]);
         break;
     case CK_OP_RELU:
+    case CK_OP_SOFTCAP:
         save_ref(o, info, CK_SAVE_OUTPUT, 0, out);
         break;
     case CK_OP_MUL:
     case CK_OP_SWIGLU:
+    case CK_OP_GEGLU:
     case CK_OP_MSE:
         save_ref(o, info, CK_SAVE_INPUT, 0, &in[0]);
         save_ref(o, info, CK_SAVE_INPUT, 1, &in[1]);
@@ -450,6 +553,12 @@ static void describe_kind(ovf *o, const ck_op_def *op, const ck_attrs *a, const 
     }
     case CK_OP_ATTENTION:
         describe_attention(o, a, in, out, info);
+        break;
+    case CK_OP_LORA:
+        describe_lora(o, a, in, out, info);
+        break;
+    case CK_OP_QKNORM:
+        describe_qknorm(o, a, in, n, info);
         break;
     case CK_OP_CROSS_ENTROPY: {
         ck_ttype lse = rows_of(&in[0], CK_F32);

@@ -17,7 +17,8 @@
 typedef enum {
     CK_OP_EMBEDDING, CK_OP_LINEAR, CK_OP_LAYERNORM, CK_OP_RMSNORM, CK_OP_GELU, CK_OP_RELU,
     CK_OP_SILU, CK_OP_ADD, CK_OP_MUL, CK_OP_DROPOUT, CK_OP_ATTENTION, CK_OP_ROPE,
-    CK_OP_SWIGLU, CK_OP_CAST, CK_OP_CROSS_ENTROPY, CK_OP_MSE /* losses last */
+    CK_OP_SWIGLU, CK_OP_CAST, CK_OP_LORA, CK_OP_QKNORM, CK_OP_GEGLU, CK_OP_SOFTCAP,
+    CK_OP_CROSS_ENTROPY, CK_OP_MSE /* losses last */
 } ck_op_kind;
 /* Not a member of the enum, so that switches over kinds need no case for it; the op table's
  * size is checked against it. */
@@ -28,17 +29,22 @@ typedef struct {
     uint64_t vocab, dim, positions; /* embedding (positions 0: no position table) */
     uint64_t out;                   /* linear */
     bool bias, tied;                /* linear; tied: shares the embedding's table */
-    uint64_t heads, kv_heads;       /* attention, rope */
+    uint64_t heads, kv_heads;       /* attention, rope, lora, qknorm */
+    uint64_t head_dim;              /* attention, qknorm: stated, checked (0: not given) */
     uint64_t theta;                 /* rope: the base of its frequencies */
     ck_dtype to;                    /* cast: the output's dtype */
     bool flash;                     /* attention */
     double p;                       /* dropout's p, attention's dropout */
+    uint64_t rank;                  /* lora: the adapter's rank */
+    double alpha;                   /* lora: out = y + alpha / rank * B A x */
+    double cap;                     /* softcap's cap; attention's softcap (0: none) */
 } ck_attrs;
 
 typedef enum {
     CK_ATTR_DIM,  /* a positive integer, dim name or product ("4*C") */
     CK_ATTR_BOOL,
     CK_ATTR_PROB, /* a number in [0, 1) */
+    CK_ATTR_POSITIVE, /* a finite number > 0; a default of 0 means "not given" */
     CK_ATTR_DTYPE /* a float dtype's name: "f32", "bf16", "f16" */
 } ck_attr_kind;
 
@@ -69,6 +75,7 @@ typedef enum {
     CK_SLOT_PROBS,   /* attention probabilities */
     CK_SLOT_DROPPED, /* attention probabilities after dropout */
     CK_SLOT_LSE,     /* per-row log-sum-exp (flash attention, cross_entropy) */
+    CK_SLOT_LORA_MID, /* lora: A x, the adapter's rank-wide middle */
     CK_N_SLOTS
 } ck_slot;
 

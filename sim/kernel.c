@@ -163,39 +163,76 @@ void ck_kernel_layernorm_backward(float *dinp, float *dweight, float *dbias, con
     }
 }
 
-/* rstd = 1/sqrt(mean(x^2) + eps), out = x rstd w. */
-void ck_kernel_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, size_t N,
-                        size_t C)
+/* One row of C values: rstd = 1/sqrt(mean(x^2) + eps), out = x rstd w; returns rstd. */
+static float rms_row_forward(float *out, const float *x, const float *weight, size_t C, double eps)
 {
-    for (size_t n = 0; n < N; n++) {
-        const float *x = inp + n * C;
-        double ss = 0.0;
-        for (size_t c = 0; c < C; c++)
-            ss += (double)x[c] * x[c];
-        float r = (float)(1.0 / sqrt(ss / (double)C + NORM_EPS));
-        float *o = out + n * C;
-        for (size_t c = 0; c < C; c++)
-            o[c] = x[c] * r * weight[c];
-        rstd[n] = r;
-    }
+    double ss = 0.0;
+    for (size_t c = 0; c < C; c++)
+        ss += (double)x[c] * x[c];
+    float r = (float)(1.0 / sqrt(ss / (double)C + eps));
+    for (size_t c = 0; c < C; c++)
+        out[c] = x[c] * r * weight[c];
+    return r;
 }
 
 /* With g = dout w, d rstd / dx_k = -rstd^3 x_k / C, so
  *   dx = rstd (g - x rstd^2 mean(g x)),  dw += dout x rstd. */
+static void rms_row_backward(float *dx, float *dweight, const float *d, const float *x,
+                             const float *weight, float r, size_t C)
+{
+    float sum_gx = 0.0f;
+    for (size_t c = 0; c < C; c++)
+        sum_gx += d[c] * weight[c] * x[c];
+    float k = r * r * sum_gx / (float)C;
+    for (size_t c = 0; c < C; c++) {
+        dx[c] += r * (d[c] * weight[c] - x[c] * k);
+        dweight[c] += d[c] * x[c] * r;
+    }
+}
+
+void ck_kernel_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, size_t N,
+                        size_t C)
+{
+    for (size_t n = 0; n < N; n++)
+        rstd[n] = rms_row_forward(out + n * C, inp + n * C, weight, C, NORM_EPS);
+}
+
 void ck_kernel_rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp,
                          const float *weight, const float *rstd, size_t N, size_t C)
 {
+    for (size_t n = 0; n < N; n++)
+        rms_row_backward(dinp + n * C, dweight, dout + n * C, inp + n * C, weight, rstd[n], C);
+}
+
+#define QKNORM_EPS 1e-6 /* Qwen3's rms_norm_eps */
+
+/* Row n, head h < H + KV: rstd[n, h] and out = rmsnorm(x, q_gamma or k_gamma); v copied. */
+void ck_kernel_qknorm_forward(float *out, float *rstd, const float *inp, const float *q_gamma,
+                              const float *k_gamma, size_t N, size_t H, size_t KV, size_t D)
+{
+    size_t W = (H + 2 * KV) * D;
     for (size_t n = 0; n < N; n++) {
-        const float *x = inp + n * C, *d = dout + n * C;
-        float r = rstd[n], sum_gx = 0.0f;
-        for (size_t c = 0; c < C; c++)
-            sum_gx += d[c] * weight[c] * x[c];
-        float k = r * r * sum_gx / (float)C;
-        float *dx = dinp + n * C;
-        for (size_t c = 0; c < C; c++) {
-            dx[c] += r * (d[c] * weight[c] - x[c] * k);
-            dweight[c] += d[c] * x[c] * r;
+        for (size_t h = 0; h < H + KV; h++)
+            rstd[n * (H + KV) + h] = rms_row_forward(out + n * W + h * D, inp + n * W + h * D,
+                                                     h < H ? q_gamma : k_gamma, D, QKNORM_EPS);
+        memcpy(out + n * W + (H + KV) * D, inp + n * W + (H + KV) * D, KV * D * sizeof *out);
+    }
+}
+
+/* Each q and k head as rmsnorm's backward, with its own gamma's gradient; dv += dout. */
+void ck_kernel_qknorm_backward(float *dinp, float *dq_gamma, float *dk_gamma, const float *dout,
+                               const float *inp, const float *q_gamma, const float *k_gamma,
+                               const float *rstd, size_t N, size_t H, size_t KV, size_t D)
+{
+    size_t W = (H + 2 * KV) * D;
+    for (size_t n = 0; n < N; n++) {
+        for (size_t h = 0; h < H + KV; h++) {
+            size_t at = n * W + h * D;
+            rms_row_backward(dinp + at, h < H ? dq_gamma : dk_gamma, dout + at, inp + at,
+                             h < H ? q_gamma : k_gamma, rstd[n * (H + KV) + h], D);
         }
+        for (size_t i = n * W + (H + KV) * D; i < (n + 1) * W; i++)
+            dinp[i] += dout[i];
     }
 }
 
@@ -205,23 +242,45 @@ void ck_kernel_rmsnorm_backward(float *dinp, float *dweight, const float *dout, 
 #define GELU_A 0.044715f
 
 /* gelu(x) = x/2 (1 + tanh(s (x + a x^3))). */
-void ck_kernel_gelu_forward(float *out, const float *inp, size_t n)
+static float gelu_tanh(float x)
 {
-    for (size_t i = 0; i < n; i++) {
-        float x = inp[i];
-        out[i] = 0.5f * x * (1.0f + tanhf(GELU_S * (x + GELU_A * x * x * x)));
-    }
+    return 0.5f * x * (1.0f + tanhf(GELU_S * (x + GELU_A * x * x * x)));
 }
 
 /* gelu'(x) = (1 + t)/2 + x/2 (1 - t^2) s (1 + 3 a x^2), t = tanh(s (x + a x^3)). */
+static float gelu_tanh_grad(float x)
+{
+    float t = tanhf(GELU_S * (x + GELU_A * x * x * x));
+    return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * GELU_S * (1.0f + 3.0f * GELU_A * x * x);
+}
+
+void ck_kernel_gelu_forward(float *out, const float *inp, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = gelu_tanh(inp[i]);
+}
+
 void ck_kernel_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n)
 {
+    for (size_t i = 0; i < n; i++)
+        dinp[i] += gelu_tanh_grad(inp[i]) * dout[i];
+}
+
+/* out = gelu(gate) up. */
+void ck_kernel_geglu_forward(float *out, const float *gate, const float *up, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = gelu_tanh(gate[i]) * up[i];
+}
+
+/* dgate += dout up gelu'(gate), dup += dout gelu(gate). */
+void ck_kernel_geglu_backward(float *dgate, float *dup, const float *dout, const float *gate,
+                              const float *up, size_t n)
+{
     for (size_t i = 0; i < n; i++) {
-        float x = inp[i];
-        float t = tanhf(GELU_S * (x + GELU_A * x * x * x));
-        float grad = 0.5f * (1.0f + t) +
-                     0.5f * x * (1.0f - t * t) * GELU_S * (1.0f + 3.0f * GELU_A * x * x);
-        dinp[i] += grad * dout[i];
+        float dg = dout[i] * up[i] * gelu_tanh_grad(gate[i]), du = dout[i] * gelu_tanh(gate[i]);
+        dgate[i] += dg;
+        dup[i] += du;
     }
 }
 
@@ -253,6 +312,23 @@ void ck_kernel_silu_backward(float *dinp, const float *inp, const float *dout, s
     for (size_t i = 0; i < n; i++) {
         float x = inp[i], sig = 1.0f / (1.0f + expf(-x));
         dinp[i] += dout[i] * sig * (1.0f + x * (1.0f - sig));
+    }
+}
+
+/* out = cap tanh(x / cap). */
+void ck_kernel_softcap_forward(float *out, const float *inp, float cap, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = cap * tanhf(inp[i] / cap);
+}
+
+/* d/dx cap tanh(x / cap) = 1 - tanh^2 = 1 - (out / cap)^2: the output alone decides. */
+void ck_kernel_softcap_backward(float *dinp, const float *out, const float *dout, float cap,
+                                size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float t = out[i] / cap;
+        dinp[i] += dout[i] * (1.0f - t * t);
     }
 }
 
@@ -742,6 +818,42 @@ void ck_kernel_rope_backward(float *dinp, const float *dout, size_t B, size_t T,
     rope_rotate(dinp, dout, B, T, H, KV, D, theta, -1.0, true);
 }
 
+/* ---- lora ---- */
+
+void ck_kernel_lora_forward(float *out, float *mid, const float *x, const float *y,
+                            const float *A, const float *B, size_t N, size_t C, size_t OC,
+                            size_t R, size_t n_parts, const size_t *width, float s)
+{
+    size_t MW = n_parts * R;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bdim(N), bdim(MW), bdim(C), 1.0f, x,
+                bdim(C), A, bdim(C), 0.0f, mid, bdim(MW));
+    memcpy(out, y, N * OC * sizeof *out);
+    for (size_t p = 0, off = 0; p < n_parts; off += width[p++])
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bdim(N), bdim(width[p]), bdim(R), s,
+                    mid + p * R, bdim(MW), B + off * R, bdim(R), 1.0f, out + off, bdim(OC));
+}
+
+void ck_kernel_lora_backward(float *dx, float *dy, float *dA, float *dB, float *dmid,
+                             const float *dout, const float *x, const float *mid, const float *A,
+                             const float *B, size_t N, size_t C, size_t OC, size_t R,
+                             size_t n_parts, const size_t *width, float s)
+{
+    size_t MW = n_parts * R;
+    for (size_t i = 0; dy && i < N * OC; i++)
+        dy[i] += dout[i];
+    for (size_t p = 0, off = 0; p < n_parts; off += width[p++]) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bdim(N), bdim(R), bdim(width[p]),
+                    s, dout + off, bdim(OC), B + off * R, bdim(R), 0.0f, dmid + p * R, bdim(MW));
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bdim(width[p]), bdim(R), bdim(N), s,
+                    dout + off, bdim(OC), mid + p * R, bdim(MW), 1.0f, dB + off * R, bdim(R));
+    }
+    if (dx)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bdim(N), bdim(C), bdim(MW), 1.0f,
+                    dmid, bdim(MW), A, bdim(C), 1.0f, dx, bdim(C));
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bdim(MW), bdim(C), bdim(N), 1.0f, dmid,
+                bdim(MW), x, bdim(C), 1.0f, dA, bdim(C));
+}
+
 /* ---- dispatch ---- */
 
 static const ck_ttype *type_of(const ck_kernel_io *io, size_t t)
@@ -787,6 +899,29 @@ static flat_dims flat(const ck_kernel_io *io)
     const ck_node *n = io->node;
     flat_dims d = {numel_of(io, n->output), last_dim_of(io, n->inputs[0]), 0};
     d.rows = numel_of(io, n->inputs[0]) / d.c;
+    return d;
+}
+
+/* A lora node's sizes: x's rows and width, y's width, and y's parts (q, k, v with heads). */
+typedef struct {
+    size_t N, C, OC, R, n_parts, width[3];
+    float s;
+} lora_dims;
+
+static lora_dims lora_dims_of(const ck_kernel_io *io)
+{
+    const ck_node *n = io->node;
+    const ck_attrs *a = &n->attrs;
+    lora_dims d = {.C = last_dim_of(io, n->inputs[0]), .OC = last_dim_of(io, n->inputs[1]),
+                   .R = (size_t)a->rank, .n_parts = 1, .s = (float)(a->alpha / (double)a->rank)};
+    d.N = numel_of(io, n->inputs[0]) / d.C;
+    d.width[0] = d.OC;
+    if (a->heads) {
+        size_t D = d.OC / (size_t)(a->heads + 2 * a->kv_heads);
+        d.n_parts = 3;
+        d.width[0] = (size_t)a->heads * D;
+        d.width[1] = d.width[2] = (size_t)a->kv_heads * D;
+    }
     return d;
 }
 
@@ -864,6 +999,12 @@ void ck_kernel_forward(const ck_kernel_io *io)
     case CK_OP_SWIGLU:
         ck_kernel_swiglu_forward(out, a, b, d.len);
         break;
+    case CK_OP_GEGLU:
+        ck_kernel_geglu_forward(out, a, b, d.len);
+        break;
+    case CK_OP_SOFTCAP:
+        ck_kernel_softcap_forward(out, a, (float)n->attrs.cap, d.len);
+        break;
     case CK_OP_CAST:
         ck_kernel_cast_forward(io->out, n->attrs.to, io->in[0],
                                type_of(io, n->inputs[0])->dtype, d.len);
@@ -871,6 +1012,18 @@ void ck_kernel_forward(const ck_kernel_io *io)
     case CK_OP_ROPE: {
         attn_dims q = attention_dims(io);
         ck_kernel_rope_forward(out, a, q.B, q.T, q.H, q.KV, q.D, (double)n->attrs.theta);
+        break;
+    }
+    case CK_OP_QKNORM: {
+        attn_dims q = attention_dims(io);
+        ck_kernel_qknorm_forward(out, io->saved[CK_SLOT_RSTD], a, p[0], p[1], q.B * q.T, q.H,
+                                 q.KV, q.D);
+        break;
+    }
+    case CK_OP_LORA: {
+        lora_dims l = lora_dims_of(io);
+        ck_kernel_lora_forward(out, io->saved[CK_SLOT_LORA_MID], a, b, p[0], p[1], l.N, l.C, l.OC,
+                               l.R, l.n_parts, l.width, l.s);
         break;
     }
     case CK_OP_CROSS_ENTROPY:
@@ -939,6 +1092,12 @@ void ck_kernel_backward(const ck_kernel_io *io)
     case CK_OP_SWIGLU:
         ck_kernel_swiglu_backward(da, db, dout, a, b, d.len);
         break;
+    case CK_OP_GEGLU:
+        ck_kernel_geglu_backward(da, db, dout, a, b, d.len);
+        break;
+    case CK_OP_SOFTCAP:
+        ck_kernel_softcap_backward(da, io->out, dout, (float)n->attrs.cap, d.len);
+        break;
     case CK_OP_CAST:
         ck_kernel_cast_backward(io->din[0], type_of(io, n->inputs[0])->dtype, io->dout,
                                 n->attrs.to, d.len);
@@ -946,6 +1105,19 @@ void ck_kernel_backward(const ck_kernel_io *io)
     case CK_OP_ROPE: {
         attn_dims q = attention_dims(io);
         ck_kernel_rope_backward(da, dout, q.B, q.T, q.H, q.KV, q.D, (double)n->attrs.theta);
+        break;
+    }
+    case CK_OP_QKNORM: {
+        attn_dims q = attention_dims(io);
+        ck_kernel_qknorm_backward(da, dp[0], dp[1], dout, a, p[0], p[1], io->saved[CK_SLOT_RSTD],
+                                  q.B * q.T, q.H, q.KV, q.D);
+        break;
+    }
+    case CK_OP_LORA: {
+        lora_dims l = lora_dims_of(io);
+        ck_kernel_lora_backward(da, db, dp[0], dp[1], io->ws, dout, a,
+                                io->saved[CK_SLOT_LORA_MID], p[0], p[1], l.N, l.C, l.OC, l.R,
+                                l.n_parts, l.width, l.s);
         break;
     }
     case CK_OP_CROSS_ENTROPY:
@@ -977,7 +1149,11 @@ float ck_kernel_loss(const ck_kernel_io *io)
     case CK_OP_ATTENTION:
     case CK_OP_ROPE:
     case CK_OP_SWIGLU:
-    case CK_OP_CAST: /* not losses */
+    case CK_OP_CAST:
+    case CK_OP_LORA:
+    case CK_OP_QKNORM:
+    case CK_OP_GEGLU:
+    case CK_OP_SOFTCAP: /* not losses */
         break;
     }
     return 0.0f;

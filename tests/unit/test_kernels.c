@@ -143,8 +143,8 @@ typedef void (*ref_fn)(const ref_case *rc, double *out);
 /* A double reference forward with its inputs and dimensions; the loss is sum(g * out). */
 struct ref_case {
     ref_fn fn;
-    double *in[3];
-    size_t len[3];
+    double *in[4];
+    size_t len[4];
     size_t n_out;
     const double *g; /* NULL: a scalar loss, g = 1 */
     size_t B, T, C, OC, V, H, KV, D, n;
@@ -153,6 +153,8 @@ struct ref_case {
     float p;
     ck_rng_key key;
     double theta;
+    size_t R, n_parts, width[3]; /* lora */
+    double alpha, cap; /* lora; softcap */
 };
 
 static double ref_loss(const ref_case *rc, double *out)
@@ -1256,6 +1258,218 @@ START_TEST(rope)
 }
 END_TEST
 
+/* ---- lora ---- */
+
+/* rc->in: x [n, C], y [n, OC], A [P*R, C], B [OC, R]; output column o of part p (the
+ * columns of part p follow those of parts before it) adds alpha/R sum_r B[o, r]
+ * (A x)[p R + r]. */
+static void ref_lora(const ref_case *rc, double *out)
+{
+    const double *x = rc->in[0], *y = rc->in[1], *A = rc->in[2], *B = rc->in[3];
+    size_t R = rc->R, C = rc->C, OC = rc->OC;
+    for (size_t n = 0; n < rc->n; n++)
+        for (size_t o = 0, p = 0, end = rc->width[0]; o < OC; o++) {
+            if (o == end)
+                end += rc->width[++p];
+            double sum = 0.0;
+            for (size_t r = 0; r < R; r++) {
+                double m = 0.0;
+                for (size_t c = 0; c < C; c++)
+                    m += A[(p * R + r) * C + c] * x[n * C + c];
+                sum += B[o * R + r] * m;
+            }
+            out[n * OC + o] = y[n * OC + o] + rc->alpha / (double)R * sum;
+        }
+}
+
+static float *ref_input(ref_case *rc, size_t k, size_t n)
+{
+    float *x = frand(n);
+    rc->in[k] = to_double(x, n);
+    rc->len[k] = n;
+    return x;
+}
+
+/* One adapter, and q, k, v adapters on a packed qkv of 2 q heads and 1 kv head of 3:
+ * against the reference and finite differences for x, y, A and B; mid is A x. */
+static void check_lora(size_t n_parts, const size_t *width, size_t OC)
+{
+    enum { N = 6, C = 5, R = 2 };
+    size_t MW = n_parts * R;
+    ref_case rc = {.fn = ref_lora, .n_out = N * OC, .n = N, .C = C, .OC = OC, .R = R,
+                   .n_parts = n_parts, .alpha = 3.0};
+    memcpy(rc.width, width, n_parts * sizeof *width);
+    float *x = ref_input(&rc, 0, N * C), *y = ref_input(&rc, 1, N * OC);
+    float *A = ref_input(&rc, 2, MW * C), *B = ref_input(&rc, 3, OC * R);
+    float *out = obuf(N * OC), *mid = obuf(N * MW), *dout = frand(N * OC), *ws = obuf(N * MW);
+    float *dx = fbuf(N * C), *dy = fbuf(N * OC), *dA = fbuf(MW * C), *dB = fbuf(OC * R);
+    rc.g = to_double(dout, N * OC);
+    float s = 1.5f; /* alpha / R */
+    ck_kernel_lora_forward(out, mid, x, y, A, B, N, C, OC, R, n_parts, width, s);
+    assert_forward("lora", &rc, out);
+    double *want_mid = dbuf(N * MW);
+    for (size_t n = 0; n < N; n++)
+        for (size_t j = 0; j < MW; j++)
+            for (size_t c = 0; c < C; c++)
+                want_mid[n * MW + j] += (double)A[j * C + c] * x[n * C + c];
+    assert_close("lora mid", mid, want_mid, N * MW, RTOL_FWD);
+    ck_kernel_lora_backward(dx, dy, dA, dB, ws, dout, x, mid, A, B, N, C, OC, R, n_parts, width, s);
+    float *grads[] = {dx, dy, dA, dB}, *once[4];
+    size_t lens[] = {N * C, N * OC, MW * C, OC * R};
+    for (size_t k = 0; k < 4; k++)
+        once[k] = copy_f(grads[k], lens[k]);
+    ck_kernel_lora_backward(dx, dy, dA, dB, ws, dout, x, mid, A, B, N, C, OC, R, n_parts, width, s);
+    const char *names[] = {"lora dx", "lora dy", "lora dA", "lora dB"};
+    for (size_t k = 0; k < 4; k++) {
+        assert_doubled(names[k], grads[k], once[k], lens[k]);
+        assert_fd(names[k], &rc, k, once[k]);
+    }
+    free_scratch();
+}
+
+START_TEST(lora)
+{
+    seed_data(801);
+    size_t one[] = {7}, qkv[] = {6, 3, 3};
+    check_lora(1, one, 7);
+    check_lora(3, qkv, 12);
+}
+END_TEST
+
+/* ---- qknorm ---- */
+
+/* rc->in: qkv [n, (H + 2*KV) * D], q_gamma [D], k_gamma [D]; each q and k head of D values
+ * x becomes x / sqrt(mean(x^2) + 1e-6) * gamma, v heads are copied. rstd: NULL or
+ * [n, H + KV]. */
+static void ref_qknorm_stats(const ref_case *rc, double *out, double *rstd)
+{
+    size_t D = rc->D, W = (rc->H + 2 * rc->KV) * D;
+    for (size_t n = 0; n < rc->n; n++)
+        for (size_t h = 0; h < rc->H + 2 * rc->KV; h++) {
+            const double *x = rc->in[0] + n * W + h * D;
+            double *y = out + n * W + h * D;
+            bool normed = h < rc->H + rc->KV;
+            const double *g = rc->in[h < rc->H ? 1 : 2];
+            double ss = 0.0;
+            for (size_t d = 0; d < D; d++)
+                ss += x[d] * x[d];
+            double r = 1.0 / sqrt(ss / (double)D + 1e-6);
+            for (size_t d = 0; d < D; d++)
+                y[d] = normed ? x[d] * r * g[d] : x[d];
+            if (rstd && normed)
+                rstd[n * (rc->H + rc->KV) + h] = r;
+        }
+}
+
+static void ref_qknorm(const ref_case *rc, double *out) { ref_qknorm_stats(rc, out, NULL); }
+
+/* 3 q heads sharing 1 kv head, heads of 4, with gammas away from 1 so that q_gamma and
+ * k_gamma swapped, or v normalised, show. */
+START_TEST(qknorm)
+{
+    enum { N = 6, H = 3, KV = 1, D = 4, W = (H + 2 * KV) * D };
+    seed_data(901);
+    ref_case rc = {.fn = ref_qknorm, .n_out = N * W, .n = N, .H = H, .KV = KV, .D = D};
+    float *x = ref_input(&rc, 0, N * W), *qg = ref_input(&rc, 1, D), *kg = ref_input(&rc, 2, D);
+    float *out = obuf(N * W), *rstd = obuf(N * (H + KV)), *dout = frand(N * W);
+    float *dx = fbuf(N * W), *dqg = fbuf(D), *dkg = fbuf(D);
+    rc.g = to_double(dout, N * W);
+    ck_kernel_qknorm_forward(out, rstd, x, qg, kg, N, H, KV, D);
+    assert_forward("qknorm", &rc, out);
+    double *want_rstd = dbuf(N * (H + KV)), *scratch_out = dbuf(N * W);
+    ref_qknorm_stats(&rc, scratch_out, want_rstd);
+    assert_close("qknorm rstd", rstd, want_rstd, N * (H + KV), RTOL_FWD);
+    ck_kernel_qknorm_backward(dx, dqg, dkg, dout, x, qg, kg, rstd, N, H, KV, D);
+    float *grads[] = {dx, dqg, dkg}, *once[3];
+    size_t lens[] = {N * W, D, D};
+    for (size_t k = 0; k < 3; k++)
+        once[k] = copy_f(grads[k], lens[k]);
+    ck_kernel_qknorm_backward(dx, dqg, dkg, dout, x, qg, kg, rstd, N, H, KV, D);
+    const char *names[] = {"qknorm dx", "qknorm dq_gamma", "qknorm dk_gamma"};
+    for (size_t k = 0; k < 3; k++) {
+        assert_doubled(names[k], grads[k], once[k], lens[k]);
+        assert_fd(names[k], &rc, k, once[k]);
+    }
+    free_scratch();
+}
+END_TEST
+
+/* ---- geglu ---- */
+
+static double ref_gelu_tanh(double x)
+{
+    return 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+}
+
+static void ref_geglu(const ref_case *rc, double *out)
+{
+    for (size_t i = 0; i < rc->n; i++)
+        out[i] = ref_gelu_tanh(rc->in[0][i]) * rc->in[1][i];
+}
+
+/* Against the reference and finite differences, and with one tensor as both inputs, whose
+ * gradient is gelu'(x) x + gelu(x), gelu' taken by central differences of the reference. */
+START_TEST(geglu)
+{
+    seed_data(1001);
+    ref_case rc = {.fn = ref_geglu, .n_out = EW_N, .n = EW_N};
+    float *g = ew_input(), *u = ref_input(&rc, 1, EW_N), *out = obuf(EW_N), *dout = frand(EW_N);
+    rc.in[0] = to_double(g, EW_N);
+    rc.len[0] = EW_N;
+    rc.g = to_double(dout, EW_N);
+    float *dg = fbuf(EW_N), *du = fbuf(EW_N), *dx = fbuf(EW_N);
+    ck_kernel_geglu_forward(out, g, u, EW_N);
+    ck_kernel_geglu_backward(dg, du, dout, g, u, EW_N);
+    float *dg1 = copy_f(dg, EW_N), *du1 = copy_f(du, EW_N);
+    ck_kernel_geglu_backward(dg, du, dout, g, u, EW_N);
+    assert_forward("geglu", &rc, out);
+    assert_doubled("geglu dgate", dg, dg1, EW_N);
+    assert_doubled("geglu dup", du, du1, EW_N);
+    assert_fd("geglu dgate", &rc, 0, dg1);
+    assert_fd("geglu dup", &rc, 1, du1);
+    ck_kernel_geglu_backward(dx, dx, dout, g, g, EW_N);
+    double *want = dbuf(EW_N);
+    for (size_t i = 0; i < EW_N; i++) {
+        double x = g[i];
+        double dgelu = (ref_gelu_tanh(x + FD_STEP) - ref_gelu_tanh(x - FD_STEP)) / (2 * FD_STEP);
+        want[i] = dout[i] * (dgelu * x + ref_gelu_tanh(x));
+    }
+    assert_close("geglu of x and x", dx, want, EW_N, RTOL_GRAD);
+    free_scratch();
+}
+END_TEST
+
+/* ---- softcap ---- */
+
+static void ref_softcap(const ref_case *rc, double *out)
+{
+    for (size_t i = 0; i < rc->n; i++)
+        out[i] = rc->cap * tanh(rc->in[0][i] / rc->cap);
+}
+
+/* Inputs in [-3, 3] against a cap of 1.5: both the linear middle and the saturated ends;
+ * every output lies strictly inside (-cap, cap). */
+START_TEST(softcap)
+{
+    seed_data(1101);
+    float *x = ew_input(), *out = obuf(EW_N), *dout = frand(EW_N), *dx = fbuf(EW_N);
+    ref_case rc = {.fn = ref_softcap, .n_out = EW_N, .g = to_double(dout, EW_N), .n = EW_N,
+                   .cap = 1.5};
+    rc.in[0] = to_double(x, EW_N);
+    rc.len[0] = EW_N;
+    ck_kernel_softcap_forward(out, x, 1.5f, EW_N);
+    ck_kernel_softcap_backward(dx, out, dout, 1.5f, EW_N);
+    float *dx1 = copy_f(dx, EW_N);
+    ck_kernel_softcap_backward(dx, out, dout, 1.5f, EW_N);
+    assert_forward("softcap", &rc, out);
+    assert_doubled("softcap dinp", dx, dx1, EW_N);
+    assert_fd("softcap dinp", &rc, 0, dx1);
+    for (size_t i = 0; i < EW_N; i++)
+        ck_assert(fabsf(out[i]) < 1.5f);
+    free_scratch();
+}
+END_TEST
+
 static Suite *kernels_suite(void)
 {
     Suite *s = suite_create("kernels");
@@ -1285,6 +1499,10 @@ static Suite *kernels_suite(void)
     tcase_add_test(tc, cross_entropy);
     tcase_add_test(tc, mse);
     tcase_add_test(tc, rope);
+    tcase_add_test(tc, lora);
+    tcase_add_test(tc, qknorm);
+    tcase_add_test(tc, geglu);
+    tcase_add_test(tc, softcap);
     tcase_add_test(tc, swiglu);
     tcase_add_test(tc, half_codes_round_trip);
     tcase_add_test(tc, half_rounding_is_nearest_even);

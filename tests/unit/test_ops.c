@@ -334,6 +334,143 @@ START_TEST(swiglu_saves_both_inputs)
 }
 END_TEST
 
+/* lora(x [2,5,24], y [2,5,40]) at rank 4: lora_a [4, 24] then lora_b [40, 4]; saves x and
+ * mid [2,5,4]; 10 rows. With heads 2, kv_heads 1, q, k and v have their own A rows. */
+START_TEST(lora_adds_an_adapter)
+{
+    ck_ttype in[2] = {tt(CK_BF16, 3, 2, 5, 24), tt(CK_BF16, 3, 2, 5, 40)};
+    ck_attrs a = defaults("lora");
+    a.rank = 4;
+    ck_op_info info;
+    ck_ttype out = infer_ok("lora", &a, in, &info);
+    assert_shape(&out, CK_BF16, 3, 2, 5, 40);
+    ck_assert(a.alpha == 4.0); /* the rank's, by default */
+    ck_assert_uint_eq(info.n_params, 4 * 24 + 40 * 4);
+    assert_param(&info, 0, "lora_a", CK_INIT_NORMAL, 4, 24, 0);
+    assert_param(&info, 1, "lora_b", CK_INIT_ZEROS, 40, 4, 96);
+    ck_assert_uint_eq(info.n_saved, 2);
+    ck_assert(info.saved[0].kind == CK_SAVE_INPUT && info.saved[0].input == 0);
+    ck_assert(info.saved[1].kind == CK_SAVE_INTERNAL && info.saved[1].slot == CK_SLOT_LORA_MID);
+    assert_shape(&info.saved[1].type, CK_BF16, 3, 2, 5, 4);
+    ck_assert_uint_eq(info.saved[0].bytes + info.saved[1].bytes, 10 * 24 * 2 + 10 * 4 * 2);
+    uint64_t a_mm = 2 * 10 * 24 * 4, b_mm = 2 * 10 * 40 * 4; /* x A^T, mid B^T */
+    ck_assert_uint_eq(info.fwd_flops, 2 * 400 + a_mm + b_mm);
+    ck_assert_uint_eq(info.bwd_flops, 2 * 400 + 2 * (a_mm + b_mm));
+    ck_assert(info.fwd_ws_bytes == 0 && info.bwd_ws_bytes == 10 * 4 * 2); /* dmid */
+    /* forward: x, y, params in, out and mid out; backward: dy, saved, params x3, ws x2 in
+     * and out, dx and dy out. */
+    uint64_t params = 256 * 2;
+    ck_assert_uint_eq(info.fwd_bytes_moved, 480 + 800 + params + 800 + 80);
+    ck_assert_uint_eq(info.bwd_bytes_moved, 800 + 480 + 80 + 3 * params + 2 * 80 + 480 + 800);
+    a = defaults("lora");
+    a.rank = 4, a.alpha = 8, a.heads = 2, a.kv_heads = 1; /* 4 heads of 10 */
+    infer_ok("lora", &a, in, &info);
+    ck_assert(a.alpha == 8.0);
+    ck_assert_uint_eq(info.n_params, 3 * 4 * 24 + 40 * 4);
+    assert_param(&info, 0, "lora_a", CK_INIT_NORMAL, 12, 24, 0);
+    assert_param(&info, 1, "lora_b", CK_INIT_ZEROS, 40, 4, 288);
+    assert_shape(&info.saved[1].type, CK_BF16, 3, 2, 5, 12);
+    in[1].dim[2] = 42;
+    ck_assert(strstr(infer_bad("lora", &a, in),
+                     "f.json: nodes[3].inputs[1]: expected a last dimension divisible by heads + "
+                     "2*kv_heads = 4 (packed q, k, v), got bf16 [2, 5, 42]"));
+    a.kv_heads = 3;
+    ck_assert(strstr(infer_bad("lora", &a, in),
+                     "f.json: nodes[3].kv_heads: expected a divisor of heads (2), got 3"));
+    a = defaults("lora");
+    a.rank = 4;
+    in[1] = tt(CK_BF16, 3, 2, 6, 40);
+    ck_assert(strstr(infer_bad("lora", &a, in),
+                     "f.json: nodes[3].inputs[1]: expected the dtype and leading dimensions of "
+                     "inputs[0], bf16 [2, 5, 24] (y, the base projection of x), got bf16 [2, 6, 40]"));
+    in[1] = tt(CK_F32, 3, 2, 5, 40);
+    ck_assert(strstr(infer_bad("lora", &a, in), "nodes[3].inputs[1]: expected the dtype"));
+}
+END_TEST
+
+/* qknorm on bf16 [2, 5, 96] with 4 q heads and 2 kv heads of 12: q_gamma and k_gamma [12]
+ * (ones); saves its input and rstd f32 [2, 5, 6]; 2*5*6*12 normalised elements, 2*5*2*12
+ * v elements. head_dim, when stated, must be 12. */
+START_TEST(qknorm_normalises_q_and_k_heads)
+{
+    ck_ttype in = tt(CK_BF16, 3, 2, 5, 96);
+    ck_attrs a = defaults("qknorm");
+    a.heads = 4, a.kv_heads = 2;
+    ck_op_info info;
+    ck_ttype out = infer_ok("qknorm", &a, &in, &info);
+    assert_shape(&out, CK_BF16, 3, 2, 5, 96);
+    ck_assert_uint_eq(info.n_params, 24);
+    assert_param(&info, 0, "q_gamma", CK_INIT_ONES, 12, 0, 0);
+    assert_param(&info, 1, "k_gamma", CK_INIT_ONES, 12, 0, 12);
+    ck_assert_uint_eq(info.n_saved, 2);
+    ck_assert(info.saved[0].kind == CK_SAVE_INPUT && info.saved[0].bytes == 960 * 2);
+    ck_assert(info.saved[1].kind == CK_SAVE_INTERNAL && info.saved[1].slot == CK_SLOT_RSTD);
+    assert_shape(&info.saved[1].type, CK_F32, 3, 2, 5, 6);
+    ck_assert_uint_eq(info.saved[1].bytes, 2 * 5 * 6 * 4);
+    ck_assert_uint_eq(info.fwd_flops, 4 * 720);
+    ck_assert_uint_eq(info.bwd_flops, 8 * 720 + 240);
+    uint64_t x = 960 * 2, params = 24 * 2, stats = 240;
+    ck_assert_uint_eq(info.fwd_bytes_moved, 2 * x + params + stats);
+    ck_assert_uint_eq(info.bwd_bytes_moved, x + x + stats + 3 * params + x);
+    a.head_dim = 12;
+    infer_ok("qknorm", &a, &in, &info);
+    a.head_dim = 16;
+    ck_assert(strstr(infer_bad("qknorm", &a, &in),
+                     "f.json: nodes[3].head_dim: expected the head size of the packed width, 96 / "
+                     "(heads + 2*kv_heads = 8) = 12, got 16"));
+    a = defaults("qknorm");
+    a.heads = 5; /* kv_heads 5: 15 heads do not divide 96 */
+    ck_assert(strstr(infer_bad("qknorm", &a, &in),
+                     "f.json: nodes[3].inputs[0]: expected a last dimension divisible by heads + "
+                     "2*kv_heads = 15 (packed q, k, v), got bf16 [2, 5, 96]"));
+    ck_assert_uint_eq(a.kv_heads, 5);
+}
+END_TEST
+
+/* geglu(gate, up) keeps their type, saves both and costs 9 and 14 FLOPs per element. */
+START_TEST(geglu_saves_both_inputs)
+{
+    ck_ttype in[2] = {tt(CK_F16, 3, 2, 5, 24), tt(CK_F16, 3, 2, 5, 24)};
+    ck_attrs a = defaults("geglu");
+    ck_op_info info;
+    ck_ttype out = infer_ok("geglu", &a, in, &info);
+    assert_shape(&out, CK_F16, 3, 2, 5, 24);
+    ck_assert(info.n_params == 0 && info.n_param_tensors == 0);
+    ck_assert_uint_eq(info.n_saved, 2);
+    ck_assert(info.saved[0].kind == CK_SAVE_INPUT && info.saved[0].input == 0);
+    ck_assert(info.saved[1].kind == CK_SAVE_INPUT && info.saved[1].input == 1);
+    ck_assert_uint_eq(info.saved[0].bytes + info.saved[1].bytes, 2 * 240 * 2);
+    ck_assert_uint_eq(info.fwd_flops, 9 * 240);
+    ck_assert_uint_eq(info.bwd_flops, 14 * 240);
+    ck_assert_uint_eq(info.fwd_bytes_moved, 3 * 480);
+    ck_assert_uint_eq(info.bwd_bytes_moved, 5 * 480);
+    in[1].dtype = CK_BF16;
+    ck_assert(strstr(infer_bad("geglu", &a, in),
+                     "f.json: nodes[3].inputs[1]: expected the type of inputs[0], f16 [2, 5, 24], "
+                     "got bf16 [2, 5, 24]"));
+}
+END_TEST
+
+/* softcap keeps its input's type, saves its output (its backward reads only that) and
+ * costs 3 and 4 FLOPs per element. */
+START_TEST(softcap_saves_its_output)
+{
+    ck_ttype in = tt(CK_BF16, 3, 2, 5, 24);
+    ck_attrs a = defaults("softcap");
+    a.cap = 30;
+    ck_op_info info;
+    ck_ttype out = infer_ok("softcap", &a, &in, &info);
+    assert_shape(&out, CK_BF16, 3, 2, 5, 24);
+    ck_assert(info.n_params == 0 && info.n_saved == 1);
+    ck_assert(info.saved[0].kind == CK_SAVE_OUTPUT && info.saved[0].bytes == 480);
+    ck_assert(info.fwd_flops == 3 * 240 && info.bwd_flops == 4 * 240);
+    ck_assert_uint_eq(info.fwd_bytes_moved, 2 * 480);
+    ck_assert_uint_eq(info.bwd_bytes_moved, 3 * 480); /* dy, out; dx */
+    ck_assert(ck_op_find("softcap")->attrs[0].required);
+    ck_assert_int_eq(ck_op_find("softcap")->attrs[0].kind, CK_ATTR_POSITIVE);
+}
+END_TEST
+
 /* cast changes only the dtype; it moves its input's bytes in and its output's out, the
  * other way round backward, and costs one FLOP per element each way. */
 START_TEST(cast_changes_the_dtype)
@@ -411,6 +548,10 @@ static Suite *ops_suite(void)
     tcase_add_test(tc, elementwise);
     tcase_add_test(tc, attention_grouped_query);
     tcase_add_test(tc, rope_rotates_q_and_k);
+    tcase_add_test(tc, lora_adds_an_adapter);
+    tcase_add_test(tc, qknorm_normalises_q_and_k_heads);
+    tcase_add_test(tc, geglu_saves_both_inputs);
+    tcase_add_test(tc, softcap_saves_its_output);
     tcase_add_test(tc, swiglu_saves_both_inputs);
     tcase_add_test(tc, cast_changes_the_dtype);
     tcase_add_test(tc, losses_make_scalars);
