@@ -81,15 +81,18 @@ int ck_derive_static_memory(const ck_model *m, ck_static_mem *out, ck_err *err)
                                                [CK_OPT_MOMENTUM] = 4, [CK_OPT_ADAM] = 8};
     memset(out, 0, sizeof *out);
     bool ok = true;
-    for (size_t k = 0; k < m->n_nodes; k++)
-        ok = ok && ck_size_add(out->n_params, m->nodes[k].info.n_params, &out->n_params);
+    for (size_t k = 0; k < m->n_nodes; k++) {
+        uint64_t n = m->nodes[k].info.n_params;
+        ok = ok && ck_size_add(out->n_params, n, &out->n_params) &&
+             ck_size_add(out->n_trainable, m->nodes[k].trainable ? n : 0, &out->n_trainable);
+    }
     for (size_t i = 0; i < m->n_inputs; i++)
         if (ck_model_is_static(m, i))
             ok = ok && ck_size_add(out->held_inputs, m->tensors[i].bytes, &out->held_inputs);
     ok = ok && ck_size_mul(out->n_params, ck_dtype_bytes(t->param_dtype), &out->params) &&
-         ck_size_mul(out->n_params, ck_dtype_bytes(t->grad_dtype), &out->grads) &&
-         ck_size_mul(out->n_params, optimizer_bytes[t->optimizer], &out->optimizer) &&
-         ck_size_mul(out->n_params, t->master_weights ? 4 : 0, &out->master) &&
+         ck_size_mul(out->n_trainable, ck_dtype_bytes(t->grad_dtype), &out->grads) &&
+         ck_size_mul(out->n_trainable, optimizer_bytes[t->optimizer], &out->optimizer) &&
+         ck_size_mul(out->n_trainable, t->master_weights ? 4 : 0, &out->master) &&
          ck_size_add(out->params, out->grads, &out->total) &&
          ck_size_add(out->total, out->optimizer, &out->total) &&
          ck_size_add(out->total, out->master, &out->total) &&
@@ -101,8 +104,10 @@ int ck_derive_static_memory(const ck_model *m, ck_static_mem *out, ck_err *err)
 
 /* Cut j (between nodes j and j+1) is an articulation point when exactly one state tensor,
  * necessarily node j's output, is made at or before j and read after it. State is x_0 and
- * node outputs; the other inputs are held for the whole step and do not count. Returns the
- * number of stages and fills first[] (n_nodes entries suffice). */
+ * node outputs; the other inputs are held for the whole step and do not count. A stage
+ * ends only at a tensor that requires a gradient: the chain's y_i has the size of x_i, so
+ * a frozen prefix whose outputs need none (a frozen embedding) joins the first stage that
+ * does. Returns the number of stages and fills first[] (n_nodes entries suffice). */
 static size_t find_stages(const ck_model *m, ck_granularity g, const size_t *last_use,
                           long *crossing, size_t *first)
 {
@@ -123,7 +128,8 @@ static size_t find_stages(const ck_model *m, ck_granularity g, const size_t *las
     first[0] = 0;
     for (size_t j = 0; j + 1 < n; j++) {
         running += crossing[j];
-        bool boundary = g == CK_GRAN_OP || m->groups[m->nodes[j].group].end == j + 1;
+        bool boundary = (g == CK_GRAN_OP || m->groups[m->nodes[j].group].end == j + 1) &&
+                        m->tensors[m->nodes[j].output].requires_grad;
         if (running == 1 && boundary)
             first[++n_stages] = j + 1;
     }

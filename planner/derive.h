@@ -35,12 +35,14 @@ int ck_derive_chain(const ck_model *m, ck_granularity g, const ck_cost_model *cm
                       ck_chain *out, size_t **stage_first_node, ck_err *err);
 
 typedef struct {
-    uint64_t n_params;  /* a count, not bytes */
+    uint64_t n_params;    /* a count, not bytes */
+    uint64_t n_trainable; /* of them, those of nodes not frozen: a count */
     uint64_t params, grads, optimizer, master, held_inputs, total; /* bytes */
 } ck_static_mem;
 
-/* Parameters, their gradients, optimizer state (adam 8 bytes per parameter, momentum 4),
- * f32 master weights, and the inputs other than the first (held for the whole step). */
+/* Parameters, the gradients of the trainable ones, their optimizer state (adam 8 bytes per
+ * parameter, momentum 4) and f32 master weights, and the inputs other than the first (held
+ * for the whole step). Frozen parameters are stored only. */
 int ck_derive_static_memory(const ck_model *m, ck_static_mem *out, ck_err *err);
 
 /* Bytes the nodes [first, end) save for backward: each saved tensor once, the range's

@@ -174,6 +174,8 @@ static void lower_backward(const ck_lower *l, size_t i, sink *s)
     if (l->first_saver[out] == NO_READER || l->first_saver[out] >= l->first[i + 1])
         push(s, CK_INSTR_FREE, 0, false, ck_program_value(out, CK_COPY_KEPT));
     for (size_t k = l->first[i + 1]; k-- > l->first[i];) {
+        if (!m->nodes[k].backward) /* nothing it made requires a gradient: nothing to free */
+            continue;
         push(s, CK_INSTR_BACKWARD, k, false, (ck_buf){0});
         free_after_backward(l, i, k, s);
     }

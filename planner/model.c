@@ -32,6 +32,7 @@ typedef struct {
     ck_attrs attrs;
     size_t block;
     uint64_t repeat;
+    bool frozen; /* "frozen": true */
     ref in[CK_OP_MAX_ARITY];
 } entry;
 
@@ -513,13 +514,14 @@ static int read_entry_inputs(loader *ld, scope *s, const char *block_input, size
 static int read_block_instance(loader *ld, scope *s, const char *block_input, size_t k,
                                const cJSON *js, const char *path)
 {
-    static const char *const keys[] = {"name", "block", "repeat", "inputs", NULL};
+    static const char *const keys[] = {"name", "block", "repeat", "inputs", "frozen", NULL};
     entry *e = &s->e[k];
     const char *block = NULL;
     if (s != &ld->top)
         return fail_at(ld, path, "a block's nodes cannot instantiate blocks");
     int rc = ck_json_expect_object(js, keys, ld->file, path, ld->err);
     if (rc == CK_OK) rc = ck_json_get_string(js, "block", true, &block, ld->file, path, ld->err);
+    if (rc == CK_OK) rc = ck_json_get_bool(js, "frozen", false, &e->frozen, ld->file, path, ld->err);
     if (rc != CK_OK)
         return rc;
     char bpath[CK_JSON_PATH_MAX], rpath[CK_JSON_PATH_MAX];
@@ -552,10 +554,11 @@ static int read_op_entry(loader *ld, scope *s, const char *block_input, size_t k
     e->op = ck_op_find(op);
     if (!e->op)
         return fail_at(ld, opath, "unknown op \"%s\" (expected one of: %s)", op, ck_op_names());
-    const char *keys[3 + CK_OP_MAX_ATTRS + 1] = {"name", "op", "inputs"};
+    const char *keys[4 + CK_OP_MAX_ATTRS + 1] = {"name", "op", "inputs", "frozen"};
     for (size_t i = 0; i < e->op->n_attrs; i++)
-        keys[3 + i] = e->op->attrs[i].name;
+        keys[4 + i] = e->op->attrs[i].name;
     rc = ck_json_expect_object(js, keys, ld->file, path, ld->err);
+    if (rc == CK_OK) rc = ck_json_get_bool(js, "frozen", false, &e->frozen, ld->file, path, ld->err);
     if (rc == CK_OK) rc = read_attrs(ld, js, e->op, path, &e->attrs);
     if (rc != CK_OK)
         return rc;
@@ -818,15 +821,35 @@ static int resolve_tie(loader *ld, ck_node *n, const char *path)
                    (unsigned long long)in->dim[in->rank - 1]);
 }
 
-/* Appends the node `name` (owned by the node afterwards, freed by the caller on failure). */
+/* "frozen": true on an op without parameters, and a tied head frozen unlike its table's
+ * embedding (one tensor, one requires_grad flag in PyTorch), are refused. */
+static int check_frozen(loader *ld, const entry *e, const ck_node *n, const char *path)
+{
+    char fpath[CK_JSON_PATH_MAX];
+    ck_json_path_key(fpath, path, "frozen");
+    if (e->frozen && n->info.n_param_tensors == 0)
+        return fail_at(ld, fpath, "expected only on a node with parameters (embedding, linear, "
+                       "a norm...) or a block instance: %s has no parameters to freeze",
+                       e->op->name);
+    const ck_node *table = n->tied_to == CK_NO_NODE ? NULL : &ld->m->nodes[n->tied_to];
+    if (table && table->frozen != n->frozen)
+        return fail_at(ld, fpath, "expected %s, as on embedding \"%s\" whose table this head "
+                       "shares (one tensor, one requires_grad flag): mark both frozen or neither",
+                       table->frozen ? "true" : "false", table->name);
+    return CK_OK;
+}
+
+/* Appends the node `name` (owned by the node afterwards, freed by the caller on failure);
+ * frozen: its block instance is. */
 static int add_node(loader *ld, char *name, const entry *e, const size_t *inputs, size_t group,
-                    const char *path)
+                    bool frozen, const char *path)
 {
     ck_model *m = ld->m;
     ck_node *n = &m->nodes[m->n_nodes];
     ck_tensor *t = &m->tensors[m->n_inputs + m->n_nodes];
     *n = (ck_node){.name = name, .op = e->op, .output = m->n_inputs + m->n_nodes,
-                   .attrs = e->attrs, .tied_to = CK_NO_NODE, .group = group};
+                   .attrs = e->attrs, .tied_to = CK_NO_NODE, .group = group,
+                   .frozen = frozen || e->frozen};
     ck_ttype in[CK_OP_MAX_ARITY];
     for (size_t i = 0; i < e->op->arity; i++) {
         n->inputs[i] = inputs[i];
@@ -852,6 +875,8 @@ static int add_node(loader *ld, char *name, const entry *e, const size_t *inputs
     }
     if (rc == CK_OK)
         rc = ck_op_describe(e->op, &n->attrs, in, &t->type, &n->info, ld->file, path, ld->err);
+    if (rc == CK_OK)
+        rc = check_frozen(ld, e, n, path);
     if (rc != CK_OK && strchr(name, '.') && ld->err) {
         size_t used = strlen(ld->err->msg);
         snprintf(ld->err->msg + used, sizeof ld->err->msg - used, " (in %s)", m->groups[group].name);
@@ -877,7 +902,21 @@ static int add_group(loader *ld, char *name)
     return CK_OK;
 }
 
-static int expand_block(loader *ld, const entry *e, size_t input, size_t *output)
+/* A frozen block instance must freeze something: a node of group g with parameters. */
+static int check_frozen_block(loader *ld, const entry *e, size_t g, const char *path)
+{
+    const ck_group *gr = &ld->m->groups[g];
+    for (size_t k = gr->first; k < gr->end; k++)
+        if (ld->m->nodes[k].info.n_param_tensors > 0)
+            return CK_OK;
+    char fpath[CK_JSON_PATH_MAX];
+    ck_json_path_key(fpath, path, "frozen");
+    return fail_at(ld, fpath, "expected only on an instance of a block with parameters: block "
+                   "\"%s\" has no node with parameters to freeze", ld->blocks[e->block].name);
+}
+
+/* Instances of block entry e, at JSON path `path`. */
+static int expand_block(loader *ld, const entry *e, size_t input, size_t *output, const char *path)
 {
     const scope *b = &ld->blocks[e->block];
     size_t *local = calloc(b->n, sizeof *local);
@@ -893,14 +932,17 @@ static int expand_block(loader *ld, const entry *e, size_t input, size_t *output
             size_t ins[CK_OP_MAX_ARITY];
             for (size_t i = 0; i < be->op->arity; i++)
                 ins[i] = be->in[i].outer ? input : local[be->in[i].index];
-            char path[CK_JSON_PATH_MAX];
-            ck_json_path_index(path, b->path, j);
+            char npath[CK_JSON_PATH_MAX];
+            ck_json_path_index(npath, b->path, j);
             char *name = joined(ld->m->groups[ld->m->n_groups - 1].name, ".", be->name);
-            rc = name ? add_node(ld, name, be, ins, ld->m->n_groups - 1, path) : ck_err_oom(ld->err);
+            rc = name ? add_node(ld, name, be, ins, ld->m->n_groups - 1, e->frozen, npath)
+                      : ck_err_oom(ld->err);
             local[j] = ld->m->n_inputs + ld->m->n_nodes - 1;
         }
         if (rc == CK_OK) /* otherwise the group may not have been added */
             ld->m->groups[ld->m->n_groups - 1].end = ld->m->n_nodes;
+        if (rc == CK_OK && e->frozen && r == 0)
+            rc = check_frozen_block(ld, e, ld->m->n_groups - 1, path);
         input = local[b->n - 1];
     }
     *output = input;
@@ -938,16 +980,16 @@ static int expand(loader *ld, const ck_ttype *input_types)
         size_t arity = e->op ? e->op->arity : 1;
         for (size_t i = 0; i < arity; i++)
             ins[i] = e->in[i].outer ? e->in[i].index : entry_out[e->in[i].index];
-        if (!e->op) {
-            rc = expand_block(ld, e, ins[0], &entry_out[k]);
-            continue;
-        }
         char path[CK_JSON_PATH_MAX];
         ck_json_path_index(path, "nodes", k);
+        if (!e->op) {
+            rc = expand_block(ld, e, ins[0], &entry_out[k], path);
+            continue;
+        }
         rc = add_group(ld, strdup(e->name));
         char *name = rc == CK_OK ? strdup(e->name) : NULL;
         if (rc == CK_OK)
-            rc = name ? add_node(ld, name, e, ins, m->n_groups - 1, path) : ck_err_oom(ld->err);
+            rc = name ? add_node(ld, name, e, ins, m->n_groups - 1, false, path) : ck_err_oom(ld->err);
         if (rc == CK_OK)
             m->groups[m->n_groups - 1].end = m->n_nodes;
         entry_out[k] = m->n_inputs + m->n_nodes - 1;
@@ -988,6 +1030,7 @@ static int load(loader *ld, const cJSON *root)
             rc = ck_err_oom(ld->err);
     }
     if (rc == CK_OK) rc = expand(ld, input_types);
+    if (rc == CK_OK) rc = ck_model_grad_propagate(ld->m, ld->err);
     free(input_types);
     return rc;
 }

@@ -37,6 +37,9 @@ typedef struct {
     ck_ttype type;
     uint64_t bytes;
     size_t producer; /* node index, or CK_NO_NODE for a graph input */
+    /* PyTorch's requires_grad: a float x_0, or the output of a node with a trainable
+     * parameter or an input that requires a gradient. Only these have gradient buffers. */
+    bool requires_grad;
 } ck_tensor;
 
 typedef struct {
@@ -45,7 +48,22 @@ typedef struct {
     size_t inputs[CK_OP_MAX_ARITY]; /* tensor ids, op->arity of them */
     size_t output;                  /* tensor id */
     ck_attrs attrs;                 /* resolved, defaults filled */
+    /* What the node keeps and costs: the op table's description, less the saved tensors no
+     * required gradient needs (ck_saved.needed_for), and no backward costs when the node
+     * runs no backward. */
     ck_op_info info;
+    bool frozen;    /* "frozen": true on it or its block instance: its parameters get no
+                       gradient and no optimizer state */
+    bool trainable; /* it has parameters and is not frozen */
+    bool backward;  /* it runs a backward: its output requires a gradient (not the loss,
+                       whose backward is part of the loss instruction) */
+    /* The internal tensors its forward makes that no required gradient needs (a node that
+     * runs no backward): transients of the forward, as in PyTorch without autograd
+     * recording, held in its forward workspace from byte scratch_at[j] on (info.fwd_ws_bytes
+     * counts them). */
+    size_t n_scratch;
+    ck_saved scratch[CK_OP_MAX_SAVED];
+    uint64_t scratch_at[CK_OP_MAX_SAVED];
     size_t tied_to; /* a tied parameter's owner: the embedding whose table it is; else CK_NO_NODE */
     size_t group; /* the top-level op or block instance it comes from */
 } ck_node;
@@ -105,6 +123,12 @@ int ck_model_from_json(const cJSON *root, const char *file, ck_model **out, ck_e
 int ck_model_from_json_opts(const cJSON *root, const char *file, const ck_model_opts *opts,
                             ck_model **out, ck_err *err);
 void ck_model_free(ck_model *m);
+
+/* Requires-grad propagation (planner/model_grad.c): sets each tensor's requires_grad and
+ * each node's trainable and backward, and drops from each node's info the saved tensors no
+ * required gradient needs. Refuses a model in which the loss's input requires no gradient
+ * (everything frozen: nothing to train). */
+int ck_model_grad_propagate(ck_model *m, ck_err *err);
 
 /* "none", "sgd", "momentum", "adam". */
 const char *ck_model_optimizer_name(ck_optimizer o);

@@ -376,7 +376,14 @@ static uint64_t bytes_of(ovf *o, const ck_ttype *t)
 static void save_ref(ovf *o, ck_op_info *info, ck_save_kind kind, size_t input, const ck_ttype *t)
 {
     ck_saved *s = &info->saved[info->n_saved++];
-    *s = (ck_saved){.kind = kind, .input = input, .type = *t, .bytes = bytes_of(o, t)};
+    *s = (ck_saved){.kind = kind, .input = input, .type = *t, .bytes = bytes_of(o, t),
+                    .needed_for = CK_NEED_ANY};
+}
+
+/* Saved tensor number s is needed only for the gradients in `needed` (CK_NEED_* bits). */
+static void only_for(ck_op_info *info, size_t s, unsigned needed)
+{
+    info->saved[s].needed_for = needed;
 }
 
 static void save_internal(ovf *o, ck_op_info *info, ck_slot slot, const ck_ttype *t)
@@ -452,6 +459,7 @@ static void describe_linear(ovf *o, const ck_attrs *a, const ck_ttype *in, const
     uint64_t macs = mul(o, mul(o, rows, in_f), a->out);
     uint64_t bias_flops = a->bias ? mul(o, rows, a->out) : 0;
     save_ref(o, info, CK_SAVE_INPUT, 0, &in[0]);
+    only_for(info, 0, CK_NEED_PARAMS); /* dW = dY^T X; dX = dY W reads the weight only */
     param(o, info, "weight", CK_INIT_NORMAL, true, a->tied, a->out, in_f);
     param(o, info, "bias", CK_INIT_ZEROS, a->bias, false, a->out, 0);
     info->fwd_flops = add(o, mul(o, macs, 2), bias_flops);
@@ -506,6 +514,7 @@ static void describe_kind(ovf *o, const ck_op_def *op, const ck_attrs *a, const 
     switch (op->kind) {
     case CK_OP_EMBEDDING:
         save_ref(o, info, CK_SAVE_INPUT, 0, &in[0]);
+        only_for(info, 0, CK_NEED_PARAMS); /* the ids say which rows of dwte to add to */
         param(o, info, "wte", CK_INIT_NORMAL, true, false, a->vocab, a->dim);
         param(o, info, "wpe", CK_INIT_NORMAL, a->positions > 0, false, a->positions, a->dim);
         info->id_limit[0] = a->vocab;
@@ -544,6 +553,12 @@ static void describe_kind(ovf *o, const ck_op_def *op, const ck_attrs *a, const 
     case CK_OP_MSE:
         save_ref(o, info, CK_SAVE_INPUT, 0, &in[0]);
         save_ref(o, info, CK_SAVE_INPUT, 1, &in[1]);
+        if (op->kind == CK_OP_MUL) { /* da = dout b, db = dout a */
+            only_for(info, 0, CK_NEED_INPUT(1));
+            only_for(info, 1, CK_NEED_INPUT(0));
+        } else if (op->kind == CK_OP_SWIGLU) { /* dgate reads gate and up, dup gate only */
+            only_for(info, 1, CK_NEED_INPUT(0));
+        }
         break;
     case CK_OP_DROPOUT: {
         ck_ttype mask = *out;

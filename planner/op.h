@@ -79,12 +79,21 @@ typedef enum {
     CK_N_SLOTS
 } ck_slot;
 
+/* Which gradients a saved tensor is needed for, as a set of bits: CK_NEED_INPUT(i) for input
+ * i's, CK_NEED_PARAMS for the node's parameters'. A node keeps a saved tensor only when one
+ * of the gradients it is needed for is required (planner/model: requires-grad), as PyTorch
+ * autograd's generated code saves a tensor only when a gradient that reads it is needed. */
+#define CK_NEED_INPUT(i) (1u << (i))
+#define CK_NEED_PARAMS (1u << CK_OP_MAX_ARITY)
+#define CK_NEED_ANY (CK_NEED_PARAMS | (CK_NEED_PARAMS - 1))
+
 typedef struct {
     ck_save_kind kind;
     size_t input;  /* CK_SAVE_INPUT */
     ck_slot slot;  /* CK_SAVE_INTERNAL */
     ck_ttype type; /* of the saved tensor, whatever its kind */
     uint64_t bytes;
+    unsigned needed_for; /* CK_NEED_* bits; CK_NEED_ANY unless the op says otherwise */
 } ck_saved;
 
 /* How a parameter starts: 0.02 times a unit normal, all ones, all zeros. */

@@ -85,7 +85,7 @@ void ck_program_state_set(ck_program_state *st, ck_buf b, bool live)
 
 bool ck_program_has_grad(const ck_model *m, size_t t)
 {
-    return ck_dtype_is_float(m->tensors[t].type.dtype) && !ck_model_is_static(m, t);
+    return m->tensors[t].requires_grad;
 }
 
 bool ck_program_has_saved(const ck_node *n)
@@ -175,8 +175,13 @@ static int check_instr(const ck_program_state *st, size_t k, const ck_instr *in,
             return refuse(st, k, in, "computes", in->buf, err);
         return check_inputs(st, k, in, err);
     case CK_INSTR_BACKWARD:
-        return node_ok ? check_saved(st, k, in, err) : ck_err_fail(err, CK_ERR_INPUT,
-                                                                    "program[%zu]: no such node", k);
+        if (!node_ok)
+            return ck_err_fail(err, CK_ERR_INPUT, "program[%zu]: no such node", k);
+        if (!m->nodes[in->node].backward)
+            return ck_err_fail(err, CK_ERR_INPUT, "program[%zu] (backward %s): the node runs no "
+                               "backward (its output requires no gradient)", k,
+                               m->nodes[in->node].name);
+        return check_saved(st, k, in, err);
     case CK_INSTR_LOSS: {
         size_t x = m->nodes[m->n_nodes - 1].inputs[0];
         if (ck_program_has_grad(m, x) && !ck_program_state_has(st, ck_program_grad(x)))

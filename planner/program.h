@@ -40,8 +40,9 @@ typedef enum {
     CK_INSTR_FORWARD,  /* node's forward: allocates its output in buf and its internal saved
                           tensors (kept when keep, plain and freed when it returns
                           otherwise); holds its forward workspace while it runs */
-    CK_INSTR_BACKWARD, /* node's backward: allocates zeroed gradients of its float inputs that
-                          have none, holds its backward workspace while it runs */
+    CK_INSTR_BACKWARD, /* node's backward (a node whose output requires a gradient):
+                          allocates zeroed gradients of its inputs that require one and have
+                          none yet, holds its backward workspace while it runs */
     CK_INSTR_LOSS,     /* the loss node, forward and backward: its output, internals and
                           workspace live while it runs; adds into its input's gradient */
     CK_INSTR_GRAD,     /* allocates buf, a zeroed gradient (y_i when B i starts) */
@@ -87,7 +88,7 @@ ck_buf ck_program_saved(size_t node, ck_copy copy);
 bool ck_program_has_saved(const ck_node *n);
 /* Bytes of buffer b. */
 uint64_t ck_program_buf_bytes(const ck_model *m, ck_buf b);
-/* Whether tensor t has a gradient buffer: a float tensor that is not static. */
+/* Whether tensor t has a gradient buffer: whether it requires a gradient (planner/model). */
 bool ck_program_has_grad(const ck_model *m, size_t t);
 
 typedef enum {

@@ -56,8 +56,8 @@ struct ck_exec {
     void **saved;            /* per node, two copies, CK_OP_MAX_SAVED slots each */
     void **grad;             /* per tensor */
     void **held;             /* per input: the static ones (token ids, targets) */
-    size_t n_params;
-    float *params, *grads, *opt_m, *opt_v;
+    size_t n_params, n_trainable; /* trainable parameters come first in params */
+    float *params, *grads, *opt_m, *opt_v; /* grads and optimizer state: n_trainable */
     size_t *param_off;  /* per node, into params: where its own parameters begin */
     int32_t *id_limit;  /* per input: token ids and targets lie in [0, limit) */
     ck_rng_key *keys;   /* per node: the dropout stream its saving forward used */
@@ -180,11 +180,11 @@ static void optimizer_step(ck_exec *e)
     case CK_OPT_NONE:
         break;
     case CK_OPT_SGD:
-        for (size_t j = 0; j < e->n_params; j++)
+        for (size_t j = 0; j < e->n_trainable; j++)
             p[j] -= SGD_LR * g[j];
         break;
     case CK_OPT_MOMENTUM:
-        for (size_t j = 0; j < e->n_params; j++) {
+        for (size_t j = 0; j < e->n_trainable; j++) {
             mo[j] = MOMENTUM * mo[j] + g[j];
             p[j] -= SGD_LR * mo[j];
         }
@@ -193,7 +193,7 @@ static void optimizer_step(ck_exec *e)
         e->adam_t++;
         float b1 = 0.9f, b2 = 0.999f;
         float c1 = 1.0f - powf(b1, (float)e->adam_t), c2 = 1.0f - powf(b2, (float)e->adam_t);
-        for (size_t j = 0; j < e->n_params; j++) {
+        for (size_t j = 0; j < e->n_trainable; j++) {
             mo[j] = b1 * mo[j] + (1.0f - b1) * g[j];
             v[j] = b2 * v[j] + (1.0f - b2) * g[j] * g[j];
             p[j] -= ADAM_LR * (mo[j] / c1) / (sqrtf(v[j] / c2) + 1e-8f);
@@ -210,7 +210,7 @@ void ck_exec_reset(ck_exec *e)
     if (!e->m)
         return;
     init_params(e);
-    size_t bytes = e->n_params * sizeof(float);
+    size_t bytes = e->n_trainable * sizeof(float);
     if (e->opt_m)
         memset(e->opt_m, 0, bytes);
     if (e->opt_v)
@@ -259,7 +259,8 @@ static float *gradient(const walk *w, size_t t)
 }
 
 /* Node k's internal saved tensors, by slot, in the copy the running instruction uses: a
- * saving forward's and a backward's are the kept ones. */
+ * saving forward's and a backward's are the kept ones. A forward's scratch ones (kept by
+ * nobody) lie in its workspace. */
 static void saved_slots(const walk *w, size_t k, void **saved)
 {
     const ck_op_info *info = &w->e->m->nodes[k].info;
@@ -268,6 +269,9 @@ static void saved_slots(const walk *w, size_t k, void **saved)
     for (size_t s = 0; s < info->n_saved; s++)
         if (info->saved[s].kind == CK_SAVE_INTERNAL)
             saved[info->saved[s].slot] = slots[s];
+    const ck_node *n = &w->e->m->nodes[k];
+    for (size_t j = 0; w->mode != WALK_BACKWARD && j < n->n_scratch; j++)
+        saved[n->scratch[j].slot] = (char *)w->e->ws + n->scratch_at[j];
 }
 
 /* The dropout stream of node k's forward, kept with x̄ by a saving forward for the
@@ -313,7 +317,7 @@ static ck_kernel_io node_io(const walk *w, size_t k)
         size_t at;
         if (param_at(e, k, i, &at)) {
             io.param[i] = e->params + at;
-            io.dparam[i] = e->grads + at;
+            io.dparam[i] = n->trainable ? e->grads + at : NULL; /* trainable: at < n_trainable */
         }
     }
     saved_slots(w, k, io.saved);
@@ -410,7 +414,7 @@ static int model_start_step(ck_exec *e, ck_err *err)
         rc = alloc(e, CK_MEM_ACTIVATION, &e->values[0], m->tensors[0].bytes, err);
     if (rc != CK_OK)
         return rc;
-    memset(e->grads, 0, e->n_params * sizeof *e->grads);
+    memset(e->grads, 0, e->n_trainable * sizeof *e->grads);
     for (size_t t = 0; t < m->n_inputs; t++)
         fill_input(e, t, ck_model_is_static(m, t) ? e->held[t] : e->values[0]);
     return CK_OK;
@@ -668,7 +672,7 @@ int ck_exec_step(ck_exec *e, const ck_schedule *s, uint64_t step, ck_step_stats 
 
 const float *ck_exec_gradients(const ck_exec *e, size_t *n)
 {
-    *n = e->m ? e->n_params : e->n_chain_grads;
+    *n = e->m ? e->n_trainable : e->n_chain_grads;
     return e->m ? e->grads : e->chain_grads;
 }
 
@@ -732,16 +736,23 @@ static int find_id_limits(ck_exec *e, ck_err *err)
     return CK_OK;
 }
 
-/* Each node's own parameters one after another, in node order. */
+/* Each node's own parameters one after another, in node order, the trainable nodes' first:
+ * gradients and optimizer state cover those only, at the same offsets. */
 static int lay_out_params(ck_exec *e, ck_err *err)
 {
     const ck_model *m = e->m;
     uint64_t total = 0;
-    for (size_t k = 0; k < m->n_nodes; k++) {
-        e->param_off[k] = (size_t)total;
-        if (!ck_size_add(total, m->nodes[k].info.n_params, &total) ||
-            total > SIZE_MAX / sizeof(float))
-            return ck_err_fail(err, CK_ERR_INPUT, "%s: too many parameters", m->file);
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t k = 0; k < m->n_nodes; k++) {
+            if (m->nodes[k].trainable != (pass == 0))
+                continue;
+            e->param_off[k] = (size_t)total;
+            if (!ck_size_add(total, m->nodes[k].info.n_params, &total) ||
+                total > SIZE_MAX / sizeof(float))
+                return ck_err_fail(err, CK_ERR_INPUT, "%s: too many parameters", m->file);
+        }
+        if (pass == 0)
+            e->n_trainable = (size_t)total;
     }
     e->n_params = (size_t)total;
     return CK_OK;
@@ -773,14 +784,15 @@ static int create_model(ck_exec *e, const size_t *stage_first, ck_err *err)
     if (rc != CK_OK)
         return rc;
     uint64_t bytes = (uint64_t)e->n_params * sizeof(float);
+    uint64_t trained = (uint64_t)e->n_trainable * sizeof(float);
     ck_optimizer o = m->training.optimizer;
     rc = alloc(e, CK_MEM_STATIC, (void **)&e->params, bytes, err);
     if (rc == CK_OK)
-        rc = alloc(e, CK_MEM_STATIC, (void **)&e->grads, bytes, err);
+        rc = alloc(e, CK_MEM_STATIC, (void **)&e->grads, trained, err);
     if (rc == CK_OK && (o == CK_OPT_MOMENTUM || o == CK_OPT_ADAM))
-        rc = alloc(e, CK_MEM_STATIC, (void **)&e->opt_m, bytes, err);
+        rc = alloc(e, CK_MEM_STATIC, (void **)&e->opt_m, trained, err);
     if (rc == CK_OK && o == CK_OPT_ADAM)
-        rc = alloc(e, CK_MEM_STATIC, (void **)&e->opt_v, bytes, err);
+        rc = alloc(e, CK_MEM_STATIC, (void **)&e->opt_v, trained, err);
     for (size_t t = 0; t < m->n_inputs && rc == CK_OK; t++)
         if (ck_model_is_static(m, t))
             rc = alloc(e, CK_MEM_STATIC, &e->held[t], m->tensors[t].bytes, err);
@@ -856,10 +868,11 @@ void ck_exec_free(ck_exec *e)
         return;
     if (e->m) {
         uint64_t bytes = (uint64_t)e->n_params * sizeof(float);
+        uint64_t trained = (uint64_t)e->n_trainable * sizeof(float);
         release(e, CK_MEM_STATIC, (void **)&e->params, bytes);
-        release(e, CK_MEM_STATIC, (void **)&e->grads, bytes);
-        release(e, CK_MEM_STATIC, (void **)&e->opt_m, bytes);
-        release(e, CK_MEM_STATIC, (void **)&e->opt_v, bytes);
+        release(e, CK_MEM_STATIC, (void **)&e->grads, trained);
+        release(e, CK_MEM_STATIC, (void **)&e->opt_m, trained);
+        release(e, CK_MEM_STATIC, (void **)&e->opt_v, trained);
         for (size_t t = 0; e->held && t < e->m->n_inputs; t++)
             release(e, CK_MEM_STATIC, &e->held[t], e->m->tensors[t].bytes);
     }

@@ -95,16 +95,18 @@ static void column_sums(float *restrict a, const float *restrict x, size_t N, si
     }
 }
 
-/* dinp += dout W; dW += dout^T inp; dbias += sum over rows of dout. dinp may be NULL when
- * the input needs no gradient (a model input). */
+/* dinp += dout W; dW += dout^T inp; dbias += sum over rows of dout. A NULL gradient is not
+ * required (an input that needs none, a frozen weight); without dweight, inp is not read
+ * (a frozen linear keeps no input). */
 void ck_kernel_linear_backward(float *dinp, float *dweight, float *dbias, const float *dout,
                         const float *inp, const float *weight, size_t N, size_t C, size_t OC)
 {
     if (dinp)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bdim(N), bdim(C), bdim(OC), 1.0f,
                     dout, bdim(OC), weight, bdim(C), 1.0f, dinp, bdim(C));
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bdim(OC), bdim(C), bdim(N), 1.0f, dout,
-                bdim(OC), inp, bdim(C), 1.0f, dweight, bdim(C));
+    if (dweight)
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bdim(OC), bdim(C), bdim(N), 1.0f, dout,
+                    bdim(OC), inp, bdim(C), 1.0f, dweight, bdim(C));
     if (dbias)
         column_sums(dbias, dout, N, OC);
 }
@@ -138,7 +140,8 @@ void ck_kernel_layernorm_forward(float *out, float *mean, float *rstd, const flo
 }
 
 /* With xhat = (x - mean) rstd and g = dout w:
- *   dx = rstd (g - mean(g) - xhat mean(g xhat)),  dw += dout xhat,  db += dout. */
+ *   dx = rstd (g - mean(g) - xhat mean(g xhat)),  dw += dout xhat,  db += dout.
+ * dinp, or dweight and dbias together, may be NULL: not required. */
 void ck_kernel_layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
                            const float *inp, const float *weight, const float *mean,
                            const float *rstd, size_t N, size_t C)
@@ -153,10 +156,12 @@ void ck_kernel_layernorm_backward(float *dinp, float *dweight, float *dbias, con
             sum_gx += g * xhat;
         }
         float mean_g = sum_g / (float)C, mean_gx = sum_gx / (float)C;
-        float *dx = dinp + n * C;
-        for (size_t c = 0; c < C; c++) {
+        for (size_t c = 0; dinp && c < C; c++) {
             float xhat = (x[c] - m) * r, g = d[c] * weight[c];
-            dx[c] += r * (g - mean_g - xhat * mean_gx);
+            dinp[n * C + c] += r * (g - mean_g - xhat * mean_gx);
+        }
+        for (size_t c = 0; dweight && c < C; c++) {
+            float xhat = (x[c] - m) * r;
             dweight[c] += d[c] * xhat;
             dbias[c] += d[c];
         }
@@ -176,7 +181,7 @@ static float rms_row_forward(float *out, const float *x, const float *weight, si
 }
 
 /* With g = dout w, d rstd / dx_k = -rstd^3 x_k / C, so
- *   dx = rstd (g - x rstd^2 mean(g x)),  dw += dout x rstd. */
+ *   dx = rstd (g - x rstd^2 mean(g x)),  dw += dout x rstd. dx or dweight may be NULL. */
 static void rms_row_backward(float *dx, float *dweight, const float *d, const float *x,
                              const float *weight, float r, size_t C)
 {
@@ -184,10 +189,10 @@ static void rms_row_backward(float *dx, float *dweight, const float *d, const fl
     for (size_t c = 0; c < C; c++)
         sum_gx += d[c] * weight[c] * x[c];
     float k = r * r * sum_gx / (float)C;
-    for (size_t c = 0; c < C; c++) {
+    for (size_t c = 0; dx && c < C; c++)
         dx[c] += r * (d[c] * weight[c] - x[c] * k);
+    for (size_t c = 0; dweight && c < C; c++)
         dweight[c] += d[c] * x[c] * r;
-    }
 }
 
 void ck_kernel_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, size_t N,
@@ -201,7 +206,7 @@ void ck_kernel_rmsnorm_backward(float *dinp, float *dweight, const float *dout, 
                          const float *weight, const float *rstd, size_t N, size_t C)
 {
     for (size_t n = 0; n < N; n++)
-        rms_row_backward(dinp + n * C, dweight, dout + n * C, inp + n * C, weight, rstd[n], C);
+        rms_row_backward(dinp ? dinp + n * C : NULL, dweight, dout + n * C, inp + n * C, weight, rstd[n], C);
 }
 
 #define QKNORM_EPS 1e-6 /* Qwen3's rms_norm_eps */
@@ -228,10 +233,10 @@ void ck_kernel_qknorm_backward(float *dinp, float *dq_gamma, float *dk_gamma, co
     for (size_t n = 0; n < N; n++) {
         for (size_t h = 0; h < H + KV; h++) {
             size_t at = n * W + h * D;
-            rms_row_backward(dinp + at, h < H ? dq_gamma : dk_gamma, dout + at, inp + at,
+            rms_row_backward(dinp ? dinp + at : NULL, h < H ? dq_gamma : dk_gamma, dout + at, inp + at,
                              h < H ? q_gamma : k_gamma, rstd[n * (H + KV) + h], D);
         }
-        for (size_t i = n * W + (H + KV) * D; i < (n + 1) * W; i++)
+        for (size_t i = n * W + (H + KV) * D; dinp && i < (n + 1) * W; i++)
             dinp[i] += dout[i];
     }
 }
@@ -339,12 +344,15 @@ void ck_kernel_add_forward(float *out, const float *a, const float *b, size_t n)
         out[i] = a[i] + b[i];
 }
 
-/* da += dout, db += dout (da == db when a node adds a tensor to itself). */
+/* da += dout, db += dout (da == db when a node adds a tensor to itself; either may be NULL,
+ * not required). */
 void ck_kernel_add_backward(float *da, float *db, const float *dout, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        da[i] += dout[i];
-        db[i] += dout[i];
+        if (da)
+            da[i] += dout[i];
+        if (db)
+            db[i] += dout[i];
     }
 }
 
@@ -355,14 +363,16 @@ void ck_kernel_mul_forward(float *out, const float *a, const float *b, size_t n)
         out[i] = a[i] * b[i];
 }
 
-/* da += dout b, db += dout a. */
+/* da += dout b, db += dout a. Either gradient may be NULL (not required); then the other
+ * input is not read (the op keeps it only for that gradient). */
 void ck_kernel_mul_backward(float *da, float *db, const float *dout, const float *a, const float *b,
                      size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        float ai = a[i], bi = b[i];
-        da[i] += dout[i] * bi;
-        db[i] += dout[i] * ai;
+        if (da)
+            da[i] += dout[i] * b[i];
+        if (db)
+            db[i] += dout[i] * a[i];
     }
 }
 
@@ -654,9 +664,10 @@ void ck_kernel_swiglu_backward(float *dgate, float *dup, const float *dout, cons
 {
     for (size_t i = 0; i < n; i++) {
         float g = gate[i], sig = 1.0f / (1.0f + expf(-g));
-        float dg = dout[i] * up[i] * sig * (1.0f + g * (1.0f - sig)), du = dout[i] * g * sig;
-        dgate[i] += dg;
-        dup[i] += du;
+        if (dgate) /* up is read only for gate's gradient: without it, it may not be kept */
+            dgate[i] += dout[i] * up[i] * sig * (1.0f + g * (1.0f - sig));
+        if (dup)
+            dup[i] += dout[i] * g * sig;
     }
 }
 

@@ -9,6 +9,10 @@
  * - Backward functions ACCUMULATE (+=) into every gradient they write (inputs and
  *   parameters), so a tensor read by several nodes needs one gradient buffer; callers zero
  *   gradient buffers when they allocate them.
+ * - A NULL gradient (din, dparam) is one that is not required (requires-grad, planner/model):
+ *   the backward neither writes it nor reads what only it needs, which the node may not have
+ *   kept (a frozen linear keeps no input). Every backward with more than one gradient takes
+ *   any of them NULL.
  * - Saved internal tensors (the ck_slot values: mean, rstd, mask, probs, dropped, lse) are
  *   written by the forward and read by the backward, exactly as planner/op declares them.
  * - Workspace arguments are caller-allocated buffers of exactly the size planner/op

@@ -132,7 +132,7 @@ START_TEST(err_unknown_field)
 {
     fx_assert_has(fx_refuse(FX_BASE "'nodes': [{'name': 'r', 'op': 'relu', 'p': 1, 'inputs': ['x']},"
                             " {'name': 'loss', 'op': 'mse', 'inputs': ['r', 'y']}]}"),
-                  FX_FILE ": nodes[0].p: unknown field (allowed here: name, op, inputs)", NULL);
+                  FX_FILE ": nodes[0].p: unknown field (allowed here: name, op, inputs, frozen)", NULL);
     fx_assert_has(fx_refuse("{'format': 'ckplan-model/2'}"),
                   FX_FILE ": format: expected \"ckplan-model/1\"", NULL);
 }

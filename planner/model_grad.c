@@ -1,0 +1,89 @@
+#include "planner/model.h"
+
+#include <string.h>
+
+#include "planner/size.h"
+
+/* Requires-grad as PyTorch autograd computes it: a float x_0 requires a gradient (the chain
+ * model computes y_0), held inputs and integers never do, and a node's output does when the
+ * node has a trainable parameter or an input that does. A node whose output requires none
+ * runs no backward; one that runs a backward computes only the required gradients, so it
+ * keeps a saved tensor only when one of the gradients that tensor is needed for is required
+ * (docs/model-format.md, "Frozen parameters"). */
+
+static bool has_params(const ck_node *n)
+{
+    for (size_t i = 0; i < n->info.n_param_tensors; i++)
+        if (n->info.params[i].numel > 0 || n->info.params[i].tied)
+            return true;
+    return false;
+}
+
+/* The gradients node n's backward computes, as CK_NEED_* bits; 0 when it runs none. The
+ * loss runs forward and backward together and keeps everything it saves. */
+static unsigned required_grads(const ck_model *m, const ck_node *n)
+{
+    if (n->op->is_loss)
+        return CK_NEED_ANY;
+    if (!n->backward)
+        return 0;
+    unsigned need = n->trainable ? CK_NEED_PARAMS : 0;
+    for (size_t i = 0; i < n->op->arity; i++)
+        if (m->tensors[n->inputs[i]].requires_grad)
+            need |= CK_NEED_INPUT(i);
+    return need;
+}
+
+/* Scratch tensors start at multiples of this, so that any dtype is aligned. */
+#define SCRATCH_ALIGN 8
+
+/* Drops from n's saved tensors those no required gradient needs, keeping the rest in
+ * order; the internal ones dropped move to the forward's workspace, which the forward still
+ * writes. False when the workspace would pass 2^64 bytes. */
+static bool keep_needed(ck_node *n, unsigned need)
+{
+    ck_op_info *info = &n->info;
+    size_t kept = 0;
+    bool ok = true;
+    for (size_t s = 0; s < info->n_saved; s++) {
+        const ck_saved *sv = &info->saved[s];
+        if (sv->needed_for & need) {
+            info->saved[kept++] = *sv;
+        } else if (sv->kind == CK_SAVE_INTERNAL) {
+            uint64_t at = info->fwd_ws_bytes, pad = (SCRATCH_ALIGN - at % SCRATCH_ALIGN) % SCRATCH_ALIGN;
+            ok = ok && ck_size_add(at, pad, &at) && ck_size_add(at, sv->bytes, &info->fwd_ws_bytes);
+            n->scratch_at[n->n_scratch] = at;
+            n->scratch[n->n_scratch++] = *sv;
+        }
+    }
+    memset(&info->saved[kept], 0, (CK_OP_MAX_SAVED - kept) * sizeof info->saved[0]);
+    info->n_saved = kept;
+    if (need == 0) /* no backward: it costs nothing */
+        info->bwd_flops = info->bwd_bytes_moved = info->bwd_ws_bytes = 0;
+    return ok;
+}
+
+int ck_model_grad_propagate(ck_model *m, ck_err *err)
+{
+    for (size_t t = 0; t < m->n_inputs; t++)
+        m->tensors[t].requires_grad = t == 0 && ck_dtype_is_float(m->tensors[0].type.dtype);
+    for (size_t k = 0; k < m->n_nodes; k++) {
+        ck_node *n = &m->nodes[k];
+        n->trainable = has_params(n) && !n->frozen;
+        bool grad = n->trainable;
+        for (size_t i = 0; i < n->op->arity; i++)
+            grad = grad || m->tensors[n->inputs[i]].requires_grad;
+        m->tensors[n->output].requires_grad = grad;
+        n->backward = grad && !n->op->is_loss;
+        if (!keep_needed(n, required_grads(m, n)))
+            return ck_err_fail(err, CK_ERR_INPUT, "%s: node %s: its forward workspace overflows "
+                               "64 bits", m->file, n->name);
+    }
+    const ck_node *loss = &m->nodes[m->n_nodes - 1];
+    if (!m->tensors[loss->inputs[0]].requires_grad)
+        return ck_err_fail(err, CK_ERR_INPUT,
+                           "%s: nodes: every node with parameters is frozen and the input needs "
+                           "no gradient, so nothing needs a gradient: a training step needs at "
+                           "least one node with parameters without \"frozen\": true", m->file);
+    return CK_OK;
+}

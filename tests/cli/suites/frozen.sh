@@ -1,0 +1,82 @@
+# Frozen parameters ("frozen": true, docs/model-format.md): frozen models plan and run under
+# every planner with --verify (measured peaks equal to the predicted ones, to the byte,
+# gradients identical to the baseline's), they need less than the same model unfrozen, and
+# static memory counts gradients and optimizer state for trainable parameters only.
+
+# frozen_model OUT PYTHON: models/gpt2-tiny.json as `n` (its nodes) after PYTHON.
+frozen_model() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); n=d["nodes"]; exec(sys.argv[3]); json.dump(d, open(sys.argv[2], "w"))' "$root/models/gpt2-tiny.json" "$@"; }
+# The embedding and its tied head frozen (one table); then also the first three layers.
+frozen_model frozen-embed.json "n[0]['frozen'] = True; n[4]['frozen'] = True"
+frozen_model frozen-last.json "n[0]['frozen'] = True; n[4]['frozen'] = True; n[2].update(repeat=3, frozen=True); n.insert(3, {'name': 'last', 'block': 'layer', 'inputs': ['h']}); n[4]['inputs'] = ['last']"
+frozen_model unfrozen-last.json "n[2]['repeat'] = 3; n.insert(3, {'name': 'last', 'block': 'layer', 'inputs': ['h']}); n[4]['inputs'] = ['last']"
+# mlp-deep (f32 input: every tensor requires a gradient) with its odd layers frozen.
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["nodes"][0]["repeat"] = 1; d["nodes"][1:1] = [{"name": "h%d" % i, "block": "layer", "frozen": i % 2 == 0, "inputs": ["h" if i == 1 else "h%d" % (i - 1)]} for i in range(1, 16)]; d["nodes"][16]["inputs"] = ["h15"]; json.dump(d, open(sys.argv[2], "w"))' \
+    "$root/models/mlp-deep.json" frozen-mlp.json
+
+# frozen_verify NAME MODEL GRANULARITY: every planner's plan half-way between dp's smallest
+# plan and the baseline passes --verify.
+frozen_verify() {
+    local name=$1 model=$2 gran=$3
+    run plan "$model" --granularity "$gran" --budget 1000T --json -o "frozen-$name-big.json"
+    check "frozen $name: plans" 0
+    local base min
+    base=$(json_get "frozen-$name-big.json" '["predicted"]["baseline_peak_bytes"]')
+    run plan "$model" --granularity "$gran" --budget "$(json_get "frozen-$name-big.json" '["predicted"]["static_bytes"]')"
+    min=$(printf '%s\n' "$err" | sed -n 's/.*its smallest plan needs [^(]*(\([0-9]*\) bytes).*/\1/p')
+    check_that "frozen $name: dp names its smallest plan" test -n "$min"
+    rm -f "frozen-$name.jsonl"
+    local planned=0
+    for planner in dp revolve chen sqrt none; do
+        run plan "$model" --granularity "$gran" --budget "$(( (min + base) / 2 ))" --planner "$planner" -o "frozen-$name-$planner.json"
+        [ "$rc" = 0 ] || continue
+        planned=$((planned + 1))
+        run run "frozen-$name-$planner.json" --verify --steps 2 --runs "frozen-$name.jsonl" --quiet
+        check "frozen $name: $planner's plan passes --verify" 0
+    done
+    check_that "frozen $name: at least three planners plan at the middle budget" test "$planned" -ge 3
+    check_that "frozen $name: measured peaks and static memory equal the predicted ones" \
+        python3 - "frozen-$name.jsonl" "$planned" <<'PY'
+import json, sys
+records = [json.loads(line) for line in open(sys.argv[1])]
+assert len(records) == int(sys.argv[2]), len(records)
+for r in records:
+    p, m, b, v = r["predicted"], r["plan_run"], r["baseline"], r["verification"]
+    assert v["passed"] and v["gradients_identical"] and v["loss_identical"], v
+    assert m["activation_peak_bytes"] == p["activation_peak_bytes"], (m, p)
+    assert b["activation_peak_bytes"] == p["baseline_activation_peak_bytes"], (b, p)
+    assert m["static_bytes"] == p["static_bytes"] == b["static_bytes"], (m, b, p)
+PY
+}
+
+frozen_verify embed frozen-embed.json op
+frozen_verify last frozen-last.json op
+frozen_verify last-blocks frozen-last.json block
+frozen_verify mlp frozen-mlp.json op
+
+# Static memory by hand. gpt2-tiny (C=128, T=64, V=512, 4 layers): a layer has
+# ln1 2C + qkv 3C*C+3C + proj C*C+C + ln2 2C + fc1 4C*C+4C + fc2 4C*C+C = 198272 parameters;
+# wte V*C + wpe T*C = 73728, ln_f 2C = 256: 867072 in all (f32). With the first three
+# layers, the embedding and its tied head frozen, the last layer and ln_f (198528) have
+# gradients (4 bytes) and adam's moments (8 bytes); the token ids and targets take 2 KiB.
+run plan frozen-last.json --budget 1000T --json -o frozen-last-static.json
+check_that "frozen: static memory is parameters, and gradients and adam state for trainable ones only" \
+    test "$(json_get frozen-last-static.json '["predicted"]["static_bytes"]')" = $((867072 * 4 + 198528 * (4 + 8) + 2048))
+run plan frozen-last.json --budget 1000T
+check "frozen: the summary's gradients are the trainable parameters'" 0 "gradients 776 KiB, optimizer 1.51 MiB"
+run plan unfrozen-last.json --budget 1000T --json -o unfrozen-last-static.json
+check_that "frozen: the frozen model's baseline keeps less than the unfrozen one's" python3 -c '
+import json, sys
+f, u = (json.load(open(p))["predicted"] for p in sys.argv[1:])
+assert f["baseline_activation_peak_bytes"] * 2 < u["baseline_activation_peak_bytes"], (f, u)' \
+    frozen-last-static.json unfrozen-last-static.json
+
+# Refusals name the file, the JSON path and what was expected.
+frozen_model frozen-gelu.json "d['blocks']['layer']['nodes'][8]['frozen'] = True"
+run plan frozen-gelu.json --budget 1G
+check "frozen: refused on an op without parameters" 2 "frozen-gelu.json: blocks.layer.nodes[8].frozen: expected only on a node with parameters" "gelu has no parameters to freeze"
+frozen_model frozen-untied.json "n[0]['frozen'] = True"
+run plan frozen-untied.json --budget 1G
+check "frozen: a tied head must be frozen with its embedding" 2 "frozen-untied.json: nodes[4].frozen: expected true, as on embedding \"embed\" whose table this head shares"
+frozen_model frozen-all.json "n[0]['frozen'] = True; n[4]['frozen'] = True; n[2]['frozen'] = True; n[3]['frozen'] = True"
+run plan frozen-all.json --budget 1G
+check "frozen: everything frozen is refused: nothing to train" 2 "frozen-all.json: nodes: every node with parameters is frozen"
