@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "planner/hf_config.h"
+#include "planner/json.h"
 
 bool ck_hf_is_config(const cJSON *root)
 {
@@ -342,6 +343,55 @@ int ck_hf_to_model(const cJSON *config, const char *file, const ck_model_opts *o
     if (b.oom) {
         cJSON_Delete(doc);
         return ck_err_oom(err);
+    }
+    *out = doc;
+    return CK_OK;
+}
+
+/* Writes opts's sets and optimizer into doc, which ck_model_from_json_opts accepted with
+ * them: each set names a dim of doc. */
+static int bake(cJSON *doc, const ck_model_opts *opts, ck_err *err)
+{
+    cJSON *dims = cJSON_GetObjectItemCaseSensitive(doc, "dims");
+    for (size_t i = 0; i < opts->n_sets; i++) {
+        char name[CK_JSON_PATH_MAX];
+        snprintf(name, sizeof name, "%.*s", (int)opts->sets[i].len, opts->sets[i].name);
+        cJSON *v = cJSON_CreateNumber((double)opts->sets[i].value);
+        if (!v || !cJSON_ReplaceItemInObjectCaseSensitive(dims, name, v)) {
+            cJSON_Delete(v);
+            return ck_err_oom(err);
+        }
+    }
+    cJSON *training = cJSON_GetObjectItemCaseSensitive(doc, "training");
+    cJSON *optimizer = opts->optimizer ? cJSON_CreateString(opts->optimizer) : NULL;
+    if (opts->optimizer &&
+        (!optimizer || !cJSON_ReplaceItemInObjectCaseSensitive(training, "optimizer", optimizer))) {
+        cJSON_Delete(optimizer);
+        return ck_err_oom(err);
+    }
+    return CK_OK;
+}
+
+static int check_loads(const cJSON *doc, const char *file, const ck_model_opts *opts, ck_err *err)
+{
+    ck_model *m = NULL;
+    int rc = ck_model_from_json_opts(doc, file, opts, &m, err);
+    ck_model_free(m);
+    return rc;
+}
+
+int ck_hf_import(const cJSON *config, const char *file, const ck_model_opts *opts, cJSON **out,
+                 ck_err *err)
+{
+    cJSON *doc = NULL;
+    ck_model_opts rest = ck_hf_model_opts(opts);
+    int rc = ck_hf_to_model(config, file, opts, &doc, err);
+    if (rc == CK_OK) rc = check_loads(doc, file, &rest, err);
+    if (rc == CK_OK) rc = bake(doc, &rest, err);
+    if (rc == CK_OK) rc = check_loads(doc, file, NULL, err);
+    if (rc != CK_OK) {
+        cJSON_Delete(doc);
+        return rc;
     }
     *out = doc;
     return CK_OK;

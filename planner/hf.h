@@ -32,6 +32,12 @@ const char *ck_hf_families(void);
 int ck_hf_to_model(const cJSON *config, const char *file, const ck_model_opts *opts, cJSON **out,
                    ck_err *err);
 
+/* The ckplan-model/1 document equivalent to config under opts, for `ckplan import`: as
+ * ck_hf_to_model, with opts's dims (--set) and optimizer written into it, checked by
+ * loading it (so that it plans as the config does with these options). */
+int ck_hf_import(const cJSON *config, const char *file, const ck_model_opts *opts, cJSON **out,
+                 ck_err *err);
+
 /* opts without what ck_hf_to_model consumed (lora_rank, attention), for
  * ck_model_from_json_opts. */
 ck_model_opts ck_hf_model_opts(const ck_model_opts *opts);
