@@ -62,6 +62,9 @@ static const ck_op_def op_table[] = {
      * it, times the gradient. */
     OP(CK_OP_SOFTCAP, "softcap", 1, 3, 4, .n_attrs = 1,
        .attrs = {ATTR("cap", CK_ATTR_POSITIVE, true, 0, cap)}),
+    /* One product per element each way. */
+    OP(CK_OP_SCALE, "scale", 1, 1, 1, .n_attrs = 1,
+       .attrs = {ATTR("factor", CK_ATTR_POSITIVE, true, 0, factor)}),
     OP(CK_OP_CROSS_ENTROPY, "cross_entropy", 2, 4, 3, .is_loss = true),
     OP(CK_OP_MSE, "mse", 2, 3, 3, .is_loss = true),
 };
@@ -80,7 +83,7 @@ const char *ck_op_names(void)
 {
     /* tests/unit/test_ops.c checks that it names every op of the table. */
     return "embedding, linear, layernorm, rmsnorm, gelu, relu, silu, add, mul, dropout, "
-           "attention, rope, swiglu, cast, lora, qknorm, geglu, softcap, "
+           "attention, rope, swiglu, cast, lora, qknorm, geglu, softcap, scale, "
            "cross_entropy, mse";
 }
 
@@ -324,7 +327,8 @@ int ck_op_infer(const ck_op_def *op, ck_attrs *a, ck_dtype act, const ck_ttype *
     case CK_OP_RELU:
     case CK_OP_SILU:
     case CK_OP_DROPOUT:
-    case CK_OP_SOFTCAP: /* they keep their input's type */
+    case CK_OP_SOFTCAP:
+    case CK_OP_SCALE: /* they keep their input's type */
         *out = in[0];
         return check_float(file, path, 0, &in[0], err);
     case CK_OP_CAST: /* "to" is a float dtype, as the loader reads it */
@@ -577,7 +581,8 @@ static void describe_kind(ovf *o, const ck_op_def *op, const ck_attrs *a, const 
         break;
     }
     case CK_OP_ADD:
-    case CK_OP_CAST: /* they save nothing */
+    case CK_OP_CAST:
+    case CK_OP_SCALE: /* they save nothing */
         break;
     }
 }

@@ -17,7 +17,7 @@
 typedef enum {
     CK_OP_EMBEDDING, CK_OP_LINEAR, CK_OP_LAYERNORM, CK_OP_RMSNORM, CK_OP_GELU, CK_OP_RELU,
     CK_OP_SILU, CK_OP_ADD, CK_OP_MUL, CK_OP_DROPOUT, CK_OP_ATTENTION, CK_OP_ROPE,
-    CK_OP_SWIGLU, CK_OP_CAST, CK_OP_LORA, CK_OP_QKNORM, CK_OP_GEGLU, CK_OP_SOFTCAP,
+    CK_OP_SWIGLU, CK_OP_CAST, CK_OP_LORA, CK_OP_QKNORM, CK_OP_GEGLU, CK_OP_SOFTCAP, CK_OP_SCALE,
     CK_OP_CROSS_ENTROPY, CK_OP_MSE /* losses last */
 } ck_op_kind;
 /* Not a member of the enum, so that switches over kinds need no case for it; the op table's
@@ -38,6 +38,7 @@ typedef struct {
     uint64_t rank;                  /* lora: the adapter's rank */
     double alpha;                   /* lora: out = y + alpha / rank * B A x */
     double cap;                     /* softcap's cap; attention's softcap (0: none) */
+    double factor;                  /* scale */
 } ck_attrs;
 
 typedef enum {

@@ -332,6 +332,20 @@ void ck_kernel_softcap_backward(float *dinp, const float *out, const float *dout
     }
 }
 
+/* out = factor x. */
+void ck_kernel_scale_forward(float *out, const float *inp, float factor, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = factor * inp[i];
+}
+
+/* dx += factor dout. */
+void ck_kernel_scale_backward(float *dinp, const float *dout, float factor, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        dinp[i] += factor * dout[i];
+}
+
 /* out = a + b. */
 void ck_kernel_add_forward(float *out, const float *a, const float *b, size_t n)
 {
@@ -1005,6 +1019,9 @@ void ck_kernel_forward(const ck_kernel_io *io)
     case CK_OP_SOFTCAP:
         ck_kernel_softcap_forward(out, a, (float)n->attrs.cap, d.len);
         break;
+    case CK_OP_SCALE:
+        ck_kernel_scale_forward(out, a, (float)n->attrs.factor, d.len);
+        break;
     case CK_OP_CAST:
         ck_kernel_cast_forward(io->out, n->attrs.to, io->in[0],
                                type_of(io, n->inputs[0])->dtype, d.len);
@@ -1098,6 +1115,9 @@ void ck_kernel_backward(const ck_kernel_io *io)
     case CK_OP_SOFTCAP:
         ck_kernel_softcap_backward(da, io->out, dout, (float)n->attrs.cap, d.len);
         break;
+    case CK_OP_SCALE:
+        ck_kernel_scale_backward(da, dout, (float)n->attrs.factor, d.len);
+        break;
     case CK_OP_CAST:
         ck_kernel_cast_backward(io->din[0], type_of(io, n->inputs[0])->dtype, io->dout,
                                 n->attrs.to, d.len);
@@ -1153,7 +1173,8 @@ float ck_kernel_loss(const ck_kernel_io *io)
     case CK_OP_LORA:
     case CK_OP_QKNORM:
     case CK_OP_GEGLU:
-    case CK_OP_SOFTCAP: /* not losses */
+    case CK_OP_SOFTCAP:
+    case CK_OP_SCALE: /* not losses */
         break;
     }
     return 0.0f;

@@ -106,6 +106,10 @@ void ck_kernel_softcap_forward(float *out, const float *inp, float cap, size_t n
 void ck_kernel_softcap_backward(float *dinp, const float *out, const float *dout, float cap,
                                 size_t n);
 
+/* out = factor x (Gemma's embedding scale sqrt(C), for one). Saves nothing. */
+void ck_kernel_scale_forward(float *out, const float *inp, float factor, size_t n);
+void ck_kernel_scale_backward(float *dinp, const float *dout, float factor, size_t n);
+
 void ck_kernel_add_forward(float *out, const float *a, const float *b, size_t n);
 void ck_kernel_add_backward(float *da, float *db, const float *dout, size_t n);
 void ck_kernel_mul_forward(float *out, const float *a, const float *b, size_t n);

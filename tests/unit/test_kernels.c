@@ -1470,6 +1470,33 @@ START_TEST(softcap)
 }
 END_TEST
 
+/* ---- scale ---- */
+
+static void ref_scale(const ref_case *rc, double *out)
+{
+    for (size_t i = 0; i < rc->n; i++)
+        out[i] = rc->alpha * rc->in[0][i];
+}
+
+START_TEST(scale)
+{
+    seed_data(1201);
+    float *x = ew_input(), *out = obuf(EW_N), *dout = frand(EW_N), *dx = fbuf(EW_N);
+    ref_case rc = {.fn = ref_scale, .n_out = EW_N, .g = to_double(dout, EW_N), .n = EW_N,
+                   .alpha = 2.75};
+    rc.in[0] = to_double(x, EW_N);
+    rc.len[0] = EW_N;
+    ck_kernel_scale_forward(out, x, 2.75f, EW_N);
+    ck_kernel_scale_backward(dx, dout, 2.75f, EW_N);
+    float *dx1 = copy_f(dx, EW_N);
+    ck_kernel_scale_backward(dx, dout, 2.75f, EW_N);
+    assert_forward("scale", &rc, out);
+    assert_doubled("scale dinp", dx, dx1, EW_N);
+    assert_fd("scale dinp", &rc, 0, dx1);
+    free_scratch();
+}
+END_TEST
+
 static Suite *kernels_suite(void)
 {
     Suite *s = suite_create("kernels");
@@ -1503,6 +1530,7 @@ static Suite *kernels_suite(void)
     tcase_add_test(tc, qknorm);
     tcase_add_test(tc, geglu);
     tcase_add_test(tc, softcap);
+    tcase_add_test(tc, scale);
     tcase_add_test(tc, swiglu);
     tcase_add_test(tc, half_codes_round_trip);
     tcase_add_test(tc, half_rounding_is_nearest_even);

@@ -471,6 +471,23 @@ START_TEST(softcap_saves_its_output)
 }
 END_TEST
 
+/* scale keeps its input's type, saves nothing and costs one FLOP per element each way. */
+START_TEST(scale_saves_nothing)
+{
+    ck_ttype in = tt(CK_F32, 3, 2, 5, 24);
+    ck_attrs a = defaults("scale");
+    a.factor = 4;
+    ck_op_info info;
+    ck_ttype out = infer_ok("scale", &a, &in, &info);
+    assert_shape(&out, CK_F32, 3, 2, 5, 24);
+    ck_assert(info.n_params == 0 && info.n_saved == 0);
+    ck_assert(info.fwd_flops == 240 && info.bwd_flops == 240);
+    ck_assert(info.fwd_bytes_moved == 2 * 960 && info.bwd_bytes_moved == 2 * 960);
+    ck_assert(ck_op_find("scale")->attrs[0].required);
+    ck_assert_int_eq(ck_op_find("scale")->attrs[0].kind, CK_ATTR_POSITIVE);
+}
+END_TEST
+
 /* cast changes only the dtype; it moves its input's bytes in and its output's out, the
  * other way round backward, and costs one FLOP per element each way. */
 START_TEST(cast_changes_the_dtype)
@@ -552,6 +569,7 @@ static Suite *ops_suite(void)
     tcase_add_test(tc, qknorm_normalises_q_and_k_heads);
     tcase_add_test(tc, geglu_saves_both_inputs);
     tcase_add_test(tc, softcap_saves_its_output);
+    tcase_add_test(tc, scale_saves_nothing);
     tcase_add_test(tc, swiglu_saves_both_inputs);
     tcase_add_test(tc, cast_changes_the_dtype);
     tcase_add_test(tc, losses_make_scalars);
