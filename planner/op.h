@@ -34,6 +34,8 @@ typedef struct {
     uint64_t theta;                 /* rope: the base of its frequencies */
     ck_dtype to;                    /* cast: the output's dtype */
     bool flash;                     /* attention */
+    ck_dtype softmax_dtype;         /* attention: f32 or the input's (given as an integer
+                                     * dtype, "not given", until ck_op_infer fills it) */
     double p;                       /* dropout's p, attention's dropout */
     uint64_t rank;                  /* lora: the adapter's rank */
     double alpha;                   /* lora: out = y + alpha / rank * B A x */
@@ -53,12 +55,13 @@ typedef struct {
     const char *name;
     ck_attr_kind kind;
     bool required;
-    double dflt;   /* when absent: a DIM default of 0 means "not given"; a DTYPE's is a ck_dtype */
+    double dflt;   /* when absent: a DIM default of 0 means "not given"; a DTYPE's is a
+                    * ck_dtype, an integer one meaning "not given" */
     size_t offset; /* of the field in ck_attrs: uint64_t, bool, double or ck_dtype by kind */
 } ck_attr_spec;
 
 #define CK_OP_MAX_ARITY 2
-#define CK_OP_MAX_ATTRS 4
+#define CK_OP_MAX_ATTRS 8
 #define CK_OP_MAX_SAVED 6
 #define CK_OP_MAX_PARAMS 2
 
@@ -77,6 +80,8 @@ typedef enum {
     CK_SLOT_DROPPED, /* attention probabilities after dropout */
     CK_SLOT_LSE,     /* per-row log-sum-exp (flash attention, cross_entropy) */
     CK_SLOT_LORA_MID, /* lora: A x, the adapter's rank-wide middle */
+    CK_SLOT_CAPPED,     /* attention with softcap: tanh(scores / softcap) */
+    CK_SLOT_PROBS_CAST, /* attention with softmax in f32: probs cast to the input's dtype */
     CK_N_SLOTS
 } ck_slot;
 

@@ -305,7 +305,8 @@ static void ref_dropout(const ref_case *rc, double *out)
 /* Causal grouped-query attention, straight from the definition: for each (b, h, i),
  * softmax over j <= i of q_i . k_j / sqrt(D), dropout of element ((b H + h) T + i) T + j,
  * weighted sum of v_j. Query head h reads kv head h / (H / KV). */
-static void ref_attention_full(const ref_case *rc, double *out, double *probs, double *lse)
+static void ref_attention_full(const ref_case *rc, double *out, double *probs, double *lse,
+                               double *capped)
 {
     size_t B = rc->B, T = rc->T, H = rc->H, KV = rc->KV, D = rc->D;
     size_t W = (H + 2 * KV) * D;
@@ -324,6 +325,11 @@ static void ref_attention_full(const ref_case *rc, double *out, double *probs, d
                     for (size_t d = 0; d < D; d++)
                         s[j] += q[d] * k[d];
                     s[j] /= sqrt((double)D);
+                    if (rc->cap > 0.0) {
+                        if (capped)
+                            capped[((b * H + h) * T + i) * T + j] = tanh(s[j] / rc->cap);
+                        s[j] = rc->cap * tanh(s[j] / rc->cap);
+                    }
                     mx = fmax(mx, s[j]);
                 }
                 for (size_t j = 0; j <= i; j++)
@@ -352,7 +358,7 @@ static void ref_attention_full(const ref_case *rc, double *out, double *probs, d
 
 static void ref_attention(const ref_case *rc, double *out)
 {
-    ref_attention_full(rc, out, NULL, NULL);
+    ref_attention_full(rc, out, NULL, NULL, NULL);
 }
 
 /* Mean over rows of log sum_v exp(x_v) - x_target. */
@@ -794,11 +800,11 @@ END_TEST
 
 typedef struct {
     size_t B, T, H, KV, D;
-    float p;
+    float p, cap;
 } att_dims;
 
 typedef struct {
-    float *out, *probs, *dropped, *lse, *ws, *dqkv;
+    float *out, *probs, *dropped, *capped, *lse, *ws, *dqkv;
     uint8_t *mask;
 } att_run;
 
@@ -819,10 +825,10 @@ static att_run run_attention(att_dims a, bool flash, const float *qkv, const flo
         r.lse = obuf(a.B * a.H * a.T);
         float *fws = obuf(a.T), *bws = obuf(2 * a.T);
         ck_kernel_attention_flash_forward(r.out, r.lse, qkv, fws, a.B, a.T, a.H, a.KV, a.D, a.p,
-                                   att_key());
+                                          a.cap, att_key());
         for (int call = 0; call < (twice ? 2 : 1); call++) {
             ck_kernel_attention_flash_backward(r.dqkv, dout, qkv, r.out, r.lse, bws, a.B, a.T, a.H,
-                                        a.KV, a.D, a.p, att_key());
+                                               a.KV, a.D, a.p, a.cap, att_key());
             if (call == 0 && dqkv_once)
                 *dqkv_once = copy_f(r.dqkv, n_qkv);
         }
@@ -834,11 +840,13 @@ static att_run run_attention(att_dims a, bool flash, const float *qkv, const flo
             memset(r.mask, 0xab, S);
             r.dropped = obuf(S);
         }
-        ck_kernel_attention_forward(r.out, r.probs, r.mask, r.dropped, qkv, r.ws, a.B, a.T, a.H, a.KV,
-                             a.D, a.p, att_key());
+        if (a.cap > 0.0f)
+            r.capped = obuf(S);
+        ck_kernel_attention_forward(r.out, r.probs, r.mask, r.dropped, r.capped, qkv, r.ws, a.B,
+                                    a.T, a.H, a.KV, a.D, a.p, a.cap, att_key());
         for (int call = 0; call < (twice ? 2 : 1); call++) {
-            ck_kernel_attention_backward(r.dqkv, dout, qkv, r.probs, r.mask, r.dropped, r.ws, a.B, a.T,
-                                  a.H, a.KV, a.D, a.p, att_key());
+            ck_kernel_attention_backward(r.dqkv, dout, qkv, r.probs, r.mask, r.dropped, r.capped,
+                                         r.ws, a.B, a.T, a.H, a.KV, a.D, a.p, a.cap, att_key());
             if (call == 0 && dqkv_once)
                 *dqkv_once = copy_f(r.dqkv, n_qkv);
         }
@@ -858,16 +866,20 @@ static void attention_fd_case(att_dims a, bool flash, uint64_t seed)
     att_run r = run_attention(a, flash, qkv, dout, true, &dqkv1);
 
     ref_case rc = {.fn = ref_attention, .n_out = n_out, .g = to_double(dout, n_out), .B = a.B,
-                   .T = a.T, .H = a.H, .KV = a.KV, .D = a.D, .p = a.p, .key = att_key()};
+                   .T = a.T, .H = a.H, .KV = a.KV, .D = a.D, .p = a.p, .key = att_key(),
+                   .cap = a.cap};
     rc.in[0] = to_double(qkv, n_qkv);
     rc.len[0] = n_qkv;
     assert_forward("attention out", &rc, r.out);
     double *rout = dbuf(n_out), *rprobs = dbuf(S), *rlse = dbuf(a.B * a.H * a.T);
-    ref_attention_full(&rc, rout, rprobs, rlse);
+    double *rcapped = dbuf(S);
+    ref_attention_full(&rc, rout, rprobs, rlse, rcapped);
     if (flash) {
         assert_close("attention lse", r.lse, rlse, a.B * a.H * a.T, RTOL_FWD);
     } else {
         assert_close("attention probs", r.probs, rprobs, S, RTOL_FWD);
+        if (a.cap > 0.0f)
+            assert_close("attention capped", r.capped, rcapped, S, RTOL_FWD);
         if (a.p > 0.0f) {
             size_t dropped = 0;
             for (size_t e = 0; e < S; e++) {
@@ -887,23 +899,25 @@ static void attention_fd_case(att_dims a, bool flash, uint64_t seed)
 }
 
 /* Grouped-query (H=4 over KV=2) and plain multi-head (H=KV=4), without and with dropout,
- * in both forms: 8 cases, _i = (flash, dropout, grouped) bits. */
+ * without and with a softcap of 1.5 (scores reach about 5: the cap saturates), in both
+ * forms: 16 cases, _i = (flash, dropout, grouped, softcap) bits. */
 START_TEST(attention_fd)
 {
-    bool flash = _i & 1, drop = _i & 2, grouped = _i & 4;
-    att_dims a = {B_, T_, 4, grouped ? 2 : 4, 3, drop ? 0.2f : 0.0f};
+    bool flash = _i & 1, drop = _i & 2, grouped = _i & 4, capped = _i & 8;
+    att_dims a = {B_, T_, 4, grouped ? 2 : 4, 3, drop ? 0.2f : 0.0f, capped ? 1.5f : 0.0f};
     attention_fd_case(a, flash, 100 + (uint64_t)_i);
 }
 END_TEST
 
-/* The flash form agrees with the standard one on a size where sgemm blocks: out and dqkv
+/* The flash form agrees with the standard one on a size where sgemm blocks, without and
+ * with dropout and softcap: out and dqkv
  * to 1e-5 of the tensor's largest entry (2.2e-7 is the largest difference seen: the two
  * forms sum in different orders and flash recomputes the probabilities from lse). */
 START_TEST(flash_matches_standard)
 {
-    const float ps[] = {0.0f, 0.1f};
-    for (size_t k = 0; k < 2; k++) {
-        att_dims a = {2, 33, 4, 2, 16, ps[k]};
+    const float ps[] = {0.0f, 0.1f, 0.0f, 0.1f}, caps[] = {0.0f, 0.0f, 2.0f, 2.0f};
+    for (size_t k = 0; k < 4; k++) {
+        att_dims a = {2, 33, 4, 2, 16, ps[k], caps[k]};
         seed_data(200 + k);
         size_t n_qkv = a.B * a.T * att_w(a), n_out = a.B * a.T * a.H * a.D;
         float *qkv = frand(n_qkv), *dout = frand(n_out);
@@ -927,7 +941,7 @@ END_TEST
 START_TEST(attention_is_causal)
 {
     bool flash = _i & 1;
-    att_dims a = {2, 6, 4, 2, 3, (_i & 2) ? 0.2f : 0.0f};
+    att_dims a = {2, 6, 4, 2, 3, (_i & 2) ? 0.2f : 0.0f, 0.0f};
     seed_data(300);
     size_t W = att_w(a), n_qkv = a.B * a.T * W, n_out = a.B * a.T * a.H * a.D;
     float *qkv = frand(n_qkv), *dout = frand(n_out);
@@ -957,7 +971,7 @@ END_TEST
 /* The same inputs give the same bits, call after call. */
 START_TEST(kernels_are_deterministic)
 {
-    att_dims a = {2, 40, 4, 2, 16, 0.1f};
+    att_dims a = {2, 40, 4, 2, 16, 0.1f, 0.0f};
     seed_data(400);
     size_t n_qkv = a.B * a.T * att_w(a), n_out = a.B * a.T * a.H * a.D;
     float *qkv = frand(n_qkv), *dout = frand(n_out);
@@ -1519,7 +1533,7 @@ static Suite *kernels_suite(void)
     tcase_add_test(tc, rng_keep_fraction);
     tcase_add_test(tc, rng_bits_are_balanced);
     tcase_add_test(tc, rng_determinism_and_streams);
-    tcase_add_loop_test(tc, attention_fd, 0, 8);
+    tcase_add_loop_test(tc, attention_fd, 0, 16);
     tcase_add_test(tc, flash_matches_standard);
     tcase_add_loop_test(tc, attention_is_causal, 0, 4);
     tcase_add_test(tc, kernels_are_deterministic);

@@ -488,6 +488,77 @@ START_TEST(scale_saves_nothing)
 }
 END_TEST
 
+/* Eager attention on bf16 qkv [2, 8, (4 + 2*2) * 16], S = B*H*T*T = 512 scores, e = 2:
+ * the softmax upcast to f32 keeps 4S + eS bytes of probabilities (the f32 softmax output
+ * and its bf16 cast for the product with V); softcap keeps its tanh, eS more, and costs
+ * 3S FLOPs each way; with dropout the cast is not kept (dropout's mask and output are).
+ * Flash keeps lse only, whatever these are. */
+START_TEST(attention_softmax_dtype_and_softcap)
+{
+    enum { S = 2 * 4 * 8 * 8 };
+    ck_ttype in = tt(CK_BF16, 3, 2, 8, (4 + 2 * 2) * 16);
+    ck_attrs a = defaults("attention");
+    a.heads = 4, a.kv_heads = 2;
+    ck_op_info info;
+    infer_ok("attention", &a, &in, &info);
+    ck_assert_int_eq(a.softmax_dtype, CK_BF16); /* the input's, by default */
+    ck_assert_uint_eq(info.n_saved, 3);
+    uint64_t base_fwd = info.fwd_flops, base_bwd = info.bwd_flops;
+
+    a = defaults("attention");
+    a.heads = 4, a.kv_heads = 2, a.softmax_dtype = CK_F32;
+    infer_ok("attention", &a, &in, &info);
+    ck_assert_uint_eq(info.n_saved, 4);
+    ck_assert(info.saved[2].slot == CK_SLOT_PROBS && info.saved[2].type.dtype == CK_F32);
+    ck_assert(info.saved[3].slot == CK_SLOT_PROBS_CAST && info.saved[3].type.dtype == CK_BF16);
+    ck_assert_uint_eq(info.saved[2].bytes + info.saved[3].bytes, 4 * S + 2 * S);
+    ck_assert(info.fwd_flops == base_fwd && info.bwd_flops == base_bwd);
+
+    a.cap = 50;
+    infer_ok("attention", &a, &in, &info);
+    ck_assert_uint_eq(info.n_saved, 5);
+    ck_assert(info.saved[2].slot == CK_SLOT_CAPPED && info.saved[2].type.dtype == CK_BF16);
+    assert_shape(&info.saved[2].type, CK_BF16, 4, 2, 4, 8);
+    ck_assert_uint_eq(info.saved[2].bytes, 2 * S);
+    ck_assert(info.saved[3].slot == CK_SLOT_PROBS && info.saved[4].slot == CK_SLOT_PROBS_CAST);
+    ck_assert_uint_eq(info.fwd_flops, base_fwd + 3 * S);
+    ck_assert_uint_eq(info.bwd_flops, base_bwd + 3 * S);
+    uint64_t internal = 2 * S + 4 * S + 2 * S, qkv = 2 * 8 * 128 * 2, o = 2 * 8 * 64 * 2;
+    ck_assert_uint_eq(info.fwd_bytes_moved, qkv + o + internal + 2 * (2 * S));
+
+    a.p = 0.1;
+    infer_ok("attention", &a, &in, &info);
+    ck_assert_uint_eq(info.n_saved, 6); /* qkv, out, capped, probs f32, mask, dropped */
+    ck_assert(info.saved[4].slot == CK_SLOT_MASK && info.saved[5].slot == CK_SLOT_DROPPED);
+    ck_assert_uint_eq(info.saved[5].bytes, 2 * S);
+
+    a.flash = true;
+    infer_ok("attention", &a, &in, &info);
+    ck_assert_uint_eq(info.n_saved, 3);
+    ck_assert_int_eq(info.saved[2].slot, CK_SLOT_LSE);
+
+    ck_ttype f32 = in; /* f32 activations: the f32 softmax is the one copy */
+    f32.dtype = CK_F32;
+    a = defaults("attention");
+    a.heads = 4, a.kv_heads = 2, a.softmax_dtype = CK_F32;
+    infer_ok("attention", &a, &f32, &info);
+    ck_assert_uint_eq(info.n_saved, 3);
+    ck_assert_uint_eq(info.saved[2].bytes, 4 * S);
+
+    a.softmax_dtype = CK_F16;
+    ck_assert(strstr(infer_bad("attention", &a, &in),
+                     "f.json: nodes[3].softmax_dtype: expected \"f32\" or the input's dtype, "
+                     "\"bf16\", got \"f16\""));
+    a.softmax_dtype = CK_BF16;
+    a.head_dim = 16;
+    infer_ok("attention", &a, &in, &info);
+    a.head_dim = 32; /* 4 heads of 32 would need a width of 256 */
+    ck_assert(strstr(infer_bad("attention", &a, &in),
+                     "f.json: nodes[3].head_dim: expected the head size of the packed width, 128 / "
+                     "(heads + 2*kv_heads = 8) = 16, got 32"));
+}
+END_TEST
+
 /* cast changes only the dtype; it moves its input's bytes in and its output's out, the
  * other way round backward, and costs one FLOP per element each way. */
 START_TEST(cast_changes_the_dtype)
@@ -570,6 +641,7 @@ static Suite *ops_suite(void)
     tcase_add_test(tc, geglu_saves_both_inputs);
     tcase_add_test(tc, softcap_saves_its_output);
     tcase_add_test(tc, scale_saves_nothing);
+    tcase_add_test(tc, attention_softmax_dtype_and_softcap);
     tcase_add_test(tc, swiglu_saves_both_inputs);
     tcase_add_test(tc, cast_changes_the_dtype);
     tcase_add_test(tc, losses_make_scalars);
