@@ -194,6 +194,15 @@ static void assert_forward(const char *what, const ref_case *rc, const float *ou
     assert_close(what, out, want, rc->n_out, RTOL_FWD);
 }
 
+/* Input k of rc: n random values, as f32 for the kernel (returned) and double. */
+static float *ref_input(ref_case *rc, size_t k, size_t n)
+{
+    float *x = frand(n);
+    rc->in[k] = to_double(x, n);
+    rc->len[k] = n;
+    return x;
+}
+
 /* ---- double reference forwards, written from the math, not from kernels.c ---- */
 
 static void ref_embedding(const ref_case *rc, double *out)
@@ -1060,35 +1069,57 @@ static void ref_swiglu(const ref_case *rc, double *out)
     }
 }
 
-/* Against the reference and finite differences, and with one tensor as both inputs:
- * d/dx [silu(x) x] = silu'(x) x + silu(x), silu'(x) = s (1 + x (1 - s)). */
-START_TEST(swiglu)
+/* A fused gated unit out = f(gate) up, with f and f' given in double: its kernels against
+ * the reference and finite differences, and with one tensor as both inputs, whose gradient
+ * is f'(x) x + f(x). */
+typedef struct {
+    const char *name;
+    ref_fn ref;
+    double (*f)(double), (*df)(double);
+    void (*forward)(float *, const float *, const float *, size_t);
+    void (*backward)(float *, float *, const float *, const float *, const float *, size_t);
+} gated_unit;
+
+static void check_gated(const gated_unit *u, uint64_t seed)
 {
-    seed_data(701);
-    float *g = ew_input(), *u = frand(EW_N), *out = obuf(EW_N), *dout = frand(EW_N);
-    float *dg = fbuf(EW_N), *du = fbuf(EW_N), *dx = fbuf(EW_N);
-    ref_case rc = {.fn = ref_swiglu, .n_out = EW_N, .g = to_double(dout, EW_N), .n = EW_N};
+    seed_data(seed);
+    ref_case rc = {.fn = u->ref, .n_out = EW_N, .n = EW_N};
+    float *g = ew_input(), *up = ref_input(&rc, 1, EW_N), *out = obuf(EW_N), *dout = frand(EW_N);
     rc.in[0] = to_double(g, EW_N);
     rc.len[0] = EW_N;
-    rc.in[1] = to_double(u, EW_N);
-    rc.len[1] = EW_N;
-    ck_kernel_swiglu_forward(out, g, u, EW_N);
-    ck_kernel_swiglu_backward(dg, du, dout, g, u, EW_N);
+    rc.g = to_double(dout, EW_N);
+    float *dg = fbuf(EW_N), *du = fbuf(EW_N), *dx = fbuf(EW_N);
+    u->forward(out, g, up, EW_N);
+    u->backward(dg, du, dout, g, up, EW_N);
     float *dg1 = copy_f(dg, EW_N), *du1 = copy_f(du, EW_N);
-    ck_kernel_swiglu_backward(dg, du, dout, g, u, EW_N);
-    assert_forward("swiglu", &rc, out);
-    assert_doubled("swiglu dgate", dg, dg1, EW_N);
-    assert_doubled("swiglu dup", du, du1, EW_N);
-    assert_fd("swiglu dgate", &rc, 0, dg1);
-    assert_fd("swiglu dup", &rc, 1, du1);
-    ck_kernel_swiglu_backward(dx, dx, dout, g, g, EW_N);
+    u->backward(dg, du, dout, g, up, EW_N);
+    assert_forward(u->name, &rc, out);
+    assert_doubled("dgate", dg, dg1, EW_N);
+    assert_doubled("dup", du, du1, EW_N);
+    assert_fd("dgate", &rc, 0, dg1);
+    assert_fd("dup", &rc, 1, du1);
+    u->backward(dx, dx, dout, g, g, EW_N);
     double *want = dbuf(EW_N);
-    for (size_t i = 0; i < EW_N; i++) {
-        double x = g[i], sg = 1.0 / (1.0 + exp(-x));
-        want[i] = dout[i] * (sg * (1.0 + x * (1.0 - sg)) * x + x * sg);
-    }
-    assert_close("swiglu of x and x", dx, want, EW_N, RTOL_GRAD);
+    for (size_t i = 0; i < EW_N; i++)
+        want[i] = dout[i] * (u->df(g[i]) * g[i] + u->f(g[i]));
+    assert_close("one tensor as both inputs", dx, want, EW_N, RTOL_GRAD);
     free_scratch();
+}
+
+static double ref_silu1(double x) { return x / (1.0 + exp(-x)); }
+
+/* silu'(x) = s (1 + x (1 - s)). */
+static double ref_dsilu(double x)
+{
+    double sg = 1.0 / (1.0 + exp(-x));
+    return sg * (1.0 + x * (1.0 - sg));
+}
+
+START_TEST(swiglu)
+{
+    gated_unit u = {"swiglu", ref_swiglu, ref_silu1, ref_dsilu, ck_kernel_swiglu_forward,
+                    ck_kernel_swiglu_backward};
+    check_gated(&u, 701);
 }
 END_TEST
 
@@ -1296,14 +1327,6 @@ static void ref_lora(const ref_case *rc, double *out)
         }
 }
 
-static float *ref_input(ref_case *rc, size_t k, size_t n)
-{
-    float *x = frand(n);
-    rc->in[k] = to_double(x, n);
-    rc->len[k] = n;
-    return x;
-}
-
 /* One adapter, and q, k, v adapters on a packed qkv of 2 q heads and 1 kv head of 3:
  * against the reference and finite differences for x, y, A and B; mid is A x. */
 static void check_lora(size_t n_parts, const size_t *width, size_t OC)
@@ -1421,35 +1444,17 @@ static void ref_geglu(const ref_case *rc, double *out)
         out[i] = ref_gelu_tanh(rc->in[0][i]) * rc->in[1][i];
 }
 
-/* Against the reference and finite differences, and with one tensor as both inputs, whose
- * gradient is gelu'(x) x + gelu(x), gelu' taken by central differences of the reference. */
+/* gelu' by central differences of the reference. */
+static double ref_dgelu_tanh(double x)
+{
+    return (ref_gelu_tanh(x + FD_STEP) - ref_gelu_tanh(x - FD_STEP)) / (2 * FD_STEP);
+}
+
 START_TEST(geglu)
 {
-    seed_data(1001);
-    ref_case rc = {.fn = ref_geglu, .n_out = EW_N, .n = EW_N};
-    float *g = ew_input(), *u = ref_input(&rc, 1, EW_N), *out = obuf(EW_N), *dout = frand(EW_N);
-    rc.in[0] = to_double(g, EW_N);
-    rc.len[0] = EW_N;
-    rc.g = to_double(dout, EW_N);
-    float *dg = fbuf(EW_N), *du = fbuf(EW_N), *dx = fbuf(EW_N);
-    ck_kernel_geglu_forward(out, g, u, EW_N);
-    ck_kernel_geglu_backward(dg, du, dout, g, u, EW_N);
-    float *dg1 = copy_f(dg, EW_N), *du1 = copy_f(du, EW_N);
-    ck_kernel_geglu_backward(dg, du, dout, g, u, EW_N);
-    assert_forward("geglu", &rc, out);
-    assert_doubled("geglu dgate", dg, dg1, EW_N);
-    assert_doubled("geglu dup", du, du1, EW_N);
-    assert_fd("geglu dgate", &rc, 0, dg1);
-    assert_fd("geglu dup", &rc, 1, du1);
-    ck_kernel_geglu_backward(dx, dx, dout, g, g, EW_N);
-    double *want = dbuf(EW_N);
-    for (size_t i = 0; i < EW_N; i++) {
-        double x = g[i];
-        double dgelu = (ref_gelu_tanh(x + FD_STEP) - ref_gelu_tanh(x - FD_STEP)) / (2 * FD_STEP);
-        want[i] = dout[i] * (dgelu * x + ref_gelu_tanh(x));
-    }
-    assert_close("geglu of x and x", dx, want, EW_N, RTOL_GRAD);
-    free_scratch();
+    gated_unit u = {"geglu", ref_geglu, ref_gelu_tanh, ref_dgelu_tanh, ck_kernel_geglu_forward,
+                    ck_kernel_geglu_backward};
+    check_gated(&u, 1001);
 }
 END_TEST
 
