@@ -28,11 +28,14 @@ static const ck_op_def op_table[] = {
     OP(CK_OP_MUL, "mul", 2, 1, 2),
     OP(CK_OP_DROPOUT, "dropout", 1, 2, 1, .draws = true, .n_attrs = 1,
        .attrs = {ATTR("p", CK_ATTR_PROB, true, 0, p)}),
-    OP(CK_OP_ATTENTION, "attention", 1, 0, 0, .draws = true, .n_attrs = 4,
+    OP(CK_OP_ATTENTION, "attention", 1, 0, 0, .draws = true, .n_attrs = 7,
        .attrs = {ATTR("heads", CK_ATTR_DIM, true, 0, heads),
                  ATTR("kv_heads", CK_ATTR_DIM, false, 0, kv_heads),
                  ATTR("dropout", CK_ATTR_PROB, false, 0, p),
-                 ATTR("flash", CK_ATTR_BOOL, false, 0, flash)}),
+                 ATTR("flash", CK_ATTR_BOOL, false, 0, flash),
+                 ATTR("head_dim", CK_ATTR_DIM, false, 0, head_dim),
+                 ATTR("softmax_dtype", CK_ATTR_DTYPE, false, CK_I32, softmax_dtype),
+                 ATTR("softcap", CK_ATTR_POSITIVE, false, 0, cap)}),
     OP(CK_OP_ROPE, "rope", 1, 0, 0, .n_attrs = 3,
        .attrs = {ATTR("heads", CK_ATTR_DIM, true, 0, heads),
                  ATTR("kv_heads", CK_ATTR_DIM, false, 0, kv_heads),
@@ -62,6 +65,9 @@ static const ck_op_def op_table[] = {
      * it, times the gradient. */
     OP(CK_OP_SOFTCAP, "softcap", 1, 3, 4, .n_attrs = 1,
        .attrs = {ATTR("cap", CK_ATTR_POSITIVE, true, 0, cap)}),
+    /* One product per element each way. */
+    OP(CK_OP_SCALE, "scale", 1, 1, 1, .n_attrs = 1,
+       .attrs = {ATTR("factor", CK_ATTR_POSITIVE, true, 0, factor)}),
     OP(CK_OP_CROSS_ENTROPY, "cross_entropy", 2, 4, 3, .is_loss = true),
     OP(CK_OP_MSE, "mse", 2, 3, 3, .is_loss = true),
 };
@@ -80,7 +86,7 @@ const char *ck_op_names(void)
 {
     /* tests/unit/test_ops.c checks that it names every op of the table. */
     return "embedding, linear, layernorm, rmsnorm, gelu, relu, silu, add, mul, dropout, "
-           "attention, rope, swiglu, cast, lora, qknorm, geglu, softcap, "
+           "attention, rope, swiglu, cast, lora, qknorm, geglu, softcap, scale, "
            "cross_entropy, mse";
 }
 
@@ -211,7 +217,15 @@ static int infer_attention(ck_attrs *a, const ck_ttype *in, ck_ttype *out, const
     int rc = check_packed(a, in, 0, &head_dim, file, path, err);
     *out = in[0];
     out->dim[2] = head_dim * a->heads;
-    return rc;
+    if (rc != CK_OK)
+        return rc;
+    if (!ck_dtype_is_float(a->softmax_dtype))
+        a->softmax_dtype = in[0].dtype;
+    if (a->softmax_dtype != CK_F32 && a->softmax_dtype != in[0].dtype)
+        return bad_attr(file, path, "softmax_dtype", err,
+                        "expected \"f32\" or the input's dtype, \"%s\", got \"%s\"",
+                        ck_dtype_name(in[0].dtype), ck_dtype_name(a->softmax_dtype));
+    return CK_OK;
 }
 
 /* Rotations act on pairs of values, so heads have an even size. */
@@ -324,7 +338,8 @@ int ck_op_infer(const ck_op_def *op, ck_attrs *a, ck_dtype act, const ck_ttype *
     case CK_OP_RELU:
     case CK_OP_SILU:
     case CK_OP_DROPOUT:
-    case CK_OP_SOFTCAP: /* they keep their input's type */
+    case CK_OP_SOFTCAP:
+    case CK_OP_SCALE: /* they keep their input's type */
         *out = in[0];
         return check_float(file, path, 0, &in[0], err);
     case CK_OP_CAST: /* "to" is a float dtype, as the loader reads it */
@@ -413,6 +428,35 @@ static ck_ttype rows_of(const ck_ttype *t, ck_dtype dtype)
     return r;
 }
 
+/* Eager attention's [B, H, T, T] tensors, after Hugging Face's eager_attention_forward:
+ * the capped scores' tanh (softcap: its backward reads it), the softmax output in the
+ * softmax dtype (its backward reads it), then what the product with V reads: with dropout
+ * the mask and the dropped probabilities, else the probabilities in the input's dtype,
+ * which is the softmax output itself unless that was upcast to f32. */
+static void save_scores(ovf *o, const ck_attrs *a, const ck_ttype *scores, ck_op_info *info)
+{
+    uint64_t s = numel(o, scores);
+    ck_ttype probs = *scores;
+    probs.dtype = a->softmax_dtype;
+    if (a->cap > 0)
+        save_internal(o, info, CK_SLOT_CAPPED, scores);
+    save_internal(o, info, CK_SLOT_PROBS, &probs);
+    if (a->p > 0) {
+        ck_ttype mask = *scores;
+        mask.dtype = CK_U8;
+        save_internal(o, info, CK_SLOT_MASK, &mask);
+        save_internal(o, info, CK_SLOT_DROPPED, scores);
+        info->fwd_flops = add(o, info->fwd_flops, mul(o, s, 2));
+        info->bwd_flops = add(o, info->bwd_flops, s);
+    } else if (probs.dtype != scores->dtype) {
+        save_internal(o, info, CK_SLOT_PROBS_CAST, scores);
+    }
+    /* Forward: the raw scores before softmax. Backward: the gradient of the
+     * probabilities, turned into that of the scores in place. */
+    info->fwd_ws_bytes = bytes_of(o, scores);
+    info->bwd_ws_bytes = info->fwd_ws_bytes;
+}
+
 static void describe_attention(ovf *o, const ck_attrs *a, const ck_ttype *in,
                                const ck_ttype *out, ck_op_info *info)
 {
@@ -423,31 +467,22 @@ static void describe_attention(ovf *o, const ck_attrs *a, const ck_ttype *in,
     uint64_t sd = mul(o, s, head_dim);
     save_ref(o, info, CK_SAVE_INPUT, 0, &in[0]);
     save_ref(o, info, CK_SAVE_OUTPUT, 0, out);
-    /* Q K^T and P V: two products of 2*S*D; softmax about 5 FLOPs per score. */
-    info->fwd_flops = add(o, mul(o, sd, 4), mul(o, s, 5));
-    info->bwd_flops = add(o, mul(o, sd, 8), mul(o, s, 5));
+    /* Q K^T and P V: two products of 2*S*D; softmax about 5 FLOPs per score; softcap a
+     * division, tanh and a product forward, 1 - t^2 and a product backward. */
+    uint64_t cap = a->cap > 0 ? mul(o, s, 3) : 0;
+    info->fwd_flops = add(o, add(o, mul(o, sd, 4), mul(o, s, 5)), cap);
+    info->bwd_flops = add(o, add(o, mul(o, sd, 8), mul(o, s, 5)), cap);
     if (a->flash) {
         ck_ttype lse = {.dtype = CK_F32, .rank = 3, .dim = {b, a->heads, t}};
         save_internal(o, info, CK_SLOT_LSE, &lse);
         /* Row by row: one row of f32 scores forward; backward recomputes a row of
-         * probabilities and its gradient. */
+         * probabilities (capped again) and its gradient. */
         info->fwd_ws_bytes = mul(o, t, 4);
         info->bwd_ws_bytes = mul(o, t, 8);
-        info->bwd_flops = add(o, info->bwd_flops, add(o, mul(o, sd, 2), mul(o, s, 5)));
+        info->bwd_flops = add(o, info->bwd_flops,
+                              add(o, add(o, mul(o, sd, 2), mul(o, s, 5)), cap));
     } else {
-        save_internal(o, info, CK_SLOT_PROBS, &scores);
-        if (a->p > 0) {
-            ck_ttype mask = scores;
-            mask.dtype = CK_U8;
-            save_internal(o, info, CK_SLOT_MASK, &mask);
-            save_internal(o, info, CK_SLOT_DROPPED, &scores);
-            info->fwd_flops = add(o, info->fwd_flops, mul(o, s, 2));
-            info->bwd_flops = add(o, info->bwd_flops, s);
-        }
-        /* Forward: the raw scores before softmax. Backward: the gradient of the
-         * probabilities, turned into that of the scores in place. */
-        info->fwd_ws_bytes = bytes_of(o, &scores);
-        info->bwd_ws_bytes = info->fwd_ws_bytes;
+        save_scores(o, a, &scores, info);
     }
 }
 
@@ -592,7 +627,8 @@ static void describe_kind(ovf *o, const ck_op_def *op, const ck_attrs *a, const 
         break;
     }
     case CK_OP_ADD:
-    case CK_OP_CAST: /* they save nothing */
+    case CK_OP_CAST:
+    case CK_OP_SCALE: /* they save nothing */
         break;
     }
 }

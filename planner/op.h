@@ -17,7 +17,7 @@
 typedef enum {
     CK_OP_EMBEDDING, CK_OP_LINEAR, CK_OP_LAYERNORM, CK_OP_RMSNORM, CK_OP_GELU, CK_OP_RELU,
     CK_OP_SILU, CK_OP_ADD, CK_OP_MUL, CK_OP_DROPOUT, CK_OP_ATTENTION, CK_OP_ROPE,
-    CK_OP_SWIGLU, CK_OP_CAST, CK_OP_LORA, CK_OP_QKNORM, CK_OP_GEGLU, CK_OP_SOFTCAP,
+    CK_OP_SWIGLU, CK_OP_CAST, CK_OP_LORA, CK_OP_QKNORM, CK_OP_GEGLU, CK_OP_SOFTCAP, CK_OP_SCALE,
     CK_OP_CROSS_ENTROPY, CK_OP_MSE /* losses last */
 } ck_op_kind;
 /* Not a member of the enum, so that switches over kinds need no case for it; the op table's
@@ -34,10 +34,13 @@ typedef struct {
     uint64_t theta;                 /* rope: the base of its frequencies */
     ck_dtype to;                    /* cast: the output's dtype */
     bool flash;                     /* attention */
+    ck_dtype softmax_dtype;         /* attention: f32 or the input's (given as an integer
+                                     * dtype, "not given", until ck_op_infer fills it) */
     double p;                       /* dropout's p, attention's dropout */
     uint64_t rank;                  /* lora: the adapter's rank */
     double alpha;                   /* lora: out = y + alpha / rank * B A x */
     double cap;                     /* softcap's cap; attention's softcap (0: none) */
+    double factor;                  /* scale */
 } ck_attrs;
 
 typedef enum {
@@ -52,12 +55,13 @@ typedef struct {
     const char *name;
     ck_attr_kind kind;
     bool required;
-    double dflt;   /* when absent: a DIM default of 0 means "not given"; a DTYPE's is a ck_dtype */
+    double dflt;   /* when absent: a DIM default of 0 means "not given"; a DTYPE's is a
+                    * ck_dtype, an integer one meaning "not given" */
     size_t offset; /* of the field in ck_attrs: uint64_t, bool, double or ck_dtype by kind */
 } ck_attr_spec;
 
 #define CK_OP_MAX_ARITY 2
-#define CK_OP_MAX_ATTRS 4
+#define CK_OP_MAX_ATTRS 8
 #define CK_OP_MAX_SAVED 6
 #define CK_OP_MAX_PARAMS 2
 
@@ -76,6 +80,8 @@ typedef enum {
     CK_SLOT_DROPPED, /* attention probabilities after dropout */
     CK_SLOT_LSE,     /* per-row log-sum-exp (flash attention, cross_entropy) */
     CK_SLOT_LORA_MID, /* lora: A x, the adapter's rank-wide middle */
+    CK_SLOT_CAPPED,     /* attention with softcap: tanh(scores / softcap) */
+    CK_SLOT_PROBS_CAST, /* attention with softmax in f32: probs cast to the input's dtype */
     CK_N_SLOTS
 } ck_slot;
 

@@ -337,6 +337,20 @@ void ck_kernel_softcap_backward(float *dinp, const float *out, const float *dout
     }
 }
 
+/* out = factor x. */
+void ck_kernel_scale_forward(float *out, const float *inp, float factor, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = factor * inp[i];
+}
+
+/* dx += factor dout. */
+void ck_kernel_scale_backward(float *dinp, const float *dout, float factor, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        dinp[i] += factor * dout[i];
+}
+
 /* out = a + b. */
 void ck_kernel_add_forward(float *out, const float *a, const float *b, size_t n)
 {
@@ -413,13 +427,27 @@ static head_cols cols_of(size_t h, size_t H, size_t KV, size_t D)
     return (head_cols){(H + 2 * KV) * D, h * D, (H + g) * D, (H + KV + g) * D};
 }
 
-/* Per (b, h): S = Q K^T / sqrt(D) (sgemm, full square; the masked half is ignored),
+/* Soft-capping of one head's causal scores S [T, T], in place: C = tanh(S / cap) into
+ * capped (0 above the diagonal), S = cap C. */
+static void soft_cap_scores(float *S, float *capped, size_t T, float cap)
+{
+    for (size_t i = 0; i < T; i++)
+        for (size_t j = 0; j < T; j++) {
+            float c = j <= i ? tanhf(S[i * T + j] / cap) : 0.0f;
+            capped[i * T + j] = c;
+            S[i * T + j] = cap * c;
+        }
+}
+
+/* Per (b, h): S = Q K^T / sqrt(D) (sgemm, full square; the masked half is ignored), with
+ * softcap S = cap tanh(S / cap) (its tanh saved in capped),
  * P = softmax over j <= i with the row max subtracted, Z = P keep / (1 - p) with keep drawn
  * for element ((b H + h) T + i) T + j, out_h = Z V (sgemm). Above the diagonal probs,
  * dropped and mask are 0, so the full-square products see zeros there. */
 void ck_kernel_attention_forward(float *out, float *probs, uint8_t *mask, float *dropped,
-                          const float *qkv, float *ws, size_t B, size_t T, size_t H, size_t KV,
-                          size_t D, float p, ck_rng_key key)
+                                 float *capped, const float *qkv, float *ws, size_t B, size_t T,
+                                 size_t H, size_t KV, size_t D, float p, float cap,
+                                 ck_rng_key key)
 {
     float scale = 1.0f / sqrtf((float)D), keep_scale = 1.0f / (1.0f - p);
     size_t HD = H * D;
@@ -432,6 +460,8 @@ void ck_kernel_attention_forward(float *out, float *probs, uint8_t *mask, float 
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bdim(T), bdim(T), bdim(D),
                         scale, base + hc.q, bdim(hc.w), base + hc.k, bdim(hc.w), 0.0f, S,
                         bdim(T));
+            if (cap > 0.0f)
+                soft_cap_scores(S, capped + bh, T, cap);
             for (size_t i = 0; i < T; i++) {
                 const float *s = S + i * T;
                 float *pr = P + i * T;
@@ -470,12 +500,14 @@ void ck_kernel_attention_forward(float *out, float *probs, uint8_t *mask, float 
 
 /* Per (b, h), with s = 1/sqrt(D):
  *   dZ = dO V^T,  dV += Z^T dO,  dP = dZ keep / (1 - p),
- *   dS = P (dP - rowsum(P dP)) s   (softmax backward, the scale folded in),
+ *   dS = P (dP - rowsum(P dP)) s   (softmax backward, the scale folded in; with softcap
+ *        times 1 - C^2, the derivative of cap tanh(S / cap)),
  *   dQ += dS K,  dK += dS^T Q.
  * dZ lives in the workspace and is turned into dS in place. */
-void ck_kernel_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *probs,
-                           const uint8_t *mask, const float *dropped, float *ws, size_t B,
-                           size_t T, size_t H, size_t KV, size_t D, float p, ck_rng_key key)
+void ck_kernel_attention_backward(float *dqkv, const float *dout, const float *qkv,
+                                  const float *probs, const uint8_t *mask, const float *dropped,
+                                  const float *capped, float *ws, size_t B, size_t T, size_t H,
+                                  size_t KV, size_t D, float p, float cap, ck_rng_key key)
 {
     (void)key; /* the mask was saved by the forward */
     float scale = 1.0f / sqrtf((float)D), keep_scale = 1.0f / (1.0f - p);
@@ -506,6 +538,11 @@ void ck_kernel_attention_backward(float *dqkv, const float *dout, const float *q
                     r += pr[j] * ds[j];
                 for (size_t j = 0; j <= i; j++)
                     ds[j] = pr[j] * (ds[j] - r) * scale;
+                if (cap > 0.0f) {
+                    const float *c = capped + bh + i * T;
+                    for (size_t j = 0; j <= i; j++)
+                        ds[j] *= 1.0f - c[j] * c[j];
+                }
                 for (size_t j = i + 1; j < T; j++)
                     ds[j] = 0.0f;
             }
@@ -516,13 +553,15 @@ void ck_kernel_attention_backward(float *dqkv, const float *dout, const float *q
         }
 }
 
-/* Row i of (b, h): s_j = q_i . k_j / sqrt(D) for j <= i in the workspace, m = max s,
+/* Row i of (b, h): s_j = q_i . k_j / sqrt(D) for j <= i in the workspace (with softcap,
+ * cap tanh(s_j / cap)), m = max s,
  * lse_i = m + log sum exp(s_j - m), out_i = sum_j exp(s_j - lse_i) keep_j / (1 - p) v_j.
  * Row by row, the products are matrix-vector ones (sgemv over the strided k and v rows).
  * The dropout draws use the same element numbering as the standard form, so both forms
  * drop the same probabilities. */
-void ck_kernel_attention_flash_forward(float *out, float *lse, const float *qkv, float *ws, size_t B,
-                                size_t T, size_t H, size_t KV, size_t D, float p, ck_rng_key key)
+void ck_kernel_attention_flash_forward(float *out, float *lse, const float *qkv, float *ws,
+                                       size_t B, size_t T, size_t H, size_t KV, size_t D, float p,
+                                       float cap, ck_rng_key key)
 {
     float scale = 1.0f / sqrtf((float)D), keep_scale = 1.0f / (1.0f - p);
     size_t HD = H * D;
@@ -536,8 +575,11 @@ void ck_kernel_attention_flash_forward(float *out, float *lse, const float *qkv,
                 cblas_sgemv(CblasRowMajor, CblasNoTrans, bdim(i + 1), bdim(D), scale, base + hc.k,
                             bdim(hc.w), q, 1, 0.0f, ws, 1);
                 float mx = -INFINITY;
-                for (size_t j = 0; j <= i; j++)
+                for (size_t j = 0; j <= i; j++) {
+                    if (cap > 0.0f)
+                        ws[j] = cap * tanhf(ws[j] / cap);
                     mx = ws[j] > mx ? ws[j] : mx;
+                }
                 float sum = 0.0f;
                 for (size_t j = 0; j <= i; j++) {
                     ws[j] = expf(ws[j] - mx);
@@ -561,13 +603,14 @@ void ck_kernel_attention_flash_forward(float *out, float *lse, const float *qkv,
 
 /* Row i of (b, h), P_j = exp(s_j - lse_i) recomputed into ws[0, T), keep_j redrawn:
  *   Delta_i = dout_i . out_i  (= sum_j P_j dP_j, since out_i = sum_j Z_j v_j),
- *   dS_j = P_j (dout_i . v_j keep_j / (1 - p) - Delta_i) / sqrt(D) into ws[T, 2T),
+ *   dS_j = P_j (dout_i . v_j keep_j / (1 - p) - Delta_i) / sqrt(D) into ws[T, 2T) (with
+ *          softcap times 1 - tanh^2 of the recomputed raw score over cap),
  *   dv_j += Z_j dout_i, dq_i += sum_j dS_j k_j, dk_j += dS_j q_i
  * (sgemv for the products with k and v rows, sger for the rank-one updates). */
 void ck_kernel_attention_flash_backward(float *dqkv, const float *dout, const float *qkv,
-                                 const float *out, const float *lse, float *ws, size_t B,
-                                 size_t T, size_t H, size_t KV, size_t D, float p,
-                                 ck_rng_key key)
+                                        const float *out, const float *lse, float *ws, size_t B,
+                                        size_t T, size_t H, size_t KV, size_t D, float p,
+                                        float cap, ck_rng_key key)
 {
     float scale = 1.0f / sqrtf((float)D), keep_scale = 1.0f / (1.0f - p);
     size_t HD = H * D;
@@ -592,8 +635,14 @@ void ck_kernel_attention_flash_backward(float *dqkv, const float *dout, const fl
                     float ks = 1.0f;
                     if (p > 0.0f)
                         ks = ck_rng_keep(key, (bh + i) * T + j, p) ? keep_scale : 0.0f;
+                    float dcap = 1.0f; /* d cap tanh(s / cap) / ds */
+                    if (cap > 0.0f) {
+                        float c = tanhf(P[j] / cap);
+                        P[j] = cap * c;
+                        dcap = 1.0f - c * c;
+                    }
                     P[j] = expf(P[j] - l);
-                    dS[j] = P[j] * (dS[j] * ks - delta) * scale;
+                    dS[j] = P[j] * (dS[j] * ks - delta) * scale * dcap;
                     P[j] *= ks; /* from here on Z_j, for dv */
                 }
                 cblas_sger(CblasRowMajor, rows, bdim(D), 1.0f, P, 1, dO, 1, dbase + hc.v, w);
@@ -939,13 +988,15 @@ static lora_dims lora_dims_of(const ck_kernel_io *io)
 static void attention_forward(const ck_kernel_io *io, float prob)
 {
     attn_dims d = attention_dims(io);
+    float cap = (float)io->node->attrs.cap;
     if (io->node->attrs.flash)
         ck_kernel_attention_flash_forward(io->out, io->saved[CK_SLOT_LSE], io->in[0], io->ws, d.B,
-                                          d.T, d.H, d.KV, d.D, prob, io->key);
+                                          d.T, d.H, d.KV, d.D, prob, cap, io->key);
     else
         ck_kernel_attention_forward(io->out, io->saved[CK_SLOT_PROBS], io->saved[CK_SLOT_MASK],
-                                    io->saved[CK_SLOT_DROPPED], io->in[0], io->ws, d.B, d.T, d.H,
-                                    d.KV, d.D, prob, io->key);
+                                    io->saved[CK_SLOT_DROPPED], io->saved[CK_SLOT_CAPPED],
+                                    io->in[0], io->ws, d.B, d.T, d.H, d.KV, d.D, prob, cap,
+                                    io->key);
 }
 
 /* Every float input and the output are f32. */
@@ -1016,6 +1067,9 @@ void ck_kernel_forward(const ck_kernel_io *io)
     case CK_OP_SOFTCAP:
         ck_kernel_softcap_forward(out, a, (float)n->attrs.cap, d.len);
         break;
+    case CK_OP_SCALE:
+        ck_kernel_scale_forward(out, a, (float)n->attrs.factor, d.len);
+        break;
     case CK_OP_CAST:
         ck_kernel_cast_forward(io->out, n->attrs.to, io->in[0],
                                type_of(io, n->inputs[0])->dtype, d.len);
@@ -1046,14 +1100,16 @@ void ck_kernel_forward(const ck_kernel_io *io)
 static void attention_backward(const ck_kernel_io *io, float prob)
 {
     attn_dims d = attention_dims(io);
+    float cap = (float)io->node->attrs.cap;
     if (io->node->attrs.flash)
         ck_kernel_attention_flash_backward(io->din[0], io->dout, io->in[0], io->out,
                                            io->saved[CK_SLOT_LSE], io->ws, d.B, d.T, d.H, d.KV,
-                                           d.D, prob, io->key);
+                                           d.D, prob, cap, io->key);
     else
         ck_kernel_attention_backward(io->din[0], io->dout, io->in[0], io->saved[CK_SLOT_PROBS],
-                                     io->saved[CK_SLOT_MASK], io->saved[CK_SLOT_DROPPED], io->ws,
-                                     d.B, d.T, d.H, d.KV, d.D, prob, io->key);
+                                     io->saved[CK_SLOT_MASK], io->saved[CK_SLOT_DROPPED],
+                                     io->saved[CK_SLOT_CAPPED], io->ws, d.B, d.T, d.H, d.KV, d.D,
+                                     prob, cap, io->key);
 }
 
 void ck_kernel_backward(const ck_kernel_io *io)
@@ -1108,6 +1164,9 @@ void ck_kernel_backward(const ck_kernel_io *io)
         break;
     case CK_OP_SOFTCAP:
         ck_kernel_softcap_backward(da, io->out, dout, (float)n->attrs.cap, d.len);
+        break;
+    case CK_OP_SCALE:
+        ck_kernel_scale_backward(da, dout, (float)n->attrs.factor, d.len);
         break;
     case CK_OP_CAST:
         ck_kernel_cast_backward(io->din[0], type_of(io, n->inputs[0])->dtype, io->dout,
@@ -1164,7 +1223,8 @@ float ck_kernel_loss(const ck_kernel_io *io)
     case CK_OP_LORA:
     case CK_OP_QKNORM:
     case CK_OP_GEGLU:
-    case CK_OP_SOFTCAP: /* not losses */
+    case CK_OP_SOFTCAP:
+    case CK_OP_SCALE: /* not losses */
         break;
     }
     return 0.0f;

@@ -13,7 +13,7 @@
  *   the backward neither writes it nor reads what only it needs, which the node may not have
  *   kept (a frozen linear keeps no input). Every backward with more than one gradient takes
  *   any of them NULL.
- * - Saved internal tensors (the ck_slot values: mean, rstd, mask, probs, dropped, lse) are
+ * - Saved internal tensors (the ck_slot values: mean, rstd, mask, probs, dropped, lse, ...) are
  *   written by the forward and read by the backward, exactly as planner/op declares them.
  * - Workspace arguments are caller-allocated buffers of exactly the size planner/op
  *   declares (fwd_ws_bytes, bwd_ws_bytes); kernels allocate nothing.
@@ -110,6 +110,10 @@ void ck_kernel_softcap_forward(float *out, const float *inp, float cap, size_t n
 void ck_kernel_softcap_backward(float *dinp, const float *out, const float *dout, float cap,
                                 size_t n);
 
+/* out = factor x (Gemma's embedding scale sqrt(C), for one). Saves nothing. */
+void ck_kernel_scale_forward(float *out, const float *inp, float factor, size_t n);
+void ck_kernel_scale_backward(float *dinp, const float *dout, float factor, size_t n);
+
 void ck_kernel_add_forward(float *out, const float *a, const float *b, size_t n);
 void ck_kernel_add_backward(float *da, float *db, const float *dout, size_t n);
 void ck_kernel_mul_forward(float *out, const float *a, const float *b, size_t n);
@@ -151,30 +155,35 @@ void ck_kernel_dropout_backward(float *dinp, const float *dout, const uint8_t *m
 /* Causal multi-head attention with grouped-query heads.
  * qkv is [B, T, (H + 2*KV) * D]: per token, H query heads, then KV key heads, then KV value
  * heads, each of D values; query head h uses key/value head h / (H / KV). out is
- * [B, T, H * D]. Scores are scaled by 1/sqrt(D); position t attends to 0..t. Dropout with
- * probability p (key, element = index in [B, H, T, T]) applies to the probabilities.
+ * [B, T, H * D]. Scores are scaled by 1/sqrt(D); with cap > 0 they are then soft-capped to
+ * cap tanh(s / cap) (Gemma 2); position t attends to 0..t. Dropout with probability p (key,
+ * element = index in [B, H, T, T]) applies to the probabilities.
  *
- * Standard form: saves probs [B, H, T, T] (softmax), and when p > 0 mask (u8) and dropped
- * (probs after dropout) of the same shape; workspace: scores [B, H, T, T] f32, forward and
- * backward. Entries above the diagonal of probs and dropped are 0. */
+ * Standard form: saves probs [B, H, T, T] (softmax), with cap > 0 capped (the tanh, same
+ * shape; NULL otherwise), and when p > 0 mask (u8) and dropped (probs after dropout) of the
+ * same shape; workspace: scores [B, H, T, T] f32, forward and backward. Entries above the
+ * diagonal of probs, capped and dropped are 0. */
 void ck_kernel_attention_forward(float *out, float *probs, uint8_t *mask, float *dropped,
-                          const float *qkv, float *ws, size_t B, size_t T, size_t H, size_t KV,
-                          size_t D, float p, ck_rng_key key);
-void ck_kernel_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *probs,
-                           const uint8_t *mask, const float *dropped, float *ws, size_t B,
-                           size_t T, size_t H, size_t KV, size_t D, float p, ck_rng_key key);
+                                 float *capped, const float *qkv, float *ws, size_t B, size_t T,
+                                 size_t H, size_t KV, size_t D, float p, float cap,
+                                 ck_rng_key key);
+void ck_kernel_attention_backward(float *dqkv, const float *dout, const float *qkv,
+                                  const float *probs, const uint8_t *mask, const float *dropped,
+                                  const float *capped, float *ws, size_t B, size_t T, size_t H,
+                                  size_t KV, size_t D, float p, float cap, ck_rng_key key);
 
 /* Flash form: keeps no [T, T] matrix. Saves lse [B, H, T] (log-sum-exp of each row of
- * scaled scores) and reads its own output in backward; workspace: T floats forward, 2*T
- * floats backward. The backward recomputes each row of probabilities from q, k and lse,
- * and the dropout mask from the key, so it matches the standard form's gradients up to
- * rounding. */
-void ck_kernel_attention_flash_forward(float *out, float *lse, const float *qkv, float *ws, size_t B,
-                                size_t T, size_t H, size_t KV, size_t D, float p, ck_rng_key key);
+ * scaled, capped scores) and reads its own output in backward; workspace: T floats
+ * forward, 2*T floats backward. The backward recomputes each row of probabilities (and
+ * the cap) from q, k and lse, and the dropout mask from the key, so it matches the
+ * standard form's gradients up to rounding. */
+void ck_kernel_attention_flash_forward(float *out, float *lse, const float *qkv, float *ws,
+                                       size_t B, size_t T, size_t H, size_t KV, size_t D, float p,
+                                       float cap, ck_rng_key key);
 void ck_kernel_attention_flash_backward(float *dqkv, const float *dout, const float *qkv,
-                                 const float *out, const float *lse, float *ws, size_t B,
-                                 size_t T, size_t H, size_t KV, size_t D, float p,
-                                 ck_rng_key key);
+                                        const float *out, const float *lse, float *ws, size_t B,
+                                        size_t T, size_t H, size_t KV, size_t D, float p,
+                                        float cap, ck_rng_key key);
 
 /* Rotary position embedding on packed qkv [B, T, (H + 2*KV) * D] (attention's layout), in
  * pairs (2j, 2j+1) of each query and key head, the interleaved form (RoFormer, Meta's

@@ -194,6 +194,15 @@ static void assert_forward(const char *what, const ref_case *rc, const float *ou
     assert_close(what, out, want, rc->n_out, RTOL_FWD);
 }
 
+/* Input k of rc: n random values, as f32 for the kernel (returned) and double. */
+static float *ref_input(ref_case *rc, size_t k, size_t n)
+{
+    float *x = frand(n);
+    rc->in[k] = to_double(x, n);
+    rc->len[k] = n;
+    return x;
+}
+
 /* ---- double reference forwards, written from the math, not from kernels.c ---- */
 
 static void ref_embedding(const ref_case *rc, double *out)
@@ -305,7 +314,8 @@ static void ref_dropout(const ref_case *rc, double *out)
 /* Causal grouped-query attention, straight from the definition: for each (b, h, i),
  * softmax over j <= i of q_i . k_j / sqrt(D), dropout of element ((b H + h) T + i) T + j,
  * weighted sum of v_j. Query head h reads kv head h / (H / KV). */
-static void ref_attention_full(const ref_case *rc, double *out, double *probs, double *lse)
+static void ref_attention_full(const ref_case *rc, double *out, double *probs, double *lse,
+                               double *capped)
 {
     size_t B = rc->B, T = rc->T, H = rc->H, KV = rc->KV, D = rc->D;
     size_t W = (H + 2 * KV) * D;
@@ -324,6 +334,11 @@ static void ref_attention_full(const ref_case *rc, double *out, double *probs, d
                     for (size_t d = 0; d < D; d++)
                         s[j] += q[d] * k[d];
                     s[j] /= sqrt((double)D);
+                    if (rc->cap > 0.0) {
+                        if (capped)
+                            capped[((b * H + h) * T + i) * T + j] = tanh(s[j] / rc->cap);
+                        s[j] = rc->cap * tanh(s[j] / rc->cap);
+                    }
                     mx = fmax(mx, s[j]);
                 }
                 for (size_t j = 0; j <= i; j++)
@@ -352,7 +367,7 @@ static void ref_attention_full(const ref_case *rc, double *out, double *probs, d
 
 static void ref_attention(const ref_case *rc, double *out)
 {
-    ref_attention_full(rc, out, NULL, NULL);
+    ref_attention_full(rc, out, NULL, NULL, NULL);
 }
 
 /* Mean over rows of log sum_v exp(x_v) - x_target. */
@@ -794,11 +809,11 @@ END_TEST
 
 typedef struct {
     size_t B, T, H, KV, D;
-    float p;
+    float p, cap;
 } att_dims;
 
 typedef struct {
-    float *out, *probs, *dropped, *lse, *ws, *dqkv;
+    float *out, *probs, *dropped, *capped, *lse, *ws, *dqkv;
     uint8_t *mask;
 } att_run;
 
@@ -819,10 +834,10 @@ static att_run run_attention(att_dims a, bool flash, const float *qkv, const flo
         r.lse = obuf(a.B * a.H * a.T);
         float *fws = obuf(a.T), *bws = obuf(2 * a.T);
         ck_kernel_attention_flash_forward(r.out, r.lse, qkv, fws, a.B, a.T, a.H, a.KV, a.D, a.p,
-                                   att_key());
+                                          a.cap, att_key());
         for (int call = 0; call < (twice ? 2 : 1); call++) {
             ck_kernel_attention_flash_backward(r.dqkv, dout, qkv, r.out, r.lse, bws, a.B, a.T, a.H,
-                                        a.KV, a.D, a.p, att_key());
+                                               a.KV, a.D, a.p, a.cap, att_key());
             if (call == 0 && dqkv_once)
                 *dqkv_once = copy_f(r.dqkv, n_qkv);
         }
@@ -834,11 +849,13 @@ static att_run run_attention(att_dims a, bool flash, const float *qkv, const flo
             memset(r.mask, 0xab, S);
             r.dropped = obuf(S);
         }
-        ck_kernel_attention_forward(r.out, r.probs, r.mask, r.dropped, qkv, r.ws, a.B, a.T, a.H, a.KV,
-                             a.D, a.p, att_key());
+        if (a.cap > 0.0f)
+            r.capped = obuf(S);
+        ck_kernel_attention_forward(r.out, r.probs, r.mask, r.dropped, r.capped, qkv, r.ws, a.B,
+                                    a.T, a.H, a.KV, a.D, a.p, a.cap, att_key());
         for (int call = 0; call < (twice ? 2 : 1); call++) {
-            ck_kernel_attention_backward(r.dqkv, dout, qkv, r.probs, r.mask, r.dropped, r.ws, a.B, a.T,
-                                  a.H, a.KV, a.D, a.p, att_key());
+            ck_kernel_attention_backward(r.dqkv, dout, qkv, r.probs, r.mask, r.dropped, r.capped,
+                                         r.ws, a.B, a.T, a.H, a.KV, a.D, a.p, a.cap, att_key());
             if (call == 0 && dqkv_once)
                 *dqkv_once = copy_f(r.dqkv, n_qkv);
         }
@@ -858,16 +875,20 @@ static void attention_fd_case(att_dims a, bool flash, uint64_t seed)
     att_run r = run_attention(a, flash, qkv, dout, true, &dqkv1);
 
     ref_case rc = {.fn = ref_attention, .n_out = n_out, .g = to_double(dout, n_out), .B = a.B,
-                   .T = a.T, .H = a.H, .KV = a.KV, .D = a.D, .p = a.p, .key = att_key()};
+                   .T = a.T, .H = a.H, .KV = a.KV, .D = a.D, .p = a.p, .key = att_key(),
+                   .cap = a.cap};
     rc.in[0] = to_double(qkv, n_qkv);
     rc.len[0] = n_qkv;
     assert_forward("attention out", &rc, r.out);
     double *rout = dbuf(n_out), *rprobs = dbuf(S), *rlse = dbuf(a.B * a.H * a.T);
-    ref_attention_full(&rc, rout, rprobs, rlse);
+    double *rcapped = dbuf(S);
+    ref_attention_full(&rc, rout, rprobs, rlse, rcapped);
     if (flash) {
         assert_close("attention lse", r.lse, rlse, a.B * a.H * a.T, RTOL_FWD);
     } else {
         assert_close("attention probs", r.probs, rprobs, S, RTOL_FWD);
+        if (a.cap > 0.0f)
+            assert_close("attention capped", r.capped, rcapped, S, RTOL_FWD);
         if (a.p > 0.0f) {
             size_t dropped = 0;
             for (size_t e = 0; e < S; e++) {
@@ -887,23 +908,25 @@ static void attention_fd_case(att_dims a, bool flash, uint64_t seed)
 }
 
 /* Grouped-query (H=4 over KV=2) and plain multi-head (H=KV=4), without and with dropout,
- * in both forms: 8 cases, _i = (flash, dropout, grouped) bits. */
+ * without and with a softcap of 1.5 (scores reach about 5: the cap saturates), in both
+ * forms: 16 cases, _i = (flash, dropout, grouped, softcap) bits. */
 START_TEST(attention_fd)
 {
-    bool flash = _i & 1, drop = _i & 2, grouped = _i & 4;
-    att_dims a = {B_, T_, 4, grouped ? 2 : 4, 3, drop ? 0.2f : 0.0f};
+    bool flash = _i & 1, drop = _i & 2, grouped = _i & 4, capped = _i & 8;
+    att_dims a = {B_, T_, 4, grouped ? 2 : 4, 3, drop ? 0.2f : 0.0f, capped ? 1.5f : 0.0f};
     attention_fd_case(a, flash, 100 + (uint64_t)_i);
 }
 END_TEST
 
-/* The flash form agrees with the standard one on a size where sgemm blocks: out and dqkv
+/* The flash form agrees with the standard one on a size where sgemm blocks, without and
+ * with dropout and softcap: out and dqkv
  * to 1e-5 of the tensor's largest entry (2.2e-7 is the largest difference seen: the two
  * forms sum in different orders and flash recomputes the probabilities from lse). */
 START_TEST(flash_matches_standard)
 {
-    const float ps[] = {0.0f, 0.1f};
-    for (size_t k = 0; k < 2; k++) {
-        att_dims a = {2, 33, 4, 2, 16, ps[k]};
+    const float ps[] = {0.0f, 0.1f, 0.0f, 0.1f}, caps[] = {0.0f, 0.0f, 2.0f, 2.0f};
+    for (size_t k = 0; k < 4; k++) {
+        att_dims a = {2, 33, 4, 2, 16, ps[k], caps[k]};
         seed_data(200 + k);
         size_t n_qkv = a.B * a.T * att_w(a), n_out = a.B * a.T * a.H * a.D;
         float *qkv = frand(n_qkv), *dout = frand(n_out);
@@ -927,7 +950,7 @@ END_TEST
 START_TEST(attention_is_causal)
 {
     bool flash = _i & 1;
-    att_dims a = {2, 6, 4, 2, 3, (_i & 2) ? 0.2f : 0.0f};
+    att_dims a = {2, 6, 4, 2, 3, (_i & 2) ? 0.2f : 0.0f, 0.0f};
     seed_data(300);
     size_t W = att_w(a), n_qkv = a.B * a.T * W, n_out = a.B * a.T * a.H * a.D;
     float *qkv = frand(n_qkv), *dout = frand(n_out);
@@ -957,7 +980,7 @@ END_TEST
 /* The same inputs give the same bits, call after call. */
 START_TEST(kernels_are_deterministic)
 {
-    att_dims a = {2, 40, 4, 2, 16, 0.1f};
+    att_dims a = {2, 40, 4, 2, 16, 0.1f, 0.0f};
     seed_data(400);
     size_t n_qkv = a.B * a.T * att_w(a), n_out = a.B * a.T * a.H * a.D;
     float *qkv = frand(n_qkv), *dout = frand(n_out);
@@ -1046,35 +1069,57 @@ static void ref_swiglu(const ref_case *rc, double *out)
     }
 }
 
-/* Against the reference and finite differences, and with one tensor as both inputs:
- * d/dx [silu(x) x] = silu'(x) x + silu(x), silu'(x) = s (1 + x (1 - s)). */
-START_TEST(swiglu)
+/* A fused gated unit out = f(gate) up, with f and f' given in double: its kernels against
+ * the reference and finite differences, and with one tensor as both inputs, whose gradient
+ * is f'(x) x + f(x). */
+typedef struct {
+    const char *name;
+    ref_fn ref;
+    double (*f)(double), (*df)(double);
+    void (*forward)(float *, const float *, const float *, size_t);
+    void (*backward)(float *, float *, const float *, const float *, const float *, size_t);
+} gated_unit;
+
+static void check_gated(const gated_unit *u, uint64_t seed)
 {
-    seed_data(701);
-    float *g = ew_input(), *u = frand(EW_N), *out = obuf(EW_N), *dout = frand(EW_N);
-    float *dg = fbuf(EW_N), *du = fbuf(EW_N), *dx = fbuf(EW_N);
-    ref_case rc = {.fn = ref_swiglu, .n_out = EW_N, .g = to_double(dout, EW_N), .n = EW_N};
+    seed_data(seed);
+    ref_case rc = {.fn = u->ref, .n_out = EW_N, .n = EW_N};
+    float *g = ew_input(), *up = ref_input(&rc, 1, EW_N), *out = obuf(EW_N), *dout = frand(EW_N);
     rc.in[0] = to_double(g, EW_N);
     rc.len[0] = EW_N;
-    rc.in[1] = to_double(u, EW_N);
-    rc.len[1] = EW_N;
-    ck_kernel_swiglu_forward(out, g, u, EW_N);
-    ck_kernel_swiglu_backward(dg, du, dout, g, u, EW_N);
+    rc.g = to_double(dout, EW_N);
+    float *dg = fbuf(EW_N), *du = fbuf(EW_N), *dx = fbuf(EW_N);
+    u->forward(out, g, up, EW_N);
+    u->backward(dg, du, dout, g, up, EW_N);
     float *dg1 = copy_f(dg, EW_N), *du1 = copy_f(du, EW_N);
-    ck_kernel_swiglu_backward(dg, du, dout, g, u, EW_N);
-    assert_forward("swiglu", &rc, out);
-    assert_doubled("swiglu dgate", dg, dg1, EW_N);
-    assert_doubled("swiglu dup", du, du1, EW_N);
-    assert_fd("swiglu dgate", &rc, 0, dg1);
-    assert_fd("swiglu dup", &rc, 1, du1);
-    ck_kernel_swiglu_backward(dx, dx, dout, g, g, EW_N);
+    u->backward(dg, du, dout, g, up, EW_N);
+    assert_forward(u->name, &rc, out);
+    assert_doubled("dgate", dg, dg1, EW_N);
+    assert_doubled("dup", du, du1, EW_N);
+    assert_fd("dgate", &rc, 0, dg1);
+    assert_fd("dup", &rc, 1, du1);
+    u->backward(dx, dx, dout, g, g, EW_N);
     double *want = dbuf(EW_N);
-    for (size_t i = 0; i < EW_N; i++) {
-        double x = g[i], sg = 1.0 / (1.0 + exp(-x));
-        want[i] = dout[i] * (sg * (1.0 + x * (1.0 - sg)) * x + x * sg);
-    }
-    assert_close("swiglu of x and x", dx, want, EW_N, RTOL_GRAD);
+    for (size_t i = 0; i < EW_N; i++)
+        want[i] = dout[i] * (u->df(g[i]) * g[i] + u->f(g[i]));
+    assert_close("one tensor as both inputs", dx, want, EW_N, RTOL_GRAD);
     free_scratch();
+}
+
+static double ref_silu1(double x) { return x / (1.0 + exp(-x)); }
+
+/* silu'(x) = s (1 + x (1 - s)). */
+static double ref_dsilu(double x)
+{
+    double sg = 1.0 / (1.0 + exp(-x));
+    return sg * (1.0 + x * (1.0 - sg));
+}
+
+START_TEST(swiglu)
+{
+    gated_unit u = {"swiglu", ref_swiglu, ref_silu1, ref_dsilu, ck_kernel_swiglu_forward,
+                    ck_kernel_swiglu_backward};
+    check_gated(&u, 701);
 }
 END_TEST
 
@@ -1282,14 +1327,6 @@ static void ref_lora(const ref_case *rc, double *out)
         }
 }
 
-static float *ref_input(ref_case *rc, size_t k, size_t n)
-{
-    float *x = frand(n);
-    rc->in[k] = to_double(x, n);
-    rc->len[k] = n;
-    return x;
-}
-
 /* One adapter, and q, k, v adapters on a packed qkv of 2 q heads and 1 kv head of 3:
  * against the reference and finite differences for x, y, A and B; mid is A x. */
 static void check_lora(size_t n_parts, const size_t *width, size_t OC)
@@ -1407,35 +1444,17 @@ static void ref_geglu(const ref_case *rc, double *out)
         out[i] = ref_gelu_tanh(rc->in[0][i]) * rc->in[1][i];
 }
 
-/* Against the reference and finite differences, and with one tensor as both inputs, whose
- * gradient is gelu'(x) x + gelu(x), gelu' taken by central differences of the reference. */
+/* gelu' by central differences of the reference. */
+static double ref_dgelu_tanh(double x)
+{
+    return (ref_gelu_tanh(x + FD_STEP) - ref_gelu_tanh(x - FD_STEP)) / (2 * FD_STEP);
+}
+
 START_TEST(geglu)
 {
-    seed_data(1001);
-    ref_case rc = {.fn = ref_geglu, .n_out = EW_N, .n = EW_N};
-    float *g = ew_input(), *u = ref_input(&rc, 1, EW_N), *out = obuf(EW_N), *dout = frand(EW_N);
-    rc.in[0] = to_double(g, EW_N);
-    rc.len[0] = EW_N;
-    rc.g = to_double(dout, EW_N);
-    float *dg = fbuf(EW_N), *du = fbuf(EW_N), *dx = fbuf(EW_N);
-    ck_kernel_geglu_forward(out, g, u, EW_N);
-    ck_kernel_geglu_backward(dg, du, dout, g, u, EW_N);
-    float *dg1 = copy_f(dg, EW_N), *du1 = copy_f(du, EW_N);
-    ck_kernel_geglu_backward(dg, du, dout, g, u, EW_N);
-    assert_forward("geglu", &rc, out);
-    assert_doubled("geglu dgate", dg, dg1, EW_N);
-    assert_doubled("geglu dup", du, du1, EW_N);
-    assert_fd("geglu dgate", &rc, 0, dg1);
-    assert_fd("geglu dup", &rc, 1, du1);
-    ck_kernel_geglu_backward(dx, dx, dout, g, g, EW_N);
-    double *want = dbuf(EW_N);
-    for (size_t i = 0; i < EW_N; i++) {
-        double x = g[i];
-        double dgelu = (ref_gelu_tanh(x + FD_STEP) - ref_gelu_tanh(x - FD_STEP)) / (2 * FD_STEP);
-        want[i] = dout[i] * (dgelu * x + ref_gelu_tanh(x));
-    }
-    assert_close("geglu of x and x", dx, want, EW_N, RTOL_GRAD);
-    free_scratch();
+    gated_unit u = {"geglu", ref_geglu, ref_gelu_tanh, ref_dgelu_tanh, ck_kernel_geglu_forward,
+                    ck_kernel_geglu_backward};
+    check_gated(&u, 1001);
 }
 END_TEST
 
@@ -1470,6 +1489,33 @@ START_TEST(softcap)
 }
 END_TEST
 
+/* ---- scale ---- */
+
+static void ref_scale(const ref_case *rc, double *out)
+{
+    for (size_t i = 0; i < rc->n; i++)
+        out[i] = rc->alpha * rc->in[0][i];
+}
+
+START_TEST(scale)
+{
+    seed_data(1201);
+    float *x = ew_input(), *out = obuf(EW_N), *dout = frand(EW_N), *dx = fbuf(EW_N);
+    ref_case rc = {.fn = ref_scale, .n_out = EW_N, .g = to_double(dout, EW_N), .n = EW_N,
+                   .alpha = 2.75};
+    rc.in[0] = to_double(x, EW_N);
+    rc.len[0] = EW_N;
+    ck_kernel_scale_forward(out, x, 2.75f, EW_N);
+    ck_kernel_scale_backward(dx, dout, 2.75f, EW_N);
+    float *dx1 = copy_f(dx, EW_N);
+    ck_kernel_scale_backward(dx, dout, 2.75f, EW_N);
+    assert_forward("scale", &rc, out);
+    assert_doubled("scale dinp", dx, dx1, EW_N);
+    assert_fd("scale dinp", &rc, 0, dx1);
+    free_scratch();
+}
+END_TEST
+
 static Suite *kernels_suite(void)
 {
     Suite *s = suite_create("kernels");
@@ -1492,7 +1538,7 @@ static Suite *kernels_suite(void)
     tcase_add_test(tc, rng_keep_fraction);
     tcase_add_test(tc, rng_bits_are_balanced);
     tcase_add_test(tc, rng_determinism_and_streams);
-    tcase_add_loop_test(tc, attention_fd, 0, 8);
+    tcase_add_loop_test(tc, attention_fd, 0, 16);
     tcase_add_test(tc, flash_matches_standard);
     tcase_add_loop_test(tc, attention_is_causal, 0, 4);
     tcase_add_test(tc, kernels_are_deterministic);
@@ -1503,6 +1549,7 @@ static Suite *kernels_suite(void)
     tcase_add_test(tc, qknorm);
     tcase_add_test(tc, geglu);
     tcase_add_test(tc, softcap);
+    tcase_add_test(tc, scale);
     tcase_add_test(tc, swiglu);
     tcase_add_test(tc, half_codes_round_trip);
     tcase_add_test(tc, half_rounding_is_nearest_even);

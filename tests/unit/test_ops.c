@@ -306,33 +306,41 @@ START_TEST(rope_rotates_q_and_k)
 }
 END_TEST
 
-/* swiglu(gate, up) keeps their type, saves both and costs 5 and 10 FLOPs per element. */
-START_TEST(swiglu_saves_both_inputs)
+/* A fused gated unit op(gate, up) on bf16 [2, 5, 24]: keeps their type, saves both inputs
+ * and costs fwd and bwd FLOPs per element; the two inputs must have one type. */
+static void assert_gated(const char *name, uint64_t fwd, uint64_t bwd)
 {
     ck_ttype in[2] = {tt(CK_BF16, 3, 2, 5, 24), tt(CK_BF16, 3, 2, 5, 24)};
-    ck_attrs a = defaults("swiglu");
+    ck_attrs a = defaults(name);
     ck_op_info info;
-    ck_ttype out = infer_ok("swiglu", &a, in, &info);
+    ck_ttype out = infer_ok(name, &a, in, &info);
     assert_shape(&out, CK_BF16, 3, 2, 5, 24);
     ck_assert(info.n_params == 0 && info.n_param_tensors == 0);
     ck_assert_uint_eq(info.n_saved, 2);
     ck_assert(info.saved[0].kind == CK_SAVE_INPUT && info.saved[0].input == 0);
     ck_assert(info.saved[1].kind == CK_SAVE_INPUT && info.saved[1].input == 1);
     ck_assert_uint_eq(info.saved[0].bytes + info.saved[1].bytes, 2 * 240 * 2);
-    ck_assert_uint_eq(info.fwd_flops, 5 * 240);
-    ck_assert_uint_eq(info.bwd_flops, 10 * 240);
+    ck_assert_uint_eq(info.fwd_flops, fwd * 240);
+    ck_assert_uint_eq(info.bwd_flops, bwd * 240);
     uint64_t x = 240 * 2; /* reads 2 inputs, writes 1; reads dy and the 2 saved, writes 2 */
     ck_assert_uint_eq(info.fwd_bytes_moved, 3 * x);
     ck_assert_uint_eq(info.bwd_bytes_moved, 5 * x);
     in[1].dim[2] = 12;
-    ck_assert(strstr(infer_bad("swiglu", &a, in),
+    ck_assert(strstr(infer_bad(name, &a, in),
                      "f.json: nodes[3].inputs[1]: expected the type of inputs[0], bf16 [2, 5, 24], "
                      "got bf16 [2, 5, 12]"));
+    in[1] = tt(CK_F16, 3, 2, 5, 24);
+    ck_assert(strstr(infer_bad(name, &a, in),
+                     "f.json: nodes[3].inputs[1]: expected the type of inputs[0], bf16 [2, 5, 24], "
+                     "got f16 [2, 5, 24]"));
     ck_ttype ids[2] = {tt(CK_I32, 2, 2, 5, 0), tt(CK_I32, 2, 2, 5, 0)};
-    ck_assert(strstr(infer_bad("swiglu", &a, ids),
-                     "f.json: nodes[3].inputs[0]: expected a float tensor"));
+    ck_assert(strstr(infer_bad(name, &a, ids), "f.json: nodes[3].inputs[0]: expected a float tensor"));
 }
+
+/* swiglu: silu 4 + product 1 forward, 10 backward. */
+START_TEST(swiglu_saves_both_inputs) { assert_gated("swiglu", 5, 10); }
 END_TEST
+
 
 /* lora(x [2,5,24], y [2,5,40]) at rank 4: lora_a [4, 24] then lora_b [40, 4]; saves x and
  * mid [2,5,4]; 10 rows. With heads 2, kv_heads 1, q, k and v have their own A rows. */
@@ -427,47 +435,109 @@ START_TEST(qknorm_normalises_q_and_k_heads)
 }
 END_TEST
 
-/* geglu(gate, up) keeps their type, saves both and costs 9 and 14 FLOPs per element. */
-START_TEST(geglu_saves_both_inputs)
-{
-    ck_ttype in[2] = {tt(CK_F16, 3, 2, 5, 24), tt(CK_F16, 3, 2, 5, 24)};
-    ck_attrs a = defaults("geglu");
-    ck_op_info info;
-    ck_ttype out = infer_ok("geglu", &a, in, &info);
-    assert_shape(&out, CK_F16, 3, 2, 5, 24);
-    ck_assert(info.n_params == 0 && info.n_param_tensors == 0);
-    ck_assert_uint_eq(info.n_saved, 2);
-    ck_assert(info.saved[0].kind == CK_SAVE_INPUT && info.saved[0].input == 0);
-    ck_assert(info.saved[1].kind == CK_SAVE_INPUT && info.saved[1].input == 1);
-    ck_assert_uint_eq(info.saved[0].bytes + info.saved[1].bytes, 2 * 240 * 2);
-    ck_assert_uint_eq(info.fwd_flops, 9 * 240);
-    ck_assert_uint_eq(info.bwd_flops, 14 * 240);
-    ck_assert_uint_eq(info.fwd_bytes_moved, 3 * 480);
-    ck_assert_uint_eq(info.bwd_bytes_moved, 5 * 480);
-    in[1].dtype = CK_BF16;
-    ck_assert(strstr(infer_bad("geglu", &a, in),
-                     "f.json: nodes[3].inputs[1]: expected the type of inputs[0], f16 [2, 5, 24], "
-                     "got bf16 [2, 5, 24]"));
-}
+/* geglu: gelu 8 + product 1 forward, 14 backward. */
+START_TEST(geglu_saves_both_inputs) { assert_gated("geglu", 9, 14); }
 END_TEST
 
-/* softcap keeps its input's type, saves its output (its backward reads only that) and
- * costs 3 and 4 FLOPs per element. */
-START_TEST(softcap_saves_its_output)
+/* An element-wise op with one required positive-number attribute (set to 4) on bf16
+ * [2, 5, 24]: keeps the type, owns nothing, saves its output or nothing, costs fwd and bwd
+ * FLOPs per element and moves its input and output (and the saved output backward). */
+static void assert_scalar_op(const char *name, bool saves_output, uint64_t fwd, uint64_t bwd)
 {
+    const ck_op_def *op = ck_op_find(name);
+    ck_assert(op->n_attrs == 1 && op->attrs[0].required);
+    ck_assert_int_eq(op->attrs[0].kind, CK_ATTR_POSITIVE);
     ck_ttype in = tt(CK_BF16, 3, 2, 5, 24);
-    ck_attrs a = defaults("softcap");
-    a.cap = 30;
+    ck_attrs a = defaults(name);
+    *(double *)(void *)((char *)&a + op->attrs[0].offset) = 4;
     ck_op_info info;
-    ck_ttype out = infer_ok("softcap", &a, &in, &info);
+    ck_ttype out = infer_ok(name, &a, &in, &info);
     assert_shape(&out, CK_BF16, 3, 2, 5, 24);
-    ck_assert(info.n_params == 0 && info.n_saved == 1);
-    ck_assert(info.saved[0].kind == CK_SAVE_OUTPUT && info.saved[0].bytes == 480);
-    ck_assert(info.fwd_flops == 3 * 240 && info.bwd_flops == 4 * 240);
+    ck_assert(info.n_params == 0 && info.n_saved == (saves_output ? 1 : 0));
+    if (saves_output)
+        ck_assert(info.saved[0].kind == CK_SAVE_OUTPUT && info.saved[0].bytes == 480);
+    ck_assert(info.fwd_flops == fwd * 240 && info.bwd_flops == bwd * 240);
     ck_assert_uint_eq(info.fwd_bytes_moved, 2 * 480);
-    ck_assert_uint_eq(info.bwd_bytes_moved, 3 * 480); /* dy, out; dx */
-    ck_assert(ck_op_find("softcap")->attrs[0].required);
-    ck_assert_int_eq(ck_op_find("softcap")->attrs[0].kind, CK_ATTR_POSITIVE);
+    ck_assert_uint_eq(info.bwd_bytes_moved, (saves_output ? 3 : 2) * 480);
+}
+
+/* softcap saves its output (the derivative 1 - (out/cap)^2 reads only that): a division,
+ * tanh and a product forward, 4 FLOPs backward. */
+START_TEST(softcap_saves_its_output) { assert_scalar_op("softcap", true, 3, 4); }
+END_TEST
+
+/* scale saves nothing and costs one FLOP per element each way. */
+START_TEST(scale_saves_nothing) { assert_scalar_op("scale", false, 1, 1); }
+END_TEST
+
+/* Eager attention on bf16 qkv [2, 8, (4 + 2*2) * 16], S = B*H*T*T = 512 scores, e = 2:
+ * the softmax upcast to f32 keeps 4S + eS bytes of probabilities (the f32 softmax output
+ * and its bf16 cast for the product with V); softcap keeps its tanh, eS more, and costs
+ * 3S FLOPs each way; with dropout the cast is not kept (dropout's mask and output are).
+ * Flash keeps lse only, whatever these are. */
+START_TEST(attention_softmax_dtype_and_softcap)
+{
+    enum { S = 2 * 4 * 8 * 8 };
+    ck_ttype in = tt(CK_BF16, 3, 2, 8, (4 + 2 * 2) * 16);
+    ck_attrs a = defaults("attention");
+    a.heads = 4, a.kv_heads = 2;
+    ck_op_info info;
+    infer_ok("attention", &a, &in, &info);
+    ck_assert_int_eq(a.softmax_dtype, CK_BF16); /* the input's, by default */
+    ck_assert_uint_eq(info.n_saved, 3);
+    uint64_t base_fwd = info.fwd_flops, base_bwd = info.bwd_flops;
+
+    a = defaults("attention");
+    a.heads = 4, a.kv_heads = 2, a.softmax_dtype = CK_F32;
+    infer_ok("attention", &a, &in, &info);
+    ck_assert_uint_eq(info.n_saved, 4);
+    ck_assert(info.saved[2].slot == CK_SLOT_PROBS && info.saved[2].type.dtype == CK_F32);
+    ck_assert(info.saved[3].slot == CK_SLOT_PROBS_CAST && info.saved[3].type.dtype == CK_BF16);
+    ck_assert_uint_eq(info.saved[2].bytes + info.saved[3].bytes, 4 * S + 2 * S);
+    ck_assert(info.fwd_flops == base_fwd && info.bwd_flops == base_bwd);
+
+    a.cap = 50;
+    infer_ok("attention", &a, &in, &info);
+    ck_assert_uint_eq(info.n_saved, 5);
+    ck_assert(info.saved[2].slot == CK_SLOT_CAPPED && info.saved[2].type.dtype == CK_BF16);
+    assert_shape(&info.saved[2].type, CK_BF16, 4, 2, 4, 8);
+    ck_assert_uint_eq(info.saved[2].bytes, 2 * S);
+    ck_assert(info.saved[3].slot == CK_SLOT_PROBS && info.saved[4].slot == CK_SLOT_PROBS_CAST);
+    ck_assert_uint_eq(info.fwd_flops, base_fwd + 3 * S);
+    ck_assert_uint_eq(info.bwd_flops, base_bwd + 3 * S);
+    uint64_t internal = 2 * S + 4 * S + 2 * S, qkv = 2 * 8 * 128 * 2, o = 2 * 8 * 64 * 2;
+    ck_assert_uint_eq(info.fwd_bytes_moved, qkv + o + internal + 2 * (2 * S));
+
+    a.p = 0.1;
+    infer_ok("attention", &a, &in, &info);
+    ck_assert_uint_eq(info.n_saved, 6); /* qkv, out, capped, probs f32, mask, dropped */
+    ck_assert(info.saved[4].slot == CK_SLOT_MASK && info.saved[5].slot == CK_SLOT_DROPPED);
+    ck_assert_uint_eq(info.saved[5].bytes, 2 * S);
+
+    a.flash = true;
+    infer_ok("attention", &a, &in, &info);
+    ck_assert_uint_eq(info.n_saved, 3);
+    ck_assert_int_eq(info.saved[2].slot, CK_SLOT_LSE);
+
+    ck_ttype f32 = in; /* f32 activations: the f32 softmax is the one copy */
+    f32.dtype = CK_F32;
+    a = defaults("attention");
+    a.heads = 4, a.kv_heads = 2, a.softmax_dtype = CK_F32;
+    infer_ok("attention", &a, &f32, &info);
+    ck_assert_uint_eq(info.n_saved, 3);
+    ck_assert_uint_eq(info.saved[2].bytes, 4 * S);
+
+    a.softmax_dtype = CK_F16;
+    ck_assert(strstr(infer_bad("attention", &a, &in),
+                     "f.json: nodes[3].softmax_dtype: expected \"f32\" or the input's dtype, "
+                     "\"bf16\", got \"f16\""));
+    a.softmax_dtype = CK_BF16;
+    a.head_dim = 16;
+    infer_ok("attention", &a, &in, &info);
+    a.head_dim = 32; /* 4 heads of 32 would need a width of 256 */
+    ck_assert(strstr(infer_bad("attention", &a, &in),
+                     "f.json: nodes[3].head_dim: expected the head size of the packed width, 128 / "
+                     "(heads + 2*kv_heads = 8) = 16, got 32"));
 }
 END_TEST
 
@@ -552,6 +622,8 @@ static Suite *ops_suite(void)
     tcase_add_test(tc, qknorm_normalises_q_and_k_heads);
     tcase_add_test(tc, geglu_saves_both_inputs);
     tcase_add_test(tc, softcap_saves_its_output);
+    tcase_add_test(tc, scale_saves_nothing);
+    tcase_add_test(tc, attention_softmax_dtype_and_softcap);
     tcase_add_test(tc, swiglu_saves_both_inputs);
     tcase_add_test(tc, cast_changes_the_dtype);
     tcase_add_test(tc, losses_make_scalars);
