@@ -9,6 +9,7 @@ static const struct {
 } dtypes[] = {
     [CK_F32] = {"f32", 4, true},  [CK_BF16] = {"bf16", 2, true}, [CK_F16] = {"f16", 2, true},
     [CK_I32] = {"int32", 4, false}, [CK_U8] = {"u8", 1, false},
+    [CK_I64] = {"int64", 8, false},
 };
 #define N_DTYPES (sizeof dtypes / sizeof dtypes[0])
 

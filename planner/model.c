@@ -286,7 +286,8 @@ static int get_dtype(loader *ld, const cJSON *obj, const char *key, const char *
         return rc;
     char mpath[CK_JSON_PATH_MAX];
     ck_json_path_key(mpath, path, key);
-    if (!ck_dtype_parse(name, out) || (float_only && !ck_dtype_is_float(*out)))
+    if (!ck_dtype_parse(name, out) || (float_only && !ck_dtype_is_float(*out)) ||
+        *out == CK_I64) /* int64 is moe's saved indices' type, not an input's */
         return fail_at(ld, mpath, "expected %s, got \"%s\"",
                        float_only ? "f32, bf16 or f16" : "f32, bf16, f16, int32 or u8", name);
     return CK_OK;

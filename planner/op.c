@@ -68,6 +68,11 @@ static const ck_op_def op_table[] = {
     /* One product per element each way. */
     OP(CK_OP_SCALE, "scale", 1, 1, 1, .n_attrs = 1,
        .attrs = {ATTR("factor", CK_ATTR_POSITIVE, true, 0, factor)}),
+    /* Its FLOPs depend on the routing's sizes: in describe_moe. */
+    OP(CK_OP_MOE, "moe", 1, 0, 0, .n_attrs = 3,
+       .attrs = {ATTR("experts", CK_ATTR_DIM, true, 0, experts),
+                 ATTR("top_k", CK_ATTR_DIM, true, 0, top_k),
+                 ATTR("hidden", CK_ATTR_DIM, true, 0, hidden)}),
     OP(CK_OP_CROSS_ENTROPY, "cross_entropy", 2, 4, 3, .is_loss = true),
     OP(CK_OP_MSE, "mse", 2, 3, 3, .is_loss = true),
 };
@@ -86,7 +91,7 @@ const char *ck_op_names(void)
 {
     /* tests/unit/test_ops.c checks that it names every op of the table. */
     return "embedding, linear, layernorm, rmsnorm, gelu, relu, silu, add, mul, dropout, "
-           "attention, rope, swiglu, cast, lora, qknorm, geglu, softcap, scale, "
+           "attention, rope, swiglu, cast, lora, qknorm, geglu, softcap, scale, moe, "
            "cross_entropy, mse";
 }
 
@@ -342,6 +347,12 @@ int ck_op_infer(const ck_op_def *op, ck_attrs *a, ck_dtype act, const ck_ttype *
     case CK_OP_SCALE: /* they keep their input's type */
         *out = in[0];
         return check_float(file, path, 0, &in[0], err);
+    case CK_OP_MOE: /* a token picks K distinct experts */
+        if (a->top_k > a->experts)
+            return bad_attr(file, path, "top_k", err, "expected at most experts (%llu), got %llu",
+                            (unsigned long long)a->experts, (unsigned long long)a->top_k);
+        *out = in[0];
+        return check_float(file, path, 0, &in[0], err);
     case CK_OP_CAST: /* "to" is a float dtype, as the loader reads it */
         *out = in[0];
         out->dtype = a->to;
@@ -407,15 +418,24 @@ static void save_internal(ovf *o, ck_op_info *info, ck_slot slot, const ck_ttype
     info->saved[info->n_saved - 1].slot = slot;
 }
 
-/* Appends the node's next parameter, [d0] or [d0, d1] (d1 0: rank 1); `present` false makes
- * it absent (numel 0), a tied one is counted by the node it is tied to. */
+/* A parameter's shape as param() takes it: its rank, then its dimensions. */
+#define SHAPE(...) (sizeof((uint64_t[]){__VA_ARGS__}) / sizeof(uint64_t)), (const uint64_t[]){__VA_ARGS__}
+
+/* Appends the node's next parameter, of the given shape (rank <= CK_PARAM_MAX_RANK, as
+ * SHAPE(...) gives it); `present` false makes it absent (numel 0), a tied one is counted by
+ * the node it is tied to. */
 static void param(ovf *o, ck_op_info *info, const char *name, ck_init init, bool present,
-                  bool tied, uint64_t d0, uint64_t d1)
+                  bool tied, size_t rank, const uint64_t *dim)
 {
     ck_param *p = &info->params[info->n_param_tensors++];
-    *p = (ck_param){.name = name, .init = init, .tied = tied, .rank = d1 ? 2 : 1,
-                    .dim = {d0, d1}, .offset = info->n_params};
-    p->numel = present && !tied ? mul(o, d0, d1 ? d1 : 1) : 0;
+    *p = (ck_param){.name = name, .init = init, .tied = tied, .rank = rank,
+                    .offset = info->n_params};
+    uint64_t n = 1;
+    for (size_t i = 0; i < rank; i++) {
+        p->dim[i] = dim[i];
+        n = mul(o, n, dim[i]);
+    }
+    p->numel = present && !tied ? n : 0;
     info->n_params = add(o, info->n_params, p->numel);
 }
 
@@ -495,8 +515,8 @@ static void describe_linear(ovf *o, const ck_attrs *a, const ck_ttype *in, const
     uint64_t bias_flops = a->bias ? mul(o, rows, a->out) : 0;
     save_ref(o, info, CK_SAVE_INPUT, 0, &in[0]);
     only_for(info, 0, CK_NEED_PARAMS); /* dW = dY^T X; dX = dY W reads the weight only */
-    param(o, info, "weight", CK_INIT_NORMAL, true, a->tied, a->out, in_f);
-    param(o, info, "bias", CK_INIT_ZEROS, a->bias, false, a->out, 0);
+    param(o, info, "weight", CK_INIT_NORMAL, true, a->tied, SHAPE(a->out, in_f));
+    param(o, info, "bias", CK_INIT_ZEROS, a->bias, false, SHAPE(a->out));
     info->fwd_flops = add(o, mul(o, macs, 2), bias_flops);
     info->bwd_flops = add(o, mul(o, macs, 4), bias_flops); /* dX and dW */
 }
@@ -514,8 +534,8 @@ static void describe_lora(ovf *o, const ck_attrs *a, const ck_ttype *in, const c
     mid.dim[mid.rank - 1] = mid_w;
     save_ref(o, info, CK_SAVE_INPUT, 0, &in[0]);
     save_internal(o, info, CK_SLOT_LORA_MID, &mid);
-    param(o, info, "lora_a", CK_INIT_NORMAL, true, false, mid_w, in_f);
-    param(o, info, "lora_b", CK_INIT_ZEROS, true, false, out_f, a->rank);
+    param(o, info, "lora_a", CK_INIT_NORMAL, true, false, SHAPE(mid_w, in_f));
+    param(o, info, "lora_b", CK_INIT_ZEROS, true, false, SHAPE(out_f, a->rank));
     uint64_t a_flops = mul(o, mul(o, rows, in_f), mul(o, mid_w, 2));
     uint64_t b_flops = mul(o, mul(o, rows, out_f), mul(o, a->rank, 2));
     info->fwd_flops = add(o, info->fwd_flops, add(o, a_flops, b_flops));
@@ -535,10 +555,62 @@ static void describe_qknorm(ovf *o, const ck_attrs *a, const ck_ttype *in, uint6
     stats.dim[stats.rank++] = normed_heads;
     save_ref(o, info, CK_SAVE_INPUT, 0, &in[0]);
     save_internal(o, info, CK_SLOT_RSTD, &stats);
-    param(o, info, "q_gamma", CK_INIT_ONES, true, false, d, 0);
-    param(o, info, "k_gamma", CK_INIT_ONES, true, false, d, 0);
+    param(o, info, "q_gamma", CK_INIT_ONES, true, false, SHAPE(d));
+    param(o, info, "k_gamma", CK_INIT_ONES, true, false, SHAPE(d));
     info->fwd_flops = mul(o, normed, 4);
     info->bwd_flops = add(o, mul(o, normed, 8), n - normed);
+}
+
+static ck_ttype matrix(ck_dtype d, uint64_t rows, uint64_t cols)
+{
+    return (ck_ttype){.dtype = d, .rank = cols ? 2 : 1, .dim = {rows, cols}};
+}
+
+/* moe as Hugging Face's eager MixtralSparseMoeBlock runs under PyTorch autograd; section 3
+ * of docs/model-format.md names the PyTorch op that keeps each saved tensor. x is N rows of
+ * C, R = N*K rows are routed (a row once to each of its K experts), F is an expert's width. */
+static void describe_moe(ovf *o, const ck_attrs *a, const ck_ttype *in, ck_op_info *info)
+{
+    const ck_ttype *x = &in[0];
+    ck_dtype act = x->dtype;
+    uint64_t c = last_dim(x), n = numel(o, x) / c, e = a->experts, k = a->top_k, f = a->hidden;
+    uint64_t r = mul(o, n, k), eb = ck_dtype_bytes(act);
+    const struct {
+        ck_slot slot;
+        ck_ttype type;
+    } internal[] = {
+        {CK_SLOT_ROUTER_PROBS, matrix(CK_F32, n, e)},  {CK_SLOT_TOPK_INDEX, matrix(CK_I64, n, k)},
+        {CK_SLOT_TOPK_PROBS, matrix(CK_F32, n, k)},    {CK_SLOT_TOPK_SUM, matrix(CK_F32, n, 0)},
+        {CK_SLOT_ROUTE_INDEX, matrix(CK_I64, r, 2)},   {CK_SLOT_ROUTE_WEIGHT, matrix(act, r, 0)},
+        {CK_SLOT_EXPERT_IN, matrix(act, r, c)},        {CK_SLOT_EXPERT_GATE, matrix(act, r, f)},
+        {CK_SLOT_EXPERT_ACT, matrix(act, r, f)},       {CK_SLOT_EXPERT_UP, matrix(act, r, f)},
+        {CK_SLOT_EXPERT_HIDDEN, matrix(act, r, f)},    {CK_SLOT_EXPERT_OUT, matrix(act, r, c)},
+    };
+    save_ref(o, info, CK_SAVE_INPUT, 0, x); /* for the router's weight gradient */
+    for (size_t i = 0; i < sizeof internal / sizeof internal[0]; i++)
+        save_internal(o, info, internal[i].slot, &internal[i].type);
+    param(o, info, "router", CK_INIT_NORMAL, true, false, SHAPE(e, c));
+    param(o, info, "w1", CK_INIT_NORMAL, true, false, SHAPE(e, f, c));
+    param(o, info, "w3", CK_INIT_NORMAL, true, false, SHAPE(e, f, c));
+    param(o, info, "w2", CK_INIT_NORMAL, true, false, SHAPE(e, c, f));
+    /* Forward: the router's product, softmax 5 per logit, sum and divide per chosen one,
+     * the experts' three products, their gate at swiglu's rate, weighting and summing the
+     * outputs. Backward: the products' input and weight gradients, 1 per probability, 4 per
+     * chosen one, swiglu's backward, the weighting's two gradients and the gather's. */
+    const uint64_t *glu = op_table[CK_OP_SWIGLU].flops_per_element;
+    uint64_t rcf = mul(o, mul(o, r, c), f), nce = mul(o, mul(o, n, c), e), ne = mul(o, n, e);
+    uint64_t rf = mul(o, r, f), rc = mul(o, r, c);
+    info->fwd_flops = add(o, add(o, add(o, mul(o, nce, 2), mul(o, ne, 5)), mul(o, r, 2)),
+                          add(o, add(o, mul(o, rcf, 6), mul(o, rf, glu[0])), mul(o, rc, 2)));
+    info->bwd_flops = add(o, add(o, add(o, mul(o, nce, 4), ne), mul(o, r, 4)),
+                          add(o, add(o, mul(o, rcf, 12), mul(o, rf, glu[1])), mul(o, rc, 4)));
+    /* Forward, as HF holds them: the router logits, the routing weights [N, K], the int64
+     * one-hot expert mask [E, K, N] and one expert's weighted output, at most N rows. Backward:
+     * one expert's gradients (N rows of C and two of F) and the routing's in f32. */
+    info->fwd_ws_bytes = add(o, mul(o, mul(o, r, e), 8),
+                             mul(o, add(o, add(o, ne, r), mul(o, n, c)), eb));
+    info->bwd_ws_bytes = add(o, mul(o, add(o, mul(o, n, c), mul(o, mul(o, n, f), 2)), eb),
+                             mul(o, add(o, r, ne), 4));
 }
 
 /* What node of kind op->kind saves and owns, and the FLOPs beyond its per-element ones;
@@ -550,8 +622,8 @@ static void describe_kind(ovf *o, const ck_op_def *op, const ck_attrs *a, const 
     case CK_OP_EMBEDDING:
         save_ref(o, info, CK_SAVE_INPUT, 0, &in[0]);
         only_for(info, 0, CK_NEED_PARAMS); /* the ids say which rows of dwte to add to */
-        param(o, info, "wte", CK_INIT_NORMAL, true, false, a->vocab, a->dim);
-        param(o, info, "wpe", CK_INIT_NORMAL, a->positions > 0, false, a->positions, a->dim);
+        param(o, info, "wte", CK_INIT_NORMAL, true, false, SHAPE(a->vocab, a->dim));
+        param(o, info, "wpe", CK_INIT_NORMAL, a->positions > 0, false, SHAPE(a->positions, a->dim));
         info->id_limit[0] = a->vocab;
         if (a->positions) { /* adding the position rows, and their gradient */
             info->fwd_flops = add(o, info->fwd_flops, n);
@@ -569,9 +641,9 @@ static void describe_kind(ovf *o, const ck_op_def *op, const ck_attrs *a, const 
         if (op->kind == CK_OP_LAYERNORM)
             save_internal(o, info, CK_SLOT_MEAN, &stats);
         save_internal(o, info, CK_SLOT_RSTD, &stats);
-        param(o, info, "gamma", CK_INIT_ONES, true, false, c, 0);
+        param(o, info, "gamma", CK_INIT_ONES, true, false, SHAPE(c));
         if (op->kind == CK_OP_LAYERNORM)
-            param(o, info, "beta", CK_INIT_ZEROS, true, false, c, 0);
+            param(o, info, "beta", CK_INIT_ZEROS, true, false, SHAPE(c));
         break;
     }
     case CK_OP_GELU:
@@ -626,6 +698,9 @@ static void describe_kind(ovf *o, const ck_op_def *op, const ck_attrs *a, const 
         info->bwd_flops = info->fwd_flops;
         break;
     }
+    case CK_OP_MOE:
+        describe_moe(o, a, in, info);
+        break;
     case CK_OP_ADD:
     case CK_OP_CAST:
     case CK_OP_SCALE: /* they save nothing */

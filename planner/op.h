@@ -18,7 +18,7 @@ typedef enum {
     CK_OP_EMBEDDING, CK_OP_LINEAR, CK_OP_LAYERNORM, CK_OP_RMSNORM, CK_OP_GELU, CK_OP_RELU,
     CK_OP_SILU, CK_OP_ADD, CK_OP_MUL, CK_OP_DROPOUT, CK_OP_ATTENTION, CK_OP_ROPE,
     CK_OP_SWIGLU, CK_OP_CAST, CK_OP_LORA, CK_OP_QKNORM, CK_OP_GEGLU, CK_OP_SOFTCAP, CK_OP_SCALE,
-    CK_OP_CROSS_ENTROPY, CK_OP_MSE /* losses last */
+    CK_OP_MOE, CK_OP_CROSS_ENTROPY, CK_OP_MSE /* losses last */
 } ck_op_kind;
 /* Not a member of the enum, so that switches over kinds need no case for it; the op table's
  * size is checked against it. */
@@ -41,6 +41,7 @@ typedef struct {
     double alpha;                   /* lora: out = y + alpha / rank * B A x */
     double cap;                     /* softcap's cap; attention's softcap (0: none) */
     double factor;                  /* scale */
+    uint64_t experts, top_k, hidden; /* moe: E experts, K of them per row, F wide */
 } ck_attrs;
 
 typedef enum {
@@ -62,8 +63,9 @@ typedef struct {
 
 #define CK_OP_MAX_ARITY 2
 #define CK_OP_MAX_ATTRS 8
-#define CK_OP_MAX_SAVED 6
-#define CK_OP_MAX_PARAMS 2
+#define CK_OP_MAX_SAVED 13 /* moe's: its input and 12 internal tensors */
+#define CK_OP_MAX_PARAMS 4 /* moe's router, w1, w3, w2 */
+#define CK_PARAM_MAX_RANK 3 /* moe's experts: E matrices in one tensor */
 
 typedef enum {
     CK_SAVE_INPUT,   /* the node's input number `input` */
@@ -82,6 +84,20 @@ typedef enum {
     CK_SLOT_LORA_MID, /* lora: A x, the adapter's rank-wide middle */
     CK_SLOT_CAPPED,     /* attention with softcap: tanh(scores / softcap) */
     CK_SLOT_PROBS_CAST, /* attention with softmax in f32: probs cast to the input's dtype */
+    /* moe, per row of its input: */
+    CK_SLOT_ROUTER_PROBS, /* f32 softmax of the router logits */
+    CK_SLOT_TOPK_INDEX,   /* int64: the K experts chosen */
+    CK_SLOT_TOPK_PROBS,   /* f32: their probabilities before renormalisation */
+    CK_SLOT_TOPK_SUM,     /* f32: the sum of those */
+    /* moe, per routed row (a row and one of its experts), grouped by expert: */
+    CK_SLOT_ROUTE_INDEX,  /* int64 pairs: the row, its top-k position */
+    CK_SLOT_ROUTE_WEIGHT, /* the renormalised probability it is weighted by */
+    CK_SLOT_EXPERT_IN,    /* the row of the input, gathered */
+    CK_SLOT_EXPERT_GATE,  /* w1 x */
+    CK_SLOT_EXPERT_ACT,   /* silu(w1 x) */
+    CK_SLOT_EXPERT_UP,    /* w3 x */
+    CK_SLOT_EXPERT_HIDDEN,/* silu(w1 x) * w3 x */
+    CK_SLOT_EXPERT_OUT,   /* w2 of that */
     CK_N_SLOTS
 } ck_slot;
 
@@ -106,7 +122,7 @@ typedef struct {
 typedef enum { CK_INIT_NORMAL, CK_INIT_ONES, CK_INIT_ZEROS } ck_init;
 
 /* One named parameter tensor of a node, after llm.c's layout ("wte" [vocab, dim], "weight"
- * [out, in], "bias" [out], "gamma" [dim], ...). A node's parameters lie one after another,
+ * [out, in], "bias" [out], "gamma" [dim], moe's "w1" [experts, hidden, dim], ...). A node's parameters lie one after another,
  * in the op's order, in param_dtype; `offset` is the first element's among the node's
  * n_params. An absent optional one (a linear's bias with "bias": false, an embedding's wpe
  * without positions) has numel 0. A tied one is parameter 0 of node->tied_to (its table)
@@ -116,7 +132,7 @@ typedef struct {
     ck_init init;
     bool tied;
     size_t rank;
-    uint64_t dim[2];
+    uint64_t dim[CK_PARAM_MAX_RANK];
     uint64_t numel, offset;
 } ck_param;
 

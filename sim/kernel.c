@@ -804,7 +804,8 @@ static float load(ck_dtype d, const void *p, size_t i)
         return ck_kernel_f16_to_f32(((const uint16_t *)p)[i]);
     case CK_F32:
     case CK_I32:
-    case CK_U8: /* casts are between floats: the loader refuses the rest */
+    case CK_U8:
+    case CK_I64: /* casts are between floats: the loader refuses the rest */
         break;
     }
     return ((const float *)p)[i];
@@ -822,6 +823,7 @@ static void store(ck_dtype d, void *p, size_t i, float x)
     case CK_F32:
     case CK_I32:
     case CK_U8:
+    case CK_I64:
         break;
     }
     ((float *)p)[i] = x;
@@ -914,6 +916,186 @@ void ck_kernel_lora_backward(float *dx, float *dy, float *dA, float *dB, float *
                 bdim(MW), x, bdim(C), 1.0f, dA, bdim(C));
 }
 
+/* ---- moe ---- */
+
+/* p = softmax(logits) per row; the K largest p (ties to the lower expert, most probable
+ * first), their sum and the routing weights p / sum. */
+static void moe_route(const ck_kernel_moe_saved *s, float *weights, const float *logits,
+                      size_t N, size_t E, size_t K)
+{
+    for (size_t n = 0; n < N; n++) {
+        const float *l = logits + n * E;
+        float *p = s->probs + n * E, mx = l[0], sum = 0.0f;
+        for (size_t e = 1; e < E; e++)
+            mx = l[e] > mx ? l[e] : mx;
+        for (size_t e = 0; e < E; e++)
+            sum += p[e] = expf(l[e] - mx);
+        for (size_t e = 0; e < E; e++)
+            p[e] /= sum;
+        int64_t *idx = s->topk_index + n * K;
+        float *v = s->topk_probs + n * K, total = 0.0f;
+        for (size_t j = 0; j < K; j++) {
+            size_t best = E;
+            for (size_t e = 0; e < E; e++) {
+                bool taken = false;
+                for (size_t i = 0; i < j; i++)
+                    taken = taken || idx[i] == (int64_t)e;
+                if (!taken && (best == E || p[e] > p[best]))
+                    best = e;
+            }
+            idx[j] = (int64_t)best;
+            v[j] = p[best];
+            total += v[j];
+        }
+        s->topk_sum[n] = total;
+        for (size_t j = 0; j < K; j++)
+            weights[n * K + j] = v[j] / total;
+    }
+}
+
+/* The end of expert e's routed rows, which begin at r0 (rows are grouped by expert). */
+static size_t moe_group_end(const ck_kernel_moe_saved *s, size_t r0, size_t R, size_t K, size_t e)
+{
+    size_t r = r0;
+    while (r < R && s->topk_index[s->route_index[2 * r] * (int64_t)K + s->route_index[2 * r + 1]] ==
+                        (int64_t)e)
+        r++;
+    return r;
+}
+
+/* Expert e on its m routed rows starting at r: gate, up, act, hidden, expert_out. */
+static void moe_expert_forward(const ck_kernel_moe_saved *s, const ck_kernel_moe_weights *w,
+                               size_t e, size_t r, size_t m, size_t C, size_t F)
+{
+    const float *x = s->expert_in + r * C;
+    float *gate = s->gate + r * F, *up = s->up + r * F, *act = s->act + r * F;
+    ck_kernel_linear_forward(gate, x, w->w1 + e * F * C, NULL, m, C, F);
+    ck_kernel_linear_forward(up, x, w->w3 + e * F * C, NULL, m, C, F);
+    ck_kernel_silu_forward(act, gate, m * F);
+    ck_kernel_mul_forward(s->hidden + r * F, act, up, m * F);
+    ck_kernel_linear_forward(s->expert_out + r * C, s->hidden + r * F, w->w2 + e * C * F, NULL, m,
+                             F, C);
+}
+
+/* logits = x router^T; route; then expert by expert, as HF's loop: gather the rows the
+ * one-hot mask [E, K, N] names, run the expert, weight its outputs and add them into out. */
+void ck_kernel_moe_forward(float *out, const ck_kernel_moe_saved *s, const float *inp,
+                           const ck_kernel_moe_weights *w, void *ws, size_t N, size_t C,
+                           size_t E, size_t K, size_t F)
+{
+    int64_t *mask = ws;
+    float *logits = (float *)(mask + E * K * N), *weights = logits + N * E;
+    float *weighted = weights + N * K;
+    ck_kernel_linear_forward(logits, inp, w->router, NULL, N, C, E);
+    moe_route(s, weights, logits, N, E, K);
+    for (size_t e = 0; e < E; e++)
+        for (size_t k = 0; k < K; k++)
+            for (size_t n = 0; n < N; n++)
+                mask[(e * K + k) * N + n] = s->topk_index[n * K + k] == (int64_t)e;
+    memset(out, 0, N * C * sizeof *out);
+    size_t r = 0;
+    for (size_t e = 0; e < E; e++) {
+        size_t r0 = r;
+        for (size_t k = 0; k < K; k++)
+            for (size_t n = 0; n < N; n++)
+                if (mask[(e * K + k) * N + n]) {
+                    s->route_index[2 * r] = (int64_t)n;
+                    s->route_index[2 * r + 1] = (int64_t)k;
+                    s->route_weight[r] = weights[n * K + k];
+                    memcpy(s->expert_in + r * C, inp + n * C, C * sizeof *inp);
+                    r++;
+                }
+        if (r > r0)
+            moe_expert_forward(s, w, e, r0, r - r0, C, F);
+        for (size_t i = r0; i < r; i++) {
+            float *o = out + (size_t)s->route_index[2 * i] * C, *y = weighted + (i - r0) * C;
+            for (size_t c = 0; c < C; c++) {
+                y[c] = s->expert_out[i * C + c] * s->route_weight[i];
+                o[c] += y[c];
+            }
+        }
+    }
+}
+
+/* From dhidden (overwritten with dup = dhidden * act) to dgate = dhidden * up * silu'(gate),
+ * silu'(g) = s (1 + g (1 - s)), s = sigmoid(g). */
+static void moe_glu_backward(float *dgate, float *dhidden, const float *gate, const float *act,
+                             const float *up, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float g = gate[i], sig = 1.0f / (1.0f + expf(-g)), dh = dhidden[i];
+        dgate[i] = dh * up[i] * sig * (1.0f + g * (1.0f - sig));
+        dhidden[i] = dh * act[i];
+    }
+}
+
+/* Expert e's backward on its m routed rows from r; dweight[row's top-k slot] receives
+ * dout[row] . expert_out, the gradient of the routing weight. */
+static void moe_expert_backward(float *dinp, const ck_kernel_moe_weights *dw, float *dweight,
+                                const float *dout, const ck_kernel_moe_saved *s,
+                                const ck_kernel_moe_weights *w, float *ws, size_t e, size_t r,
+                                size_t m, size_t N, size_t C, size_t K, size_t F)
+{
+    float *dy = ws, *dh = dy + N * C, *dg = dh + N * F;
+    for (size_t i = 0; i < m; i++) {
+        const int64_t *ri = s->route_index + 2 * (r + i);
+        const float *g = dout + (size_t)ri[0] * C, *y = s->expert_out + (r + i) * C;
+        float dot = 0.0f;
+        for (size_t c = 0; c < C; c++) {
+            dy[i * C + c] = s->route_weight[r + i] * g[c];
+            dot += g[c] * y[c];
+        }
+        dweight[(size_t)ri[0] * K + (size_t)ri[1]] = dot;
+    }
+    memset(dh, 0, m * F * sizeof *dh);
+    ck_kernel_linear_backward(dh, dw->w2 + e * C * F, NULL, dy, s->hidden + r * F,
+                              w->w2 + e * C * F, m, F, C);
+    moe_glu_backward(dg, dh, s->gate + r * F, s->act + r * F, s->up + r * F, m * F);
+    float *dx = dinp ? dy : NULL; /* dy is spent: it becomes the gathered rows' gradient */
+    if (dx)
+        memset(dx, 0, m * C * sizeof *dx);
+    const float *x = s->expert_in + r * C;
+    ck_kernel_linear_backward(dx, dw->w1 + e * F * C, NULL, dg, x, w->w1 + e * F * C, m, C, F);
+    ck_kernel_linear_backward(dx, dw->w3 + e * F * C, NULL, dh, x, w->w3 + e * F * C, m, C, F);
+    for (size_t i = 0; dx && i < m; i++) {
+        float *d = dinp + (size_t)s->route_index[2 * (r + i)] * C;
+        for (size_t c = 0; c < C; c++)
+            d[c] += dx[i * C + c];
+    }
+}
+
+/* Expert by expert, then the routing: with w_k = v_k / S,
+ * dv_j = (dw_j - sum_k dw_k w_k) / S; dp is dv at the chosen experts, 0 elsewhere; the
+ * softmax's dlogits = p (dp - sum p dp) is p dp, since sum p dp = sum_j v_j dv_j = 0 (the
+ * weights do not change when every v_j scales); then the router's product. */
+void ck_kernel_moe_backward(float *dinp, const ck_kernel_moe_weights *dw, const float *dout,
+                            const ck_kernel_moe_saved *s, const float *inp,
+                            const ck_kernel_moe_weights *w, void *ws, size_t N, size_t C,
+                            size_t E, size_t K, size_t F)
+{
+    float *expert_ws = ws, *dweight = expert_ws + N * C + 2 * N * F, *dlogits = dweight + N * K;
+    size_t R = N * K;
+    for (size_t e = 0, r0 = 0; e < E; e++) {
+        size_t r1 = moe_group_end(s, r0, R, K, e);
+        if (r1 > r0)
+            moe_expert_backward(dinp, dw, dweight, dout, s, w, expert_ws, e, r0, r1 - r0, N, C,
+                                K, F);
+        r0 = r1;
+    }
+    for (size_t n = 0; n < N; n++) {
+        const float *p = s->probs + n * E, *v = s->topk_probs + n * K, *dwt = dweight + n * K;
+        const int64_t *idx = s->topk_index + n * K;
+        float S = s->topk_sum[n], dot = 0.0f, *dl = dlogits + n * E;
+        for (size_t j = 0; j < K; j++)
+            dot += dwt[j] * v[j] / S;
+        for (size_t e = 0; e < E; e++)
+            dl[e] = 0.0f;
+        for (size_t j = 0; j < K; j++)
+            dl[idx[j]] = p[idx[j]] * (dwt[j] - dot) / S;
+    }
+    ck_kernel_linear_backward(dinp, dw->router, NULL, dlogits, inp, w->router, N, C, E);
+}
+
 /* ---- dispatch ---- */
 
 static const ck_ttype *type_of(const ck_kernel_io *io, size_t t)
@@ -999,6 +1181,49 @@ static void attention_forward(const ck_kernel_io *io, float prob)
                                     io->key);
 }
 
+typedef struct {
+    size_t N, C, E, K, F;
+} moe_dims;
+
+static moe_dims moe_dims_of(const ck_kernel_io *io)
+{
+    const ck_attrs *a = &io->node->attrs;
+    flat_dims d = flat(io);
+    return (moe_dims){d.rows, d.c, (size_t)a->experts, (size_t)a->top_k, (size_t)a->hidden};
+}
+
+static ck_kernel_moe_saved moe_saved(const ck_kernel_io *io)
+{
+    void *const *v = io->saved;
+    return (ck_kernel_moe_saved){
+        .probs = v[CK_SLOT_ROUTER_PROBS], .topk_index = v[CK_SLOT_TOPK_INDEX],
+        .topk_probs = v[CK_SLOT_TOPK_PROBS], .topk_sum = v[CK_SLOT_TOPK_SUM],
+        .route_index = v[CK_SLOT_ROUTE_INDEX], .route_weight = v[CK_SLOT_ROUTE_WEIGHT],
+        .expert_in = v[CK_SLOT_EXPERT_IN], .gate = v[CK_SLOT_EXPERT_GATE],
+        .act = v[CK_SLOT_EXPERT_ACT], .up = v[CK_SLOT_EXPERT_UP],
+        .hidden = v[CK_SLOT_EXPERT_HIDDEN], .expert_out = v[CK_SLOT_EXPERT_OUT]};
+}
+
+/* The op's parameters (or their gradients) in its order: router, w1, w3, w2. */
+static ck_kernel_moe_weights moe_weights(float *const *p)
+{
+    return (ck_kernel_moe_weights){p[0], p[1], p[2], p[3]};
+}
+
+static void moe_pass(const ck_kernel_io *io, bool backward)
+{
+    moe_dims d = moe_dims_of(io);
+    ck_kernel_moe_saved s = moe_saved(io);
+    ck_kernel_moe_weights w = moe_weights(io->param);
+    if (backward) {
+        ck_kernel_moe_weights dw = moe_weights(io->dparam);
+        ck_kernel_moe_backward(io->din[0], &dw, io->dout, &s, io->in[0], &w, io->ws, d.N, d.C,
+                               d.E, d.K, d.F);
+    } else {
+        ck_kernel_moe_forward(io->out, &s, io->in[0], &w, io->ws, d.N, d.C, d.E, d.K, d.F);
+    }
+}
+
 /* Every float input and the output are f32. */
 static bool all_f32(const ck_model *m, const ck_node *n)
 {
@@ -1073,6 +1298,9 @@ void ck_kernel_forward(const ck_kernel_io *io)
     case CK_OP_CAST:
         ck_kernel_cast_forward(io->out, n->attrs.to, io->in[0],
                                type_of(io, n->inputs[0])->dtype, d.len);
+        break;
+    case CK_OP_MOE:
+        moe_pass(io, false);
         break;
     case CK_OP_ROPE: {
         attn_dims q = attention_dims(io);
@@ -1172,6 +1400,9 @@ void ck_kernel_backward(const ck_kernel_io *io)
         ck_kernel_cast_backward(io->din[0], type_of(io, n->inputs[0])->dtype, io->dout,
                                 n->attrs.to, d.len);
         break;
+    case CK_OP_MOE:
+        moe_pass(io, true);
+        break;
     case CK_OP_ROPE: {
         attn_dims q = attention_dims(io);
         ck_kernel_rope_backward(da, dout, q.B, q.T, q.H, q.KV, q.D, (double)n->attrs.theta);
@@ -1224,7 +1455,8 @@ float ck_kernel_loss(const ck_kernel_io *io)
     case CK_OP_QKNORM:
     case CK_OP_GEGLU:
     case CK_OP_SOFTCAP:
-    case CK_OP_SCALE: /* not losses */
+    case CK_OP_SCALE:
+    case CK_OP_MOE: /* not losses */
         break;
     }
     return 0.0f;

@@ -13,7 +13,7 @@
  *   the backward neither writes it nor reads what only it needs, which the node may not have
  *   kept (a frozen linear keeps no input). Every backward with more than one gradient takes
  *   any of them NULL.
- * - Saved internal tensors (the ck_slot values: mean, rstd, mask, probs, dropped, lse, ...) are
+ * - Saved internal tensors (the ck_slot values: mean, rstd, mask, probs, dropped, lse, moe's...) are
  *   written by the forward and read by the backward, exactly as planner/op declares them.
  * - Workspace arguments are caller-allocated buffers of exactly the size planner/op
  *   declares (fwd_ws_bytes, bwd_ws_bytes); kernels allocate nothing.
@@ -210,6 +210,42 @@ void ck_kernel_lora_backward(float *dx, float *dy, float *dA, float *dB, float *
                              const float *dout, const float *x, const float *mid, const float *A,
                              const float *B, size_t N, size_t C, size_t OC, size_t R,
                              size_t n_parts, const size_t *width, float s);
+/* Mixtral's sparse mixture-of-experts block (Hugging Face's MixtralSparseMoeBlock), on
+ * x [N, C] with E experts, K per row, each expert a SwiGLU of width F:
+ *   p = softmax(x router^T) (f32), the K largest p per row (ties to the lower expert),
+ *   w = those p / their sum, out[n] = sum_k w_k * w2_e (silu(w1_e x[n]) * w3_e x[n]).
+ * Routed rows (a row and one of its experts, R = N*K of them) are grouped by expert, then
+ * by top-k position, then by row, as HF's torch.where over its one-hot mask orders them.
+ * Weights: router [E, C], w1 and w3 [E, F, C], w2 [E, C, F]; their gradients likewise.
+ * Workspace, as planner/op sizes it: forward the int64 one-hot mask [E, K, N], then the
+ * logits [N, E], the routing weights [N, K] and one expert's weighted output [N, C];
+ * backward one expert's gradients [N, C], [N, F], [N, F] (at most N rows reach an expert),
+ * then those of the routing weights [N, K] and of the logits [N, E]. */
+typedef struct {
+    float *router, *w1, *w3, *w2;
+} ck_kernel_moe_weights;
+
+/* What the forward keeps for the backward (planner/op's moe slots). */
+typedef struct {
+    float *probs;         /* [N, E] softmax of the router logits */
+    int64_t *topk_index;  /* [N, K] the experts chosen, most probable first */
+    float *topk_probs;    /* [N, K] their probabilities */
+    float *topk_sum;      /* [N] the sum of those */
+    int64_t *route_index; /* [R, 2] per routed row: its row of x, its top-k position */
+    float *route_weight;  /* [R] its renormalised probability */
+    float *expert_in;     /* [R, C] its row of x */
+    float *gate, *act, *up, *hidden; /* [R, F] w1 x, silu(w1 x), w3 x, act * up */
+    float *expert_out;    /* [R, C] w2 hidden */
+} ck_kernel_moe_saved;
+
+void ck_kernel_moe_forward(float *out, const ck_kernel_moe_saved *s, const float *inp,
+                           const ck_kernel_moe_weights *w, void *ws, size_t N, size_t C,
+                           size_t E, size_t K, size_t F);
+/* dinp (NULL: none) and dw accumulate; the routing is the forward's, read from s. */
+void ck_kernel_moe_backward(float *dinp, const ck_kernel_moe_weights *dw, const float *dout,
+                            const ck_kernel_moe_saved *s, const float *inp,
+                            const ck_kernel_moe_weights *w, void *ws, size_t N, size_t C,
+                            size_t E, size_t K, size_t F);
 
 /* Cross-entropy of logits [N, V] against targets [N], forward and backward together (the
  * chain's loss operation): returns the mean loss, writes lse [N], and accumulates
