@@ -1029,6 +1029,12 @@ static void moe_glu_backward(float *dgate, float *dhidden, const float *gate, co
     }
 }
 
+/* Expert e's slice of a weight gradient at off; NULL for a frozen block's (no gradient). */
+static float *expert_grad(float *dweight, size_t off)
+{
+    return dweight ? dweight + off : NULL;
+}
+
 /* Expert e's backward on its m routed rows from r; dweight[row's top-k slot] receives
  * dout[row] . expert_out, the gradient of the routing weight. */
 static void moe_expert_backward(float *dinp, const ck_kernel_moe_weights *dw, float *dweight,
@@ -1048,15 +1054,15 @@ static void moe_expert_backward(float *dinp, const ck_kernel_moe_weights *dw, fl
         dweight[(size_t)ri[0] * K + (size_t)ri[1]] = dot;
     }
     memset(dh, 0, m * F * sizeof *dh);
-    ck_kernel_linear_backward(dh, dw->w2 + e * C * F, NULL, dy, s->hidden + r * F,
+    ck_kernel_linear_backward(dh, expert_grad(dw->w2, e * C * F), NULL, dy, s->hidden + r * F,
                               w->w2 + e * C * F, m, F, C);
     moe_glu_backward(dg, dh, s->gate + r * F, s->act + r * F, s->up + r * F, m * F);
     float *dx = dinp ? dy : NULL; /* dy is spent: it becomes the gathered rows' gradient */
     if (dx)
         memset(dx, 0, m * C * sizeof *dx);
     const float *x = s->expert_in + r * C;
-    ck_kernel_linear_backward(dx, dw->w1 + e * F * C, NULL, dg, x, w->w1 + e * F * C, m, C, F);
-    ck_kernel_linear_backward(dx, dw->w3 + e * F * C, NULL, dh, x, w->w3 + e * F * C, m, C, F);
+    ck_kernel_linear_backward(dx, expert_grad(dw->w1, e * F * C), NULL, dg, x, w->w1 + e * F * C, m, C, F);
+    ck_kernel_linear_backward(dx, expert_grad(dw->w3, e * F * C), NULL, dh, x, w->w3 + e * F * C, m, C, F);
     for (size_t i = 0; dx && i < m; i++) {
         float *d = dinp + (size_t)s->route_index[2 * (r + i)] * C;
         for (size_t c = 0; c < C; c++)
