@@ -1,5 +1,5 @@
 /* hf: a Hugging Face `config.json` turned into a `ckplan-model/1` document, with the
- * structure of its family's modeling code in transformers (docs/model-format.md section 7
+ * structure of its family's modeling code in transformers (docs/model-format.md section 8
  * maps each family to ops and says where each fact comes from).
  *
  * The document names its sizes as dims (B, T and the config's C, H, KV, D, F, V, L, ...),

@@ -7,7 +7,7 @@
 #include "planner/json.h"
 
 /* The structure of each family in transformers' modeling_<type>.py (docs/model-format.md
- * section 7 gives the source of each switch). */
+ * section 8 gives the source of each switch). */
 static const ck_hf_family families[] = {
     {"gpt2", .layernorm = true, .learned_pos = true, .mlp = CK_HF_MLP_GELU, .fused_qkv = true},
     {"opt", .layernorm = true, .learned_pos = true, .pos_offset = 2, .mlp = CK_HF_MLP_RELU},
@@ -78,6 +78,14 @@ static int number(const reader *r, const char *key, bool positive, double *out)
         return wrong(r, key, v, positive ? "a positive number" : "a probability in [0, 1)");
     *out = v->valuedouble;
     return CK_OK;
+}
+
+/* Gemma2Config's soft-capping: absent, its default; null, none (0); else a positive number. */
+static int softcap(const reader *r, const char *key, double dflt, double *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(r->cfg, key);
+    *out = !v ? dflt : 0;
+    return number(r, key, true, out);
 }
 
 static int flag(const reader *r, const char *key, bool *out)
@@ -203,8 +211,8 @@ static int read_extras(const reader *r, ck_hf_config *c)
         rc = number(r, "resid_pdrop", false, &c->resid_p);
         if (rc == CK_OK) rc = number(r, "embd_pdrop", false, &c->embd_p);
     } else if (strcmp(t, "gemma2") == 0) {
-        rc = number(r, "attn_logit_softcapping", true, &c->attn_cap);
-        if (rc == CK_OK) rc = number(r, "final_logit_softcapping", true, &c->final_cap);
+        rc = softcap(r, "attn_logit_softcapping", 50.0, &c->attn_cap);
+        if (rc == CK_OK) rc = softcap(r, "final_logit_softcapping", 30.0, &c->final_cap);
     }
     if (rc == CK_OK && strncmp(t, "gemma", 5) == 0)
         rc = expect_string(r, "hidden_activation", "gelu_pytorch_tanh", NULL);

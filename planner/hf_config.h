@@ -1,6 +1,6 @@
 /* hf_config: reading a Hugging Face config.json into the sizes and switches of its family
  * (planner/hf builds the graph from them). Each family's keys, defaults and fixed choices
- * are here, with the modeling code they come from (docs/model-format.md section 7). */
+ * are here, with the modeling code they come from (docs/model-format.md section 8). */
 #ifndef CK_HF_CONFIG_H
 #define CK_HF_CONFIG_H
 
