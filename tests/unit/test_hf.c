@@ -107,7 +107,7 @@ START_TEST(tiny_configs_count_exactly)
 END_TEST
 
 /* The published configs: the layout's count, and the count the model's publishers give
- * (model cards, papers; docs/model-format.md section 7 lists each source). */
+ * (model cards, papers; docs/model-format.md section 8 lists each source). */
 START_TEST(published_configs_count_exactly)
 {
     const struct {

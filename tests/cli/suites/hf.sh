@@ -1,4 +1,4 @@
-# Hugging Face configs (planner/hf, docs/model-format.md section 7): every tiny config of
+# Hugging Face configs (planner/hf, docs/model-format.md section 8): every tiny config of
 # models/hf plans under every planner (sdpa and eager, with and without --lora), its f32
 # import runs with --verify (measured peaks equal to the predicted ones, to the byte);
 # `ckplan import` writes a file that plans as the config does; bad configs are refused.
