@@ -19,7 +19,7 @@ static void import_usage(FILE *out)
                  "Turns a Hugging Face config.json (CONFIG, or a directory holding one) into the\n"
                  "ckplan-model/1 file that ckplan plans for it, with the options below written in,\n"
                  "so that planning MODEL gives the figures of planning CONFIG with these options.\n"
-                 "Families (model_type): %s.\n"
+                 "Families (model_type):\n  %s.\n"
                  "\n",
             ck_hf_families());
     ck_options_model_help(out);
@@ -41,6 +41,8 @@ static int import_write(const char *config, const ck_model_opts *opts, const cha
     char *text = rc == CK_OK ? ck_json_print(doc) : NULL;
     if (rc == CK_OK && !text)
         rc = ck_err_oom(err);
+    if (rc == CK_OK)
+        rc = ck_hf_check_text(text, output ? output : "(stdout)", err);
     if (rc == CK_OK)
         rc = ck_interrupt_check(err); /* a signal while the config was read: write nothing */
     if (rc == CK_OK && output)

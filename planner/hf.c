@@ -380,6 +380,16 @@ static int check_loads(const cJSON *doc, const char *file, const ck_model_opts *
     return rc;
 }
 
+int ck_hf_check_text(const char *text, const char *file, ck_err *err)
+{
+    cJSON *back = NULL;
+    int rc = ck_json_parse(file, text, strlen(text), &back, err);
+    if (rc == CK_OK)
+        rc = check_loads(back, file, NULL, err);
+    cJSON_Delete(back);
+    return rc;
+}
+
 int ck_hf_import(const cJSON *config, const char *file, const ck_model_opts *opts, cJSON **out,
                  ck_err *err)
 {
@@ -388,7 +398,6 @@ int ck_hf_import(const cJSON *config, const char *file, const ck_model_opts *opt
     int rc = ck_hf_to_model(config, file, opts, &doc, err);
     if (rc == CK_OK) rc = check_loads(doc, file, &rest, err);
     if (rc == CK_OK) rc = bake(doc, &rest, err);
-    if (rc == CK_OK) rc = check_loads(doc, file, NULL, err);
     if (rc != CK_OK) {
         cJSON_Delete(doc);
         return rc;

@@ -33,10 +33,14 @@ int ck_hf_to_model(const cJSON *config, const char *file, const ck_model_opts *o
                    ck_err *err);
 
 /* The ckplan-model/1 document equivalent to config under opts, for `ckplan import`: as
- * ck_hf_to_model, with opts's dims (--set) and optimizer written into it, checked by
- * loading it (so that it plans as the config does with these options). */
+ * ck_hf_to_model, with opts's dims (--set) and optimizer written into it, once the
+ * document loaded with these options. */
 int ck_hf_import(const cJSON *config, const char *file, const ck_model_opts *opts, cJSON **out,
                  ck_err *err);
+
+/* Whether text, the printed form of such a document (written to `file`), reads back as a
+ * model: what ckplan writes, it reads back. */
+int ck_hf_check_text(const char *text, const char *file, ck_err *err);
 
 /* opts without what ck_hf_to_model consumed (lora_rank, attention), for
  * ck_model_from_json_opts. */
