@@ -122,20 +122,49 @@ static int theta(const reader *r, uint64_t *out)
     return CK_OK;
 }
 
+/* Keys read in turn: sizes (a positive integer each) and probabilities. */
+typedef struct {
+    const char *key;
+    bool required;
+    uint64_t *out;
+} size_key;
+
+typedef struct {
+    const char *key;
+    double *out;
+} prob_key;
+
+static int read_sizes(const reader *r, const size_key *k, size_t n)
+{
+    int rc = CK_OK;
+    for (size_t i = 0; i < n && rc == CK_OK; i++)
+        rc = size(r, k[i].key, k[i].required, k[i].out);
+    return rc;
+}
+
+static int read_probs(const reader *r, const prob_key *k, size_t n)
+{
+    int rc = CK_OK;
+    for (size_t i = 0; i < n && rc == CK_OK; i++)
+        rc = number(r, k[i].key, false, k[i].out);
+    return rc;
+}
+
+#define N_OF(a) (sizeof(a) / sizeof(a)[0])
+
 /* GPT2Config: n_embd, n_head, n_layer, n_positions, n_inner (null: 4 n_embd), three
  * dropouts of 0.1 by default; GPT2LMHeadModel ties the head to wte. */
 static int read_gpt2(const reader *r, ck_hf_config *c)
 {
     c->attn_p = c->resid_p = c->embd_p = 0.1;
     c->tie = c->qkv_bias = c->o_bias = c->mlp_bias = true;
-    int rc = size(r, "n_embd", true, &c->C);
-    if (rc == CK_OK) rc = size(r, "n_head", true, &c->H);
-    if (rc == CK_OK) rc = size(r, "n_layer", true, &c->L);
-    if (rc == CK_OK) rc = size(r, "n_positions", true, &c->P);
-    if (rc == CK_OK) rc = size(r, "n_inner", false, &c->F);
-    if (rc == CK_OK) rc = number(r, "attn_pdrop", false, &c->attn_p);
-    if (rc == CK_OK) rc = number(r, "resid_pdrop", false, &c->resid_p);
-    if (rc == CK_OK) rc = number(r, "embd_pdrop", false, &c->embd_p);
+    const size_key sizes[] = {{"n_embd", true, &c->C}, {"n_head", true, &c->H},
+                              {"n_layer", true, &c->L}, {"n_positions", true, &c->P},
+                              {"n_inner", false, &c->F}};
+    const prob_key probs[] = {{"attn_pdrop", &c->attn_p}, {"resid_pdrop", &c->resid_p},
+                              {"embd_pdrop", &c->embd_p}};
+    int rc = read_sizes(r, sizes, N_OF(sizes));
+    if (rc == CK_OK) rc = read_probs(r, probs, N_OF(probs));
     if (rc == CK_OK) rc = expect_string(r, "activation_function", "gelu_new", "gelu_pytorch_tanh");
     return rc;
 }
@@ -148,15 +177,14 @@ static int read_opt(const reader *r, ck_hf_config *c)
     c->tie = c->qkv_bias = c->o_bias = c->mlp_bias = true;
     bool pre_ln = true;
     uint64_t proj = 0;
-    int rc = size(r, "hidden_size", true, &c->C);
-    if (rc == CK_OK) rc = size(r, "num_attention_heads", true, &c->H);
-    if (rc == CK_OK) rc = size(r, "num_hidden_layers", true, &c->L);
-    if (rc == CK_OK) rc = size(r, "ffn_dim", true, &c->F);
-    if (rc == CK_OK) rc = size(r, "max_position_embeddings", true, &c->P);
-    if (rc == CK_OK) rc = size(r, "word_embed_proj_dim", false, &proj);
-    if (rc == CK_OK) rc = number(r, "dropout", false, &c->resid_p);
-    if (rc == CK_OK) rc = number(r, "attention_dropout", false, &c->attn_p);
-    if (rc == CK_OK) rc = number(r, "activation_dropout", false, &c->act_p);
+    const size_key sizes[] = {{"hidden_size", true, &c->C}, {"num_attention_heads", true, &c->H},
+                              {"num_hidden_layers", true, &c->L}, {"ffn_dim", true, &c->F},
+                              {"max_position_embeddings", true, &c->P},
+                              {"word_embed_proj_dim", false, &proj}};
+    const prob_key probs[] = {{"dropout", &c->resid_p}, {"attention_dropout", &c->attn_p},
+                              {"activation_dropout", &c->act_p}};
+    int rc = read_sizes(r, sizes, N_OF(sizes));
+    if (rc == CK_OK) rc = read_probs(r, probs, N_OF(probs));
     if (rc == CK_OK) rc = flag(r, "enable_bias", &c->qkv_bias);
     if (rc == CK_OK) rc = flag(r, "do_layer_norm_before", &pre_ln);
     if (rc == CK_OK) rc = expect_string(r, "activation_function", "relu", NULL);
@@ -181,13 +209,12 @@ static int read_decoder(const reader *r, ck_hf_config *c)
         c->D = 256;
     c->tie = strncmp(t, "gemma", 5) == 0;
     c->qkv_bias = strcmp(t, "qwen2") == 0; /* Qwen2Attention: q/k/v with bias, o without */
-    int rc = size(r, "hidden_size", true, &c->C);
-    if (rc == CK_OK) rc = size(r, "num_attention_heads", true, &c->H);
-    if (rc == CK_OK) rc = size(r, "num_key_value_heads", false, &c->KV);
-    if (rc == CK_OK) rc = size(r, "head_dim", false, &c->D);
-    if (rc == CK_OK) rc = size(r, "num_hidden_layers", true, &c->L);
-    if (rc == CK_OK) rc = size(r, "intermediate_size", true, &c->F);
-    if (rc == CK_OK) rc = size(r, "max_position_embeddings", false, &c->P);
+    const size_key sizes[] = {{"hidden_size", true, &c->C}, {"num_attention_heads", true, &c->H},
+                              {"num_key_value_heads", false, &c->KV}, {"head_dim", false, &c->D},
+                              {"num_hidden_layers", true, &c->L},
+                              {"intermediate_size", true, &c->F},
+                              {"max_position_embeddings", false, &c->P}};
+    int rc = read_sizes(r, sizes, N_OF(sizes));
     if (rc == CK_OK) rc = number(r, "attention_dropout", false, &c->attn_p);
     if (rc == CK_OK) rc = theta(r, &c->theta);
     return rc;
@@ -205,11 +232,12 @@ static int read_extras(const reader *r, ck_hf_config *c)
         c->o_bias = c->qkv_bias;
         if (rc == CK_OK && strcmp(t, "llama") == 0) rc = flag(r, "mlp_bias", &c->mlp_bias);
     } else if (strcmp(t, "mixtral") == 0) {
-        rc = size(r, "num_local_experts", true, &c->E);
-        if (rc == CK_OK) rc = size(r, "num_experts_per_tok", true, &c->K);
+        const size_key experts[] = {{"num_local_experts", true, &c->E},
+                                    {"num_experts_per_tok", true, &c->K}};
+        rc = read_sizes(r, experts, N_OF(experts));
     } else if (strcmp(t, "phi3") == 0) {
-        rc = number(r, "resid_pdrop", false, &c->resid_p);
-        if (rc == CK_OK) rc = number(r, "embd_pdrop", false, &c->embd_p);
+        const prob_key probs[] = {{"resid_pdrop", &c->resid_p}, {"embd_pdrop", &c->embd_p}};
+        rc = read_probs(r, probs, N_OF(probs));
     } else if (strcmp(t, "gemma2") == 0) {
         rc = softcap(r, "attn_logit_softcapping", 50.0, &c->attn_cap);
         if (rc == CK_OK) rc = softcap(r, "final_logit_softcapping", 30.0, &c->final_cap);
