@@ -71,24 +71,32 @@ static void put_bool(builder *b, cJSON *obj, const char *key, bool v)
     check(b, cJSON_AddBoolToObject(obj, key, v));
 }
 
+/* item added to obj as key, or to the array obj when key is NULL; on failure item is
+ * deleted (cJSON keeps what it was given only when the addition succeeds). */
+static cJSON *attach(builder *b, cJSON *obj, const char *key, cJSON *item)
+{
+    bool added = item && (key ? cJSON_AddItemToObject(obj, key, item) : cJSON_AddItemToArray(obj, item));
+    if (added)
+        return item;
+    cJSON_Delete(item);
+    b->oom = true;
+    return NULL;
+}
+
 /* A node `name` = op(in0[, in1]), appended; it becomes `cur`. NULL when out of memory (the
  * put_ helpers then do nothing but fail). */
 static cJSON *node2(builder *b, const char *name, const char *op, const char *in0, const char *in1)
 {
-    cJSON *n = cJSON_CreateObject(), *in = cJSON_CreateArray();
-    if (!n || !in || !cJSON_AddItemToArray(b->nodes, n)) {
-        cJSON_Delete(n);
-        cJSON_Delete(in);
-        b->oom = true;
+    cJSON *n = attach(b, b->nodes, NULL, cJSON_CreateObject());
+    b->cur = name;
+    if (!n)
         return NULL;
-    }
     put_string(b, n, "name", name);
     put_string(b, n, "op", op);
-    check(b, cJSON_AddItemToObject(n, "inputs", in) ? in : NULL);
-    check(b, cJSON_AddItemToArray(in, cJSON_CreateString(in0)) ? in : NULL);
+    cJSON *in = attach(b, n, "inputs", cJSON_CreateArray());
+    attach(b, in, NULL, cJSON_CreateString(in0));
     if (in1)
-        check(b, cJSON_AddItemToArray(in, cJSON_CreateString(in1)) ? in : NULL);
-    b->cur = name;
+        attach(b, in, NULL, cJSON_CreateString(in1));
     return n;
 }
 
@@ -288,16 +296,14 @@ static void header(builder *b, cJSON *doc, const cJSON *config)
 
 static void inputs(builder *b, cJSON *doc)
 {
-    cJSON *in = cJSON_AddArrayToObject(doc, "inputs");
-    check(b, in);
+    cJSON *in = attach(b, doc, "inputs", cJSON_CreateArray());
     const char *names[] = {"tokens", "targets"};
-    for (size_t i = 0; i < 2; i++) {
-        cJSON *t = cJSON_CreateObject(), *shape = cJSON_CreateArray();
-        check(b, t && shape && cJSON_AddItemToArray(in, t) ? t : NULL);
-        check(b, shape && t && cJSON_AddItemToObject(t, "name", cJSON_CreateString(names[i])) ? t : NULL);
-        check(b, shape && t && cJSON_AddItemToObject(t, "shape", shape) ? t : NULL);
-        check(b, cJSON_AddItemToArray(shape, cJSON_CreateString("B")) ? shape : NULL);
-        check(b, cJSON_AddItemToArray(shape, cJSON_CreateString("T")) ? shape : NULL);
+    for (size_t i = 0; in && i < 2; i++) {
+        cJSON *t = attach(b, in, NULL, cJSON_CreateObject());
+        put_string(b, t, "name", names[i]);
+        cJSON *shape = t ? attach(b, t, "shape", cJSON_CreateArray()) : NULL;
+        attach(b, shape, NULL, cJSON_CreateString("B"));
+        attach(b, shape, NULL, cJSON_CreateString("T"));
         put_string(b, t, "dtype", "int32");
     }
 }
