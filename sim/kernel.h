@@ -11,8 +11,8 @@
  *   gradient buffers when they allocate them.
  * - A NULL gradient (din, dparam) is one that is not required (requires-grad, planner/model):
  *   the backward neither writes it nor reads what only it needs, which the node may not have
- *   kept (a frozen linear keeps no input). Every backward with more than one gradient takes
- *   any of them NULL.
+ *   kept (a frozen linear keeps no input). Backwards take NULL for any input's gradient
+ *   that is not required, and for their parameters' when the node is frozen.
  * - Saved internal tensors (the ck_slot values: mean, rstd, mask, probs, dropped, lse, moe's...) are
  *   written by the forward and read by the backward, exactly as planner/op declares them.
  * - Workspace arguments are caller-allocated buffers of exactly the size planner/op
