@@ -11,9 +11,9 @@ hf_f32() {
         python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["dtype"]="f32"; d["training"]={"optimizer":"adam","param_dtype":"f32"}; json.dump(d, open(sys.argv[2], "w"))' "$out.bf16.json" "$out"
 }
 
-# hf_plans NAME MODEL ARGS...: every planner plans MODEL half-way between dp's smallest plan
-# and the baseline (at least three of them must); with VERIFY=1 each plan passes --verify
-# with the measured peaks equal to the predicted ones.
+# hf_plans NAME MODEL ARGS...: every planner plans MODEL with ARGS half-way between dp's
+# smallest plan and the baseline; at least three of them must. (The bf16 configs: the
+# executor runs f32 models, so their f32 imports are the ones run, by verify_planners.)
 hf_plans() {
     local name=$1 model=$2; shift 2
     run plan "$model" "$@" --budget 1000T --json -o "hf-$name-big.json"
@@ -23,27 +23,11 @@ hf_plans() {
     base=$(json_get "hf-$name-big.json" '["predicted"]["baseline_peak_bytes"]')
     run plan "$model" "$@" --budget "$(json_get "hf-$name-big.json" '["predicted"]["static_bytes"]')"
     min=$(printf '%s\n' "$err" | sed -n 's/.*its smallest plan needs [^(]*(\([0-9]*\) bytes).*/\1/p')
-    rm -f "hf-$name.jsonl"
     for planner in dp revolve chen sqrt none; do
         run plan "$model" "$@" --budget "$(( (min + base) / 2 ))" --planner "$planner" -o "hf-$name-$planner.json"
-        [ "$rc" = 0 ] || continue
-        planned=$((planned + 1))
-        [ "${VERIFY:-0}" = 1 ] || continue
-        run run "hf-$name-$planner.json" --verify --steps 2 --runs "hf-$name.jsonl" --quiet
-        check "hf $name: $planner's plan passes --verify" 0
+        [ "$rc" = 0 ] && planned=$((planned + 1))
     done
     check_that "hf $name: at least three planners plan at the middle budget" test "$planned" -ge 3
-    [ "${VERIFY:-0}" = 1 ] || return
-    check_that "hf $name: measured peaks equal the predicted ones" python3 - "hf-$name.jsonl" "$planned" <<'PY'
-import json, sys
-records = [json.loads(line) for line in open(sys.argv[1])]
-assert len(records) == int(sys.argv[2]), len(records)
-for r in records:
-    p, m, v = r["predicted"], r["plan_run"], r["verification"]
-    assert v["passed"] and v["gradients_identical"], v
-    assert m["activation_peak_bytes"] == p["activation_peak_bytes"], (m, p)
-    assert m["static_bytes"] == p["static_bytes"], (m, p)
-PY
 }
 
 for config in "$root"/models/hf/*.json; do
@@ -52,9 +36,9 @@ for config in "$root"/models/hf/*.json; do
     hf_plans "$family-eager" "$config" --attention eager
     hf_plans "$family-lora" "$config" --lora 4
     hf_f32 "$config" "hf-$family-f32.json" --seq 16 &&
-        VERIFY=1 hf_plans "$family-f32" "hf-$family-f32.json"
+        verify_planners "hf $family-f32" "hf-$family-f32.json" --may-store-all
     hf_f32 "$config" "hf-$family-f32-lora.json" --seq 16 --lora 4 --attention eager &&
-        VERIFY=1 hf_plans "$family-f32-lora-eager" "hf-$family-f32-lora.json"
+        verify_planners "hf $family-f32-lora-eager" "hf-$family-f32-lora.json" --may-store-all
 done
 
 # import: the file it writes plans to the same figures and schedule as the config with the
