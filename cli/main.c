@@ -21,6 +21,7 @@ static const struct {
     {"profile", ck_cmd_profile, "measure each stage's time on this machine, for plan --costs"},
     {"sweep", ck_cmd_sweep, "plan (and run) a model at many budgets with several planners"},
     {"report", ck_cmd_report, "tabulate the records of a runs file (table, CSV or JSON)"},
+    {"import", ck_cmd_import, "write the model file that a Hugging Face config.json stands for"},
     {"chain", ck_cmd_chain, "write the chain of stages derived from a model as a chain file"},
 };
 

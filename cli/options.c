@@ -148,8 +148,11 @@ void ck_options_model_help(FILE *out)
             "                        instead of the file's: none, sgd, momentum, adam\n"
             "  --recipe NAME         for model files: the training recipe (dtypes of\n"
             "                        parameters, gradients, activations, master weights)\n"
-            "  --lora R              for Hugging Face configs: rank-R adapters on a frozen model\n"
-            "  --attention KIND      for Hugging Face configs: eager, sdpa or flash\n");
+            "  --lora R              for Hugging Face configs: rank-R adapters on q, k, v, o and\n"
+            "                        the MLP's projections, every base parameter frozen\n"
+            "  --attention KIND      for Hugging Face configs: eager (keeps the probabilities),\n"
+            "                        sdpa (default, as transformers picks: PyTorch's fused\n"
+            "                        kernels keep log-sum-exp rows) or flash (the same)\n");
 }
 
 int ck_options_parse_count(const char *text, const char *flag, uint64_t min, uint64_t max, uint64_t *out,

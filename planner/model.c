@@ -445,6 +445,19 @@ static int parse_float_dtype(loader *ld, const cJSON *v, const char *path, ck_dt
     return expected(ld, path, "a float dtype (\"f32\", \"bf16\" or \"f16\")", v);
 }
 
+/* A PROB or POSITIVE attribute. */
+static int parse_number(loader *ld, ck_attr_kind kind, const cJSON *v, const char *path,
+                        double *out)
+{
+    double x = cJSON_IsNumber(v) ? v->valuedouble : NAN;
+    if (kind == CK_ATTR_POSITIVE && !(x > 0 && isfinite(x)))
+        return expected(ld, path, "a positive number", v);
+    if (kind == CK_ATTR_PROB && !(x >= 0 && x < 1))
+        return expected(ld, path, "a probability in [0, 1)", v);
+    *out = x;
+    return CK_OK;
+}
+
 static int read_attrs(loader *ld, const cJSON *js, const ck_op_def *op, const char *path, ck_attrs *a)
 {
     ck_op_default_attrs(op, a);
@@ -465,10 +478,8 @@ static int read_attrs(loader *ld, const cJSON *js, const ck_op_def *op, const ch
             rc = ck_json_get_bool(js, spec->name, true, field, ld->file, path, ld->err);
         } else if (spec->kind == CK_ATTR_DTYPE) {
             rc = parse_float_dtype(ld, v, apath, field);
-        } else if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0 && v->valuedouble < 1)) {
-            rc = expected(ld, apath, "a probability in [0, 1)", v);
         } else {
-            *(double *)field = v->valuedouble;
+            rc = parse_number(ld, spec->kind, v, apath, field);
         }
         if (rc != CK_OK)
             return rc;

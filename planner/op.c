@@ -28,11 +28,14 @@ static const ck_op_def op_table[] = {
     OP(CK_OP_MUL, "mul", 2, 1, 2),
     OP(CK_OP_DROPOUT, "dropout", 1, 2, 1, .draws = true, .n_attrs = 1,
        .attrs = {ATTR("p", CK_ATTR_PROB, true, 0, p)}),
-    OP(CK_OP_ATTENTION, "attention", 1, 0, 0, .draws = true, .n_attrs = 4,
+    OP(CK_OP_ATTENTION, "attention", 1, 0, 0, .draws = true, .n_attrs = 7,
        .attrs = {ATTR("heads", CK_ATTR_DIM, true, 0, heads),
                  ATTR("kv_heads", CK_ATTR_DIM, false, 0, kv_heads),
                  ATTR("dropout", CK_ATTR_PROB, false, 0, p),
-                 ATTR("flash", CK_ATTR_BOOL, false, 0, flash)}),
+                 ATTR("flash", CK_ATTR_BOOL, false, 0, flash),
+                 ATTR("head_dim", CK_ATTR_DIM, false, 0, head_dim),
+                 ATTR("softmax_dtype", CK_ATTR_DTYPE, false, CK_I32, softmax_dtype),
+                 ATTR("softcap", CK_ATTR_POSITIVE, false, 0, cap)}),
     OP(CK_OP_ROPE, "rope", 1, 0, 0, .n_attrs = 3,
        .attrs = {ATTR("heads", CK_ATTR_DIM, true, 0, heads),
                  ATTR("kv_heads", CK_ATTR_DIM, false, 0, kv_heads),
@@ -42,6 +45,29 @@ static const ck_op_def op_table[] = {
     OP(CK_OP_SWIGLU, "swiglu", 2, 5, 10),
     /* One conversion per element, of the value forward and of its gradient backward. */
     OP(CK_OP_CAST, "cast", 1, 1, 1, .n_attrs = 1, .attrs = {ATTR("to", CK_ATTR_DTYPE, true, 0, to)}),
+    /* out = y + alpha/rank B (A x): per output element, forward the scaling and the sum,
+     * backward the scaling of the gradient and its copy to y; the products in
+     * describe_lora. */
+    OP(CK_OP_LORA, "lora", 2, 2, 2, .n_attrs = 4,
+       .attrs = {ATTR("rank", CK_ATTR_DIM, true, 0, rank),
+                 ATTR("alpha", CK_ATTR_POSITIVE, false, 0, alpha),
+                 ATTR("heads", CK_ATTR_DIM, false, 0, heads),
+                 ATTR("kv_heads", CK_ATTR_DIM, false, 0, kv_heads)}),
+    /* RMSNorm of each q and k head: its FLOPs (rmsnorm's per normalised element) in
+     * describe_kind. */
+    OP(CK_OP_QKNORM, "qknorm", 1, 0, 0, .n_attrs = 3,
+       .attrs = {ATTR("heads", CK_ATTR_DIM, true, 0, heads),
+                 ATTR("kv_heads", CK_ATTR_DIM, false, 0, kv_heads),
+                 ATTR("head_dim", CK_ATTR_DIM, false, 0, head_dim)}),
+    /* gelu(gate) * up: forward gelu 8, product 1; backward gelu's 12, d up 1, d gate 1. */
+    OP(CK_OP_GEGLU, "geglu", 2, 9, 14),
+    /* cap tanh(x / cap): a division, tanh and a product; backward (out / cap)^2, 1 minus
+     * it, times the gradient. */
+    OP(CK_OP_SOFTCAP, "softcap", 1, 3, 4, .n_attrs = 1,
+       .attrs = {ATTR("cap", CK_ATTR_POSITIVE, true, 0, cap)}),
+    /* One product per element each way. */
+    OP(CK_OP_SCALE, "scale", 1, 1, 1, .n_attrs = 1,
+       .attrs = {ATTR("factor", CK_ATTR_POSITIVE, true, 0, factor)}),
     /* Its FLOPs depend on the routing's sizes: in describe_moe. */
     OP(CK_OP_MOE, "moe", 1, 0, 0, .n_attrs = 3,
        .attrs = {ATTR("experts", CK_ATTR_DIM, true, 0, experts),
@@ -65,7 +91,8 @@ const char *ck_op_names(void)
 {
     /* tests/unit/test_ops.c checks that it names every op of the table. */
     return "embedding, linear, layernorm, rmsnorm, gelu, relu, silu, add, mul, dropout, "
-           "attention, rope, swiglu, cast, moe, cross_entropy, mse";
+           "attention, rope, swiglu, cast, lora, qknorm, geglu, softcap, scale, moe, "
+           "cross_entropy, mse";
 }
 
 void ck_op_default_attrs(const ck_op_def *op, ck_attrs *a)
@@ -156,12 +183,12 @@ static int infer_embedding(const ck_attrs *a, ck_dtype act, const ck_ttype *in, 
 
 /* The packed q, k, v layout attention and rope read: [B, T, (heads + 2*kv_heads) * D];
  * fills kv_heads' default and sets *head_dim. */
-static int check_packed(ck_attrs *a, const ck_ttype *in, uint64_t *head_dim, const char *file,
-                        const char *path, ck_err *err)
+static int check_packed(ck_attrs *a, const ck_ttype *in, size_t i, uint64_t *head_dim,
+                        const char *file, const char *path, ck_err *err)
 {
-    if (in[0].rank != 3 || !ck_dtype_is_float(in[0].dtype))
-        return bad_input(file, path, 0, "a float tensor [B, T, (heads + 2*kv_heads) * head_dim]",
-                         &in[0], err);
+    if (in[i].rank != 3 || !ck_dtype_is_float(in[i].dtype))
+        return bad_input(file, path, i, "a float tensor [B, T, (heads + 2*kv_heads) * head_dim]",
+                         &in[i], err);
     if (a->kv_heads == 0)
         a->kv_heads = a->heads;
     if (a->heads % a->kv_heads != 0)
@@ -171,14 +198,20 @@ static int check_packed(ck_attrs *a, const ck_ttype *in, uint64_t *head_dim, con
     uint64_t groups; /* heads + 2*kv_heads: heads <= 2^53 keeps this exact */
     if (!ck_size_mul(a->kv_heads, 2, &groups) || !ck_size_add(groups, a->heads, &groups))
         return bad_attr(file, path, "heads", err, "heads + 2*kv_heads overflows 64 bits");
-    if (last_dim(&in[0]) % groups != 0) {
+    if (last_dim(&in[i]) % groups != 0) {
         char want[160];
         snprintf(want, sizeof want,
                  "a last dimension divisible by heads + 2*kv_heads = %llu (packed q, k, v)",
                  (unsigned long long)groups);
-        return bad_input(file, path, 0, want, &in[0], err);
+        return bad_input(file, path, i, want, &in[i], err);
     }
-    *head_dim = last_dim(&in[0]) / groups;
+    *head_dim = last_dim(&in[i]) / groups;
+    if (a->head_dim && a->head_dim != *head_dim)
+        return bad_attr(file, path, "head_dim", err,
+                        "expected the head size of the packed width, %llu / (heads + "
+                        "2*kv_heads = %llu) = %llu, got %llu",
+                        (unsigned long long)last_dim(&in[i]), (unsigned long long)groups,
+                        (unsigned long long)*head_dim, (unsigned long long)a->head_dim);
     return CK_OK;
 }
 
@@ -186,10 +219,18 @@ static int infer_attention(ck_attrs *a, const ck_ttype *in, ck_ttype *out, const
                            const char *path, ck_err *err)
 {
     uint64_t head_dim;
-    int rc = check_packed(a, in, &head_dim, file, path, err);
+    int rc = check_packed(a, in, 0, &head_dim, file, path, err);
     *out = in[0];
     out->dim[2] = head_dim * a->heads;
-    return rc;
+    if (rc != CK_OK)
+        return rc;
+    if (!ck_dtype_is_float(a->softmax_dtype))
+        a->softmax_dtype = in[0].dtype;
+    if (a->softmax_dtype != CK_F32 && a->softmax_dtype != in[0].dtype)
+        return bad_attr(file, path, "softmax_dtype", err,
+                        "expected \"f32\" or the input's dtype, \"%s\", got \"%s\"",
+                        ck_dtype_name(in[0].dtype), ck_dtype_name(a->softmax_dtype));
+    return CK_OK;
 }
 
 /* Rotations act on pairs of values, so heads have an even size. */
@@ -197,7 +238,7 @@ static int infer_rope(ck_attrs *a, const ck_ttype *in, ck_ttype *out, const char
                       const char *path, ck_err *err)
 {
     uint64_t head_dim;
-    int rc = check_packed(a, in, &head_dim, file, path, err);
+    int rc = check_packed(a, in, 0, &head_dim, file, path, err);
     if (rc == CK_OK && head_dim % 2 != 0) {
         char want[160];
         snprintf(want, sizeof want, "heads of an even size (rotated in pairs); "
@@ -207,6 +248,31 @@ static int infer_rope(ck_attrs *a, const ck_ttype *in, ck_ttype *out, const char
     }
     *out = in[0];
     return rc;
+}
+
+/* x [.., in] and y [.., out] of one float dtype and the same leading dimensions; with
+ * heads, y is a packed q, k, v. alpha defaults to the rank. */
+static int infer_lora(ck_attrs *a, const ck_ttype *in, ck_ttype *out, const char *file,
+                      const char *path, ck_err *err)
+{
+    *out = in[1];
+    int rc = check_float(file, path, 0, &in[0], err);
+    if (rc != CK_OK)
+        return rc;
+    bool ok = in[1].dtype == in[0].dtype && in[1].rank == in[0].rank;
+    for (size_t i = 0; ok && i + 1 < in[0].rank; i++)
+        ok = in[1].dim[i] == in[0].dim[i];
+    if (!ok) {
+        char want[256], shown[128];
+        ck_ttype_format(&in[0], shown, sizeof shown);
+        snprintf(want, sizeof want, "the dtype and leading dimensions of inputs[0], %s "
+                 "(y, the base projection of x)", shown);
+        return bad_input(file, path, 1, want, &in[1], err);
+    }
+    if (a->alpha == 0)
+        a->alpha = (double)a->rank;
+    uint64_t head_dim;
+    return a->heads ? check_packed(a, in, 1, &head_dim, file, path, err) : CK_OK;
 }
 
 static int infer_loss(const ck_op_def *op, const ck_ttype *in, ck_ttype *out, const char *file,
@@ -241,6 +307,13 @@ int ck_op_infer(const ck_op_def *op, ck_attrs *a, ck_dtype act, const ck_ttype *
         return infer_attention(a, in, out, file, path, err);
     case CK_OP_ROPE:
         return infer_rope(a, in, out, file, path, err);
+    case CK_OP_LORA:
+        return infer_lora(a, in, out, file, path, err);
+    case CK_OP_QKNORM: {
+        uint64_t head_dim;
+        *out = in[0];
+        return check_packed(a, in, 0, &head_dim, file, path, err);
+    }
     case CK_OP_CROSS_ENTROPY:
     case CK_OP_MSE:
         return infer_loss(op, in, out, file, path, err);
@@ -258,6 +331,7 @@ int ck_op_infer(const ck_op_def *op, ck_attrs *a, ck_dtype act, const ck_ttype *
     case CK_OP_ADD:
     case CK_OP_MUL:
     case CK_OP_SWIGLU:
+    case CK_OP_GEGLU:
         rc = check_float(file, path, 0, &in[0], err);
         if (rc == CK_OK)
             rc = check_same(file, path, in, err);
@@ -268,7 +342,9 @@ int ck_op_infer(const ck_op_def *op, ck_attrs *a, ck_dtype act, const ck_ttype *
     case CK_OP_GELU:
     case CK_OP_RELU:
     case CK_OP_SILU:
-    case CK_OP_DROPOUT: /* they keep their input's type */
+    case CK_OP_DROPOUT:
+    case CK_OP_SOFTCAP:
+    case CK_OP_SCALE: /* they keep their input's type */
         *out = in[0];
         return check_float(file, path, 0, &in[0], err);
     case CK_OP_MOE: /* a token picks K distinct experts */
@@ -372,6 +448,35 @@ static ck_ttype rows_of(const ck_ttype *t, ck_dtype dtype)
     return r;
 }
 
+/* Eager attention's [B, H, T, T] tensors, after Hugging Face's eager_attention_forward:
+ * the capped scores' tanh (softcap: its backward reads it), the softmax output in the
+ * softmax dtype (its backward reads it), then what the product with V reads: with dropout
+ * the mask and the dropped probabilities, else the probabilities in the input's dtype,
+ * which is the softmax output itself unless that was upcast to f32. */
+static void save_scores(ovf *o, const ck_attrs *a, const ck_ttype *scores, ck_op_info *info)
+{
+    uint64_t s = numel(o, scores);
+    ck_ttype probs = *scores;
+    probs.dtype = a->softmax_dtype;
+    if (a->cap > 0)
+        save_internal(o, info, CK_SLOT_CAPPED, scores);
+    save_internal(o, info, CK_SLOT_PROBS, &probs);
+    if (a->p > 0) {
+        ck_ttype mask = *scores;
+        mask.dtype = CK_U8;
+        save_internal(o, info, CK_SLOT_MASK, &mask);
+        save_internal(o, info, CK_SLOT_DROPPED, scores);
+        info->fwd_flops = add(o, info->fwd_flops, mul(o, s, 2));
+        info->bwd_flops = add(o, info->bwd_flops, s);
+    } else if (probs.dtype != scores->dtype) {
+        save_internal(o, info, CK_SLOT_PROBS_CAST, scores);
+    }
+    /* Forward: the raw scores before softmax. Backward: the gradient of the
+     * probabilities, turned into that of the scores in place. */
+    info->fwd_ws_bytes = bytes_of(o, scores);
+    info->bwd_ws_bytes = info->fwd_ws_bytes;
+}
+
 static void describe_attention(ovf *o, const ck_attrs *a, const ck_ttype *in,
                                const ck_ttype *out, ck_op_info *info)
 {
@@ -382,31 +487,22 @@ static void describe_attention(ovf *o, const ck_attrs *a, const ck_ttype *in,
     uint64_t sd = mul(o, s, head_dim);
     save_ref(o, info, CK_SAVE_INPUT, 0, &in[0]);
     save_ref(o, info, CK_SAVE_OUTPUT, 0, out);
-    /* Q K^T and P V: two products of 2*S*D; softmax about 5 FLOPs per score. */
-    info->fwd_flops = add(o, mul(o, sd, 4), mul(o, s, 5));
-    info->bwd_flops = add(o, mul(o, sd, 8), mul(o, s, 5));
+    /* Q K^T and P V: two products of 2*S*D; softmax about 5 FLOPs per score; softcap a
+     * division, tanh and a product forward, 1 - t^2 and a product backward. */
+    uint64_t cap = a->cap > 0 ? mul(o, s, 3) : 0;
+    info->fwd_flops = add(o, add(o, mul(o, sd, 4), mul(o, s, 5)), cap);
+    info->bwd_flops = add(o, add(o, mul(o, sd, 8), mul(o, s, 5)), cap);
     if (a->flash) {
         ck_ttype lse = {.dtype = CK_F32, .rank = 3, .dim = {b, a->heads, t}};
         save_internal(o, info, CK_SLOT_LSE, &lse);
         /* Row by row: one row of f32 scores forward; backward recomputes a row of
-         * probabilities and its gradient. */
+         * probabilities (capped again) and its gradient. */
         info->fwd_ws_bytes = mul(o, t, 4);
         info->bwd_ws_bytes = mul(o, t, 8);
-        info->bwd_flops = add(o, info->bwd_flops, add(o, mul(o, sd, 2), mul(o, s, 5)));
+        info->bwd_flops = add(o, info->bwd_flops,
+                              add(o, add(o, mul(o, sd, 2), mul(o, s, 5)), cap));
     } else {
-        save_internal(o, info, CK_SLOT_PROBS, &scores);
-        if (a->p > 0) {
-            ck_ttype mask = scores;
-            mask.dtype = CK_U8;
-            save_internal(o, info, CK_SLOT_MASK, &mask);
-            save_internal(o, info, CK_SLOT_DROPPED, &scores);
-            info->fwd_flops = add(o, info->fwd_flops, mul(o, s, 2));
-            info->bwd_flops = add(o, info->bwd_flops, s);
-        }
-        /* Forward: the raw scores before softmax. Backward: the gradient of the
-         * probabilities, turned into that of the scores in place. */
-        info->fwd_ws_bytes = bytes_of(o, &scores);
-        info->bwd_ws_bytes = info->fwd_ws_bytes;
+        save_scores(o, a, &scores, info);
     }
 }
 
@@ -423,6 +519,46 @@ static void describe_linear(ovf *o, const ck_attrs *a, const ck_ttype *in, const
     param(o, info, "bias", CK_INIT_ZEROS, a->bias, false, SHAPE(a->out));
     info->fwd_flops = add(o, mul(o, macs, 2), bias_flops);
     info->bwd_flops = add(o, mul(o, macs, 4), bias_flops); /* dX and dW */
+}
+
+/* A = lora_a [P*R, in], B = lora_b [out, R], P = 3 parts (q, k, v) with heads, else 1.
+ * Forward: mid = x A^T, 2*rows*in*P*R; B mid, 2*rows*out*R (each output column reads R
+ * values of mid). Backward: dmid and dB, dx and dA, twice each. */
+static void describe_lora(ovf *o, const ck_attrs *a, const ck_ttype *in, const ck_ttype *out,
+                          ck_op_info *info)
+{
+    uint64_t in_f = last_dim(&in[0]), out_f = last_dim(out);
+    uint64_t rows = numel(o, out) / out_f;
+    uint64_t mid_w = mul(o, a->heads ? 3 : 1, a->rank);
+    ck_ttype mid = in[0];
+    mid.dim[mid.rank - 1] = mid_w;
+    save_ref(o, info, CK_SAVE_INPUT, 0, &in[0]);
+    save_internal(o, info, CK_SLOT_LORA_MID, &mid);
+    param(o, info, "lora_a", CK_INIT_NORMAL, true, false, SHAPE(mid_w, in_f));
+    param(o, info, "lora_b", CK_INIT_ZEROS, true, false, SHAPE(out_f, a->rank));
+    uint64_t a_flops = mul(o, mul(o, rows, in_f), mul(o, mid_w, 2));
+    uint64_t b_flops = mul(o, mul(o, rows, out_f), mul(o, a->rank, 2));
+    info->fwd_flops = add(o, info->fwd_flops, add(o, a_flops, b_flops));
+    info->bwd_flops = add(o, info->bwd_flops, mul(o, add(o, a_flops, b_flops), 2));
+    info->bwd_ws_bytes = bytes_of(o, &mid); /* dmid */
+}
+
+/* rmsnorm's FLOPs per normalised (q or k) element, and backward one per v element, whose
+ * gradient passes through; rstd is one f32 per head of each row. */
+static void describe_qknorm(ovf *o, const ck_attrs *a, const ck_ttype *in, uint64_t n,
+                            ck_op_info *info)
+{
+    uint64_t normed_heads = add(o, a->heads, a->kv_heads);
+    uint64_t d = last_dim(&in[0]) / add(o, normed_heads, a->kv_heads);
+    uint64_t normed = mul(o, mul(o, n / last_dim(&in[0]), d), normed_heads);
+    ck_ttype stats = rows_of(&in[0], CK_F32);
+    stats.dim[stats.rank++] = normed_heads;
+    save_ref(o, info, CK_SAVE_INPUT, 0, &in[0]);
+    save_internal(o, info, CK_SLOT_RSTD, &stats);
+    param(o, info, "q_gamma", CK_INIT_ONES, true, false, SHAPE(d));
+    param(o, info, "k_gamma", CK_INIT_ONES, true, false, SHAPE(d));
+    info->fwd_flops = mul(o, normed, 4);
+    info->bwd_flops = add(o, mul(o, normed, 8), n - normed);
 }
 
 static ck_ttype matrix(ck_dtype d, uint64_t rows, uint64_t cols)
@@ -521,10 +657,12 @@ static void describe_kind(ovf *o, const ck_op_def *op, const ck_attrs *a, const 
         save_ref(o, info, CK_SAVE_INPUT, 0, &in[0]);
         break;
     case CK_OP_RELU:
+    case CK_OP_SOFTCAP:
         save_ref(o, info, CK_SAVE_OUTPUT, 0, out);
         break;
     case CK_OP_MUL:
     case CK_OP_SWIGLU:
+    case CK_OP_GEGLU:
     case CK_OP_MSE:
         save_ref(o, info, CK_SAVE_INPUT, 0, &in[0]);
         save_ref(o, info, CK_SAVE_INPUT, 1, &in[1]);
@@ -543,6 +681,12 @@ static void describe_kind(ovf *o, const ck_op_def *op, const ck_attrs *a, const 
     }
     case CK_OP_ATTENTION:
         describe_attention(o, a, in, out, info);
+        break;
+    case CK_OP_LORA:
+        describe_lora(o, a, in, out, info);
+        break;
+    case CK_OP_QKNORM:
+        describe_qknorm(o, a, in, n, info);
         break;
     case CK_OP_CROSS_ENTROPY: {
         ck_ttype lse = rows_of(&in[0], CK_F32);
@@ -564,7 +708,8 @@ static void describe_kind(ovf *o, const ck_op_def *op, const ck_attrs *a, const 
         describe_moe(o, a, in, info);
         break;
     case CK_OP_ADD:
-    case CK_OP_CAST: /* they save nothing */
+    case CK_OP_CAST:
+    case CK_OP_SCALE: /* they save nothing */
         break;
     }
 }

@@ -17,7 +17,8 @@
 typedef enum {
     CK_OP_EMBEDDING, CK_OP_LINEAR, CK_OP_LAYERNORM, CK_OP_RMSNORM, CK_OP_GELU, CK_OP_RELU,
     CK_OP_SILU, CK_OP_ADD, CK_OP_MUL, CK_OP_DROPOUT, CK_OP_ATTENTION, CK_OP_ROPE,
-    CK_OP_SWIGLU, CK_OP_CAST, CK_OP_MOE, CK_OP_CROSS_ENTROPY, CK_OP_MSE /* losses last */
+    CK_OP_SWIGLU, CK_OP_CAST, CK_OP_LORA, CK_OP_QKNORM, CK_OP_GEGLU, CK_OP_SOFTCAP, CK_OP_SCALE,
+    CK_OP_MOE, CK_OP_CROSS_ENTROPY, CK_OP_MSE /* losses last */
 } ck_op_kind;
 /* Not a member of the enum, so that switches over kinds need no case for it; the op table's
  * size is checked against it. */
@@ -28,11 +29,18 @@ typedef struct {
     uint64_t vocab, dim, positions; /* embedding (positions 0: no position table) */
     uint64_t out;                   /* linear */
     bool bias, tied;                /* linear; tied: shares the embedding's table */
-    uint64_t heads, kv_heads;       /* attention, rope */
+    uint64_t heads, kv_heads;       /* attention, rope, lora, qknorm */
+    uint64_t head_dim;              /* attention, qknorm: stated, checked (0: not given) */
     uint64_t theta;                 /* rope: the base of its frequencies */
     ck_dtype to;                    /* cast: the output's dtype */
     bool flash;                     /* attention */
+    ck_dtype softmax_dtype;         /* attention: f32 or the input's (given as an integer
+                                     * dtype, "not given", until ck_op_infer fills it) */
     double p;                       /* dropout's p, attention's dropout */
+    uint64_t rank;                  /* lora: the adapter's rank */
+    double alpha;                   /* lora: out = y + alpha / rank * B A x */
+    double cap;                     /* softcap's cap; attention's softcap (0: none) */
+    double factor;                  /* scale */
     uint64_t experts, top_k, hidden; /* moe: E experts, K of them per row, F wide */
 } ck_attrs;
 
@@ -40,6 +48,7 @@ typedef enum {
     CK_ATTR_DIM,  /* a positive integer, dim name or product ("4*C") */
     CK_ATTR_BOOL,
     CK_ATTR_PROB, /* a number in [0, 1) */
+    CK_ATTR_POSITIVE, /* a finite number > 0; a default of 0 means "not given" */
     CK_ATTR_DTYPE /* a float dtype's name: "f32", "bf16", "f16" */
 } ck_attr_kind;
 
@@ -47,12 +56,13 @@ typedef struct {
     const char *name;
     ck_attr_kind kind;
     bool required;
-    double dflt;   /* when absent: a DIM default of 0 means "not given"; a DTYPE's is a ck_dtype */
+    double dflt;   /* when absent: a DIM default of 0 means "not given"; a DTYPE's is a
+                    * ck_dtype, an integer one meaning "not given" */
     size_t offset; /* of the field in ck_attrs: uint64_t, bool, double or ck_dtype by kind */
 } ck_attr_spec;
 
 #define CK_OP_MAX_ARITY 2
-#define CK_OP_MAX_ATTRS 4
+#define CK_OP_MAX_ATTRS 8
 #define CK_OP_MAX_SAVED 13 /* moe's: its input and 12 internal tensors */
 #define CK_OP_MAX_PARAMS 4 /* moe's router, w1, w3, w2 */
 #define CK_PARAM_MAX_RANK 3 /* moe's experts: E matrices in one tensor */
@@ -71,6 +81,9 @@ typedef enum {
     CK_SLOT_PROBS,   /* attention probabilities */
     CK_SLOT_DROPPED, /* attention probabilities after dropout */
     CK_SLOT_LSE,     /* per-row log-sum-exp (flash attention, cross_entropy) */
+    CK_SLOT_LORA_MID, /* lora: A x, the adapter's rank-wide middle */
+    CK_SLOT_CAPPED,     /* attention with softcap: tanh(scores / softcap) */
+    CK_SLOT_PROBS_CAST, /* attention with softmax in f32: probs cast to the input's dtype */
     /* moe, per row of its input: */
     CK_SLOT_ROUTER_PROBS, /* f32 softmax of the router logits */
     CK_SLOT_TOPK_INDEX,   /* int64: the K experts chosen */

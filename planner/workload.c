@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "planner/costs.h"
+#include "planner/hf.h"
 #include "planner/json.h"
 #include "planner/schedule.h"
 #include "planner/sha256.h"
@@ -56,13 +57,11 @@ int ck_workload_apply_costs(ck_workload *w, const ck_workload_opts *opts, ck_err
     return rc;
 }
 
-static int load_model(const cJSON *root, const char *path, const ck_workload_opts *opts,
-                      ck_workload *w, ck_err *err)
+/* The chain, program and static memory of w->model. */
+static int derive(const ck_workload_opts *opts, ck_workload *w, ck_err *err)
 {
-    int rc = ck_model_from_json_opts(root, path, &opts->model, &w->model, err);
-    if (rc == CK_OK)
-        rc = ck_derive_chain(w->model, opts->granularity, &opts->cost, &w->chain, &w->stage_first,
-                               err);
+    int rc = ck_derive_chain(w->model, opts->granularity, &opts->cost, &w->chain, &w->stage_first,
+                             err);
     if (rc == CK_OK)
         rc = ck_lower_create(w->model, w->stage_first, w->chain.n_stages, &w->lower, err);
     if (rc == CK_OK)
@@ -70,6 +69,27 @@ static int load_model(const cJSON *root, const char *path, const ck_workload_opt
     if (rc == CK_OK && opts->costs_path)
         rc = ck_workload_apply_costs(w, opts, err);
     return rc;
+}
+
+static int load_model(const cJSON *root, const char *path, const ck_workload_opts *opts,
+                      ck_workload *w, ck_err *err)
+{
+    int rc = ck_model_from_json_opts(root, path, &opts->model, &w->model, err);
+    return rc == CK_OK ? derive(opts, w, err) : rc;
+}
+
+/* A Hugging Face config: its model document, given the options that only configs take,
+ * then the rest of the options as for a model file. */
+static int load_config(const cJSON *root, const char *file, const ck_workload_opts *opts,
+                       ck_workload *w, ck_err *err)
+{
+    cJSON *doc = NULL;
+    int rc = ck_hf_to_model(root, file, &opts->model, &doc, err);
+    ck_model_opts rest = ck_hf_model_opts(&opts->model);
+    if (rc == CK_OK)
+        rc = ck_model_from_json_opts(doc, file, &rest, &w->model, err);
+    cJSON_Delete(doc);
+    return rc == CK_OK ? derive(opts, w, err) : rc;
 }
 
 /* Every size that a plan or a run record of w can hold is at most what the store-everything
@@ -101,25 +121,14 @@ static int check_exact(const ck_workload *w, ck_err *err)
                    (unsigned long long)r.peak_bytes);
 }
 
-int ck_workload_load(const char *path, const ck_workload_opts *opts, ck_workload *out, ck_err *err)
+/* A ckplan file: a model or a chain, by its "format". */
+static int load_document(const cJSON *root, const char *path, const ck_workload_opts *opts,
+                         ck_workload *w, ck_err *err)
 {
-    memset(out, 0, sizeof *out);
-    cJSON *root = NULL;
-    char *raw = NULL;
-    size_t raw_len = 0;
-    int rc = ck_json_load_file(path, &root, &raw, &raw_len, err);
-    if (rc != CK_OK)
-        return rc;
-    ck_sha256_hex(raw, raw_len, out->sha256);
-    free(raw);
-    out->path = strdup(path);
-    if (!out->path)
-        rc = ck_err_oom(err);
     const char *format = NULL;
-    if (rc == CK_OK)
-        rc = ck_json_expect_format(root, file_formats, path, "", &format, err);
+    int rc = ck_json_expect_format(root, file_formats, path, "", &format, err);
     if (rc == CK_OK && strcmp(format, CK_MODEL_FORMAT) == 0)
-        rc = load_model(root, path, opts, out, err);
+        rc = load_model(root, path, opts, w, err);
     else if (rc == CK_OK && opts->costs_path)
         rc = ck_err_fail(err, CK_ERR_INPUT, "%s: --costs applies to model files; a chain file "
                                         "carries its own times", path);
@@ -128,8 +137,32 @@ int ck_workload_load(const char *path, const ck_workload_opts *opts, ck_workload
                                         "--lora and --attention apply to model files; a chain "
                                         "file's stages are fixed", path);
     else if (rc == CK_OK)
-        rc = ck_chain_from_json(root, path, "", &out->chain, err);
+        rc = ck_chain_from_json(root, path, "", &w->chain, err);
+    return rc;
+}
+
+int ck_workload_load(const char *path, const ck_workload_opts *opts, ck_workload *out, ck_err *err)
+{
+    memset(out, 0, sizeof *out);
+    cJSON *root = NULL;
+    char *raw = NULL, *file = ck_hf_config_path(path); /* a directory: its config.json */
+    size_t raw_len = 0;
+    int rc = file ? ck_json_load_file(file, &root, &raw, &raw_len, err) : ck_err_oom(err);
+    if (rc != CK_OK) {
+        free(file);
+        return rc;
+    }
+    ck_sha256_hex(raw, raw_len, out->sha256);
+    free(raw);
+    out->path = strdup(path);
+    if (!out->path)
+        rc = ck_err_oom(err);
+    if (rc == CK_OK && ck_hf_is_config(root))
+        rc = load_config(root, file, opts, out, err);
+    else if (rc == CK_OK)
+        rc = load_document(root, path, opts, out, err);
     cJSON_Delete(root);
+    free(file);
     if (rc == CK_OK)
         rc = check_exact(out, err);
     if (rc != CK_OK)

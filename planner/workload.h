@@ -37,7 +37,9 @@ typedef struct {
 /* Defaults: block granularity, the default cost model. */
 void ck_workload_opts_default(ck_workload_opts *o);
 
-/* Loads path, detecting its format from the "format" field. */
+/* Loads path, detecting its format from the "format" field, or a Hugging Face config.json
+ * (planner/hf: an object with "model_type" and no "format"); a directory stands for its
+ * config.json, whose bytes the sha256 is of. */
 int ck_workload_load(const char *path, const ck_workload_opts *opts, ck_workload *out, ck_err *err);
 void ck_workload_free(ck_workload *w);
 

@@ -168,38 +168,76 @@ void ck_kernel_layernorm_backward(float *dinp, float *dweight, float *dbias, con
     }
 }
 
-/* rstd = 1/sqrt(mean(x^2) + eps), out = x rstd w. */
-void ck_kernel_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, size_t N,
-                        size_t C)
+/* One row of C values: rstd = 1/sqrt(mean(x^2) + eps), out = x rstd w; returns rstd. */
+static float rms_row_forward(float *out, const float *x, const float *weight, size_t C, double eps)
 {
-    for (size_t n = 0; n < N; n++) {
-        const float *x = inp + n * C;
-        double ss = 0.0;
-        for (size_t c = 0; c < C; c++)
-            ss += (double)x[c] * x[c];
-        float r = (float)(1.0 / sqrt(ss / (double)C + NORM_EPS));
-        float *o = out + n * C;
-        for (size_t c = 0; c < C; c++)
-            o[c] = x[c] * r * weight[c];
-        rstd[n] = r;
-    }
+    double ss = 0.0;
+    for (size_t c = 0; c < C; c++)
+        ss += (double)x[c] * x[c];
+    float r = (float)(1.0 / sqrt(ss / (double)C + eps));
+    for (size_t c = 0; c < C; c++)
+        out[c] = x[c] * r * weight[c];
+    return r;
 }
 
 /* With g = dout w, d rstd / dx_k = -rstd^3 x_k / C, so
- *   dx = rstd (g - x rstd^2 mean(g x)),  dw += dout x rstd. dinp or dweight may be NULL. */
+ *   dx = rstd (g - x rstd^2 mean(g x)),  dw += dout x rstd. dx or dweight may be NULL. */
+static void rms_row_backward(float *dx, float *dweight, const float *d, const float *x,
+                             const float *weight, float r, size_t C)
+{
+    float sum_gx = 0.0f;
+    for (size_t c = 0; c < C; c++)
+        sum_gx += d[c] * weight[c] * x[c];
+    float k = r * r * sum_gx / (float)C;
+    for (size_t c = 0; dx && c < C; c++)
+        dx[c] += r * (d[c] * weight[c] - x[c] * k);
+    for (size_t c = 0; dweight && c < C; c++)
+        dweight[c] += d[c] * x[c] * r;
+}
+
+void ck_kernel_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, size_t N,
+                        size_t C)
+{
+    for (size_t n = 0; n < N; n++)
+        rstd[n] = rms_row_forward(out + n * C, inp + n * C, weight, C, NORM_EPS);
+}
+
 void ck_kernel_rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp,
                          const float *weight, const float *rstd, size_t N, size_t C)
 {
+    for (size_t n = 0; n < N; n++)
+        rms_row_backward(dinp ? dinp + n * C : NULL, dweight, dout + n * C, inp + n * C, weight, rstd[n], C);
+}
+
+#define QKNORM_EPS 1e-6 /* Qwen3's rms_norm_eps */
+
+/* Row n, head h < H + KV: rstd[n, h] and out = rmsnorm(x, q_gamma or k_gamma); v copied. */
+void ck_kernel_qknorm_forward(float *out, float *rstd, const float *inp, const float *q_gamma,
+                              const float *k_gamma, size_t N, size_t H, size_t KV, size_t D)
+{
+    size_t W = (H + 2 * KV) * D;
     for (size_t n = 0; n < N; n++) {
-        const float *x = inp + n * C, *d = dout + n * C;
-        float r = rstd[n], sum_gx = 0.0f;
-        for (size_t c = 0; c < C; c++)
-            sum_gx += d[c] * weight[c] * x[c];
-        float k = r * r * sum_gx / (float)C;
-        for (size_t c = 0; dinp && c < C; c++)
-            dinp[n * C + c] += r * (d[c] * weight[c] - x[c] * k);
-        for (size_t c = 0; dweight && c < C; c++)
-            dweight[c] += d[c] * x[c] * r;
+        for (size_t h = 0; h < H + KV; h++)
+            rstd[n * (H + KV) + h] = rms_row_forward(out + n * W + h * D, inp + n * W + h * D,
+                                                     h < H ? q_gamma : k_gamma, D, QKNORM_EPS);
+        memcpy(out + n * W + (H + KV) * D, inp + n * W + (H + KV) * D, KV * D * sizeof *out);
+    }
+}
+
+/* Each q and k head as rmsnorm's backward, with its own gamma's gradient; dv += dout. */
+void ck_kernel_qknorm_backward(float *dinp, float *dq_gamma, float *dk_gamma, const float *dout,
+                               const float *inp, const float *q_gamma, const float *k_gamma,
+                               const float *rstd, size_t N, size_t H, size_t KV, size_t D)
+{
+    size_t W = (H + 2 * KV) * D;
+    for (size_t n = 0; n < N; n++) {
+        for (size_t h = 0; h < H + KV; h++) {
+            size_t at = n * W + h * D;
+            rms_row_backward(dinp ? dinp + at : NULL, h < H ? dq_gamma : dk_gamma, dout + at, inp + at,
+                             h < H ? q_gamma : k_gamma, rstd[n * (H + KV) + h], D);
+        }
+        for (size_t i = n * W + (H + KV) * D; dinp && i < (n + 1) * W; i++)
+            dinp[i] += dout[i];
     }
 }
 
@@ -209,23 +247,45 @@ void ck_kernel_rmsnorm_backward(float *dinp, float *dweight, const float *dout, 
 #define GELU_A 0.044715f
 
 /* gelu(x) = x/2 (1 + tanh(s (x + a x^3))). */
-void ck_kernel_gelu_forward(float *out, const float *inp, size_t n)
+static float gelu_tanh(float x)
 {
-    for (size_t i = 0; i < n; i++) {
-        float x = inp[i];
-        out[i] = 0.5f * x * (1.0f + tanhf(GELU_S * (x + GELU_A * x * x * x)));
-    }
+    return 0.5f * x * (1.0f + tanhf(GELU_S * (x + GELU_A * x * x * x)));
 }
 
 /* gelu'(x) = (1 + t)/2 + x/2 (1 - t^2) s (1 + 3 a x^2), t = tanh(s (x + a x^3)). */
+static float gelu_tanh_grad(float x)
+{
+    float t = tanhf(GELU_S * (x + GELU_A * x * x * x));
+    return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * GELU_S * (1.0f + 3.0f * GELU_A * x * x);
+}
+
+void ck_kernel_gelu_forward(float *out, const float *inp, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = gelu_tanh(inp[i]);
+}
+
 void ck_kernel_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n)
 {
+    for (size_t i = 0; i < n; i++)
+        dinp[i] += gelu_tanh_grad(inp[i]) * dout[i];
+}
+
+/* out = gelu(gate) up. */
+void ck_kernel_geglu_forward(float *out, const float *gate, const float *up, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = gelu_tanh(gate[i]) * up[i];
+}
+
+/* dgate += dout up gelu'(gate), dup += dout gelu(gate). */
+void ck_kernel_geglu_backward(float *dgate, float *dup, const float *dout, const float *gate,
+                              const float *up, size_t n)
+{
     for (size_t i = 0; i < n; i++) {
-        float x = inp[i];
-        float t = tanhf(GELU_S * (x + GELU_A * x * x * x));
-        float grad = 0.5f * (1.0f + t) +
-                     0.5f * x * (1.0f - t * t) * GELU_S * (1.0f + 3.0f * GELU_A * x * x);
-        dinp[i] += grad * dout[i];
+        float dg = dout[i] * up[i] * gelu_tanh_grad(gate[i]), du = dout[i] * gelu_tanh(gate[i]);
+        dgate[i] += dg;
+        dup[i] += du;
     }
 }
 
@@ -258,6 +318,37 @@ void ck_kernel_silu_backward(float *dinp, const float *inp, const float *dout, s
         float x = inp[i], sig = 1.0f / (1.0f + expf(-x));
         dinp[i] += dout[i] * sig * (1.0f + x * (1.0f - sig));
     }
+}
+
+/* out = cap tanh(x / cap). */
+void ck_kernel_softcap_forward(float *out, const float *inp, float cap, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = cap * tanhf(inp[i] / cap);
+}
+
+/* d/dx cap tanh(x / cap) = 1 - tanh^2 = 1 - (out / cap)^2: the output alone decides. */
+void ck_kernel_softcap_backward(float *dinp, const float *out, const float *dout, float cap,
+                                size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float t = out[i] / cap;
+        dinp[i] += dout[i] * (1.0f - t * t);
+    }
+}
+
+/* out = factor x. */
+void ck_kernel_scale_forward(float *out, const float *inp, float factor, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = factor * inp[i];
+}
+
+/* dx += factor dout. */
+void ck_kernel_scale_backward(float *dinp, const float *dout, float factor, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        dinp[i] += factor * dout[i];
 }
 
 /* out = a + b. */
@@ -336,13 +427,27 @@ static head_cols cols_of(size_t h, size_t H, size_t KV, size_t D)
     return (head_cols){(H + 2 * KV) * D, h * D, (H + g) * D, (H + KV + g) * D};
 }
 
-/* Per (b, h): S = Q K^T / sqrt(D) (sgemm, full square; the masked half is ignored),
+/* Soft-capping of one head's causal scores S [T, T], in place: C = tanh(S / cap) into
+ * capped (0 above the diagonal), S = cap C. */
+static void soft_cap_scores(float *S, float *capped, size_t T, float cap)
+{
+    for (size_t i = 0; i < T; i++)
+        for (size_t j = 0; j < T; j++) {
+            float c = j <= i ? tanhf(S[i * T + j] / cap) : 0.0f;
+            capped[i * T + j] = c;
+            S[i * T + j] = cap * c;
+        }
+}
+
+/* Per (b, h): S = Q K^T / sqrt(D) (sgemm, full square; the masked half is ignored), with
+ * softcap S = cap tanh(S / cap) (its tanh saved in capped),
  * P = softmax over j <= i with the row max subtracted, Z = P keep / (1 - p) with keep drawn
  * for element ((b H + h) T + i) T + j, out_h = Z V (sgemm). Above the diagonal probs,
  * dropped and mask are 0, so the full-square products see zeros there. */
 void ck_kernel_attention_forward(float *out, float *probs, uint8_t *mask, float *dropped,
-                          const float *qkv, float *ws, size_t B, size_t T, size_t H, size_t KV,
-                          size_t D, float p, ck_rng_key key)
+                                 float *capped, const float *qkv, float *ws, size_t B, size_t T,
+                                 size_t H, size_t KV, size_t D, float p, float cap,
+                                 ck_rng_key key)
 {
     float scale = 1.0f / sqrtf((float)D), keep_scale = 1.0f / (1.0f - p);
     size_t HD = H * D;
@@ -355,6 +460,8 @@ void ck_kernel_attention_forward(float *out, float *probs, uint8_t *mask, float 
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bdim(T), bdim(T), bdim(D),
                         scale, base + hc.q, bdim(hc.w), base + hc.k, bdim(hc.w), 0.0f, S,
                         bdim(T));
+            if (cap > 0.0f)
+                soft_cap_scores(S, capped + bh, T, cap);
             for (size_t i = 0; i < T; i++) {
                 const float *s = S + i * T;
                 float *pr = P + i * T;
@@ -393,12 +500,14 @@ void ck_kernel_attention_forward(float *out, float *probs, uint8_t *mask, float 
 
 /* Per (b, h), with s = 1/sqrt(D):
  *   dZ = dO V^T,  dV += Z^T dO,  dP = dZ keep / (1 - p),
- *   dS = P (dP - rowsum(P dP)) s   (softmax backward, the scale folded in),
+ *   dS = P (dP - rowsum(P dP)) s   (softmax backward, the scale folded in; with softcap
+ *        times 1 - C^2, the derivative of cap tanh(S / cap)),
  *   dQ += dS K,  dK += dS^T Q.
  * dZ lives in the workspace and is turned into dS in place. */
-void ck_kernel_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *probs,
-                           const uint8_t *mask, const float *dropped, float *ws, size_t B,
-                           size_t T, size_t H, size_t KV, size_t D, float p, ck_rng_key key)
+void ck_kernel_attention_backward(float *dqkv, const float *dout, const float *qkv,
+                                  const float *probs, const uint8_t *mask, const float *dropped,
+                                  const float *capped, float *ws, size_t B, size_t T, size_t H,
+                                  size_t KV, size_t D, float p, float cap, ck_rng_key key)
 {
     (void)key; /* the mask was saved by the forward */
     float scale = 1.0f / sqrtf((float)D), keep_scale = 1.0f / (1.0f - p);
@@ -429,6 +538,11 @@ void ck_kernel_attention_backward(float *dqkv, const float *dout, const float *q
                     r += pr[j] * ds[j];
                 for (size_t j = 0; j <= i; j++)
                     ds[j] = pr[j] * (ds[j] - r) * scale;
+                if (cap > 0.0f) {
+                    const float *c = capped + bh + i * T;
+                    for (size_t j = 0; j <= i; j++)
+                        ds[j] *= 1.0f - c[j] * c[j];
+                }
                 for (size_t j = i + 1; j < T; j++)
                     ds[j] = 0.0f;
             }
@@ -439,13 +553,15 @@ void ck_kernel_attention_backward(float *dqkv, const float *dout, const float *q
         }
 }
 
-/* Row i of (b, h): s_j = q_i . k_j / sqrt(D) for j <= i in the workspace, m = max s,
+/* Row i of (b, h): s_j = q_i . k_j / sqrt(D) for j <= i in the workspace (with softcap,
+ * cap tanh(s_j / cap)), m = max s,
  * lse_i = m + log sum exp(s_j - m), out_i = sum_j exp(s_j - lse_i) keep_j / (1 - p) v_j.
  * Row by row, the products are matrix-vector ones (sgemv over the strided k and v rows).
  * The dropout draws use the same element numbering as the standard form, so both forms
  * drop the same probabilities. */
-void ck_kernel_attention_flash_forward(float *out, float *lse, const float *qkv, float *ws, size_t B,
-                                size_t T, size_t H, size_t KV, size_t D, float p, ck_rng_key key)
+void ck_kernel_attention_flash_forward(float *out, float *lse, const float *qkv, float *ws,
+                                       size_t B, size_t T, size_t H, size_t KV, size_t D, float p,
+                                       float cap, ck_rng_key key)
 {
     float scale = 1.0f / sqrtf((float)D), keep_scale = 1.0f / (1.0f - p);
     size_t HD = H * D;
@@ -459,8 +575,11 @@ void ck_kernel_attention_flash_forward(float *out, float *lse, const float *qkv,
                 cblas_sgemv(CblasRowMajor, CblasNoTrans, bdim(i + 1), bdim(D), scale, base + hc.k,
                             bdim(hc.w), q, 1, 0.0f, ws, 1);
                 float mx = -INFINITY;
-                for (size_t j = 0; j <= i; j++)
+                for (size_t j = 0; j <= i; j++) {
+                    if (cap > 0.0f)
+                        ws[j] = cap * tanhf(ws[j] / cap);
                     mx = ws[j] > mx ? ws[j] : mx;
+                }
                 float sum = 0.0f;
                 for (size_t j = 0; j <= i; j++) {
                     ws[j] = expf(ws[j] - mx);
@@ -484,13 +603,14 @@ void ck_kernel_attention_flash_forward(float *out, float *lse, const float *qkv,
 
 /* Row i of (b, h), P_j = exp(s_j - lse_i) recomputed into ws[0, T), keep_j redrawn:
  *   Delta_i = dout_i . out_i  (= sum_j P_j dP_j, since out_i = sum_j Z_j v_j),
- *   dS_j = P_j (dout_i . v_j keep_j / (1 - p) - Delta_i) / sqrt(D) into ws[T, 2T),
+ *   dS_j = P_j (dout_i . v_j keep_j / (1 - p) - Delta_i) / sqrt(D) into ws[T, 2T) (with
+ *          softcap times 1 - tanh^2 of the recomputed raw score over cap),
  *   dv_j += Z_j dout_i, dq_i += sum_j dS_j k_j, dk_j += dS_j q_i
  * (sgemv for the products with k and v rows, sger for the rank-one updates). */
 void ck_kernel_attention_flash_backward(float *dqkv, const float *dout, const float *qkv,
-                                 const float *out, const float *lse, float *ws, size_t B,
-                                 size_t T, size_t H, size_t KV, size_t D, float p,
-                                 ck_rng_key key)
+                                        const float *out, const float *lse, float *ws, size_t B,
+                                        size_t T, size_t H, size_t KV, size_t D, float p,
+                                        float cap, ck_rng_key key)
 {
     float scale = 1.0f / sqrtf((float)D), keep_scale = 1.0f / (1.0f - p);
     size_t HD = H * D;
@@ -515,8 +635,14 @@ void ck_kernel_attention_flash_backward(float *dqkv, const float *dout, const fl
                     float ks = 1.0f;
                     if (p > 0.0f)
                         ks = ck_rng_keep(key, (bh + i) * T + j, p) ? keep_scale : 0.0f;
+                    float dcap = 1.0f; /* d cap tanh(s / cap) / ds */
+                    if (cap > 0.0f) {
+                        float c = tanhf(P[j] / cap);
+                        P[j] = cap * c;
+                        dcap = 1.0f - c * c;
+                    }
                     P[j] = expf(P[j] - l);
-                    dS[j] = P[j] * (dS[j] * ks - delta) * scale;
+                    dS[j] = P[j] * (dS[j] * ks - delta) * scale * dcap;
                     P[j] *= ks; /* from here on Z_j, for dv */
                 }
                 cblas_sger(CblasRowMajor, rows, bdim(D), 1.0f, P, 1, dO, 1, dbase + hc.v, w);
@@ -794,6 +920,42 @@ void ck_kernel_rope_backward(float *dinp, const float *dout, size_t B, size_t T,
     rope_rotate(dinp, dout, B, T, H, KV, D, theta, -1.0, true);
 }
 
+/* ---- lora ---- */
+
+void ck_kernel_lora_forward(float *out, float *mid, const float *x, const float *y,
+                            const float *A, const float *B, size_t N, size_t C, size_t OC,
+                            size_t R, size_t n_parts, const size_t *width, float s)
+{
+    size_t MW = n_parts * R;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bdim(N), bdim(MW), bdim(C), 1.0f, x,
+                bdim(C), A, bdim(C), 0.0f, mid, bdim(MW));
+    memcpy(out, y, N * OC * sizeof *out);
+    for (size_t p = 0, off = 0; p < n_parts; off += width[p++])
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bdim(N), bdim(width[p]), bdim(R), s,
+                    mid + p * R, bdim(MW), B + off * R, bdim(R), 1.0f, out + off, bdim(OC));
+}
+
+void ck_kernel_lora_backward(float *dx, float *dy, float *dA, float *dB, float *dmid,
+                             const float *dout, const float *x, const float *mid, const float *A,
+                             const float *B, size_t N, size_t C, size_t OC, size_t R,
+                             size_t n_parts, const size_t *width, float s)
+{
+    size_t MW = n_parts * R;
+    for (size_t i = 0; dy && i < N * OC; i++)
+        dy[i] += dout[i];
+    for (size_t p = 0, off = 0; p < n_parts; off += width[p++]) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bdim(N), bdim(R), bdim(width[p]),
+                    s, dout + off, bdim(OC), B + off * R, bdim(R), 0.0f, dmid + p * R, bdim(MW));
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bdim(width[p]), bdim(R), bdim(N), s,
+                    dout + off, bdim(OC), mid + p * R, bdim(MW), 1.0f, dB + off * R, bdim(R));
+    }
+    if (dx)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bdim(N), bdim(C), bdim(MW), 1.0f,
+                    dmid, bdim(MW), A, bdim(C), 1.0f, dx, bdim(C));
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bdim(MW), bdim(C), bdim(N), 1.0f, dmid,
+                bdim(MW), x, bdim(C), 1.0f, dA, bdim(C));
+}
+
 /* ---- moe ---- */
 
 /* p = softmax(logits) per row; the K largest p (ties to the lower expert, most probable
@@ -1028,16 +1190,41 @@ static flat_dims flat(const ck_kernel_io *io)
     return d;
 }
 
+/* A lora node's sizes: x's rows and width, y's width, and y's parts (q, k, v with heads). */
+typedef struct {
+    size_t N, C, OC, R, n_parts, width[3];
+    float s;
+} lora_dims;
+
+static lora_dims lora_dims_of(const ck_kernel_io *io)
+{
+    const ck_node *n = io->node;
+    const ck_attrs *a = &n->attrs;
+    lora_dims d = {.C = last_dim_of(io, n->inputs[0]), .OC = last_dim_of(io, n->inputs[1]),
+                   .R = (size_t)a->rank, .n_parts = 1, .s = (float)(a->alpha / (double)a->rank)};
+    d.N = numel_of(io, n->inputs[0]) / d.C;
+    d.width[0] = d.OC;
+    if (a->heads) {
+        size_t D = d.OC / (size_t)(a->heads + 2 * a->kv_heads);
+        d.n_parts = 3;
+        d.width[0] = (size_t)a->heads * D;
+        d.width[1] = d.width[2] = (size_t)a->kv_heads * D;
+    }
+    return d;
+}
+
 static void attention_forward(const ck_kernel_io *io, float prob)
 {
     attn_dims d = attention_dims(io);
+    float cap = (float)io->node->attrs.cap;
     if (io->node->attrs.flash)
         ck_kernel_attention_flash_forward(io->out, io->saved[CK_SLOT_LSE], io->in[0], io->ws, d.B,
-                                          d.T, d.H, d.KV, d.D, prob, io->key);
+                                          d.T, d.H, d.KV, d.D, prob, cap, io->key);
     else
         ck_kernel_attention_forward(io->out, io->saved[CK_SLOT_PROBS], io->saved[CK_SLOT_MASK],
-                                    io->saved[CK_SLOT_DROPPED], io->in[0], io->ws, d.B, d.T, d.H,
-                                    d.KV, d.D, prob, io->key);
+                                    io->saved[CK_SLOT_DROPPED], io->saved[CK_SLOT_CAPPED],
+                                    io->in[0], io->ws, d.B, d.T, d.H, d.KV, d.D, prob, cap,
+                                    io->key);
 }
 
 typedef struct {
@@ -1128,8 +1315,18 @@ void ck_kernel_forward(const ck_kernel_io *io)
     case CK_OP_SWIGLU:
         ck_kernel_swiglu_forward(out, a, b, d.len);
         break;
-    case CK_OP_CAST: /* f32 on both sides: the rounding to `to` is sim/widen's store */
-        ck_kernel_cast_forward(out, CK_F32, a, CK_F32, d.len);
+    case CK_OP_GEGLU:
+        ck_kernel_geglu_forward(out, a, b, d.len);
+        break;
+    case CK_OP_SOFTCAP:
+        ck_kernel_softcap_forward(out, a, (float)n->attrs.cap, d.len);
+        break;
+    case CK_OP_SCALE:
+        ck_kernel_scale_forward(out, a, (float)n->attrs.factor, d.len);
+        break;
+    case CK_OP_CAST:
+        ck_kernel_cast_forward(io->out, n->attrs.to, io->in[0],
+                               type_of(io, n->inputs[0])->dtype, d.len);
         break;
     case CK_OP_MOE:
         moe_pass(io, false);
@@ -1137,6 +1334,18 @@ void ck_kernel_forward(const ck_kernel_io *io)
     case CK_OP_ROPE: {
         attn_dims q = attention_dims(io);
         ck_kernel_rope_forward(out, a, q.B, q.T, q.H, q.KV, q.D, (double)n->attrs.theta);
+        break;
+    }
+    case CK_OP_QKNORM: {
+        attn_dims q = attention_dims(io);
+        ck_kernel_qknorm_forward(out, io->saved[CK_SLOT_RSTD], a, p[0], p[1], q.B * q.T, q.H,
+                                 q.KV, q.D);
+        break;
+    }
+    case CK_OP_LORA: {
+        lora_dims l = lora_dims_of(io);
+        ck_kernel_lora_forward(out, io->saved[CK_SLOT_LORA_MID], a, b, p[0], p[1], l.N, l.C, l.OC,
+                               l.R, l.n_parts, l.width, l.s);
         break;
     }
     case CK_OP_CROSS_ENTROPY:
@@ -1148,14 +1357,16 @@ void ck_kernel_forward(const ck_kernel_io *io)
 static void attention_backward(const ck_kernel_io *io, float prob)
 {
     attn_dims d = attention_dims(io);
+    float cap = (float)io->node->attrs.cap;
     if (io->node->attrs.flash)
         ck_kernel_attention_flash_backward(io->din[0], io->dout, io->in[0], io->out,
                                            io->saved[CK_SLOT_LSE], io->ws, d.B, d.T, d.H, d.KV,
-                                           d.D, prob, io->key);
+                                           d.D, prob, cap, io->key);
     else
         ck_kernel_attention_backward(io->din[0], io->dout, io->in[0], io->saved[CK_SLOT_PROBS],
-                                     io->saved[CK_SLOT_MASK], io->saved[CK_SLOT_DROPPED], io->ws,
-                                     d.B, d.T, d.H, d.KV, d.D, prob, io->key);
+                                     io->saved[CK_SLOT_MASK], io->saved[CK_SLOT_DROPPED],
+                                     io->saved[CK_SLOT_CAPPED], io->ws, d.B, d.T, d.H, d.KV, d.D,
+                                     prob, cap, io->key);
 }
 
 void ck_kernel_backward(const ck_kernel_io *io)
@@ -1205,6 +1416,15 @@ void ck_kernel_backward(const ck_kernel_io *io)
     case CK_OP_SWIGLU:
         ck_kernel_swiglu_backward(da, db, dout, a, b, d.len);
         break;
+    case CK_OP_GEGLU:
+        ck_kernel_geglu_backward(da, db, dout, a, b, d.len);
+        break;
+    case CK_OP_SOFTCAP:
+        ck_kernel_softcap_backward(da, io->out, dout, (float)n->attrs.cap, d.len);
+        break;
+    case CK_OP_SCALE:
+        ck_kernel_scale_backward(da, dout, (float)n->attrs.factor, d.len);
+        break;
     case CK_OP_CAST: /* as forward: din += dout in f32, rounded on store */
         ck_kernel_cast_backward(da, CK_F32, dout, CK_F32, d.len);
         break;
@@ -1214,6 +1434,19 @@ void ck_kernel_backward(const ck_kernel_io *io)
     case CK_OP_ROPE: {
         attn_dims q = attention_dims(io);
         ck_kernel_rope_backward(da, dout, q.B, q.T, q.H, q.KV, q.D, (double)n->attrs.theta);
+        break;
+    }
+    case CK_OP_QKNORM: {
+        attn_dims q = attention_dims(io);
+        ck_kernel_qknorm_backward(da, dp[0], dp[1], dout, a, p[0], p[1], io->saved[CK_SLOT_RSTD],
+                                  q.B * q.T, q.H, q.KV, q.D);
+        break;
+    }
+    case CK_OP_LORA: {
+        lora_dims l = lora_dims_of(io);
+        ck_kernel_lora_backward(da, db, dp[0], dp[1], io->ws, dout, a,
+                                io->saved[CK_SLOT_LORA_MID], p[0], p[1], l.N, l.C, l.OC, l.R,
+                                l.n_parts, l.width, l.s);
         break;
     }
     case CK_OP_CROSS_ENTROPY:
@@ -1246,6 +1479,11 @@ float ck_kernel_loss(const ck_kernel_io *io)
     case CK_OP_ROPE:
     case CK_OP_SWIGLU:
     case CK_OP_CAST:
+    case CK_OP_LORA:
+    case CK_OP_QKNORM:
+    case CK_OP_GEGLU:
+    case CK_OP_SOFTCAP:
+    case CK_OP_SCALE:
     case CK_OP_MOE: /* not losses */
         break;
     }

@@ -86,6 +86,15 @@ void ck_kernel_rmsnorm_forward(float *out, float *rstd, const float *inp, const 
 void ck_kernel_rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp,
                          const float *weight, const float *rstd, size_t N, size_t C);
 
+/* Qwen3's q_norm and k_norm on packed qkv [N, (H + 2*KV) * D] (attention's layout): each
+ * query head is rmsnorm'd with q_gamma [D], each key head with k_gamma [D], eps 1e-6; value
+ * heads pass through. rstd is [N, H + KV], by row then head. */
+void ck_kernel_qknorm_forward(float *out, float *rstd, const float *inp, const float *q_gamma,
+                              const float *k_gamma, size_t N, size_t H, size_t KV, size_t D);
+void ck_kernel_qknorm_backward(float *dinp, float *dq_gamma, float *dk_gamma, const float *dout,
+                               const float *inp, const float *q_gamma, const float *k_gamma,
+                               const float *rstd, size_t N, size_t H, size_t KV, size_t D);
+
 /* GELU, tanh approximation (as GPT-2). Saves its input. */
 void ck_kernel_gelu_forward(float *out, const float *inp, size_t n);
 void ck_kernel_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
@@ -95,6 +104,15 @@ void ck_kernel_relu_backward(float *dinp, const float *out, const float *dout, s
 /* SiLU, x * sigmoid(x). Saves its input. */
 void ck_kernel_silu_forward(float *out, const float *inp, size_t n);
 void ck_kernel_silu_backward(float *dinp, const float *inp, const float *dout, size_t n);
+
+/* Gemma 2's soft-capping, cap tanh(x / cap) (cap > 0). Saves its output. */
+void ck_kernel_softcap_forward(float *out, const float *inp, float cap, size_t n);
+void ck_kernel_softcap_backward(float *dinp, const float *out, const float *dout, float cap,
+                                size_t n);
+
+/* out = factor x (Gemma's embedding scale sqrt(C), for one). Saves nothing. */
+void ck_kernel_scale_forward(float *out, const float *inp, float factor, size_t n);
+void ck_kernel_scale_backward(float *dinp, const float *dout, float factor, size_t n);
 
 void ck_kernel_add_forward(float *out, const float *a, const float *b, size_t n);
 void ck_kernel_add_backward(float *da, float *db, const float *dout, size_t n);
@@ -107,6 +125,12 @@ void ck_kernel_mul_backward(float *da, float *db, const float *dout, const float
 void ck_kernel_swiglu_forward(float *out, const float *gate, const float *up, size_t n);
 void ck_kernel_swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate,
                                const float *up, size_t n);
+
+/* GeGLU's gate (Gemma's MLP), fused: out = gelu(gate) * up with gelu's tanh form, as
+ * gelu above. Saves both inputs; dgate and dup may be one buffer. */
+void ck_kernel_geglu_forward(float *out, const float *gate, const float *up, size_t n);
+void ck_kernel_geglu_backward(float *dgate, float *dup, const float *dout, const float *gate,
+                              const float *up, size_t n);
 
 /* 16-bit floats by hand (C11 has no portable half type). From f32: round to nearest, ties
  * to even, overflow to infinity, NaN kept a (quiet) NaN; f16 keeps subnormals. To f32:
@@ -136,30 +160,35 @@ void ck_kernel_dropout_backward(float *dinp, const float *dout, const uint8_t *m
 /* Causal multi-head attention with grouped-query heads.
  * qkv is [B, T, (H + 2*KV) * D]: per token, H query heads, then KV key heads, then KV value
  * heads, each of D values; query head h uses key/value head h / (H / KV). out is
- * [B, T, H * D]. Scores are scaled by 1/sqrt(D); position t attends to 0..t. Dropout with
- * probability p (key, element = index in [B, H, T, T]) applies to the probabilities.
+ * [B, T, H * D]. Scores are scaled by 1/sqrt(D); with cap > 0 they are then soft-capped to
+ * cap tanh(s / cap) (Gemma 2); position t attends to 0..t. Dropout with probability p (key,
+ * element = index in [B, H, T, T]) applies to the probabilities.
  *
- * Standard form: saves probs [B, H, T, T] (softmax), and when p > 0 mask (u8) and dropped
- * (probs after dropout) of the same shape; workspace: scores [B, H, T, T] f32, forward and
- * backward. Entries above the diagonal of probs and dropped are 0. */
+ * Standard form: saves probs [B, H, T, T] (softmax), with cap > 0 capped (the tanh, same
+ * shape; NULL otherwise), and when p > 0 mask (u8) and dropped (probs after dropout) of the
+ * same shape; workspace: scores [B, H, T, T] f32, forward and backward. Entries above the
+ * diagonal of probs, capped and dropped are 0. */
 void ck_kernel_attention_forward(float *out, float *probs, uint8_t *mask, float *dropped,
-                          const float *qkv, float *ws, size_t B, size_t T, size_t H, size_t KV,
-                          size_t D, float p, ck_rng_key key);
-void ck_kernel_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *probs,
-                           const uint8_t *mask, const float *dropped, float *ws, size_t B,
-                           size_t T, size_t H, size_t KV, size_t D, float p, ck_rng_key key);
+                                 float *capped, const float *qkv, float *ws, size_t B, size_t T,
+                                 size_t H, size_t KV, size_t D, float p, float cap,
+                                 ck_rng_key key);
+void ck_kernel_attention_backward(float *dqkv, const float *dout, const float *qkv,
+                                  const float *probs, const uint8_t *mask, const float *dropped,
+                                  const float *capped, float *ws, size_t B, size_t T, size_t H,
+                                  size_t KV, size_t D, float p, float cap, ck_rng_key key);
 
 /* Flash form: keeps no [T, T] matrix. Saves lse [B, H, T] (log-sum-exp of each row of
- * scaled scores) and reads its own output in backward; workspace: T floats forward, 2*T
- * floats backward. The backward recomputes each row of probabilities from q, k and lse,
- * and the dropout mask from the key, so it matches the standard form's gradients up to
- * rounding. */
-void ck_kernel_attention_flash_forward(float *out, float *lse, const float *qkv, float *ws, size_t B,
-                                size_t T, size_t H, size_t KV, size_t D, float p, ck_rng_key key);
+ * scaled, capped scores) and reads its own output in backward; workspace: T floats
+ * forward, 2*T floats backward. The backward recomputes each row of probabilities (and
+ * the cap) from q, k and lse, and the dropout mask from the key, so it matches the
+ * standard form's gradients up to rounding. */
+void ck_kernel_attention_flash_forward(float *out, float *lse, const float *qkv, float *ws,
+                                       size_t B, size_t T, size_t H, size_t KV, size_t D, float p,
+                                       float cap, ck_rng_key key);
 void ck_kernel_attention_flash_backward(float *dqkv, const float *dout, const float *qkv,
-                                 const float *out, const float *lse, float *ws, size_t B,
-                                 size_t T, size_t H, size_t KV, size_t D, float p,
-                                 ck_rng_key key);
+                                        const float *out, const float *lse, float *ws, size_t B,
+                                        size_t T, size_t H, size_t KV, size_t D, float p,
+                                        float cap, ck_rng_key key);
 
 /* Rotary position embedding on packed qkv [B, T, (H + 2*KV) * D] (attention's layout), in
  * pairs (2j, 2j+1) of each query and key head, the interleaved form (RoFormer, Meta's
@@ -172,6 +201,20 @@ void ck_kernel_rope_forward(float *out, const float *inp, size_t B, size_t T, si
 void ck_kernel_rope_backward(float *dinp, const float *dout, size_t B, size_t T, size_t H,
                              size_t KV, size_t D, double theta);
 
+/* A LoRA adapter added to the base projection y [N, OC] of x [N, C], s = alpha / rank:
+ *   mid = x A^T  (A [P*R, C], mid [N, P*R], saved),
+ *   out_p = y_p + s mid_p B_p^T  for each part p of out's columns (B [OC, R]),
+ * where part p spans `width[p]` columns, in order, and reads mid's columns [p R, (p+1) R):
+ * one part is a plain adapter; three (q, k, v of a packed qkv) give each its own. The
+ * backward: dy += dout, dmid_p = s dout_p B_p (workspace [N, P*R]), dB_p += s dout_p^T mid_p,
+ * dx += dmid A, dA += dmid^T x (dx and dy may be NULL: no gradient). */
+void ck_kernel_lora_forward(float *out, float *mid, const float *x, const float *y,
+                            const float *A, const float *B, size_t N, size_t C, size_t OC,
+                            size_t R, size_t n_parts, const size_t *width, float s);
+void ck_kernel_lora_backward(float *dx, float *dy, float *dA, float *dB, float *dmid,
+                             const float *dout, const float *x, const float *mid, const float *A,
+                             const float *B, size_t N, size_t C, size_t OC, size_t R,
+                             size_t n_parts, const size_t *width, float s);
 /* Mixtral's sparse mixture-of-experts block (Hugging Face's MixtralSparseMoeBlock), on
  * x [N, C] with E experts, K per row, each expert a SwiGLU of width F:
  *   p = softmax(x router^T) (f32), the K largest p per row (ties to the lower expert),

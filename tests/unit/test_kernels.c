@@ -143,8 +143,8 @@ typedef void (*ref_fn)(const ref_case *rc, double *out);
 /* A double reference forward with its inputs and dimensions; the loss is sum(g * out). */
 struct ref_case {
     ref_fn fn;
-    double *in[3];
-    size_t len[3];
+    double *in[4];
+    size_t len[4];
     size_t n_out;
     const double *g; /* NULL: a scalar loss, g = 1 */
     size_t B, T, C, OC, V, H, KV, D, n;
@@ -153,6 +153,8 @@ struct ref_case {
     float p;
     ck_rng_key key;
     double theta;
+    size_t R, n_parts, width[3]; /* lora */
+    double alpha, cap; /* lora; softcap */
 };
 
 static double ref_loss(const ref_case *rc, double *out)
@@ -190,6 +192,15 @@ static void assert_forward(const char *what, const ref_case *rc, const float *ou
     double *want = dbuf(rc->n_out);
     rc->fn(rc, want);
     assert_close(what, out, want, rc->n_out, RTOL_FWD);
+}
+
+/* Input k of rc: n random values, as f32 for the kernel (returned) and double. */
+static float *ref_input(ref_case *rc, size_t k, size_t n)
+{
+    float *x = frand(n);
+    rc->in[k] = to_double(x, n);
+    rc->len[k] = n;
+    return x;
 }
 
 /* ---- double reference forwards, written from the math, not from kernels.c ---- */
@@ -303,7 +314,8 @@ static void ref_dropout(const ref_case *rc, double *out)
 /* Causal grouped-query attention, straight from the definition: for each (b, h, i),
  * softmax over j <= i of q_i . k_j / sqrt(D), dropout of element ((b H + h) T + i) T + j,
  * weighted sum of v_j. Query head h reads kv head h / (H / KV). */
-static void ref_attention_full(const ref_case *rc, double *out, double *probs, double *lse)
+static void ref_attention_full(const ref_case *rc, double *out, double *probs, double *lse,
+                               double *capped)
 {
     size_t B = rc->B, T = rc->T, H = rc->H, KV = rc->KV, D = rc->D;
     size_t W = (H + 2 * KV) * D;
@@ -322,6 +334,11 @@ static void ref_attention_full(const ref_case *rc, double *out, double *probs, d
                     for (size_t d = 0; d < D; d++)
                         s[j] += q[d] * k[d];
                     s[j] /= sqrt((double)D);
+                    if (rc->cap > 0.0) {
+                        if (capped)
+                            capped[((b * H + h) * T + i) * T + j] = tanh(s[j] / rc->cap);
+                        s[j] = rc->cap * tanh(s[j] / rc->cap);
+                    }
                     mx = fmax(mx, s[j]);
                 }
                 for (size_t j = 0; j <= i; j++)
@@ -350,7 +367,7 @@ static void ref_attention_full(const ref_case *rc, double *out, double *probs, d
 
 static void ref_attention(const ref_case *rc, double *out)
 {
-    ref_attention_full(rc, out, NULL, NULL);
+    ref_attention_full(rc, out, NULL, NULL, NULL);
 }
 
 /* Mean over rows of log sum_v exp(x_v) - x_target. */
@@ -792,11 +809,11 @@ END_TEST
 
 typedef struct {
     size_t B, T, H, KV, D;
-    float p;
+    float p, cap;
 } att_dims;
 
 typedef struct {
-    float *out, *probs, *dropped, *lse, *ws, *dqkv;
+    float *out, *probs, *dropped, *capped, *lse, *ws, *dqkv;
     uint8_t *mask;
 } att_run;
 
@@ -817,10 +834,10 @@ static att_run run_attention(att_dims a, bool flash, const float *qkv, const flo
         r.lse = obuf(a.B * a.H * a.T);
         float *fws = obuf(a.T), *bws = obuf(2 * a.T);
         ck_kernel_attention_flash_forward(r.out, r.lse, qkv, fws, a.B, a.T, a.H, a.KV, a.D, a.p,
-                                   att_key());
+                                          a.cap, att_key());
         for (int call = 0; call < (twice ? 2 : 1); call++) {
             ck_kernel_attention_flash_backward(r.dqkv, dout, qkv, r.out, r.lse, bws, a.B, a.T, a.H,
-                                        a.KV, a.D, a.p, att_key());
+                                               a.KV, a.D, a.p, a.cap, att_key());
             if (call == 0 && dqkv_once)
                 *dqkv_once = copy_f(r.dqkv, n_qkv);
         }
@@ -832,11 +849,13 @@ static att_run run_attention(att_dims a, bool flash, const float *qkv, const flo
             memset(r.mask, 0xab, S);
             r.dropped = obuf(S);
         }
-        ck_kernel_attention_forward(r.out, r.probs, r.mask, r.dropped, qkv, r.ws, a.B, a.T, a.H, a.KV,
-                             a.D, a.p, att_key());
+        if (a.cap > 0.0f)
+            r.capped = obuf(S);
+        ck_kernel_attention_forward(r.out, r.probs, r.mask, r.dropped, r.capped, qkv, r.ws, a.B,
+                                    a.T, a.H, a.KV, a.D, a.p, a.cap, att_key());
         for (int call = 0; call < (twice ? 2 : 1); call++) {
-            ck_kernel_attention_backward(r.dqkv, dout, qkv, r.probs, r.mask, r.dropped, r.ws, a.B, a.T,
-                                  a.H, a.KV, a.D, a.p, att_key());
+            ck_kernel_attention_backward(r.dqkv, dout, qkv, r.probs, r.mask, r.dropped, r.capped,
+                                         r.ws, a.B, a.T, a.H, a.KV, a.D, a.p, a.cap, att_key());
             if (call == 0 && dqkv_once)
                 *dqkv_once = copy_f(r.dqkv, n_qkv);
         }
@@ -856,16 +875,20 @@ static void attention_fd_case(att_dims a, bool flash, uint64_t seed)
     att_run r = run_attention(a, flash, qkv, dout, true, &dqkv1);
 
     ref_case rc = {.fn = ref_attention, .n_out = n_out, .g = to_double(dout, n_out), .B = a.B,
-                   .T = a.T, .H = a.H, .KV = a.KV, .D = a.D, .p = a.p, .key = att_key()};
+                   .T = a.T, .H = a.H, .KV = a.KV, .D = a.D, .p = a.p, .key = att_key(),
+                   .cap = a.cap};
     rc.in[0] = to_double(qkv, n_qkv);
     rc.len[0] = n_qkv;
     assert_forward("attention out", &rc, r.out);
     double *rout = dbuf(n_out), *rprobs = dbuf(S), *rlse = dbuf(a.B * a.H * a.T);
-    ref_attention_full(&rc, rout, rprobs, rlse);
+    double *rcapped = dbuf(S);
+    ref_attention_full(&rc, rout, rprobs, rlse, rcapped);
     if (flash) {
         assert_close("attention lse", r.lse, rlse, a.B * a.H * a.T, RTOL_FWD);
     } else {
         assert_close("attention probs", r.probs, rprobs, S, RTOL_FWD);
+        if (a.cap > 0.0f)
+            assert_close("attention capped", r.capped, rcapped, S, RTOL_FWD);
         if (a.p > 0.0f) {
             size_t dropped = 0;
             for (size_t e = 0; e < S; e++) {
@@ -885,23 +908,25 @@ static void attention_fd_case(att_dims a, bool flash, uint64_t seed)
 }
 
 /* Grouped-query (H=4 over KV=2) and plain multi-head (H=KV=4), without and with dropout,
- * in both forms: 8 cases, _i = (flash, dropout, grouped) bits. */
+ * without and with a softcap of 1.5 (scores reach about 5: the cap saturates), in both
+ * forms: 16 cases, _i = (flash, dropout, grouped, softcap) bits. */
 START_TEST(attention_fd)
 {
-    bool flash = _i & 1, drop = _i & 2, grouped = _i & 4;
-    att_dims a = {B_, T_, 4, grouped ? 2 : 4, 3, drop ? 0.2f : 0.0f};
+    bool flash = _i & 1, drop = _i & 2, grouped = _i & 4, capped = _i & 8;
+    att_dims a = {B_, T_, 4, grouped ? 2 : 4, 3, drop ? 0.2f : 0.0f, capped ? 1.5f : 0.0f};
     attention_fd_case(a, flash, 100 + (uint64_t)_i);
 }
 END_TEST
 
-/* The flash form agrees with the standard one on a size where sgemm blocks: out and dqkv
+/* The flash form agrees with the standard one on a size where sgemm blocks, without and
+ * with dropout and softcap: out and dqkv
  * to 1e-5 of the tensor's largest entry (2.2e-7 is the largest difference seen: the two
  * forms sum in different orders and flash recomputes the probabilities from lse). */
 START_TEST(flash_matches_standard)
 {
-    const float ps[] = {0.0f, 0.1f};
-    for (size_t k = 0; k < 2; k++) {
-        att_dims a = {2, 33, 4, 2, 16, ps[k]};
+    const float ps[] = {0.0f, 0.1f, 0.0f, 0.1f}, caps[] = {0.0f, 0.0f, 2.0f, 2.0f};
+    for (size_t k = 0; k < 4; k++) {
+        att_dims a = {2, 33, 4, 2, 16, ps[k], caps[k]};
         seed_data(200 + k);
         size_t n_qkv = a.B * a.T * att_w(a), n_out = a.B * a.T * a.H * a.D;
         float *qkv = frand(n_qkv), *dout = frand(n_out);
@@ -925,7 +950,7 @@ END_TEST
 START_TEST(attention_is_causal)
 {
     bool flash = _i & 1;
-    att_dims a = {2, 6, 4, 2, 3, (_i & 2) ? 0.2f : 0.0f};
+    att_dims a = {2, 6, 4, 2, 3, (_i & 2) ? 0.2f : 0.0f, 0.0f};
     seed_data(300);
     size_t W = att_w(a), n_qkv = a.B * a.T * W, n_out = a.B * a.T * a.H * a.D;
     float *qkv = frand(n_qkv), *dout = frand(n_out);
@@ -955,7 +980,7 @@ END_TEST
 /* The same inputs give the same bits, call after call. */
 START_TEST(kernels_are_deterministic)
 {
-    att_dims a = {2, 40, 4, 2, 16, 0.1f};
+    att_dims a = {2, 40, 4, 2, 16, 0.1f, 0.0f};
     seed_data(400);
     size_t n_qkv = a.B * a.T * att_w(a), n_out = a.B * a.T * a.H * a.D;
     float *qkv = frand(n_qkv), *dout = frand(n_out);
@@ -1044,35 +1069,57 @@ static void ref_swiglu(const ref_case *rc, double *out)
     }
 }
 
-/* Against the reference and finite differences, and with one tensor as both inputs:
- * d/dx [silu(x) x] = silu'(x) x + silu(x), silu'(x) = s (1 + x (1 - s)). */
-START_TEST(swiglu)
+/* A fused gated unit out = f(gate) up, with f and f' given in double: its kernels against
+ * the reference and finite differences, and with one tensor as both inputs, whose gradient
+ * is f'(x) x + f(x). */
+typedef struct {
+    const char *name;
+    ref_fn ref;
+    double (*f)(double), (*df)(double);
+    void (*forward)(float *, const float *, const float *, size_t);
+    void (*backward)(float *, float *, const float *, const float *, const float *, size_t);
+} gated_unit;
+
+static void check_gated(const gated_unit *u, uint64_t seed)
 {
-    seed_data(701);
-    float *g = ew_input(), *u = frand(EW_N), *out = obuf(EW_N), *dout = frand(EW_N);
-    float *dg = fbuf(EW_N), *du = fbuf(EW_N), *dx = fbuf(EW_N);
-    ref_case rc = {.fn = ref_swiglu, .n_out = EW_N, .g = to_double(dout, EW_N), .n = EW_N};
+    seed_data(seed);
+    ref_case rc = {.fn = u->ref, .n_out = EW_N, .n = EW_N};
+    float *g = ew_input(), *up = ref_input(&rc, 1, EW_N), *out = obuf(EW_N), *dout = frand(EW_N);
     rc.in[0] = to_double(g, EW_N);
     rc.len[0] = EW_N;
-    rc.in[1] = to_double(u, EW_N);
-    rc.len[1] = EW_N;
-    ck_kernel_swiglu_forward(out, g, u, EW_N);
-    ck_kernel_swiglu_backward(dg, du, dout, g, u, EW_N);
+    rc.g = to_double(dout, EW_N);
+    float *dg = fbuf(EW_N), *du = fbuf(EW_N), *dx = fbuf(EW_N);
+    u->forward(out, g, up, EW_N);
+    u->backward(dg, du, dout, g, up, EW_N);
     float *dg1 = copy_f(dg, EW_N), *du1 = copy_f(du, EW_N);
-    ck_kernel_swiglu_backward(dg, du, dout, g, u, EW_N);
-    assert_forward("swiglu", &rc, out);
-    assert_doubled("swiglu dgate", dg, dg1, EW_N);
-    assert_doubled("swiglu dup", du, du1, EW_N);
-    assert_fd("swiglu dgate", &rc, 0, dg1);
-    assert_fd("swiglu dup", &rc, 1, du1);
-    ck_kernel_swiglu_backward(dx, dx, dout, g, g, EW_N);
+    u->backward(dg, du, dout, g, up, EW_N);
+    assert_forward(u->name, &rc, out);
+    assert_doubled("dgate", dg, dg1, EW_N);
+    assert_doubled("dup", du, du1, EW_N);
+    assert_fd("dgate", &rc, 0, dg1);
+    assert_fd("dup", &rc, 1, du1);
+    u->backward(dx, dx, dout, g, g, EW_N);
     double *want = dbuf(EW_N);
-    for (size_t i = 0; i < EW_N; i++) {
-        double x = g[i], sg = 1.0 / (1.0 + exp(-x));
-        want[i] = dout[i] * (sg * (1.0 + x * (1.0 - sg)) * x + x * sg);
-    }
-    assert_close("swiglu of x and x", dx, want, EW_N, RTOL_GRAD);
+    for (size_t i = 0; i < EW_N; i++)
+        want[i] = dout[i] * (u->df(g[i]) * g[i] + u->f(g[i]));
+    assert_close("one tensor as both inputs", dx, want, EW_N, RTOL_GRAD);
     free_scratch();
+}
+
+static double ref_silu1(double x) { return x / (1.0 + exp(-x)); }
+
+/* silu'(x) = s (1 + x (1 - s)). */
+static double ref_dsilu(double x)
+{
+    double sg = 1.0 / (1.0 + exp(-x));
+    return sg * (1.0 + x * (1.0 - sg));
+}
+
+START_TEST(swiglu)
+{
+    gated_unit u = {"swiglu", ref_swiglu, ref_silu1, ref_dsilu, ck_kernel_swiglu_forward,
+                    ck_kernel_swiglu_backward};
+    check_gated(&u, 701);
 }
 END_TEST
 
@@ -1256,6 +1303,219 @@ START_TEST(rope)
 }
 END_TEST
 
+/* ---- lora ---- */
+
+/* rc->in: x [n, C], y [n, OC], A [P*R, C], B [OC, R]; output column o of part p (the
+ * columns of part p follow those of parts before it) adds alpha/R sum_r B[o, r]
+ * (A x)[p R + r]. */
+static void ref_lora(const ref_case *rc, double *out)
+{
+    const double *x = rc->in[0], *y = rc->in[1], *A = rc->in[2], *B = rc->in[3];
+    size_t R = rc->R, C = rc->C, OC = rc->OC;
+    for (size_t n = 0; n < rc->n; n++)
+        for (size_t o = 0, p = 0, end = rc->width[0]; o < OC; o++) {
+            if (o == end)
+                end += rc->width[++p];
+            double sum = 0.0;
+            for (size_t r = 0; r < R; r++) {
+                double m = 0.0;
+                for (size_t c = 0; c < C; c++)
+                    m += A[(p * R + r) * C + c] * x[n * C + c];
+                sum += B[o * R + r] * m;
+            }
+            out[n * OC + o] = y[n * OC + o] + rc->alpha / (double)R * sum;
+        }
+}
+
+/* One adapter, and q, k, v adapters on a packed qkv of 2 q heads and 1 kv head of 3:
+ * against the reference and finite differences for x, y, A and B; mid is A x. */
+static void check_lora(size_t n_parts, const size_t *width, size_t OC)
+{
+    enum { N = 6, C = 5, R = 2 };
+    size_t MW = n_parts * R;
+    ref_case rc = {.fn = ref_lora, .n_out = N * OC, .n = N, .C = C, .OC = OC, .R = R,
+                   .n_parts = n_parts, .alpha = 3.0};
+    memcpy(rc.width, width, n_parts * sizeof *width);
+    float *x = ref_input(&rc, 0, N * C), *y = ref_input(&rc, 1, N * OC);
+    float *A = ref_input(&rc, 2, MW * C), *B = ref_input(&rc, 3, OC * R);
+    float *out = obuf(N * OC), *mid = obuf(N * MW), *dout = frand(N * OC), *ws = obuf(N * MW);
+    float *dx = fbuf(N * C), *dy = fbuf(N * OC), *dA = fbuf(MW * C), *dB = fbuf(OC * R);
+    rc.g = to_double(dout, N * OC);
+    float s = 1.5f; /* alpha / R */
+    ck_kernel_lora_forward(out, mid, x, y, A, B, N, C, OC, R, n_parts, width, s);
+    assert_forward("lora", &rc, out);
+    double *want_mid = dbuf(N * MW);
+    for (size_t n = 0; n < N; n++)
+        for (size_t j = 0; j < MW; j++)
+            for (size_t c = 0; c < C; c++)
+                want_mid[n * MW + j] += (double)A[j * C + c] * x[n * C + c];
+    assert_close("lora mid", mid, want_mid, N * MW, RTOL_FWD);
+    ck_kernel_lora_backward(dx, dy, dA, dB, ws, dout, x, mid, A, B, N, C, OC, R, n_parts, width, s);
+    float *grads[] = {dx, dy, dA, dB}, *once[4];
+    size_t lens[] = {N * C, N * OC, MW * C, OC * R};
+    for (size_t k = 0; k < 4; k++)
+        once[k] = copy_f(grads[k], lens[k]);
+    ck_kernel_lora_backward(dx, dy, dA, dB, ws, dout, x, mid, A, B, N, C, OC, R, n_parts, width, s);
+    const char *names[] = {"lora dx", "lora dy", "lora dA", "lora dB"};
+    for (size_t k = 0; k < 4; k++) {
+        assert_doubled(names[k], grads[k], once[k], lens[k]);
+        assert_fd(names[k], &rc, k, once[k]);
+    }
+    free_scratch();
+}
+
+START_TEST(lora)
+{
+    seed_data(801);
+    size_t one[] = {7}, qkv[] = {6, 3, 3};
+    check_lora(1, one, 7);
+    check_lora(3, qkv, 12);
+}
+END_TEST
+
+/* ---- qknorm ---- */
+
+/* rc->in: qkv [n, (H + 2*KV) * D], q_gamma [D], k_gamma [D]; each q and k head of D values
+ * x becomes x / sqrt(mean(x^2) + 1e-6) * gamma, v heads are copied. rstd: NULL or
+ * [n, H + KV]. */
+static void ref_qknorm_stats(const ref_case *rc, double *out, double *rstd)
+{
+    size_t D = rc->D, W = (rc->H + 2 * rc->KV) * D;
+    for (size_t n = 0; n < rc->n; n++)
+        for (size_t h = 0; h < rc->H + 2 * rc->KV; h++) {
+            const double *x = rc->in[0] + n * W + h * D;
+            double *y = out + n * W + h * D;
+            bool normed = h < rc->H + rc->KV;
+            const double *g = rc->in[h < rc->H ? 1 : 2];
+            double ss = 0.0;
+            for (size_t d = 0; d < D; d++)
+                ss += x[d] * x[d];
+            double r = 1.0 / sqrt(ss / (double)D + 1e-6);
+            for (size_t d = 0; d < D; d++)
+                y[d] = normed ? x[d] * r * g[d] : x[d];
+            if (rstd && normed)
+                rstd[n * (rc->H + rc->KV) + h] = r;
+        }
+}
+
+static void ref_qknorm(const ref_case *rc, double *out) { ref_qknorm_stats(rc, out, NULL); }
+
+/* 3 q heads sharing 1 kv head, heads of 4, with gammas away from 1 so that q_gamma and
+ * k_gamma swapped, or v normalised, show. */
+START_TEST(qknorm)
+{
+    enum { N = 6, H = 3, KV = 1, D = 4, W = (H + 2 * KV) * D };
+    seed_data(901);
+    ref_case rc = {.fn = ref_qknorm, .n_out = N * W, .n = N, .H = H, .KV = KV, .D = D};
+    float *x = ref_input(&rc, 0, N * W), *qg = ref_input(&rc, 1, D), *kg = ref_input(&rc, 2, D);
+    float *out = obuf(N * W), *rstd = obuf(N * (H + KV)), *dout = frand(N * W);
+    float *dx = fbuf(N * W), *dqg = fbuf(D), *dkg = fbuf(D);
+    rc.g = to_double(dout, N * W);
+    ck_kernel_qknorm_forward(out, rstd, x, qg, kg, N, H, KV, D);
+    assert_forward("qknorm", &rc, out);
+    double *want_rstd = dbuf(N * (H + KV)), *scratch_out = dbuf(N * W);
+    ref_qknorm_stats(&rc, scratch_out, want_rstd);
+    assert_close("qknorm rstd", rstd, want_rstd, N * (H + KV), RTOL_FWD);
+    ck_kernel_qknorm_backward(dx, dqg, dkg, dout, x, qg, kg, rstd, N, H, KV, D);
+    float *grads[] = {dx, dqg, dkg}, *once[3];
+    size_t lens[] = {N * W, D, D};
+    for (size_t k = 0; k < 3; k++)
+        once[k] = copy_f(grads[k], lens[k]);
+    ck_kernel_qknorm_backward(dx, dqg, dkg, dout, x, qg, kg, rstd, N, H, KV, D);
+    const char *names[] = {"qknorm dx", "qknorm dq_gamma", "qknorm dk_gamma"};
+    for (size_t k = 0; k < 3; k++) {
+        assert_doubled(names[k], grads[k], once[k], lens[k]);
+        assert_fd(names[k], &rc, k, once[k]);
+    }
+    free_scratch();
+}
+END_TEST
+
+/* ---- geglu ---- */
+
+static double ref_gelu_tanh(double x)
+{
+    return 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+}
+
+static void ref_geglu(const ref_case *rc, double *out)
+{
+    for (size_t i = 0; i < rc->n; i++)
+        out[i] = ref_gelu_tanh(rc->in[0][i]) * rc->in[1][i];
+}
+
+/* gelu' by central differences of the reference. */
+static double ref_dgelu_tanh(double x)
+{
+    return (ref_gelu_tanh(x + FD_STEP) - ref_gelu_tanh(x - FD_STEP)) / (2 * FD_STEP);
+}
+
+START_TEST(geglu)
+{
+    gated_unit u = {"geglu", ref_geglu, ref_gelu_tanh, ref_dgelu_tanh, ck_kernel_geglu_forward,
+                    ck_kernel_geglu_backward};
+    check_gated(&u, 1001);
+}
+END_TEST
+
+/* ---- softcap ---- */
+
+static void ref_softcap(const ref_case *rc, double *out)
+{
+    for (size_t i = 0; i < rc->n; i++)
+        out[i] = rc->cap * tanh(rc->in[0][i] / rc->cap);
+}
+
+/* Inputs in [-3, 3] against a cap of 1.5: both the linear middle and the saturated ends;
+ * every output lies strictly inside (-cap, cap). */
+START_TEST(softcap)
+{
+    seed_data(1101);
+    float *x = ew_input(), *out = obuf(EW_N), *dout = frand(EW_N), *dx = fbuf(EW_N);
+    ref_case rc = {.fn = ref_softcap, .n_out = EW_N, .g = to_double(dout, EW_N), .n = EW_N,
+                   .cap = 1.5};
+    rc.in[0] = to_double(x, EW_N);
+    rc.len[0] = EW_N;
+    ck_kernel_softcap_forward(out, x, 1.5f, EW_N);
+    ck_kernel_softcap_backward(dx, out, dout, 1.5f, EW_N);
+    float *dx1 = copy_f(dx, EW_N);
+    ck_kernel_softcap_backward(dx, out, dout, 1.5f, EW_N);
+    assert_forward("softcap", &rc, out);
+    assert_doubled("softcap dinp", dx, dx1, EW_N);
+    assert_fd("softcap dinp", &rc, 0, dx1);
+    for (size_t i = 0; i < EW_N; i++)
+        ck_assert(fabsf(out[i]) < 1.5f);
+    free_scratch();
+}
+END_TEST
+
+/* ---- scale ---- */
+
+static void ref_scale(const ref_case *rc, double *out)
+{
+    for (size_t i = 0; i < rc->n; i++)
+        out[i] = rc->alpha * rc->in[0][i];
+}
+
+START_TEST(scale)
+{
+    seed_data(1201);
+    float *x = ew_input(), *out = obuf(EW_N), *dout = frand(EW_N), *dx = fbuf(EW_N);
+    ref_case rc = {.fn = ref_scale, .n_out = EW_N, .g = to_double(dout, EW_N), .n = EW_N,
+                   .alpha = 2.75};
+    rc.in[0] = to_double(x, EW_N);
+    rc.len[0] = EW_N;
+    ck_kernel_scale_forward(out, x, 2.75f, EW_N);
+    ck_kernel_scale_backward(dx, dout, 2.75f, EW_N);
+    float *dx1 = copy_f(dx, EW_N);
+    ck_kernel_scale_backward(dx, dout, 2.75f, EW_N);
+    assert_forward("scale", &rc, out);
+    assert_doubled("scale dinp", dx, dx1, EW_N);
+    assert_fd("scale dinp", &rc, 0, dx1);
+    free_scratch();
+}
+END_TEST
+
 static Suite *kernels_suite(void)
 {
     Suite *s = suite_create("kernels");
@@ -1278,13 +1538,18 @@ static Suite *kernels_suite(void)
     tcase_add_test(tc, rng_keep_fraction);
     tcase_add_test(tc, rng_bits_are_balanced);
     tcase_add_test(tc, rng_determinism_and_streams);
-    tcase_add_loop_test(tc, attention_fd, 0, 8);
+    tcase_add_loop_test(tc, attention_fd, 0, 16);
     tcase_add_test(tc, flash_matches_standard);
     tcase_add_loop_test(tc, attention_is_causal, 0, 4);
     tcase_add_test(tc, kernels_are_deterministic);
     tcase_add_test(tc, cross_entropy);
     tcase_add_test(tc, mse);
     tcase_add_test(tc, rope);
+    tcase_add_test(tc, lora);
+    tcase_add_test(tc, qknorm);
+    tcase_add_test(tc, geglu);
+    tcase_add_test(tc, softcap);
+    tcase_add_test(tc, scale);
     tcase_add_test(tc, swiglu);
     tcase_add_test(tc, half_codes_round_trip);
     tcase_add_test(tc, half_rounding_is_nearest_even);

@@ -306,31 +306,238 @@ START_TEST(rope_rotates_q_and_k)
 }
 END_TEST
 
-/* swiglu(gate, up) keeps their type, saves both and costs 5 and 10 FLOPs per element. */
-START_TEST(swiglu_saves_both_inputs)
+/* A fused gated unit op(gate, up) on bf16 [2, 5, 24]: keeps their type, saves both inputs
+ * and costs fwd and bwd FLOPs per element; the two inputs must have one type. */
+static void assert_gated(const char *name, uint64_t fwd, uint64_t bwd)
 {
     ck_ttype in[2] = {tt(CK_BF16, 3, 2, 5, 24), tt(CK_BF16, 3, 2, 5, 24)};
-    ck_attrs a = defaults("swiglu");
+    ck_attrs a = defaults(name);
     ck_op_info info;
-    ck_ttype out = infer_ok("swiglu", &a, in, &info);
+    ck_ttype out = infer_ok(name, &a, in, &info);
     assert_shape(&out, CK_BF16, 3, 2, 5, 24);
     ck_assert(info.n_params == 0 && info.n_param_tensors == 0);
     ck_assert_uint_eq(info.n_saved, 2);
     ck_assert(info.saved[0].kind == CK_SAVE_INPUT && info.saved[0].input == 0);
     ck_assert(info.saved[1].kind == CK_SAVE_INPUT && info.saved[1].input == 1);
     ck_assert_uint_eq(info.saved[0].bytes + info.saved[1].bytes, 2 * 240 * 2);
-    ck_assert_uint_eq(info.fwd_flops, 5 * 240);
-    ck_assert_uint_eq(info.bwd_flops, 10 * 240);
+    ck_assert_uint_eq(info.fwd_flops, fwd * 240);
+    ck_assert_uint_eq(info.bwd_flops, bwd * 240);
     uint64_t x = 240 * 2; /* reads 2 inputs, writes 1; reads dy and the 2 saved, writes 2 */
     ck_assert_uint_eq(info.fwd_bytes_moved, 3 * x);
     ck_assert_uint_eq(info.bwd_bytes_moved, 5 * x);
     in[1].dim[2] = 12;
-    ck_assert(strstr(infer_bad("swiglu", &a, in),
+    ck_assert(strstr(infer_bad(name, &a, in),
                      "f.json: nodes[3].inputs[1]: expected the type of inputs[0], bf16 [2, 5, 24], "
                      "got bf16 [2, 5, 12]"));
+    in[1] = tt(CK_F16, 3, 2, 5, 24);
+    ck_assert(strstr(infer_bad(name, &a, in),
+                     "f.json: nodes[3].inputs[1]: expected the type of inputs[0], bf16 [2, 5, 24], "
+                     "got f16 [2, 5, 24]"));
     ck_ttype ids[2] = {tt(CK_I32, 2, 2, 5, 0), tt(CK_I32, 2, 2, 5, 0)};
-    ck_assert(strstr(infer_bad("swiglu", &a, ids),
-                     "f.json: nodes[3].inputs[0]: expected a float tensor"));
+    ck_assert(strstr(infer_bad(name, &a, ids), "f.json: nodes[3].inputs[0]: expected a float tensor"));
+}
+
+/* swiglu: silu 4 + product 1 forward, 10 backward. */
+START_TEST(swiglu_saves_both_inputs) { assert_gated("swiglu", 5, 10); }
+END_TEST
+
+
+/* lora(x [2,5,24], y [2,5,40]) at rank 4: lora_a [4, 24] then lora_b [40, 4]; saves x and
+ * mid [2,5,4]; 10 rows. With heads 2, kv_heads 1, q, k and v have their own A rows. */
+START_TEST(lora_adds_an_adapter)
+{
+    ck_ttype in[2] = {tt(CK_BF16, 3, 2, 5, 24), tt(CK_BF16, 3, 2, 5, 40)};
+    ck_attrs a = defaults("lora");
+    a.rank = 4;
+    ck_op_info info;
+    ck_ttype out = infer_ok("lora", &a, in, &info);
+    assert_shape(&out, CK_BF16, 3, 2, 5, 40);
+    ck_assert(a.alpha == 4.0); /* the rank's, by default */
+    ck_assert_uint_eq(info.n_params, 4 * 24 + 40 * 4);
+    assert_param(&info, 0, "lora_a", CK_INIT_NORMAL, 4, 24, 0);
+    assert_param(&info, 1, "lora_b", CK_INIT_ZEROS, 40, 4, 96);
+    ck_assert_uint_eq(info.n_saved, 2);
+    ck_assert(info.saved[0].kind == CK_SAVE_INPUT && info.saved[0].input == 0);
+    ck_assert(info.saved[1].kind == CK_SAVE_INTERNAL && info.saved[1].slot == CK_SLOT_LORA_MID);
+    assert_shape(&info.saved[1].type, CK_BF16, 3, 2, 5, 4);
+    ck_assert_uint_eq(info.saved[0].bytes + info.saved[1].bytes, 10 * 24 * 2 + 10 * 4 * 2);
+    uint64_t a_mm = 2 * 10 * 24 * 4, b_mm = 2 * 10 * 40 * 4; /* x A^T, mid B^T */
+    ck_assert_uint_eq(info.fwd_flops, 2 * 400 + a_mm + b_mm);
+    ck_assert_uint_eq(info.bwd_flops, 2 * 400 + 2 * (a_mm + b_mm));
+    ck_assert(info.fwd_ws_bytes == 0 && info.bwd_ws_bytes == 10 * 4 * 2); /* dmid */
+    /* forward: x, y, params in, out and mid out; backward: dy, saved, params x3, ws x2 in
+     * and out, dx and dy out. */
+    uint64_t params = 256 * 2;
+    ck_assert_uint_eq(info.fwd_bytes_moved, 480 + 800 + params + 800 + 80);
+    ck_assert_uint_eq(info.bwd_bytes_moved, 800 + 480 + 80 + 3 * params + 2 * 80 + 480 + 800);
+    a = defaults("lora");
+    a.rank = 4, a.alpha = 8, a.heads = 2, a.kv_heads = 1; /* 4 heads of 10 */
+    infer_ok("lora", &a, in, &info);
+    ck_assert(a.alpha == 8.0);
+    ck_assert_uint_eq(info.n_params, 3 * 4 * 24 + 40 * 4);
+    assert_param(&info, 0, "lora_a", CK_INIT_NORMAL, 12, 24, 0);
+    assert_param(&info, 1, "lora_b", CK_INIT_ZEROS, 40, 4, 288);
+    assert_shape(&info.saved[1].type, CK_BF16, 3, 2, 5, 12);
+    in[1].dim[2] = 42;
+    ck_assert(strstr(infer_bad("lora", &a, in),
+                     "f.json: nodes[3].inputs[1]: expected a last dimension divisible by heads + "
+                     "2*kv_heads = 4 (packed q, k, v), got bf16 [2, 5, 42]"));
+    a.kv_heads = 3;
+    ck_assert(strstr(infer_bad("lora", &a, in),
+                     "f.json: nodes[3].kv_heads: expected a divisor of heads (2), got 3"));
+    a = defaults("lora");
+    a.rank = 4;
+    in[1] = tt(CK_BF16, 3, 2, 6, 40);
+    ck_assert(strstr(infer_bad("lora", &a, in),
+                     "f.json: nodes[3].inputs[1]: expected the dtype and leading dimensions of "
+                     "inputs[0], bf16 [2, 5, 24] (y, the base projection of x), got bf16 [2, 6, 40]"));
+    in[1] = tt(CK_F32, 3, 2, 5, 40);
+    ck_assert(strstr(infer_bad("lora", &a, in), "nodes[3].inputs[1]: expected the dtype"));
+}
+END_TEST
+
+/* qknorm on bf16 [2, 5, 96] with 4 q heads and 2 kv heads of 12: q_gamma and k_gamma [12]
+ * (ones); saves its input and rstd f32 [2, 5, 6]; 2*5*6*12 normalised elements, 2*5*2*12
+ * v elements. head_dim, when stated, must be 12. */
+START_TEST(qknorm_normalises_q_and_k_heads)
+{
+    ck_ttype in = tt(CK_BF16, 3, 2, 5, 96);
+    ck_attrs a = defaults("qknorm");
+    a.heads = 4, a.kv_heads = 2;
+    ck_op_info info;
+    ck_ttype out = infer_ok("qknorm", &a, &in, &info);
+    assert_shape(&out, CK_BF16, 3, 2, 5, 96);
+    ck_assert_uint_eq(info.n_params, 24);
+    assert_param(&info, 0, "q_gamma", CK_INIT_ONES, 12, 0, 0);
+    assert_param(&info, 1, "k_gamma", CK_INIT_ONES, 12, 0, 12);
+    ck_assert_uint_eq(info.n_saved, 2);
+    ck_assert(info.saved[0].kind == CK_SAVE_INPUT && info.saved[0].bytes == 960 * 2);
+    ck_assert(info.saved[1].kind == CK_SAVE_INTERNAL && info.saved[1].slot == CK_SLOT_RSTD);
+    assert_shape(&info.saved[1].type, CK_F32, 3, 2, 5, 6);
+    ck_assert_uint_eq(info.saved[1].bytes, 2 * 5 * 6 * 4);
+    ck_assert_uint_eq(info.fwd_flops, 4 * 720);
+    ck_assert_uint_eq(info.bwd_flops, 8 * 720 + 240);
+    uint64_t x = 960 * 2, params = 24 * 2, stats = 240;
+    ck_assert_uint_eq(info.fwd_bytes_moved, 2 * x + params + stats);
+    ck_assert_uint_eq(info.bwd_bytes_moved, x + x + stats + 3 * params + x);
+    a.head_dim = 12;
+    infer_ok("qknorm", &a, &in, &info);
+    a.head_dim = 16;
+    ck_assert(strstr(infer_bad("qknorm", &a, &in),
+                     "f.json: nodes[3].head_dim: expected the head size of the packed width, 96 / "
+                     "(heads + 2*kv_heads = 8) = 12, got 16"));
+    a = defaults("qknorm");
+    a.heads = 5; /* kv_heads 5: 15 heads do not divide 96 */
+    ck_assert(strstr(infer_bad("qknorm", &a, &in),
+                     "f.json: nodes[3].inputs[0]: expected a last dimension divisible by heads + "
+                     "2*kv_heads = 15 (packed q, k, v), got bf16 [2, 5, 96]"));
+    ck_assert_uint_eq(a.kv_heads, 5);
+}
+END_TEST
+
+/* geglu: gelu 8 + product 1 forward, 14 backward. */
+START_TEST(geglu_saves_both_inputs) { assert_gated("geglu", 9, 14); }
+END_TEST
+
+/* An element-wise op with one required positive-number attribute (set to 4) on bf16
+ * [2, 5, 24]: keeps the type, owns nothing, saves its output or nothing, costs fwd and bwd
+ * FLOPs per element and moves its input and output (and the saved output backward). */
+static void assert_scalar_op(const char *name, bool saves_output, uint64_t fwd, uint64_t bwd)
+{
+    const ck_op_def *op = ck_op_find(name);
+    ck_assert(op->n_attrs == 1 && op->attrs[0].required);
+    ck_assert_int_eq(op->attrs[0].kind, CK_ATTR_POSITIVE);
+    ck_ttype in = tt(CK_BF16, 3, 2, 5, 24);
+    ck_attrs a = defaults(name);
+    *(double *)(void *)((char *)&a + op->attrs[0].offset) = 4;
+    ck_op_info info;
+    ck_ttype out = infer_ok(name, &a, &in, &info);
+    assert_shape(&out, CK_BF16, 3, 2, 5, 24);
+    ck_assert(info.n_params == 0 && info.n_saved == (saves_output ? 1 : 0));
+    if (saves_output)
+        ck_assert(info.saved[0].kind == CK_SAVE_OUTPUT && info.saved[0].bytes == 480);
+    ck_assert(info.fwd_flops == fwd * 240 && info.bwd_flops == bwd * 240);
+    ck_assert_uint_eq(info.fwd_bytes_moved, 2 * 480);
+    ck_assert_uint_eq(info.bwd_bytes_moved, (saves_output ? 3 : 2) * 480);
+}
+
+/* softcap saves its output (the derivative 1 - (out/cap)^2 reads only that): a division,
+ * tanh and a product forward, 4 FLOPs backward. */
+START_TEST(softcap_saves_its_output) { assert_scalar_op("softcap", true, 3, 4); }
+END_TEST
+
+/* scale saves nothing and costs one FLOP per element each way. */
+START_TEST(scale_saves_nothing) { assert_scalar_op("scale", false, 1, 1); }
+END_TEST
+
+/* Eager attention on bf16 qkv [2, 8, (4 + 2*2) * 16], S = B*H*T*T = 512 scores, e = 2:
+ * the softmax upcast to f32 keeps 4S + eS bytes of probabilities (the f32 softmax output
+ * and its bf16 cast for the product with V); softcap keeps its tanh, eS more, and costs
+ * 3S FLOPs each way; with dropout the cast is not kept (dropout's mask and output are).
+ * Flash keeps lse only, whatever these are. */
+START_TEST(attention_softmax_dtype_and_softcap)
+{
+    enum { S = 2 * 4 * 8 * 8 };
+    ck_ttype in = tt(CK_BF16, 3, 2, 8, (4 + 2 * 2) * 16);
+    ck_attrs a = defaults("attention");
+    a.heads = 4, a.kv_heads = 2;
+    ck_op_info info;
+    infer_ok("attention", &a, &in, &info);
+    ck_assert_int_eq(a.softmax_dtype, CK_BF16); /* the input's, by default */
+    ck_assert_uint_eq(info.n_saved, 3);
+    uint64_t base_fwd = info.fwd_flops, base_bwd = info.bwd_flops;
+
+    a = defaults("attention");
+    a.heads = 4, a.kv_heads = 2, a.softmax_dtype = CK_F32;
+    infer_ok("attention", &a, &in, &info);
+    ck_assert_uint_eq(info.n_saved, 4);
+    ck_assert(info.saved[2].slot == CK_SLOT_PROBS && info.saved[2].type.dtype == CK_F32);
+    ck_assert(info.saved[3].slot == CK_SLOT_PROBS_CAST && info.saved[3].type.dtype == CK_BF16);
+    ck_assert_uint_eq(info.saved[2].bytes + info.saved[3].bytes, 4 * S + 2 * S);
+    ck_assert(info.fwd_flops == base_fwd && info.bwd_flops == base_bwd);
+
+    a.cap = 50;
+    infer_ok("attention", &a, &in, &info);
+    ck_assert_uint_eq(info.n_saved, 5);
+    ck_assert(info.saved[2].slot == CK_SLOT_CAPPED && info.saved[2].type.dtype == CK_BF16);
+    assert_shape(&info.saved[2].type, CK_BF16, 4, 2, 4, 8);
+    ck_assert_uint_eq(info.saved[2].bytes, 2 * S);
+    ck_assert(info.saved[3].slot == CK_SLOT_PROBS && info.saved[4].slot == CK_SLOT_PROBS_CAST);
+    ck_assert_uint_eq(info.fwd_flops, base_fwd + 3 * S);
+    ck_assert_uint_eq(info.bwd_flops, base_bwd + 3 * S);
+    uint64_t internal = 2 * S + 4 * S + 2 * S, qkv = 2 * 8 * 128 * 2, o = 2 * 8 * 64 * 2;
+    ck_assert_uint_eq(info.fwd_bytes_moved, qkv + o + internal + 2 * (2 * S));
+
+    a.p = 0.1;
+    infer_ok("attention", &a, &in, &info);
+    ck_assert_uint_eq(info.n_saved, 6); /* qkv, out, capped, probs f32, mask, dropped */
+    ck_assert(info.saved[4].slot == CK_SLOT_MASK && info.saved[5].slot == CK_SLOT_DROPPED);
+    ck_assert_uint_eq(info.saved[5].bytes, 2 * S);
+
+    a.flash = true;
+    infer_ok("attention", &a, &in, &info);
+    ck_assert_uint_eq(info.n_saved, 3);
+    ck_assert_int_eq(info.saved[2].slot, CK_SLOT_LSE);
+
+    ck_ttype f32 = in; /* f32 activations: the f32 softmax is the one copy */
+    f32.dtype = CK_F32;
+    a = defaults("attention");
+    a.heads = 4, a.kv_heads = 2, a.softmax_dtype = CK_F32;
+    infer_ok("attention", &a, &f32, &info);
+    ck_assert_uint_eq(info.n_saved, 3);
+    ck_assert_uint_eq(info.saved[2].bytes, 4 * S);
+
+    a.softmax_dtype = CK_F16;
+    ck_assert(strstr(infer_bad("attention", &a, &in),
+                     "f.json: nodes[3].softmax_dtype: expected \"f32\" or the input's dtype, "
+                     "\"bf16\", got \"f16\""));
+    a.softmax_dtype = CK_BF16;
+    a.head_dim = 16;
+    infer_ok("attention", &a, &in, &info);
+    a.head_dim = 32; /* 4 heads of 32 would need a width of 256 */
+    ck_assert(strstr(infer_bad("attention", &a, &in),
+                     "f.json: nodes[3].head_dim: expected the head size of the packed width, 128 / "
+                     "(heads + 2*kv_heads = 8) = 16, got 32"));
 }
 END_TEST
 
@@ -411,6 +618,12 @@ static Suite *ops_suite(void)
     tcase_add_test(tc, elementwise);
     tcase_add_test(tc, attention_grouped_query);
     tcase_add_test(tc, rope_rotates_q_and_k);
+    tcase_add_test(tc, lora_adds_an_adapter);
+    tcase_add_test(tc, qknorm_normalises_q_and_k_heads);
+    tcase_add_test(tc, geglu_saves_both_inputs);
+    tcase_add_test(tc, softcap_saves_its_output);
+    tcase_add_test(tc, scale_saves_nothing);
+    tcase_add_test(tc, attention_softmax_dtype_and_softcap);
     tcase_add_test(tc, swiglu_saves_both_inputs);
     tcase_add_test(tc, cast_changes_the_dtype);
     tcase_add_test(tc, losses_make_scalars);

@@ -1,0 +1,92 @@
+# Hugging Face configs (planner/hf, docs/model-format.md section 8): every tiny config of
+# models/hf plans under every planner (sdpa and eager, with and without --lora), its f32
+# import runs with --verify (measured peaks equal to the predicted ones, to the byte);
+# `ckplan import` writes a file that plans as the config does; bad configs are refused.
+
+# hf_f32 CONFIG OUT ARGS...: CONFIG imported with ARGS, its dtypes made f32 (without master
+# weights), so that the f32 executor runs it.
+hf_f32() {
+    local config=$1 out=$2; shift 2
+    "$bin" import "$config" "$@" -o "$out.bf16.json" &&
+        python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["dtype"]="f32"; d["training"]={"optimizer":"adam","param_dtype":"f32"}; json.dump(d, open(sys.argv[2], "w"))' "$out.bf16.json" "$out"
+}
+
+# hf_plans NAME MODEL ARGS...: every planner plans MODEL with ARGS half-way between dp's
+# smallest plan and the baseline; at least three of them must. (The bf16 configs: the
+# executor runs f32 models, so their f32 imports are the ones run, by verify_planners.)
+hf_plans() {
+    local name=$1 model=$2; shift 2
+    run plan "$model" "$@" --budget 1000T --json -o "hf-$name-big.json"
+    check "hf $name: plans" 0
+    [ "$rc" = 0 ] || return
+    local base min planned=0
+    base=$(json_get "hf-$name-big.json" '["predicted"]["baseline_peak_bytes"]')
+    run plan "$model" "$@" --budget "$(json_get "hf-$name-big.json" '["predicted"]["static_bytes"]')"
+    min=$(printf '%s\n' "$err" | sed -n 's/.*its smallest plan needs [^(]*(\([0-9]*\) bytes).*/\1/p')
+    for planner in dp revolve chen sqrt none; do
+        run plan "$model" "$@" --budget "$(( (min + base) / 2 ))" --planner "$planner" -o "hf-$name-$planner.json"
+        [ "$rc" = 0 ] && planned=$((planned + 1))
+    done
+    check_that "hf $name: at least three planners plan at the middle budget" test "$planned" -ge 3
+}
+
+for config in "$root"/models/hf/*.json; do
+    family=$(basename "$config" -tiny.json)
+    hf_plans "$family" "$config"
+    hf_plans "$family-eager" "$config" --attention eager
+    hf_plans "$family-lora" "$config" --lora 4
+    hf_f32 "$config" "hf-$family-f32.json" --seq 16 &&
+        verify_planners "hf $family-f32" "hf-$family-f32.json" --may-store-all
+    hf_f32 "$config" "hf-$family-f32-lora.json" --seq 16 --lora 4 --attention eager &&
+        verify_planners "hf $family-f32-lora-eager" "hf-$family-f32-lora.json" --may-store-all
+done
+
+# import: the file it writes plans to the same figures and schedule as the config with the
+# same options (its path and sha256 aside).
+llama=$root/tests/data/hf/llama-3-8b
+run import "$llama" --seq 512 --batch 2 --set L=3 --lora 8 --attention eager -o hf-imported.json
+check "hf: import writes the model" 0
+run plan hf-imported.json --budget 40G --json -o hf-plan-imported.json
+check "hf: the imported model plans" 0
+run plan "$llama" --seq 512 --batch 2 --set L=3 --lora 8 --attention eager --budget 40G --json -o hf-plan-config.json
+check "hf: the config plans with the same options" 0
+check_that "hf: planning the imported file gives the config's figures and schedule" python3 -c '
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:])
+for k in ("predicted", "stages", "schedule", "budget_bytes"):
+    assert a[k] == b[k], k' hf-plan-imported.json hf-plan-config.json
+run import "$llama" --set NOPE=3 -o hf-never.json
+check "hf: import refuses a set naming no dim" 2 "config.json" "NOPE"
+check_that "hf: a refused import writes nothing" test ! -e hf-never.json
+run import "$root/models/llama-tiny.json" -o hf-never.json
+check "hf: import takes Hugging Face configs only" 2 "llama-tiny.json: expected a Hugging Face config.json"
+run import --help
+check "hf: import --help lists the families" 0 "gpt2, opt, llama, mistral, mixtral, qwen2, qwen3, phi3, gemma, gemma2" "--lora R"
+
+# Directories, sizes from the command line, kernels.
+run plan "$llama" --seq 8192 --batch 1 --budget 80G
+check "hf: Llama-3-8B full fine-tuning does not fit 80G: its static memory says why" 3 "static memory of 120 GiB"
+run plan "$llama" --seq 8192 --batch 1 --lora 16 --budget 80G -o hf-l3-lora.json
+check "hf: Llama-3-8B with LoRA at 8K fits 80G" 0 "parameters 15.0 GiB, gradients 80.0 MiB"
+run plan "$root/models/hf/gpt2-tiny.json" --seq 65 --budget 1G
+check "hf: GPT-2's learned positions bound the sequence" 2 "gpt2-tiny.json" "positions"
+run plan "$root/models/hf/llama-tiny.json" --budget 1000T --json -o hf-sdpa.json
+run plan "$root/models/hf/llama-tiny.json" --attention eager --budget 1000T --json -o hf-eager.json
+check_that "hf: eager attention keeps more than sdpa" python3 -c '
+import json, sys
+s, e = (json.load(open(p))["predicted"]["baseline_activation_peak_bytes"] for p in sys.argv[1:])
+assert e > s, (e, s)' hf-sdpa.json hf-eager.json
+
+# Bad configs: the file and the key.
+printf '{"model_type": "bert", "hidden_size": 8}' > hf-bert.json
+run plan hf-bert.json --budget 1G
+check "hf: an unknown model_type lists the families" 2 "hf-bert.json: model_type: expected one of gpt2, opt, llama, mistral, mixtral, qwen2, qwen3, phi3, gemma, gemma2, got \"bert\""
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); del d["intermediate_size"]; json.dump(d, open(sys.argv[2], "w"))' "$root/models/hf/llama-tiny.json" hf-no-ffn.json
+run plan hf-no-ffn.json --budget 1G
+check "hf: a missing key is named" 2 "hf-no-ffn.json: intermediate_size: missing"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["num_key_value_heads"] = 3; json.dump(d, open(sys.argv[2], "w"))' "$root/models/hf/llama-tiny.json" hf-kv3.json
+run plan hf-kv3.json --budget 1G
+check "hf: heads that the key/value heads do not divide are refused" 2 "hf-kv3.json" "kv_heads"
+mkdir -p hf-empty-dir
+run plan hf-empty-dir --budget 1G
+check "hf: a directory without config.json names the file" 2 "hf-empty-dir/config.json"
