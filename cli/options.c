@@ -117,9 +117,12 @@ void ck_options_model_help(FILE *out)
             "                        file's (dims computed from it follow); repeatable\n"
             "  --seq N, --batch N    the same as --set T=N and --set B=N\n"
             "  --optimizer NAME      for model files: the optimizer whose state is counted,\n"
-            "                        instead of the file's: none, sgd, momentum, adam\n"
-            "  --recipe NAME         for model files: the training recipe (dtypes of\n"
-            "                        parameters, gradients, activations, master weights)\n"
+            "                        instead of the file's: none, sgd, momentum, adam, adamw,\n"
+            "                        adafactor, adam8bit ('run' executes all but the last two)\n"
+            "  --recipe NAME         for model files: the training recipe, instead of the\n"
+            "                        file's recipe and dtypes: fp32, amp-bf16 (f32 weights,\n"
+            "                        bf16 activations), bf16-master (bf16 weights, f32 master\n"
+            "                        weights and optimizer state), bf16 (everything bf16)\n"
             "  --lora R              for Hugging Face configs: rank-R adapters on a frozen model\n"
             "  --attention KIND      for Hugging Face configs: eager, sdpa or flash\n");
 }

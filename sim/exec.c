@@ -25,6 +25,7 @@
 #define ADAM_LR 1e-3f
 #define SGD_LR 1e-2f
 #define MOMENTUM 0.9f
+#define ADAMW_WEIGHT_DECAY 0.01f /* torch.optim.AdamW's default */
 
 typedef struct backend backend;
 
@@ -173,11 +174,29 @@ static void fill_input(const ck_exec *e, size_t t, void *buf)
     }
 }
 
-static void optimizer_step(ck_exec *e)
+/* torch.optim.Adam, and AdamW with its decoupled weight decay (decay = lr * weight_decay;
+ * 0 for Adam): the parameter shrinks before the moment update. */
+static void adam_step(ck_exec *e, float decay)
 {
     float *p = e->params, *g = e->grads, *mo = e->opt_m, *v = e->opt_v;
+    e->adam_t++;
+    float b1 = 0.9f, b2 = 0.999f;
+    float c1 = 1.0f - powf(b1, (float)e->adam_t), c2 = 1.0f - powf(b2, (float)e->adam_t);
+    for (size_t j = 0; j < e->n_params; j++) {
+        p[j] -= decay * p[j];
+        mo[j] = b1 * mo[j] + (1.0f - b1) * g[j];
+        v[j] = b2 * v[j] + (1.0f - b2) * g[j] * g[j];
+        p[j] -= ADAM_LR * (mo[j] / c1) / (sqrtf(v[j] / c2) + 1e-8f);
+    }
+}
+
+static void optimizer_step(ck_exec *e)
+{
+    float *p = e->params, *g = e->grads, *mo = e->opt_m;
     switch (e->m->training.optimizer) {
     case CK_OPT_NONE:
+    case CK_OPT_ADAFACTOR: /* refused by check_model */
+    case CK_OPT_ADAM8BIT:
         break;
     case CK_OPT_SGD:
         for (size_t j = 0; j < e->n_params; j++)
@@ -189,17 +208,12 @@ static void optimizer_step(ck_exec *e)
             p[j] -= SGD_LR * mo[j];
         }
         break;
-    case CK_OPT_ADAM: {
-        e->adam_t++;
-        float b1 = 0.9f, b2 = 0.999f;
-        float c1 = 1.0f - powf(b1, (float)e->adam_t), c2 = 1.0f - powf(b2, (float)e->adam_t);
-        for (size_t j = 0; j < e->n_params; j++) {
-            mo[j] = b1 * mo[j] + (1.0f - b1) * g[j];
-            v[j] = b2 * v[j] + (1.0f - b2) * g[j] * g[j];
-            p[j] -= ADAM_LR * (mo[j] / c1) / (sqrtf(v[j] / c2) + 1e-8f);
-        }
+    case CK_OPT_ADAM:
+        adam_step(e, 0.0f);
         break;
-    }
+    case CK_OPT_ADAMW:
+        adam_step(e, ADAM_LR * ADAMW_WEIGHT_DECAY);
+        break;
     }
 }
 
@@ -688,6 +702,11 @@ static int check_model(const ck_model *m, ck_err *err)
                        "parameters %s, gradients %s)", m->file, ck_dtype_name(m->dtype),
                        ck_dtype_name(m->training.param_dtype),
                        ck_dtype_name(m->training.grad_dtype));
+    ck_optimizer o = m->training.optimizer;
+    if (o == CK_OPT_ADAFACTOR || o == CK_OPT_ADAM8BIT)
+        return ck_err_fail(err, CK_ERR_INPUT, "%s: optimizer %s is planned but not executed: the "
+                       "executor runs none, sgd, momentum, adam and adamw (plan with another "
+                       "--optimizer to run it)", m->file, ck_training_optimizer_name(o));
     for (size_t t = 0; t < m->n_inputs; t++) {
         ck_dtype d = m->tensors[t].type.dtype;
         if (d != CK_F32 && d != CK_I32)
@@ -777,9 +796,10 @@ static int create_model(ck_exec *e, const size_t *stage_first, ck_err *err)
     rc = alloc(e, CK_MEM_STATIC, (void **)&e->params, bytes, err);
     if (rc == CK_OK)
         rc = alloc(e, CK_MEM_STATIC, (void **)&e->grads, bytes, err);
-    if (rc == CK_OK && (o == CK_OPT_MOMENTUM || o == CK_OPT_ADAM))
+    bool adam = o == CK_OPT_ADAM || o == CK_OPT_ADAMW;
+    if (rc == CK_OK && (o == CK_OPT_MOMENTUM || adam))
         rc = alloc(e, CK_MEM_STATIC, (void **)&e->opt_m, bytes, err);
-    if (rc == CK_OK && o == CK_OPT_ADAM)
+    if (rc == CK_OK && adam)
         rc = alloc(e, CK_MEM_STATIC, (void **)&e->opt_v, bytes, err);
     for (size_t t = 0; t < m->n_inputs && rc == CK_OK; t++)
         if (ck_model_is_static(m, t))
