@@ -291,36 +291,44 @@ static int get_dtype(loader *ld, const cJSON *obj, const char *key, const char *
     return CK_OK;
 }
 
+/* The name the command line gives (flag, value), else training.key, else NULL; given
+ * receives which, for messages. */
+static int chosen_name(loader *ld, const cJSON *tr, const char *key, const char *flag,
+                       const char *value, const char **name, char given[CK_JSON_PATH_MAX])
+{
+    *name = value;
+    snprintf(given, CK_JSON_PATH_MAX, "%s%s", value ? flag : "training.", value ? "" : key);
+    return value || !tr ? CK_OK : ck_json_get_string(tr, key, false, name, ld->file, "training", ld->err);
+}
+
+static int unknown_name(loader *ld, const char *given, const char *names, const char *name)
+{
+    return ck_err_fail(ld->err, CK_ERR_INPUT, "%s: %s: expected one of %s, got \"%.*s\"", ld->file,
+                       given, names, strlen(name) > 200 ? 200 : (int)strlen(name), name);
+}
+
 /* The optimizer: --optimizer, else training.optimizer, else none. */
 static int read_optimizer(loader *ld, const cJSON *tr, ck_optimizer *out)
 {
-    const char *name = NULL;
-    int rc = tr ? ck_json_get_string(tr, "optimizer", false, &name, ld->file, "training", ld->err) : CK_OK;
-    const char *given = ld->opts->optimizer ? "--optimizer" : "training.optimizer";
-    if (ld->opts->optimizer)
-        name = ld->opts->optimizer;
+    const char *name;
+    char given[CK_JSON_PATH_MAX];
+    int rc = chosen_name(ld, tr, "optimizer", "--optimizer", ld->opts->optimizer, &name, given);
     *out = CK_OPT_NONE;
     if (rc != CK_OK || !name || ck_training_optimizer_parse(name, out))
         return rc;
-    return ck_err_fail(ld->err, CK_ERR_INPUT, "%s: %s: expected one of %s, got \"%.*s\"", ld->file,
-                       given, ck_training_optimizer_names(), strlen(name) > 200 ? 200 : (int)strlen(name),
-                       name);
+    return unknown_name(ld, given, ck_training_optimizer_names(), name);
 }
 
 /* The recipe: --recipe, else training.recipe, else none (CK_RECIPE_CUSTOM). */
 static int read_recipe(loader *ld, const cJSON *tr, ck_recipe *out)
 {
-    const char *name = NULL;
-    int rc = tr ? ck_json_get_string(tr, "recipe", false, &name, ld->file, "training", ld->err) : CK_OK;
-    const char *given = ld->opts->recipe ? "--recipe" : "training.recipe";
-    if (ld->opts->recipe)
-        name = ld->opts->recipe;
+    const char *name;
+    char given[CK_JSON_PATH_MAX];
+    int rc = chosen_name(ld, tr, "recipe", "--recipe", ld->opts->recipe, &name, given);
     *out = CK_RECIPE_CUSTOM;
     if (rc != CK_OK || !name || ck_training_recipe_parse(name, out))
         return rc;
-    return ck_err_fail(ld->err, CK_ERR_INPUT, "%s: %s: expected one of %s, got \"%.*s\"", ld->file,
-                       given, ck_training_recipe_names(), strlen(name) > 200 ? 200 : (int)strlen(name),
-                       name);
+    return unknown_name(ld, given, ck_training_recipe_names(), name);
 }
 
 /* The file's own mix: dtype (already in m->dtype), param_dtype, grad_dtype, master_weights. */
