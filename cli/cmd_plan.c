@@ -232,7 +232,9 @@ static void print_static_parts(FILE *out, const ck_workload *w)
     print_size_row(out, "  parameters", st->params, st->params, note);
     snprintf(note, sizeof note, "%s", ck_dtype_name(t->grad_dtype));
     print_size_row(out, "  gradients", st->grads, st->grads, note);
-    snprintf(note, sizeof note, "%s state", ck_training_optimizer_name(t->optimizer));
+    snprintf(note, sizeof note, "%s%s",
+             t->optimizer ? ck_training_optimizer_name(t->optimizer) : "no optimizer",
+             t->optimizer ? " state" : "");
     print_size_row(out, "  optimizer", st->optimizer, st->optimizer, note);
     print_size_row(out, "  master", st->master, st->master, "f32 master weights");
     print_size_row(out, "  inputs", st->held_inputs, st->held_inputs,
