@@ -218,10 +218,51 @@ static void print_size_row(FILE *out, const char *label, uint64_t plan, uint64_t
     fprintf(out, "  %-13s %12s %12s   %s\n", label, a, b, note);
 }
 
+/* The parameter count by part, and how they are trained. */
+static void print_model_training(FILE *out, const ck_workload *w)
+{
+    const ck_static_mem *st = &w->statics;
+    const ck_param_parts *p = &st->parts;
+    char total[32], emb[32], layers[32], head[32];
+    ck_human_count(st->n_params, total, sizeof total);
+    ck_human_count(p->embeddings, emb, sizeof emb);
+    ck_human_count(p->per_layer ? p->per_layer : p->layers, layers, sizeof layers);
+    ck_human_count(p->head, head, sizeof head);
+    fprintf(out, "parameters: %s", total);
+    if (p->n_layers)
+        fprintf(out, " = embeddings %s + %zu layer%s %s %s + head %s", emb, p->n_layers,
+                p->n_layers == 1 ? "" : "s", p->per_layer ? "x" : "in all", layers, head);
+    const ck_training *t = &w->model->training;
+    fprintf(out, "\ntraining: %s%s%soptimizer %s, parameters %s, gradients %s, activations %s%s\n\n",
+            t->recipe ? "recipe " : "", t->recipe ? ck_training_recipe(t->recipe)->name : "",
+            t->recipe ? ", " : "", ck_training_optimizer_name(t->optimizer),
+            ck_dtype_name(t->param_dtype), ck_dtype_name(t->grad_dtype), ck_dtype_name(w->model->dtype),
+            t->master_weights ? ", f32 master weights" : "");
+}
+
+/* The static memory by part, under its total. */
+static void print_static_parts(FILE *out, const ck_workload *w)
+{
+    const ck_static_mem *st = &w->statics;
+    const ck_training *t = &w->model->training;
+    char note[128];
+    snprintf(note, sizeof note, "%s", ck_dtype_name(t->param_dtype));
+    print_size_row(out, "  parameters", st->params, st->params, note);
+    snprintf(note, sizeof note, "%s", ck_dtype_name(t->grad_dtype));
+    print_size_row(out, "  gradients", st->grads, st->grads, note);
+    snprintf(note, sizeof note, "%s%s",
+             t->optimizer ? ck_training_optimizer_name(t->optimizer) : "no optimizer",
+             t->optimizer ? " state" : "");
+    print_size_row(out, "  optimizer", st->optimizer, st->optimizer, note);
+    print_size_row(out, "  master", st->master, st->master, "f32 master weights");
+    print_size_row(out, "  inputs", st->held_inputs, st->held_inputs,
+                   "held for the whole step (token ids, targets)");
+}
+
 static void print_summary(FILE *out, const ck_workload *w, const ck_plan_doc *d, const char *output,
                           bool *flags)
 {
-    char budget[32], note[256], s1[32], s2[32], s3[32], s4[32];
+    char budget[32], note[256], s1[32], s2[32];
     ck_size_format(d->budget_bytes, budget, sizeof budget);
     const ck_chain *c = &w->chain;
     ck_human_put_terminal_text(out, c->name); /* names from the input: shown, never obeyed */
@@ -232,19 +273,13 @@ static void print_summary(FILE *out, const ck_workload *w, const ck_plan_doc *d,
     fprintf(out, "planner %s, budget %s (%llu bytes)%s\n\n", d->planner, budget,
             (unsigned long long)d->budget_bytes,
             d->baseline_fits ? ": the baseline fits, nothing to recompute" : "");
+    if (w->model)
+        print_model_training(out, w);
     fprintf(out, "  %-13s %12s %12s\n", "memory", "plan", "baseline");
-    const ck_static_mem *st = &w->statics;
-    if (w->model) {
-        ck_size_format(st->params, s1, sizeof s1);
-        ck_size_format(st->grads, s2, sizeof s2);
-        ck_size_format(st->optimizer, s3, sizeof s3);
-        ck_size_format(st->master + st->held_inputs, s4, sizeof s4);
-        snprintf(note, sizeof note, "parameters %s, gradients %s, optimizer %s, other %s", s1, s2,
-                 s3, s4);
-    } else {
-        snprintf(note, sizeof note, "a chain file has none");
-    }
-    print_size_row(out, "static", d->static_bytes, d->static_bytes, note);
+    print_size_row(out, "static", d->static_bytes, d->static_bytes,
+                   w->model ? "what checkpointing cannot reduce:" : "a chain file has none");
+    if (w->model)
+        print_static_parts(out, w);
     print_size_row(out, "activations", d->predicted.peak_bytes, d->baseline.peak_bytes,
                    "peak of the replayed schedule");
     uint64_t total = d->static_bytes + d->predicted.peak_bytes;

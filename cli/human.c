@@ -14,6 +14,19 @@ void ck_human_seconds(double t, char *buf, size_t len)
         snprintf(buf, len, "%.3f s", t);
 }
 
+void ck_human_count(uint64_t n, char *buf, size_t len)
+{
+    char digits[24], grouped[32];
+    int nd = snprintf(digits, sizeof digits, "%llu", (unsigned long long)n), used = 0;
+    for (int i = 0; i < nd; i++) {
+        if (i && (nd - i) % 3 == 0)
+            grouped[used++] = ',';
+        grouped[used++] = digits[i];
+    }
+    grouped[used] = '\0';
+    snprintf(buf, len, "%s", grouped);
+}
+
 /* The shown form of the character at s (not at its end) into piece; returns the bytes of s
  * it stands for. */
 static size_t shown_piece(const unsigned char *s, char piece[8])

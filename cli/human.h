@@ -3,10 +3,14 @@
 #define CK_HUMAN_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 /* A duration in seconds as "12.3 us", "4.56 ms" or "7.890 s". */
 void ck_human_seconds(double t, char *buf, size_t len);
+
+/* A count with thousands separated: "124,439,808" (len >= 27 holds any). */
+void ck_human_count(uint64_t n, char *buf, size_t len);
 
 /* Text that came from an input file or the command line, made safe to show on a terminal:
  * control characters (C0, DEL, and U+0080-U+009F, which terminals obey too) become \xNN or

@@ -436,6 +436,8 @@ static int prepare(const run_args *a, const ck_plan_file *p, const ck_workload *
     if (rc == CK_OK) {
         rc = ck_plan_check_replay(p, &b->w->chain, b->w->statics.total, &b->check, err);
         if (rc == CK_OK)
+            ck_plan_check_statics(p, &b->w->statics, &b->check);
+        if (rc == CK_OK)
             rc = exact_peaks(b->w, &p->schedule, &b->check.replayed, err);
         if (rc == CK_ERR_INPUT)
             rc = name_plan(rc, a->label, "", err);
@@ -595,6 +597,7 @@ int ck_runner_plan(const ck_workload *w, const ck_planner *planner, uint64_t bud
         .model_opts = w->model ? &wopts->model : NULL,
         .budget_bytes = budget,
         .static_bytes = w->statics.total,
+        .statics = w->model ? &w->statics : NULL,
         .stages = w->chain.n_stages,
         .predicted = out->predicted,
         .baseline = out->baseline,

@@ -74,30 +74,73 @@ int ck_derive_saved_bytes(const ck_model *m, size_t first, size_t end, uint64_t 
     return ok ? CK_OK : overflow(m, "the saved bytes", err);
 }
 
+/* What training a node's parameters adds: their gradients, optimizer state and master
+ * weights. */
+static bool add_training_state(const ck_training *t, const ck_node *n, ck_static_mem *out)
+{
+    uint64_t grads, master, state;
+    bool ok = ck_size_mul(n->info.n_params, ck_dtype_bytes(t->grad_dtype), &grads) &&
+              ck_size_add(out->grads, grads, &out->grads) &&
+              ck_size_mul(n->info.n_params, t->master_weights ? 4 : 0, &master) &&
+              ck_size_add(out->master, master, &out->master);
+    for (size_t i = 0; ok && i < n->info.n_param_tensors; i++)
+        ok = ck_training_state_bytes(t, &n->info.params[i], &state) &&
+             ck_size_add(out->optimizer, state, &out->optimizer);
+    return ok;
+}
+
+static uint64_t group_params(const ck_model *m, const ck_group *g)
+{
+    uint64_t n = 0;
+    for (size_t k = g->first; k < g->end; k++)
+        n += m->nodes[k].info.n_params; /* below the model's total, checked by the caller */
+    return n;
+}
+
+static void count_parts(const ck_model *m, ck_param_parts *out)
+{
+    size_t first = m->n_groups, last = 0;
+    for (size_t g = 0; g < m->n_groups; g++)
+        if (m->groups[g].instance) {
+            first = first < g ? first : g;
+            last = g;
+            out->n_layers++;
+        }
+    if (!out->n_layers)
+        return;
+    out->per_layer = group_params(m, &m->groups[first]);
+    for (size_t g = 0; g < m->n_groups; g++) {
+        uint64_t n = group_params(m, &m->groups[g]);
+        uint64_t *part = g < first ? &out->embeddings : g > last ? &out->head : &out->layers;
+        *part += n;
+        if (m->groups[g].instance && n != out->per_layer)
+            out->per_layer = 0;
+    }
+}
+
 int ck_derive_static_memory(const ck_model *m, ck_static_mem *out, ck_err *err)
 {
     const ck_training *t = &m->training;
-    static const uint64_t optimizer_bytes[] = {[CK_OPT_NONE] = 0, [CK_OPT_SGD] = 0,
-                                               [CK_OPT_MOMENTUM] = 4, [CK_OPT_ADAM] = 8};
     memset(out, 0, sizeof *out);
     bool ok = true;
     for (size_t k = 0; k < m->n_nodes; k++) {
-        uint64_t n = m->nodes[k].info.n_params;
-        ok = ok && ck_size_add(out->n_params, n, &out->n_params) &&
-             ck_size_add(out->n_trainable, m->nodes[k].trainable ? n : 0, &out->n_trainable);
+        const ck_node *n = &m->nodes[k];
+        ok = ok && ck_size_add(out->n_params, n->info.n_params, &out->n_params) &&
+             (!n->trainable || (ck_size_add(out->n_trainable, n->info.n_params, &out->n_trainable) &&
+                                add_training_state(t, n, out)));
     }
     for (size_t i = 0; i < m->n_inputs; i++)
         if (ck_model_is_static(m, i))
             ok = ok && ck_size_add(out->held_inputs, m->tensors[i].bytes, &out->held_inputs);
     ok = ok && ck_size_mul(out->n_params, ck_dtype_bytes(t->param_dtype), &out->params) &&
-         ck_size_mul(out->n_trainable, ck_dtype_bytes(t->grad_dtype), &out->grads) &&
-         ck_size_mul(out->n_trainable, optimizer_bytes[t->optimizer], &out->optimizer) &&
-         ck_size_mul(out->n_trainable, t->master_weights ? 4 : 0, &out->master) &&
          ck_size_add(out->params, out->grads, &out->total) &&
          ck_size_add(out->total, out->optimizer, &out->total) &&
          ck_size_add(out->total, out->master, &out->total) &&
          ck_size_add(out->total, out->held_inputs, &out->total);
-    return ok ? CK_OK : overflow(m, "the static memory", err);
+    if (!ok)
+        return overflow(m, "the static memory", err);
+    count_parts(m, &out->parts);
+    return CK_OK;
 }
 
 /* ---- cutting into stages ---- */

@@ -34,15 +34,27 @@ void ck_derive_cost_model_default(ck_cost_model *cm);
 int ck_derive_chain(const ck_model *m, ck_granularity g, const ck_cost_model *cm,
                       ck_chain *out, size_t **stage_first_node, ck_err *err);
 
+/* Parameter counts by part of the model: the top-level ops before the first block
+ * instance (the embeddings), the block instances and any top-level op between them (the
+ * layers), the top-level ops after the last instance (the head). All 0 for a model
+ * without block instances. */
+typedef struct {
+    uint64_t embeddings, layers, head;
+    size_t n_layers;    /* block instances */
+    uint64_t per_layer; /* each instance's count when all are equal, else 0 */
+} ck_param_parts;
+
 typedef struct {
     uint64_t n_params;    /* a count, not bytes */
     uint64_t n_trainable; /* of them, those of nodes not frozen: a count */
+    ck_param_parts parts;
     uint64_t params, grads, optimizer, master, held_inputs, total; /* bytes */
 } ck_static_mem;
 
-/* Parameters, the gradients of the trainable ones, their optimizer state (adam 8 bytes per
- * parameter, momentum 4) and f32 master weights, and the inputs other than the first (held
- * for the whole step). Frozen parameters are stored only. */
+/* Parameters (param_dtype); for the trainable ones (nodes not frozen) their gradients
+ * (grad_dtype), optimizer state (ck_training_state_bytes of each parameter tensor) and f32
+ * master weights; and the inputs other than a float first one (held for the whole step);
+ * docs/model-format.md section 5. Frozen parameters are stored only. */
 int ck_derive_static_memory(const ck_model *m, ck_static_mem *out, ck_err *err);
 
 /* Bytes the nodes [first, end) save for backward: each saved tensor once, the range's

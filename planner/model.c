@@ -293,46 +293,107 @@ static int get_dtype(loader *ld, const cJSON *obj, const char *key, const char *
     return CK_OK;
 }
 
-static int read_training(loader *ld, const cJSON *root, ck_training *t)
+/* The name the command line gives (flag, value), else training.key, else NULL; given
+ * receives which, for messages. */
+static int chosen_name(loader *ld, const cJSON *tr, const char *key, const char *flag,
+                       const char *value, const char **name, char given[CK_JSON_PATH_MAX])
 {
-    static const char *const keys[] = {"optimizer", "param_dtype", "grad_dtype", "master_weights", NULL};
-    static const char *const optimizers[] = {"none", "sgd", "momentum", "adam"};
-    *t = (ck_training){CK_OPT_NONE, CK_F32, CK_F32, false};
-    const cJSON *tr = cJSON_GetObjectItemCaseSensitive(root, "training");
-    if (!tr)
-        return CK_OK;
-    const char *opt = NULL;
-    int rc = ck_json_expect_object(tr, keys, ld->file, "training", ld->err);
-    if (rc == CK_OK) rc = ck_json_get_string(tr, "optimizer", false, &opt, ld->file, "training", ld->err);
-    if (rc == CK_OK) rc = get_dtype(ld, tr, "param_dtype", "training", true, &t->param_dtype);
+    *name = value;
+    snprintf(given, CK_JSON_PATH_MAX, "%s%s", value ? flag : "training.", value ? "" : key);
+    return value || !tr ? CK_OK : ck_json_get_string(tr, key, false, name, ld->file, "training", ld->err);
+}
+
+static int unknown_name(loader *ld, const char *given, const char *names, const char *name)
+{
+    return ck_err_fail(ld->err, CK_ERR_INPUT, "%s: %s: expected one of %s, got \"%.*s\"", ld->file,
+                       given, names, strlen(name) > 200 ? 200 : (int)strlen(name), name);
+}
+
+/* The optimizer: --optimizer, else training.optimizer, else none. */
+static int read_optimizer(loader *ld, const cJSON *tr, ck_optimizer *out)
+{
+    const char *name;
+    char given[CK_JSON_PATH_MAX];
+    int rc = chosen_name(ld, tr, "optimizer", "--optimizer", ld->opts->optimizer, &name, given);
+    *out = CK_OPT_NONE;
+    if (rc != CK_OK || !name || ck_training_optimizer_parse(name, out))
+        return rc;
+    return unknown_name(ld, given, ck_training_optimizer_names(), name);
+}
+
+/* The recipe: --recipe, else training.recipe, else none (CK_RECIPE_CUSTOM). */
+static int read_recipe(loader *ld, const cJSON *tr, ck_recipe *out)
+{
+    const char *name;
+    char given[CK_JSON_PATH_MAX];
+    int rc = chosen_name(ld, tr, "recipe", "--recipe", ld->opts->recipe, &name, given);
+    *out = CK_RECIPE_CUSTOM;
+    if (rc != CK_OK || !name || ck_training_recipe_parse(name, out))
+        return rc;
+    return unknown_name(ld, given, ck_training_recipe_names(), name);
+}
+
+/* The file's own mix: dtype (already in m->dtype), param_dtype, grad_dtype, master_weights. */
+static int read_mix(loader *ld, const cJSON *tr, ck_training *t)
+{
+    int rc = get_dtype(ld, tr, "param_dtype", "training", true, &t->param_dtype);
     t->grad_dtype = t->param_dtype;
     if (rc == CK_OK) rc = get_dtype(ld, tr, "grad_dtype", "training", true, &t->grad_dtype);
     if (rc == CK_OK) rc = ck_json_get_bool(tr, "master_weights", false, &t->master_weights, ld->file, "training", ld->err);
-    if (rc != CK_OK)
-        return rc;
-    const char *given = ld->opts->optimizer ? "--optimizer" : "training.optimizer";
-    if (ld->opts->optimizer)
-        opt = ld->opts->optimizer;
-    if (opt) {
-        size_t i = 0;
-        while (i < 4 && strcmp(opt, optimizers[i]) != 0)
-            i++;
-        if (i == 4)
-            return ck_err_fail(ld->err, CK_ERR_INPUT, "%s: %s: expected none, sgd, momentum or adam, "
-                           "got \"%.*s\"", ld->file, given, strlen(opt) > 200 ? 200 : (int)strlen(opt), opt);
-        t->optimizer = (ck_optimizer)i;
-    }
-    if (t->master_weights && t->param_dtype == CK_F32)
+    if (rc == CK_OK && t->master_weights && t->param_dtype == CK_F32)
         return fail_at(ld, "training.master_weights",
                        "expected false with f32 parameters (master weights are an f32 copy of "
                        "16-bit parameters)");
+    return rc;
+}
+
+/* A field of the mix that the file gives beside training.recipe must say what the recipe
+ * says: the file would otherwise say two things. */
+static int check_mix_agrees(loader *ld, const cJSON *root, const cJSON *tr, const ck_training *mix,
+                            const ck_recipe_def *r)
+{
+    const struct {
+        const cJSON *obj;
+        const char *key, *path, *file_says, *recipe_says;
+    } fields[] = {
+        {root, "dtype", "dtype", ck_dtype_name(ld->m->dtype), ck_dtype_name(r->activations)},
+        {tr, "param_dtype", "training.param_dtype", ck_dtype_name(mix->param_dtype), ck_dtype_name(r->params)},
+        {tr, "grad_dtype", "training.grad_dtype", ck_dtype_name(mix->grad_dtype), ck_dtype_name(r->grads)},
+        {tr, "master_weights", "training.master_weights", mix->master_weights ? "true" : "false",
+         r->master_weights ? "true" : "false"},
+    };
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+        if (cJSON_GetObjectItemCaseSensitive(fields[i].obj, fields[i].key) &&
+            strcmp(fields[i].file_says, fields[i].recipe_says) != 0)
+            return fail_at(ld, fields[i].path, "%s contradicts training.recipe \"%s\", which sets %s "
+                           "to %s (drop the field, or the recipe for a mix of your own)",
+                           fields[i].file_says, r->name, fields[i].key, fields[i].recipe_says);
     return CK_OK;
 }
 
-const char *ck_model_optimizer_name(ck_optimizer o)
+/* --recipe replaces the file's recipe and mix; training.recipe sets the mix, and fields
+ * of the mix given beside it must agree; without a recipe, the mix is the file's. */
+static int read_training(loader *ld, const cJSON *root, ck_training *t)
 {
-    static const char *const names[] = {"none", "sgd", "momentum", "adam"};
-    return names[o];
+    static const char *const keys[] = {"optimizer", "recipe", "param_dtype", "grad_dtype",
+                                       "master_weights", NULL};
+    *t = (ck_training){CK_RECIPE_CUSTOM, CK_OPT_NONE, CK_F32, CK_F32, false, CK_F32};
+    const cJSON *tr = cJSON_GetObjectItemCaseSensitive(root, "training");
+    int rc = tr ? ck_json_expect_object(tr, keys, ld->file, "training", ld->err) : CK_OK;
+    if (rc == CK_OK) rc = read_optimizer(ld, tr, &t->optimizer);
+    if (rc == CK_OK) rc = read_recipe(ld, tr, &t->recipe);
+    if (rc == CK_OK && tr) rc = read_mix(ld, tr, t);
+    if (rc != CK_OK || t->recipe == CK_RECIPE_CUSTOM)
+        return rc;
+    const ck_recipe_def *r = ck_training_recipe(t->recipe);
+    if (!ld->opts->recipe && (rc = check_mix_agrees(ld, root, tr, t, r)) != CK_OK)
+        return rc;
+    ld->m->dtype = r->activations;
+    t->param_dtype = r->params;
+    t->grad_dtype = r->grads;
+    t->master_weights = r->master_weights;
+    t->state_dtype = r->state;
+    return CK_OK;
 }
 
 /* ---- graph inputs ---- */
@@ -894,12 +955,12 @@ static char *joined(const char *a, const char *sep, const char *b)
     return s;
 }
 
-static int add_group(loader *ld, char *name)
+static int add_group(loader *ld, char *name, bool instance)
 {
     ck_model *m = ld->m;
     if (!name)
         return ck_err_oom(ld->err);
-    m->groups[m->n_groups++] = (ck_group){name, m->n_nodes, m->n_nodes};
+    m->groups[m->n_groups++] = (ck_group){name, m->n_nodes, m->n_nodes, instance};
     return CK_OK;
 }
 
@@ -927,7 +988,7 @@ static int expand_block(loader *ld, const entry *e, size_t input, size_t *output
     for (uint64_t r = 0; r < e->repeat && rc == CK_OK; r++) {
         char index[24];
         snprintf(index, sizeof index, "%llu", (unsigned long long)r);
-        rc = add_group(ld, joined(e->name, ".", index));
+        rc = add_group(ld, joined(e->name, ".", index), true);
         for (size_t j = 0; j < b->n && rc == CK_OK; j++) {
             const entry *be = &b->e[j];
             size_t ins[CK_OP_MAX_ARITY];
@@ -987,7 +1048,7 @@ static int expand(loader *ld, const ck_ttype *input_types)
             rc = expand_block(ld, e, ins[0], &entry_out[k], path);
             continue;
         }
-        rc = add_group(ld, strdup(e->name));
+        rc = add_group(ld, strdup(e->name), false);
         char *name = rc == CK_OK ? strdup(e->name) : NULL;
         if (rc == CK_OK)
             rc = name ? add_node(ld, name, e, ins, m->n_groups - 1, false, path) : ck_err_oom(ld->err);
@@ -1047,9 +1108,6 @@ int ck_model_from_json_opts(const cJSON *root, const char *file, const ck_model_
     static const ck_model_opts none = {0};
     if (!opts)
         opts = &none;
-    if (opts->recipe)
-        return ck_err_fail(err, CK_ERR_INPUT, "%s: --recipe: training recipes are not built yet",
-                       file);
     if (opts->lora_rank || opts->attention)
         return ck_err_fail(err, CK_ERR_INPUT, "%s: %s applies to Hugging Face configs only; in a "
                        "ckplan-model/1 file, write it in the graph", file,

@@ -15,20 +15,13 @@
 
 #include "planner/err.h"
 #include "planner/op.h"
+#include "planner/training.h"
 
 #define CK_MODEL_FORMAT "ckplan-model/1"
 /* Limits on what one file may expand to; raise them here if a real model needs more. */
 #define CK_MODEL_MAX_REPEAT 10000
 #define CK_MODEL_MAX_NODES 200000
 #define CK_MODEL_MAX_DIMS 64
-
-typedef enum { CK_OPT_NONE, CK_OPT_SGD, CK_OPT_MOMENTUM, CK_OPT_ADAM } ck_optimizer;
-
-typedef struct {
-    ck_optimizer optimizer;
-    ck_dtype param_dtype, grad_dtype;
-    bool master_weights; /* an f32 copy of 16-bit parameters */
-} ck_training;
 
 #define CK_NO_NODE SIZE_MAX
 
@@ -72,6 +65,7 @@ typedef struct {
 typedef struct {
     char *name;
     size_t first, end; /* nodes [first, end) */
+    bool instance;     /* of a block, not a top-level op */
 } ck_group;
 
 typedef struct {
@@ -129,9 +123,6 @@ void ck_model_free(ck_model *m);
  * required gradient needs. Refuses a model in which the loss's input requires no gradient
  * (everything frozen: nothing to train). */
 int ck_model_grad_propagate(ck_model *m, ck_err *err);
-
-/* "none", "sgd", "momentum", "adam". */
-const char *ck_model_optimizer_name(ck_optimizer o);
 
 /* last_use[t] (n_tensors entries) receives the last node reading tensor t (0 if none). */
 void ck_model_last_uses(const ck_model *m, size_t *last_use);

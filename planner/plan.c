@@ -89,6 +89,37 @@ static bool add_model_opts(cJSON *model, const ck_model_opts *o)
            (!o->attention || cJSON_AddStringToObject(opts, "attention", o->attention));
 }
 
+/* predicted.static's keys in ck_plan_static's order, and their paths, for messages. */
+static const char *const static_keys[] = {"parameters", "gradients", "optimizer_state",
+                                          "master_weights", "inputs", NULL};
+static const char *const static_paths[] = {
+    "predicted.static.parameters", "predicted.static.gradients",
+    "predicted.static.optimizer_state", "predicted.static.master_weights",
+    "predicted.static.inputs"};
+
+void ck_plan_static_of(const ck_static_mem *s, ck_plan_static *out)
+{
+    *out = (ck_plan_static){{s->params, s->grads, s->optimizer, s->master, s->held_inputs}};
+}
+
+const char *ck_plan_static_path(size_t i)
+{
+    return static_paths[i];
+}
+
+static bool add_statics(cJSON *model, cJSON *pred, const ck_static_mem *s)
+{
+    if (!s)
+        return true;
+    ck_plan_static parts;
+    ck_plan_static_of(s, &parts);
+    cJSON *obj = cJSON_AddObjectToObject(pred, "static");
+    bool ok = obj && add_u64(model, "parameters", s->n_params);
+    for (size_t i = 0; ok && static_keys[i]; i++)
+        ok = add_u64(obj, static_keys[i], parts.bytes[i]);
+    return ok;
+}
+
 cJSON *ck_plan_to_json(const ck_plan_doc *d)
 {
     cJSON *root = cJSON_CreateObject();
@@ -113,6 +144,7 @@ cJSON *ck_plan_to_json(const ck_plan_doc *d)
               add_u64(pred, "baseline_activation_peak_bytes", d->baseline.peak_bytes) &&
               ck_json_add_number(pred, "overhead",
                                       ck_plan_overhead(d->predicted.time, d->baseline.time)) &&
+              add_statics(model, pred, d->statics) &&
               add_details(root, d) && add_stage_info(root, &d->stage_map) &&
               ck_warning_add_json(root, d->warnings) &&
               (sched = cJSON_AddArrayToObject(root, "schedule"));
@@ -254,8 +286,17 @@ static int read_predicted(const cJSON *root, const char *file, ck_plan_figures *
     if (rc == CK_OK) rc = ck_json_get_time(pred, "time", true, &f->time, file, p, err);
     if (rc == CK_OK) rc = ck_json_get_time(pred, "baseline_time", true, &f->baseline_time, file, p, err);
     if (rc == CK_OK) rc = get_finite(pred, "overhead", &f->overhead, file, p, err);
+    const cJSON *parts = cJSON_GetObjectItemCaseSensitive(pred, "static");
+    if (rc != CK_OK || !parts)
+        return rc;
+    rc = ck_json_expect_object(parts, static_keys, file, "predicted.static", err);
+    for (size_t i = 0; rc == CK_OK && static_keys[i]; i++)
+        rc = ck_json_get_u64(parts, static_keys[i], true, &f->statics.bytes[i], file,
+                             "predicted.static", err);
+    f->has_static = rc == CK_OK;
     return rc;
 }
+
 
 static int get_rate(const cJSON *obj, const char *key, double *out, const char *file, ck_err *err)
 {
@@ -344,7 +385,7 @@ static int read_model_opts(const cJSON *model, const char *file, ck_plan_file *o
 int ck_plan_from_json(const cJSON *root, const char *file, ck_plan_file *out, ck_err *err)
 {
     static const char *const formats[] = {CK_PLAN_FORMAT, NULL};
-    static const char *const model_keys[] = {"path", "sha256", "options", NULL};
+    static const char *const model_keys[] = {"path", "sha256", "options", "parameters", NULL};
     memset(out, 0, sizeof *out);
     const char *format, *planner = NULL, *path = NULL, *sha = NULL;
     const cJSON *model = NULL, *schedule = NULL;
@@ -358,6 +399,8 @@ int ck_plan_from_json(const cJSON *root, const char *file, ck_plan_file *out, ck
     if (rc == CK_OK) rc = ck_json_get_string(model, "sha256", true, &sha, file, "model", err);
     if (rc == CK_OK) rc = check_sha256(sha, file, err);
     if (rc == CK_OK) rc = read_model_opts(model, file, out, err);
+    if (rc == CK_OK) rc = ck_json_get_u64(model, "parameters", false, &out->parameters, file, "model", err);
+    out->has_parameters = rc == CK_OK && cJSON_GetObjectItemCaseSensitive(model, "parameters");
     if (rc == CK_OK) rc = ck_json_get_u64(root, "budget_bytes", true, &out->budget_bytes, file, "", err);
     if (rc == CK_OK) rc = ck_json_get_u64(root, "stages", true, &stages, file, "", err);
     if (rc == CK_OK && stages == 0)

@@ -31,6 +31,7 @@ typedef struct {
     const ck_model_opts *model_opts; /* model.options; NULL or empty: none written */
     uint64_t budget_bytes; /* the whole step's budget, as given */
     uint64_t static_bytes;
+    const ck_static_mem *statics; /* model files: model.parameters and predicted.static; else NULL */
     size_t stages;
     ck_replay predicted, baseline;
     const ck_plan_result *result;
@@ -45,11 +46,20 @@ typedef struct {
     const ck_warnings *warnings;     /* `warnings`; NULL or empty: none written */
 } ck_plan_doc;
 
-/* The `predicted` object of a plan file (spec section 4). */
+/* predicted.static: static_bytes by part, in bytes: parameters, gradients,
+ * optimizer_state, master_weights, inputs, in this order. */
+#define CK_PLAN_STATIC_PARTS 5
+typedef struct {
+    uint64_t bytes[CK_PLAN_STATIC_PARTS];
+} ck_plan_static;
+
+/* The `predicted` object of a plan file (spec section 4, and ckplan's predicted.static). */
 typedef struct {
     uint64_t peak_bytes, activation_peak_bytes, static_bytes;
     uint64_t baseline_peak_bytes, baseline_activation_peak_bytes;
     double time, baseline_time, overhead;
+    bool has_static; /* false when the file has no predicted.static (chain files, older plans) */
+    ck_plan_static statics;
 } ck_plan_figures;
 
 /* One entry of stage_info as read back. */
@@ -66,6 +76,8 @@ typedef struct {
     char *planner, *model_path, *model_sha256;
     ck_model_opts model_opts; /* model.options; its strings point into model_opts_json */
     cJSON *model_opts_json;   /* owned copy of model.options, or NULL */
+    bool has_parameters;      /* model.parameters given (model files, from this version on) */
+    uint64_t parameters;
     char *granularity; /* NULL when the plan was made from a chain file */
     char *costs_path;  /* details.costs: the profiled costs the times came from, or NULL */
     bool has_cost_model;
@@ -77,6 +89,11 @@ typedef struct {
     ck_plan_stage *stage_info; /* `stages` entries, or NULL when the file has none (older plans) */
     ck_schedule schedule;
 } ck_plan_file;
+
+/* s's parts as predicted.static records them. */
+void ck_plan_static_of(const ck_static_mem *s, ck_plan_static *out);
+/* The JSON path of part i (below CK_PLAN_STATIC_PARTS): "predicted.static.gradients". */
+const char *ck_plan_static_path(size_t i);
 
 /* time / baseline_time - 1, and 0 when the baseline takes no time. */
 double ck_plan_overhead(double time, double baseline_time);

@@ -79,6 +79,19 @@ int ck_plan_check_replay(const ck_plan_file *p, const ck_chain *c, uint64_t stat
     return CK_OK;
 }
 
+void ck_plan_check_statics(const ck_plan_file *p, const ck_static_mem *s, ck_plan_check *out)
+{
+    ck_plan_figures *r = &out->replayed;
+    r->has_static = true;
+    ck_plan_static_of(s, &r->statics);
+    for (size_t i = 0; p->predicted.has_static && i < CK_PLAN_STATIC_PARTS; i++)
+        compare_bytes(out, ck_plan_static_path(i), p->predicted.statics.bytes[i], r->statics.bytes[i]);
+    if (p->has_parameters && p->parameters != s->n_params)
+        out->differences[out->n_differences++] = (ck_plan_difference){
+            .field = "model.parameters", .is_count = true, .plan_bytes = p->parameters,
+            .replayed_bytes = s->n_params};
+}
+
 static int stage_differs(const char *path, const char *plan, const char *derived, ck_err *err)
 {
     return ck_err_fail(err, CK_ERR_INPUT, "%s: the plan says %s, the model derives %s: the plan was "
@@ -148,6 +161,11 @@ void ck_plan_check_describe(const ck_plan_difference *d, char *buf, size_t len)
     if (d->is_time) {
         snprintf(buf, len, "%s: the plan file says %.15g, the replay gives %.15g", d->field,
                  d->plan_time, d->replayed_time);
+        return;
+    }
+    if (d->is_count) {
+        snprintf(buf, len, "%s: the plan file says %llu, the model has %llu", d->field,
+                 (unsigned long long)d->plan_bytes, (unsigned long long)d->replayed_bytes);
         return;
     }
     char plan[32], replayed[32];

@@ -21,12 +21,14 @@
 typedef struct {
     const char *field; /* "budget_bytes", "predicted.time", ... */
     bool is_time;      /* the values are in plan_time / replayed_time, else in *_bytes */
+    bool is_count;     /* *_bytes hold a count (model.parameters), not bytes */
     uint64_t plan_bytes, replayed_bytes;
     double plan_time, replayed_time;
 } ck_plan_difference;
 
-/* budget_bytes and the eight fields of `predicted`. */
-enum { CK_PLAN_CHECKED_FIELDS = 9 };
+/* budget_bytes, the eight fields of `predicted`, predicted.static's parts and
+ * model.parameters. */
+enum { CK_PLAN_CHECKED_FIELDS = 9 + CK_PLAN_STATIC_PARTS + 1 };
 
 typedef struct {
     ck_plan_figures replayed; /* what the file's `predicted` should hold */
@@ -40,6 +42,11 @@ typedef struct {
  * replay's message, naming the operation). */
 int ck_plan_check_replay(const ck_plan_file *p, const ck_chain *c, uint64_t static_bytes,
                          ck_plan_check *out, ck_err *err);
+
+/* Sets out->replayed's static parts from s, the static memory of the plan's model (all
+ * zero for a chain file), and adds to out->differences the ones p contradicts:
+ * model.parameters and each part of predicted.static, where p has them. */
+void ck_plan_check_statics(const ck_plan_file *p, const ck_static_mem *s, ck_plan_check *out);
 
 /* CK_OK when p has no stage_info (plans made before it), or when its stage_info is what
  * ckplan plan writes for m: the same names in order and, exactly when m has a model, the

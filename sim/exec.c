@@ -26,6 +26,7 @@
 #define ADAM_LR 1e-3f
 #define SGD_LR 1e-2f
 #define MOMENTUM 0.9f
+#define ADAMW_WEIGHT_DECAY 0.01f /* torch.optim.AdamW's default */
 
 typedef struct backend backend;
 
@@ -200,14 +201,33 @@ static void fill_input(const ck_exec *e, size_t t, void *buf)
     }
 }
 
-/* Updates each parameter in f32 from its gradient (read from the gradients' dtype) and the
- * f32 moments; the result goes to the master copy, where there is one, and rounded into
- * the parameters. */
-static void optimizer_step(ck_exec *e)
+/* torch.optim.Adam, and AdamW with its decoupled weight decay (decay = lr * weight_decay;
+ * 0 for Adam): the parameter shrinks before the moment update. In f32, from the gradient in
+ * its dtype; the result goes to the master copy, where there is one, and rounded into the
+ * parameters. */
+static void adam_step(ck_exec *e, float decay)
 {
     float *mo = e->opt_m, *v = e->opt_v;
+    e->adam_t++;
+    float b1 = 0.9f, b2 = 0.999f;
+    float c1 = 1.0f - powf(b1, (float)e->adam_t), c2 = 1.0f - powf(b2, (float)e->adam_t);
+    for (size_t j = 0; j < e->n_trainable; j++) {
+        float g = grad_value(e, j), p = param_value(e, j);
+        p -= decay * p;
+        mo[j] = b1 * mo[j] + (1.0f - b1) * g;
+        v[j] = b2 * v[j] + (1.0f - b2) * g * g;
+        set_param(e, j, p - ADAM_LR * (mo[j] / c1) / (sqrtf(v[j] / c2) + 1e-8f));
+    }
+}
+
+/* Updates each trainable parameter as adam_step does, by its optimizer's rule. */
+static void optimizer_step(ck_exec *e)
+{
+    float *mo = e->opt_m;
     switch (e->m->training.optimizer) {
     case CK_OPT_NONE:
+    case CK_OPT_ADAFACTOR: /* refused by check_model */
+    case CK_OPT_ADAM8BIT:
         break;
     case CK_OPT_SGD:
         for (size_t j = 0; j < e->n_trainable; j++)
@@ -219,18 +239,12 @@ static void optimizer_step(ck_exec *e)
             set_param(e, j, param_value(e, j) - SGD_LR * mo[j]);
         }
         break;
-    case CK_OPT_ADAM: {
-        e->adam_t++;
-        float b1 = 0.9f, b2 = 0.999f;
-        float c1 = 1.0f - powf(b1, (float)e->adam_t), c2 = 1.0f - powf(b2, (float)e->adam_t);
-        for (size_t j = 0; j < e->n_trainable; j++) {
-            float g = grad_value(e, j);
-            mo[j] = b1 * mo[j] + (1.0f - b1) * g;
-            v[j] = b2 * v[j] + (1.0f - b2) * g * g;
-            set_param(e, j, param_value(e, j) - ADAM_LR * (mo[j] / c1) / (sqrtf(v[j] / c2) + 1e-8f));
-        }
+    case CK_OPT_ADAM:
+        adam_step(e, 0.0f);
         break;
-    }
+    case CK_OPT_ADAMW:
+        adam_step(e, ADAM_LR * ADAMW_WEIGHT_DECAY);
+        break;
     }
 }
 
@@ -771,6 +785,11 @@ const ck_mem *ck_exec_memory(const ck_exec *e)
 /* What the executor cannot run, refused with the reason. */
 static int check_model(const ck_model *m, ck_err *err)
 {
+    ck_optimizer o = m->training.optimizer;
+    if (o == CK_OPT_ADAFACTOR || o == CK_OPT_ADAM8BIT)
+        return ck_err_fail(err, CK_ERR_INPUT, "%s: optimizer %s is planned but not executed: the "
+                       "executor runs none, sgd, momentum, adam and adamw (plan with another "
+                       "--optimizer to run it)", m->file, ck_training_optimizer_name(o));
     for (size_t t = 0; t < m->n_inputs; t++) {
         ck_dtype d = m->tensors[t].type.dtype;
         if (!ck_dtype_is_float(d) && d != CK_I32)
@@ -849,9 +868,10 @@ static int alloc_params(ck_exec *e, ck_err *err)
         e->grads_f32 = calloc(e->n_trainable + 1, sizeof *e->grads_f32);
         rc = e->grads_f32 ? CK_OK : ck_err_oom(err);
     }
-    if (rc == CK_OK && (o == CK_OPT_MOMENTUM || o == CK_OPT_ADAM))
+    bool adam = o == CK_OPT_ADAM || o == CK_OPT_ADAMW;
+    if (rc == CK_OK && (o == CK_OPT_MOMENTUM || adam))
         rc = alloc(e, CK_MEM_STATIC, (void **)&e->opt_m, bytes, err);
-    if (rc == CK_OK && o == CK_OPT_ADAM)
+    if (rc == CK_OK && adam)
         rc = alloc(e, CK_MEM_STATIC, (void **)&e->opt_v, bytes, err);
     for (size_t t = 0; t < m->n_inputs && rc == CK_OK; t++)
         if (ck_model_is_static(m, t))

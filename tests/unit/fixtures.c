@@ -8,49 +8,79 @@
 
 #include "planner/json.h"
 
-static int load_text(const char *text, ck_model **m, ck_err *err)
+static int load_text(const char *text, const ck_model_opts *o, ck_model **m, ck_err *err)
 {
     cJSON *root = NULL;
     int rc = ck_json_parse(FX_FILE, text, strlen(text), &root, err);
     if (rc == CK_OK)
-        rc = ck_model_from_json(root, FX_FILE, m, err);
+        rc = ck_model_from_json_opts(root, FX_FILE, o, m, err);
     cJSON_Delete(root);
     return rc;
 }
 
-static int load_fmt(const char *fmt, va_list ap, ck_model **m, ck_err *err)
+static int load_fmt(const ck_model_opts *o, const char *fmt, va_list ap, ck_model **m, ck_err *err)
 {
     static char text[16384];
     vsnprintf(text, sizeof text, fmt, ap);
     for (char *p = text; *p; p++)
         if (*p == '\'')
             *p = '"';
-    return load_text(text, m, err);
+    return load_text(text, o, m, err);
+}
+
+static ck_model *load_or_fail(const ck_model_opts *o, const char *fmt, va_list ap)
+{
+    ck_model *m = NULL;
+    ck_err err = {{0}};
+    int rc = load_fmt(o, fmt, ap, &m, &err);
+    ck_assert_msg(rc == CK_OK, "%s", err.msg);
+    return m;
+}
+
+static const char *refused(const ck_model_opts *o, const char *fmt, va_list ap)
+{
+    static ck_err err;
+    ck_model *m = NULL;
+    int rc = load_fmt(o, fmt, ap, &m, &err);
+    ck_assert_msg(rc == CK_ERR_INPUT, "expected an input error, got status %d", rc);
+    ck_assert_ptr_null(m);
+    return err.msg;
 }
 
 ck_model *fx_load(const char *fmt, ...)
 {
-    ck_model *m = NULL;
-    ck_err err = {{0}};
     va_list ap;
     va_start(ap, fmt);
-    int rc = load_fmt(fmt, ap, &m, &err);
+    ck_model *m = load_or_fail(NULL, fmt, ap);
     va_end(ap);
-    ck_assert_msg(rc == CK_OK, "%s", err.msg);
+    return m;
+}
+
+ck_model *fx_load_opts(const ck_model_opts *o, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    ck_model *m = load_or_fail(o, fmt, ap);
+    va_end(ap);
     return m;
 }
 
 const char *fx_refuse(const char *fmt, ...)
 {
-    static ck_err err;
-    ck_model *m = NULL;
     va_list ap;
     va_start(ap, fmt);
-    int rc = load_fmt(fmt, ap, &m, &err);
+    const char *msg = refused(NULL, fmt, ap);
     va_end(ap);
-    ck_assert_msg(rc == CK_ERR_INPUT, "expected an input error, got status %d", rc);
-    ck_assert_ptr_null(m);
-    return err.msg;
+    return msg;
+}
+
+const char *fx_refuse_opts(const ck_model_opts *o, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    const char *msg = refused(o, fmt, ap);
+    va_end(ap);
+    return msg;
 }
 
 ck_model *fx_load_file(const char *path)

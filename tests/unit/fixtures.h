@@ -19,6 +19,10 @@
 ck_model *fx_load(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Loads a model that must be refused with CK_ERR_INPUT; returns the message. */
 const char *fx_refuse(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The same, changed by the command-line options o (NULL: none). */
+ck_model *fx_load_opts(const ck_model_opts *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+const char *fx_refuse_opts(const ck_model_opts *o, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 /* Loads a file of models/ (tests run from the project's root). */
 ck_model *fx_load_file(const char *path);
 /* Loads a file of models/ as a workload with the default options; fails the test if it

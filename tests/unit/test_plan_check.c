@@ -11,6 +11,9 @@
 #include "tests/unit/check_main.h"
 
 #define STATIC_BYTES 100
+/* The model's static memory by part, summing to STATIC_BYTES. */
+static const ck_static_mem statics = {.n_params = 10, .params = 40, .grads = 20, .optimizer = 30,
+                                      .master = 6, .held_inputs = 4, .total = STATIC_BYTES};
 
 /* Eight stages of 4 bytes, time 1 each way: the baseline takes 16. */
 #define STAGES 8
@@ -36,6 +39,7 @@ static void written_plan(ck_chain *c, ck_plan_file *p)
     ck_plan_doc d = {.planner = "dp", .model_path = "m.json", .model_sha256 =
                      "00112233445566778899AABBCCDDEEFF00112233445566778899aabbccddeeff",
                      .budget_bytes = STATIC_BYTES + BUDGET, .static_bytes = STATIC_BYTES,
+                     .statics = &statics,
                      .stages = c->n_stages, .predicted = plan, .baseline = base, .result = &res,
                      .cost_model = &cost, .costs_path = "costs.json"};
     cJSON *written = ck_plan_to_json(&d);
@@ -54,6 +58,12 @@ static void written_plan(ck_chain *c, ck_plan_file *p)
     ck_assert_double_eq(p->cost_model.gemm_flops, 3e9);
     ck_assert_double_eq(p->cost_model.mem_bandwidth, 7e8);
     ck_assert_str_eq(p->costs_path, "costs.json");
+    /* what ckplan adds for a model: its parameter count and the static memory by part */
+    ck_assert(p->has_parameters);
+    ck_assert_uint_eq(p->parameters, 10);
+    ck_assert(p->predicted.has_static);
+    const uint64_t parts[CK_PLAN_STATIC_PARTS] = {40, 20, 30, 6, 4};
+    ck_assert_mem_eq(p->predicted.statics.bytes, parts, sizeof parts);
 }
 
 static ck_plan_check checked(const ck_chain *c, const ck_plan_file *p)
@@ -62,6 +72,7 @@ static ck_plan_check checked(const ck_chain *c, const ck_plan_file *p)
     ck_err err;
     int rc = ck_plan_check_replay(p, c, STATIC_BYTES, &out, &err);
     ck_assert_msg(rc == CK_OK, "%s", err.msg);
+    ck_plan_check_statics(p, &statics, &out);
     return out;
 }
 
@@ -92,7 +103,14 @@ START_TEST(every_edited_figure_is_named)
     ck_plan_file p;
     written_plan(&c, &p);
     ck_plan_figures f = p.predicted;
+    uint64_t parameters = p.parameters;
     struct { const char *field; void *at; bool is_time; } fields[] = {
+        {"model.parameters", &p.parameters, false},
+        {"predicted.static.parameters", &p.predicted.statics.bytes[0], false},
+        {"predicted.static.gradients", &p.predicted.statics.bytes[1], false},
+        {"predicted.static.optimizer_state", &p.predicted.statics.bytes[2], false},
+        {"predicted.static.master_weights", &p.predicted.statics.bytes[3], false},
+        {"predicted.static.inputs", &p.predicted.statics.bytes[4], false},
         {"predicted.peak_bytes", &p.predicted.peak_bytes, false},
         {"predicted.activation_peak_bytes", &p.predicted.activation_peak_bytes, false},
         {"predicted.static_bytes", &p.predicted.static_bytes, false},
@@ -105,6 +123,7 @@ START_TEST(every_edited_figure_is_named)
     for (size_t k = 0; k < sizeof fields / sizeof fields[0]; k++)
         for (int sign = -1; sign <= 1; sign += 2) {
             p.predicted = f;
+            p.parameters = parameters;
             if (fields[k].is_time)
                 *(double *)fields[k].at += sign * 0.5;
             else
@@ -124,7 +143,8 @@ START_TEST(every_edited_figure_is_named)
                 ck_assert_uint_eq(d->plan_bytes, *(uint64_t *)fields[k].at);
                 ck_assert_uint_eq(d->replayed_bytes + (uint64_t)(int64_t)sign, d->plan_bytes);
                 snprintf(plan, sizeof plan, "says %llu", (unsigned long long)d->plan_bytes);
-                snprintf(replayed, sizeof replayed, "gives %llu", (unsigned long long)d->replayed_bytes);
+                snprintf(replayed, sizeof replayed, "%s %llu", d->is_count ? "the model has" : "gives",
+                         (unsigned long long)d->replayed_bytes);
             }
             ck_assert_msg(strstr(what, fields[k].field) && strstr(what, plan) && strstr(what, replayed),
                           "%s", what);
