@@ -232,6 +232,11 @@ static void print_model_training(FILE *out, const ck_workload *w)
     if (p->n_layers)
         fprintf(out, " = embeddings %s + %zu layer%s %s %s + head %s", emb, p->n_layers,
                 p->n_layers == 1 ? "" : "s", p->per_layer ? "x" : "in all", layers, head);
+    if (st->n_trainable != st->n_params) {
+        char trained[32];
+        ck_human_count(st->n_trainable, trained, sizeof trained);
+        fprintf(out, "; %s trainable, the rest frozen", trained);
+    }
     const ck_training *t = &w->model->training;
     fprintf(out, "\ntraining: %s%s%soptimizer %s, parameters %s, gradients %s, activations %s%s\n\n",
             t->recipe ? "recipe " : "", t->recipe ? ck_training_recipe(t->recipe)->name : "",
@@ -397,6 +402,8 @@ int ck_cmd_plan(int argc, char **argv)
     rc = ck_runner_plan(&w, a.planner, a.budget, &a.planner_opts, &a.workload_opts, &planned, &err);
     if (rc == CK_ERR_INFEASIBLE) {
         /* its own messages, already printed: nothing for ck_main_report to add */
+        if (w.model && !a.json)
+            print_model_training(stderr, &w);
         ck_warning_print(stderr, &planned.warnings);
         rc = planned.static_too_large ? report_static_too_large(&a, &w, planned.min_activation_bytes)
                                       : report_infeasible(&a, &w, planned.min_activation_bytes);

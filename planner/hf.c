@@ -278,19 +278,17 @@ static void dims(builder *b, cJSON *doc, uint64_t lora_rank)
         put_number(b, d, "R", (double)lora_rank);
 }
 
-/* bf16 weights and activations, Adam with f32 master weights: how these models are
- * trained (the recipes of docs/model-format.md change it). */
+/* The bf16-master recipe with AdamW: bf16 weights and activations, f32 master weights and
+ * state, how these models are commonly trained (--recipe and --optimizer change it). */
 static void header(builder *b, cJSON *doc, const cJSON *config)
 {
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(config, "_name_or_path");
     put_string(b, doc, "format", CK_MODEL_FORMAT);
     put_string(b, doc, "name", cJSON_IsString(name) ? name->valuestring : b->f->model_type);
-    put_string(b, doc, "dtype", "bf16");
     cJSON *t = cJSON_AddObjectToObject(doc, "training");
     check(b, t);
-    put_string(b, t, "optimizer", "adam");
-    put_string(b, t, "param_dtype", "bf16");
-    put_bool(b, t, "master_weights", true);
+    put_string(b, t, "recipe", "bf16-master");
+    put_string(b, t, "optimizer", "adamw");
     put_bool(b, doc, "use_cache", b->c->use_cache);
 }
 
@@ -354,8 +352,9 @@ int ck_hf_to_model(const cJSON *config, const char *file, const ck_model_opts *o
     return CK_OK;
 }
 
-/* Writes opts's sets and optimizer into doc, which ck_model_from_json_opts accepted with
- * them: each set names a dim of doc. */
+/* Writes opts's sets, recipe and optimizer into doc, which ck_model_from_json_opts accepted
+ * with them: each set names a dim of doc, whose training section has a recipe and an
+ * optimizer (header). */
 static int bake(cJSON *doc, const ck_model_opts *opts, ck_err *err)
 {
     cJSON *dims = cJSON_GetObjectItemCaseSensitive(doc, "dims");
@@ -369,11 +368,13 @@ static int bake(cJSON *doc, const ck_model_opts *opts, ck_err *err)
         }
     }
     cJSON *training = cJSON_GetObjectItemCaseSensitive(doc, "training");
-    cJSON *optimizer = opts->optimizer ? cJSON_CreateString(opts->optimizer) : NULL;
-    if (opts->optimizer &&
-        (!optimizer || !cJSON_ReplaceItemInObjectCaseSensitive(training, "optimizer", optimizer))) {
-        cJSON_Delete(optimizer);
-        return ck_err_oom(err);
+    const char *keys[] = {"recipe", "optimizer"}, *values[] = {opts->recipe, opts->optimizer};
+    for (size_t i = 0; i < 2; i++) {
+        cJSON *v = values[i] ? cJSON_CreateString(values[i]) : NULL;
+        if (values[i] && (!v || !cJSON_ReplaceItemInObjectCaseSensitive(training, keys[i], v))) {
+            cJSON_Delete(v);
+            return ck_err_oom(err);
+        }
     }
     return CK_OK;
 }
