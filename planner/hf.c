@@ -162,11 +162,13 @@ static void attention(builder *b)
     if (!b->f->learned_pos) {
         cJSON *n = node(b, "rope", "rope");
         heads(b, n);
+        put_string(b, n, "head_dim", "D");
         if (c->theta)
             put_number(b, n, "theta", (double)c->theta);
     }
     cJSON *n = node(b, "attn", "attention");
     heads(b, n);
+    put_string(b, n, "head_dim", "D");
     if (c->attn_p > 0)
         put_number(b, n, "dropout", c->attn_p);
     if (!b->eager)

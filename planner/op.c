@@ -36,10 +36,11 @@ static const ck_op_def op_table[] = {
                  ATTR("head_dim", CK_ATTR_DIM, false, 0, head_dim),
                  ATTR("softmax_dtype", CK_ATTR_DTYPE, false, CK_I32, softmax_dtype),
                  ATTR("softcap", CK_ATTR_POSITIVE, false, 0, cap)}),
-    OP(CK_OP_ROPE, "rope", 1, 0, 0, .n_attrs = 3,
+    OP(CK_OP_ROPE, "rope", 1, 0, 0, .n_attrs = 4,
        .attrs = {ATTR("heads", CK_ATTR_DIM, true, 0, heads),
                  ATTR("kv_heads", CK_ATTR_DIM, false, 0, kv_heads),
-                 ATTR("theta", CK_ATTR_DIM, false, 10000, theta)}),
+                 ATTR("theta", CK_ATTR_DIM, false, 10000, theta),
+                 ATTR("head_dim", CK_ATTR_DIM, false, 0, head_dim)}),
     /* silu(gate) * up: forward silu 4, product 1; backward the sigmoid again 3, silu 1,
      * d up 1, silu' = s (1 + g (1 - s)) 3, d gate 2. */
     OP(CK_OP_SWIGLU, "swiglu", 2, 5, 10),
