@@ -116,7 +116,8 @@ static cJSON *param_node(builder *b, const char *name, const char *op)
 
 static void norm(builder *b, const char *name)
 {
-    param_node(b, name, b->f->layernorm ? "layernorm" : "rmsnorm");
+    put_number(b, param_node(b, name, b->f->layernorm ? "layernorm" : "rmsnorm"), "eps",
+               b->c->norm_eps);
 }
 
 static void dropout(builder *b, const char *name, double p)
@@ -158,6 +159,7 @@ static void attention(builder *b)
         cJSON *n = param_node(b, "qknorm", "qknorm");
         heads(b, n);
         put_string(b, n, "head_dim", "D");
+        put_number(b, n, "eps", b->c->norm_eps);
     }
     if (!b->f->learned_pos) {
         cJSON *n = node(b, "rope", "rope");

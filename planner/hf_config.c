@@ -9,16 +9,16 @@
 /* The structure of each family in transformers' modeling_<type>.py (docs/model-format.md
  * section 8 gives the source of each switch). */
 static const ck_hf_family families[] = {
-    {"gpt2", .layernorm = true, .learned_pos = true, .mlp = CK_HF_MLP_GELU, .fused_qkv = true},
-    {"opt", .layernorm = true, .learned_pos = true, .pos_offset = 2, .mlp = CK_HF_MLP_RELU},
-    {"llama", .mlp = CK_HF_MLP_SWIGLU, .softmax_f32 = true},
-    {"mistral", .mlp = CK_HF_MLP_SWIGLU, .softmax_f32 = true},
-    {"mixtral", .mlp = CK_HF_MLP_MOE, .softmax_f32 = true},
-    {"qwen2", .mlp = CK_HF_MLP_SWIGLU, .softmax_f32 = true},
-    {"qwen3", .mlp = CK_HF_MLP_SWIGLU, .softmax_f32 = true, .qknorm = true},
-    {"phi3", .mlp = CK_HF_MLP_SWIGLU, .softmax_f32 = true, .fused_qkv = true},
-    {"gemma", .mlp = CK_HF_MLP_GEGLU, .softmax_f32 = true, .embed_scale = true},
-    {"gemma2", .mlp = CK_HF_MLP_GEGLU, .softmax_f32 = true, .embed_scale = true,
+    {"gpt2", "layer_norm_epsilon", 1e-5, .layernorm = true, .learned_pos = true, .mlp = CK_HF_MLP_GELU, .fused_qkv = true},
+    {"opt", NULL, 1e-5, .layernorm = true, .learned_pos = true, .pos_offset = 2, .mlp = CK_HF_MLP_RELU},
+    {"llama", "rms_norm_eps", 1e-6, .mlp = CK_HF_MLP_SWIGLU, .softmax_f32 = true},
+    {"mistral", "rms_norm_eps", 1e-6, .mlp = CK_HF_MLP_SWIGLU, .softmax_f32 = true},
+    {"mixtral", "rms_norm_eps", 1e-5, .mlp = CK_HF_MLP_MOE, .softmax_f32 = true},
+    {"qwen2", "rms_norm_eps", 1e-6, .mlp = CK_HF_MLP_SWIGLU, .softmax_f32 = true},
+    {"qwen3", "rms_norm_eps", 1e-6, .mlp = CK_HF_MLP_SWIGLU, .softmax_f32 = true, .qknorm = true},
+    {"phi3", "rms_norm_eps", 1e-5, .mlp = CK_HF_MLP_SWIGLU, .softmax_f32 = true, .fused_qkv = true},
+    {"gemma", "rms_norm_eps", 1e-6, .mlp = CK_HF_MLP_GEGLU, .softmax_f32 = true, .embed_scale = true},
+    {"gemma2", "rms_norm_eps", 1e-6, .mlp = CK_HF_MLP_GEGLU, .softmax_f32 = true, .embed_scale = true,
      .sandwich_norms = true},
 };
 #define N_FAMILIES (sizeof families / sizeof families[0])
@@ -280,5 +280,8 @@ int ck_hf_config_read(const cJSON *config, const char *file, ck_hf_config *out, 
     if (rc == CK_OK) rc = size(&r, "vocab_size", true, &out->V);
     if (rc == CK_OK) rc = flag(&r, "tie_word_embeddings", &out->tie);
     if (rc == CK_OK) rc = flag(&r, "use_cache", &out->use_cache);
+    out->norm_eps = out->family->eps;
+    if (rc == CK_OK && out->family->eps_key)
+        rc = number(&r, out->family->eps_key, true, &out->norm_eps);
     return rc;
 }

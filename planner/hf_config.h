@@ -16,6 +16,8 @@ typedef enum { CK_HF_MLP_GELU, CK_HF_MLP_RELU, CK_HF_MLP_SWIGLU, CK_HF_MLP_GEGLU
 /* What a family's modeling code fixes, whatever the config says. */
 typedef struct {
     const char *model_type;
+    const char *eps_key;  /* the config's key for the norms' epsilon, or NULL: none */
+    double eps;           /* its default, the family's config class's (or nn.LayerNorm's) */
     bool layernorm;       /* else RMSNorm */
     uint64_t pos_offset;  /* learned positions: rows before position 0 (OPT's 2) */
     bool learned_pos;     /* else rotary */
@@ -35,6 +37,7 @@ typedef struct {
     bool tie, use_cache, qkv_bias, o_bias, mlp_bias;
     double attn_p, resid_p, embd_p, act_p; /* dropout probabilities */
     uint64_t theta;                        /* rotary base; 0: the op's default */
+    double norm_eps;                       /* added to the variance by every norm */
     double attn_cap, final_cap;            /* Gemma 2's soft-capping; 0: none */
 } ck_hf_config;
 

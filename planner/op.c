@@ -19,8 +19,10 @@ static const ck_op_def op_table[] = {
     OP(CK_OP_LINEAR, "linear", 1, 0, 0, .n_attrs = 3,
        .attrs = {ATTR("out", CK_ATTR_DIM, true, 0, out), ATTR("bias", CK_ATTR_BOOL, false, 1, bias),
                  ATTR("tied", CK_ATTR_BOOL, false, 0, tied)}),
-    OP(CK_OP_LAYERNORM, "layernorm", 1, 7, 12),
-    OP(CK_OP_RMSNORM, "rmsnorm", 1, 4, 8),
+    OP(CK_OP_LAYERNORM, "layernorm", 1, 7, 12, .n_attrs = 1,
+       .attrs = {ATTR("eps", CK_ATTR_POSITIVE, false, 1e-5, eps)}),
+    OP(CK_OP_RMSNORM, "rmsnorm", 1, 4, 8, .n_attrs = 1,
+       .attrs = {ATTR("eps", CK_ATTR_POSITIVE, false, 1e-5, eps)}),
     OP(CK_OP_GELU, "gelu", 1, 8, 12),
     OP(CK_OP_RELU, "relu", 1, 1, 1),
     OP(CK_OP_SILU, "silu", 1, 4, 6),
@@ -56,10 +58,11 @@ static const ck_op_def op_table[] = {
                  ATTR("kv_heads", CK_ATTR_DIM, false, 0, kv_heads)}),
     /* RMSNorm of each q and k head: its FLOPs (rmsnorm's per normalised element) in
      * describe_kind. */
-    OP(CK_OP_QKNORM, "qknorm", 1, 0, 0, .n_attrs = 3,
+    OP(CK_OP_QKNORM, "qknorm", 1, 0, 0, .n_attrs = 4,
        .attrs = {ATTR("heads", CK_ATTR_DIM, true, 0, heads),
                  ATTR("kv_heads", CK_ATTR_DIM, false, 0, kv_heads),
-                 ATTR("head_dim", CK_ATTR_DIM, false, 0, head_dim)}),
+                 ATTR("head_dim", CK_ATTR_DIM, false, 0, head_dim),
+                 ATTR("eps", CK_ATTR_POSITIVE, false, 1e-6, eps)}),
     /* gelu(gate) * up: forward gelu 8, product 1; backward gelu's 12, d up 1, d gate 1. */
     OP(CK_OP_GEGLU, "geglu", 2, 9, 14),
     /* cap tanh(x / cap): a division, tanh and a product; backward (out / cap)^2, 1 minus

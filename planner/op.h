@@ -41,6 +41,7 @@ typedef struct {
     double alpha;                   /* lora: out = y + alpha / rank * B A x */
     double cap;                     /* softcap's cap; attention's softcap (0: none) */
     double factor;                  /* scale */
+    double eps;                     /* norms: added to the variance */
     uint64_t experts, top_k, hidden; /* moe: E experts, K of them per row, F wide */
 } ck_attrs;
 

@@ -113,12 +113,10 @@ void ck_kernel_linear_backward(float *dinp, float *dweight, float *dbias, const 
 
 /* ---- normalisation ---- */
 
-#define NORM_EPS 1e-5
-
 /* mean = sum x / C, var = sum (x - mean)^2 / C (two passes, in double: no cancellation
  * for rows with a large mean), rstd = 1/sqrt(var + eps), out = (x - mean) rstd w + b. */
 void ck_kernel_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
-                          const float *weight, const float *bias, size_t N, size_t C)
+                          const float *weight, const float *bias, size_t N, size_t C, double eps)
 {
     for (size_t n = 0; n < N; n++) {
         const float *x = inp + n * C;
@@ -130,7 +128,7 @@ void ck_kernel_layernorm_forward(float *out, float *mean, float *rstd, const flo
             double d = x[c] - m;
             v += d * d;
         }
-        float r = (float)(1.0 / sqrt(v / (double)C + NORM_EPS)), mf = (float)m;
+        float r = (float)(1.0 / sqrt(v / (double)C + eps)), mf = (float)m;
         float *o = out + n * C;
         for (size_t c = 0; c < C; c++)
             o[c] = (x[c] - mf) * r * weight[c] + bias[c];
@@ -196,10 +194,10 @@ static void rms_row_backward(float *dx, float *dweight, const float *d, const fl
 }
 
 void ck_kernel_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, size_t N,
-                        size_t C)
+                        size_t C, double eps)
 {
     for (size_t n = 0; n < N; n++)
-        rstd[n] = rms_row_forward(out + n * C, inp + n * C, weight, C, NORM_EPS);
+        rstd[n] = rms_row_forward(out + n * C, inp + n * C, weight, C, eps);
 }
 
 void ck_kernel_rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp,
@@ -209,17 +207,16 @@ void ck_kernel_rmsnorm_backward(float *dinp, float *dweight, const float *dout, 
         rms_row_backward(dinp ? dinp + n * C : NULL, dweight, dout + n * C, inp + n * C, weight, rstd[n], C);
 }
 
-#define QKNORM_EPS 1e-6 /* Qwen3's rms_norm_eps */
-
 /* Row n, head h < H + KV: rstd[n, h] and out = rmsnorm(x, q_gamma or k_gamma); v copied. */
 void ck_kernel_qknorm_forward(float *out, float *rstd, const float *inp, const float *q_gamma,
-                              const float *k_gamma, size_t N, size_t H, size_t KV, size_t D)
+                              const float *k_gamma, size_t N, size_t H, size_t KV, size_t D,
+                              double eps)
 {
     size_t W = (H + 2 * KV) * D;
     for (size_t n = 0; n < N; n++) {
         for (size_t h = 0; h < H + KV; h++)
             rstd[n * (H + KV) + h] = rms_row_forward(out + n * W + h * D, inp + n * W + h * D,
-                                                     h < H ? q_gamma : k_gamma, D, QKNORM_EPS);
+                                                     h < H ? q_gamma : k_gamma, D, eps);
         memcpy(out + n * W + (H + KV) * D, inp + n * W + (H + KV) * D, KV * D * sizeof *out);
     }
 }
@@ -1286,10 +1283,10 @@ void ck_kernel_forward(const ck_kernel_io *io)
         break;
     case CK_OP_LAYERNORM:
         ck_kernel_layernorm_forward(out, io->saved[CK_SLOT_MEAN], io->saved[CK_SLOT_RSTD], a,
-                                    p[0], p[1], d.rows, d.c);
+                                    p[0], p[1], d.rows, d.c, n->attrs.eps);
         break;
     case CK_OP_RMSNORM:
-        ck_kernel_rmsnorm_forward(out, io->saved[CK_SLOT_RSTD], a, p[0], d.rows, d.c);
+        ck_kernel_rmsnorm_forward(out, io->saved[CK_SLOT_RSTD], a, p[0], d.rows, d.c, n->attrs.eps);
         break;
     case CK_OP_GELU:
         ck_kernel_gelu_forward(out, a, d.len);
@@ -1339,7 +1336,7 @@ void ck_kernel_forward(const ck_kernel_io *io)
     case CK_OP_QKNORM: {
         attn_dims q = attention_dims(io);
         ck_kernel_qknorm_forward(out, io->saved[CK_SLOT_RSTD], a, p[0], p[1], q.B * q.T, q.H,
-                                 q.KV, q.D);
+                                 q.KV, q.D, n->attrs.eps);
         break;
     }
     case CK_OP_LORA: {

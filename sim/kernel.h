@@ -73,24 +73,24 @@ void ck_kernel_linear_forward(float *out, const float *inp, const float *weight,
 void ck_kernel_linear_backward(float *dinp, float *dweight, float *dbias, const float *dout,
                         const float *inp, const float *weight, size_t N, size_t C, size_t OC);
 
-/* out = (inp - mean) * rstd * weight + bias over the last dimension C, eps 1e-5. */
+/* out = (inp - mean) * rstd * weight + bias over the last dimension C; rstd = 1/sqrt(var + eps). */
 void ck_kernel_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
-                          const float *weight, const float *bias, size_t N, size_t C);
+                          const float *weight, const float *bias, size_t N, size_t C, double eps);
 void ck_kernel_layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
                            const float *inp, const float *weight, const float *mean,
                            const float *rstd, size_t N, size_t C);
 
-/* out = inp * rstd * weight, rstd = 1 / sqrt(mean(inp^2) + 1e-5). */
+/* out = inp * rstd * weight, rstd = 1 / sqrt(mean(inp^2) + eps). */
 void ck_kernel_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, size_t N,
-                        size_t C);
+                        size_t C, double eps);
 void ck_kernel_rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp,
                          const float *weight, const float *rstd, size_t N, size_t C);
 
 /* Qwen3's q_norm and k_norm on packed qkv [N, (H + 2*KV) * D] (attention's layout): each
- * query head is rmsnorm'd with q_gamma [D], each key head with k_gamma [D], eps 1e-6; value
+ * query head is rmsnorm'd with q_gamma [D], each key head with k_gamma [D], with eps; value
  * heads pass through. rstd is [N, H + KV], by row then head. */
 void ck_kernel_qknorm_forward(float *out, float *rstd, const float *inp, const float *q_gamma,
-                              const float *k_gamma, size_t N, size_t H, size_t KV, size_t D);
+                              const float *k_gamma, size_t N, size_t H, size_t KV, size_t D, double eps);
 void ck_kernel_qknorm_backward(float *dinp, float *dq_gamma, float *dk_gamma, const float *dout,
                                const float *inp, const float *q_gamma, const float *k_gamma,
                                const float *rstd, size_t N, size_t H, size_t KV, size_t D);

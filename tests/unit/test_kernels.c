@@ -503,7 +503,7 @@ START_TEST(layernorm)
     for (size_t i = 0; i < N_ * C_; i++)
         x[i] = x[i] * 2.0f + 3.0f; /* a mean far from 0: the statistics matter */
     float *out = obuf(N_ * C_), *mean = obuf(N_), *rstd = obuf(N_), *dout = frand(N_ * C_);
-    ck_kernel_layernorm_forward(out, mean, rstd, x, w, b, N_, C_);
+    ck_kernel_layernorm_forward(out, mean, rstd, x, w, b, N_, C_, 1e-5);
 
     ref_case rc = {.fn = ref_layernorm, .n_out = N_ * C_, .g = to_double(dout, N_ * C_),
                    .n = N_, .C = C_};
@@ -533,12 +533,30 @@ START_TEST(layernorm)
 }
 END_TEST
 
+/* The norms add the eps they are given: on a constant row, layernorm's variance is 0, so
+ * rstd = 1/sqrt(eps); rmsnorm's mean square is x^2. */
+START_TEST(norms_take_their_eps)
+{
+    float x[4] = {0.5f, 0.5f, 0.5f, 0.5f}, w[4] = {1, 1, 1, 1}, b[4] = {0}, out[4], mean, rstd,
+          qkv[12], qout[12], qrstd[2];
+    ck_kernel_layernorm_forward(out, &mean, &rstd, x, w, b, 1, 4, 0.25);
+    ck_assert_float_eq_tol(rstd, 2.0f, 1e-6f);
+    ck_kernel_rmsnorm_forward(out, &rstd, x, w, 1, 4, 0.25);
+    ck_assert_float_eq_tol(rstd, (float)(1.0 / sqrt(0.5)), 1e-6f);
+    for (int i = 0; i < 12; i++)
+        qkv[i] = 0.5f;
+    ck_kernel_qknorm_forward(qout, qrstd, qkv, w, w, 1, 1, 1, 4, 0.75); /* q, k, v heads of 4 */
+    ck_assert_float_eq_tol(qrstd[0], 1.0f, 1e-6f);
+    ck_assert_float_eq_tol(qrstd[1], 1.0f, 1e-6f);
+}
+END_TEST
+
 START_TEST(rmsnorm)
 {
     seed_data(6);
     float *x = frand(N_ * C_), *w = frand(C_);
     float *out = obuf(N_ * C_), *rstd = obuf(N_), *dout = frand(N_ * C_);
-    ck_kernel_rmsnorm_forward(out, rstd, x, w, N_, C_);
+    ck_kernel_rmsnorm_forward(out, rstd, x, w, N_, C_, 1e-5);
 
     ref_case rc = {.fn = ref_rmsnorm, .n_out = N_ * C_, .g = to_double(dout, N_ * C_),
                    .n = N_, .C = C_};
@@ -1411,7 +1429,7 @@ START_TEST(qknorm)
     float *out = obuf(N * W), *rstd = obuf(N * (H + KV)), *dout = frand(N * W);
     float *dx = fbuf(N * W), *dqg = fbuf(D), *dkg = fbuf(D);
     rc.g = to_double(dout, N * W);
-    ck_kernel_qknorm_forward(out, rstd, x, qg, kg, N, H, KV, D);
+    ck_kernel_qknorm_forward(out, rstd, x, qg, kg, N, H, KV, D, 1e-6);
     assert_forward("qknorm", &rc, out);
     double *want_rstd = dbuf(N * (H + KV)), *scratch_out = dbuf(N * W);
     ref_qknorm_stats(&rc, scratch_out, want_rstd);
@@ -1527,6 +1545,7 @@ static Suite *kernels_suite(void)
     tcase_add_test(tc, linear_without_bias);
     tcase_add_test(tc, layernorm);
     tcase_add_test(tc, rmsnorm);
+    tcase_add_test(tc, norms_take_their_eps);
     tcase_add_test(tc, gelu);
     tcase_add_test(tc, relu);
     tcase_add_test(tc, silu);

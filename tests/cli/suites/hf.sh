@@ -95,3 +95,25 @@ check "hf: heads that the key/value heads do not divide are refused" 2 "hf-kv3.j
 mkdir -p hf-empty-dir
 run plan hf-empty-dir --budget 1G
 check "hf: a directory without config.json names the file" 2 "hf-empty-dir/config.json"
+
+# The norms' epsilon comes from the config (rms_norm_eps, layer_norm_epsilon), else the
+# family's default; Qwen3's q/k norms take the same one.
+run import "$root/tests/data/hf/llama-3-8b" -o hf-eps-llama.json
+run import "$root/tests/data/hf/qwen3-8b.json" -o hf-eps-qwen3.json
+run import "$root/tests/data/hf/gpt2-medium.json" -o hf-eps-gpt2.json
+check_that "hf: every norm takes the config's epsilon" python3 - hf-eps-llama.json hf-eps-qwen3.json \
+    hf-eps-gpt2.json "$root/tests/data/hf" <<'PY'
+import json, sys, os
+def norms(m):
+    for n in m["nodes"] + [n for b in m.get("blocks", {}).values() for n in b["nodes"]]:
+        if n.get("op") in ("layernorm", "rmsnorm", "qknorm"):
+            yield n
+cfgs = [os.path.join(sys.argv[4], "llama-3-8b", "config.json"),
+        os.path.join(sys.argv[4], "qwen3-8b.json"), os.path.join(sys.argv[4], "gpt2-medium.json")]
+for model, cfg, key in zip(sys.argv[1:4], cfgs, ["rms_norm_eps", "rms_norm_eps", "layer_norm_epsilon"]):
+    want = json.load(open(cfg))[key]
+    found = list(norms(json.load(open(model))))
+    assert found and all(n["eps"] == want for n in found), (model, want, found[:2])
+ops = {n["op"] for n in norms(json.load(open(sys.argv[2])))}
+assert "qknorm" in ops, ops
+PY
