@@ -350,14 +350,13 @@ static int report_static_too_large(const plan_args *a, const ck_workload *w, uin
     return CK_ERR_INFEASIBLE;
 }
 
-/* Which budget the plan used: --budget's, or the device's memory less its reserve. */
+/* Where the budget came from when a device is named: --budget's, or the device's memory
+ * less its reserve (without a device it can only be --budget's). */
 static void print_budget_source(FILE *out, const plan_args *a)
 {
     const ck_device *d = a->workload_opts.device;
-    if (!d) {
-        fprintf(out, "budget from --budget\n");
+    if (!d)
         return;
-    }
     char mem[32], reserve[32];
     ck_size_format(d->memory_bytes, mem, sizeof mem);
     ck_size_format(ck_device_reserve(d), reserve, sizeof reserve);

@@ -1,10 +1,12 @@
-/* fuzz_model: bytes -> ck_json_parse -> ck_model_from_json; a model that loads is derived
- * into a chain at both granularities and its static memory is computed. */
+/* fuzz_model: bytes -> ck_json_parse -> ck_model_from_json, or for a Hugging Face config
+ * ck_hf_to_model first; a model that loads is derived into a chain at both granularities
+ * and its static memory is computed. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 
 #include "planner/derive.h"
+#include "planner/hf.h"
 #include "planner/json.h"
 #include "planner/model.h"
 
@@ -14,6 +16,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     cJSON *root = NULL;
     if (ck_json_parse("fuzz.json", (const char *)data, size, &root, &err) != CK_OK)
         return 0;
+    if (ck_hf_is_config(root)) {
+        /* the input's length picks adapters and the attention kernel, to reach those paths */
+        ck_model_opts opts = {.lora_rank = size % 2 ? 2 : 0, .attention = size % 3 ? NULL : "eager"};
+        cJSON *model = NULL;
+        int rc = ck_hf_to_model(root, "fuzz.json", &opts, &model, &err);
+        cJSON_Delete(root);
+        if (rc != CK_OK)
+            return 0;
+        root = model;
+    }
     ck_model *m = NULL;
     if (ck_model_from_json(root, "fuzz.json", &m, &err) == CK_OK) {
         ck_cost_model cm;

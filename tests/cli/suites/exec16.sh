@@ -31,7 +31,9 @@ while read -r name model per_param params; do
     for planner in dp revolve chen sqrt; do
         run plan "$model" --budget "$static" --planner "$planner" -o never.json
         min=$(printf '%s' "$err" | sed -n 's/.*its smallest plan needs [^(]*(\([0-9]*\) bytes).*/\1/p')
+        # every planner at its smallest budget (the most recomputation); dp half-way too
         for at in minimum half-way; do
+            [ "$at" = half-way ] && [ "$planner" != dp ] && continue
             budget=$min
             [ "$at" = half-way ] && budget=$(( (min + static + base) / 2 ))
             p="e16-$name-$planner-$at.json"
