@@ -116,9 +116,9 @@ check-robustness: $(CKPLAN)
 	@tests/faults/run build/results/faults
 
 # libFuzzer targets (tests/fuzz/README.md): each runs FUZZ_SECONDS, after replaying every
-# saved regression. make check fuzzes 40 s a target under CI, 10 s otherwise.
+# saved regression. make check fuzzes 25 s a target under CI, 10 s otherwise.
 FUZZ_SECONDS ?= 60
-CHECK_FUZZ_SECONDS := $(if $(CI),40,10)
+CHECK_FUZZ_SECONDS := $(if $(CI),25,10)
 fuzz: ckplan
 	@tests/fuzz/run $(FUZZ_SECONDS)
 
