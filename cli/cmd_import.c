@@ -77,7 +77,7 @@ int ck_cmd_import(int argc, char **argv)
             return 0;
         } else if (code == 'o') {
             output = optarg;
-        } else if (code >= CK_OPT_SET && code <= CK_OPT_ATTENTION) {
+        } else if (CK_IS_MODEL_OPTION(code)) {
             rc = ck_options_workload(code, optarg, &opts, &err);
         } else {
             rc = ck_options_error("import", argv, longs, code, &err);

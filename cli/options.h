@@ -51,6 +51,8 @@ enum {
 
 /* Whether getopt code is one of CK_WORKLOAD_LONG_OPTIONS. */
 #define CK_IS_WORKLOAD_OPTION(code) ((code) >= CK_OPT_GRANULARITY && (code) <= CK_OPT_ATTENTION)
+/* Whether getopt code is one of CK_MODEL_LONG_OPTIONS. */
+#define CK_IS_MODEL_OPTION(code) ((code) >= CK_OPT_SET && (code) <= CK_OPT_ATTENTION)
 
 /* Applies a workload option; CK_OK, or CK_ERR_INPUT naming the option and what it takes.
  * String values are kept as pointers into arg: pass argv's strings. */
