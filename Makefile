@@ -207,7 +207,7 @@ demo: deps-build
 DEPS_BUILD := cmd:$(firstword $(CC)):$(if $(findstring clang,$(CC)),clang,gcc) \
 	cmd:pkg-config:pkg-config pc:libcjson:libcjson-dev pc:openblas:libopenblas-dev
 DEPS_TESTS := pc:check:check cmd:python3:python3 cmd:valgrind:valgrind cmd:clang:clang \
-	deb:libclang-rt-14-dev:libclang-rt-14-dev
+	deb:libclang-rt-14-dev:libclang-rt-14-dev deb:python3-torch:python3-torch
 
 # $(call install_missing,NEEDS): as root, apt-get installs the packages of the needs not
 # met; otherwise prints the command that would and fails.
