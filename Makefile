@@ -203,7 +203,8 @@ demo: deps-build
 # What each need is and which Debian package meets it, as KIND:NAME:PACKAGE, KIND being cmd
 # (a command), pc (a pkg-config module) or deb (an installed package). Building ckplan
 # needs a C compiler and the libraries; the tests add Check, python3 (the command-line
-# tests), valgrind, and clang with its sanitizer and libFuzzer runtime.
+# tests), valgrind, clang with its sanitizer and libFuzzer runtime, and Debian's PyTorch
+# (python3-torch, for /usr/bin/python3 only: the outside referee of docs/pytorch.md).
 DEPS_BUILD := cmd:$(firstword $(CC)):$(if $(findstring clang,$(CC)),clang,gcc) \
 	cmd:pkg-config:pkg-config pc:libcjson:libcjson-dev pc:openblas:libopenblas-dev
 DEPS_TESTS := pc:check:check cmd:python3:python3 cmd:valgrind:valgrind cmd:clang:clang \
