@@ -33,7 +33,8 @@ TEST_SRC := $(sort $(wildcard tests/unit/test_*.c))
 TEST_SUPPORT_SRC := $(sort $(filter-out $(TEST_SRC),$(wildcard tests/unit/*.c)))
 
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
-CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
+# cli/torch_runtime.py, the runtime of `emit torch`'s modules, as a C string of its own.
+CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/torch_runtime.o
 TEST_SUPPORT_OBJ := $(TEST_SUPPORT_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
@@ -48,6 +49,18 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
 	@$(CC) $(COMPILE_FLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/gen/torch_runtime.c: cli/torch_runtime.py
+	@mkdir -p $(dir $@)
+	@echo "  GEN     $@"
+	@{ echo '/* Made by the Makefile from cli/torch_runtime.py: edit that file. */'; \
+	  echo '#include "cli/emit_torch.h"'; echo 'const char ck_emit_torch_runtime[] ='; \
+	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/    "/' -e 's/$$/\\n"/' $<; echo ';'; } > $@.tmp
+	@mv $@.tmp $@
+
+$(BUILD)/gen/torch_runtime.o: $(BUILD)/gen/torch_runtime.c
+	@echo "  CC      $<"
+	@$(CC) $(COMPILE_FLAGS) -c $< -o $@
 
 # Only tests use Check: building ckplan does not need it installed.
 $(BUILD)/tests/%.o: COMPILE_FLAGS += $(CHECK_CFLAGS)

@@ -23,10 +23,6 @@
 #define CHAIN_STEP_SECONDS 0.2
 #define GEMM_DIM 64
 
-#define ADAM_LR 1e-3f
-#define SGD_LR 1e-2f
-#define MOMENTUM 0.9f
-#define ADAMW_WEIGHT_DECAY 0.01f /* torch.optim.AdamW's default */
 
 typedef struct backend backend;
 
@@ -216,7 +212,7 @@ static void adam_step(ck_exec *e, float decay)
         p -= decay * p;
         mo[j] = b1 * mo[j] + (1.0f - b1) * g;
         v[j] = b2 * v[j] + (1.0f - b2) * g * g;
-        set_param(e, j, p - ADAM_LR * (mo[j] / c1) / (sqrtf(v[j] / c2) + 1e-8f));
+        set_param(e, j, p - CK_EXEC_ADAM_LR * (mo[j] / c1) / (sqrtf(v[j] / c2) + 1e-8f));
     }
 }
 
@@ -231,19 +227,19 @@ static void optimizer_step(ck_exec *e)
         break;
     case CK_OPT_SGD:
         for (size_t j = 0; j < e->n_trainable; j++)
-            set_param(e, j, param_value(e, j) - SGD_LR * grad_value(e, j));
+            set_param(e, j, param_value(e, j) - CK_EXEC_SGD_LR * grad_value(e, j));
         break;
     case CK_OPT_MOMENTUM:
         for (size_t j = 0; j < e->n_trainable; j++) {
-            mo[j] = MOMENTUM * mo[j] + grad_value(e, j);
-            set_param(e, j, param_value(e, j) - SGD_LR * mo[j]);
+            mo[j] = CK_EXEC_MOMENTUM * mo[j] + grad_value(e, j);
+            set_param(e, j, param_value(e, j) - CK_EXEC_SGD_LR * mo[j]);
         }
         break;
     case CK_OPT_ADAM:
         adam_step(e, 0.0f);
         break;
     case CK_OPT_ADAMW:
-        adam_step(e, ADAM_LR * ADAMW_WEIGHT_DECAY);
+        adam_step(e, CK_EXEC_ADAM_LR * CK_EXEC_ADAMW_WEIGHT_DECAY);
         break;
     }
 }

@@ -193,11 +193,14 @@ static void rms_row_backward(float *dx, float *dweight, const float *d, const fl
         dweight[c] += d[c] * x[c] * r;
 }
 
-void ck_kernel_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, size_t N,
-                        size_t C, double eps)
+void ck_kernel_rmsnorm_forward(float *out, float *rstd, float *normed, const float *inp,
+                               const float *weight, size_t N, size_t C, double eps)
 {
-    for (size_t n = 0; n < N; n++)
+    for (size_t n = 0; n < N; n++) {
         rstd[n] = rms_row_forward(out + n * C, inp + n * C, weight, C, eps);
+        for (size_t c = 0; normed && c < C; c++)
+            normed[n * C + c] = inp[n * C + c] * rstd[n];
+    }
 }
 
 void ck_kernel_rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp,
@@ -652,6 +655,18 @@ void ck_kernel_attention_flash_backward(float *dqkv, const float *dout, const fl
 
 /* ---- losses ---- */
 
+/* lse = m + log sum_v exp(x[v] - m) of one row of V logits, m the row max. */
+static float row_lse(const float *x, size_t V)
+{
+    float mx = x[0];
+    for (size_t v = 1; v < V; v++)
+        mx = x[v] > mx ? x[v] : mx;
+    float sum = 0.0f;
+    for (size_t v = 0; v < V; v++)
+        sum += expf(x[v] - mx);
+    return mx + logf(sum);
+}
+
 /* loss_n = lse_n - logits[n, target_n], lse_n = m + log sum_v exp(logits[n,v] - m) with m
  * the row max; dlogits[n,v] += (exp(logits[n,v] - lse_n) - [v == target_n]) / N. Targets
  * must lie in [0, V) (validated by the caller with the data). */
@@ -664,19 +679,37 @@ float ck_kernel_cross_entropy(float *dlogits, float *lse, const float *logits, c
     float invN = 1.0f / (float)N;
     for (size_t n = 0; n < N; n++) {
         const float *x = logits + n * V;
-        float mx = x[0];
-        for (size_t v = 1; v < V; v++)
-            mx = x[v] > mx ? x[v] : mx;
-        float sum = 0.0f;
-        for (size_t v = 0; v < V; v++)
-            sum += expf(x[v] - mx);
-        float l = mx + logf(sum);
+        float l = row_lse(x, V);
         lse[n] = l;
         size_t t = (size_t)targets[n];
         total += (double)l - x[t];
         float *d = dlogits + n * V;
         for (size_t v = 0; v < V; v++)
             d[v] += expf(x[v] - l) * invN;
+        d[t] -= invN;
+    }
+    return (float)(total / (double)N);
+}
+
+/* PyTorch's unfused form: logp = logits - lse (log_softmax, kept whole), loss_n =
+ * -logp[n, target_n] (nll_loss); dlogits[n,v] += (exp(logp[n,v]) - [v == target_n]) / N,
+ * which is log_softmax's backward of nll_loss's gradient. */
+float ck_kernel_cross_entropy_logp(float *dlogits, float *logp, const float *logits,
+                                   const int32_t *targets, size_t N, size_t V)
+{
+    if (N == 0)
+        return 0.0f;
+    double total = 0.0;
+    float invN = 1.0f / (float)N;
+    for (size_t n = 0; n < N; n++) {
+        const float *x = logits + n * V;
+        float l = row_lse(x, V), *lp = logp + n * V, *d = dlogits + n * V;
+        for (size_t v = 0; v < V; v++)
+            lp[v] = x[v] - l;
+        size_t t = (size_t)targets[n];
+        total -= (double)lp[t];
+        for (size_t v = 0; v < V; v++)
+            d[v] += expf(lp[v]) * invN;
         d[t] -= invN;
     }
     return (float)(total / (double)N);
@@ -1286,7 +1319,8 @@ void ck_kernel_forward(const ck_kernel_io *io)
                                     p[0], p[1], d.rows, d.c, n->attrs.eps);
         break;
     case CK_OP_RMSNORM:
-        ck_kernel_rmsnorm_forward(out, io->saved[CK_SLOT_RSTD], a, p[0], d.rows, d.c, n->attrs.eps);
+        ck_kernel_rmsnorm_forward(out, io->saved[CK_SLOT_RSTD], io->saved[CK_SLOT_NORMED], a, p[0],
+                                  d.rows, d.c, n->attrs.eps);
         break;
     case CK_OP_GELU:
         ck_kernel_gelu_forward(out, a, d.len);
@@ -1458,6 +1492,9 @@ float ck_kernel_loss(const ck_kernel_io *io)
     size_t len = numel_of(io, io->node->inputs[0]);
     switch (io->node->op->kind) {
     case CK_OP_CROSS_ENTROPY:
+        if (!io->node->attrs.fused) /* nll_loss's gradient, in io->ws, is not needed here */
+            return ck_kernel_cross_entropy_logp(io->din[0], io->saved[CK_SLOT_LOGP], io->in[0],
+                                                io->in[1], d.rows, d.c);
         return ck_kernel_cross_entropy(io->din[0], io->saved[CK_SLOT_LSE], io->in[0], io->in[1],
                                        d.rows, d.c);
     case CK_OP_MSE:

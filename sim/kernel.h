@@ -80,9 +80,10 @@ void ck_kernel_layernorm_backward(float *dinp, float *dweight, float *dbias, con
                            const float *inp, const float *weight, const float *mean,
                            const float *rstd, size_t N, size_t C);
 
-/* out = inp * rstd * weight, rstd = 1 / sqrt(mean(inp^2) + eps). */
-void ck_kernel_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, size_t N,
-                        size_t C, double eps);
+/* out = inp * rstd * weight, rstd = 1 / sqrt(mean(inp^2) + eps); normed = inp * rstd when
+ * not NULL (the form written out keeps it). */
+void ck_kernel_rmsnorm_forward(float *out, float *rstd, float *normed, const float *inp,
+                               const float *weight, size_t N, size_t C, double eps);
 void ck_kernel_rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp,
                          const float *weight, const float *rstd, size_t N, size_t C);
 
@@ -260,6 +261,10 @@ void ck_kernel_moe_backward(float *dinp, const ck_kernel_moe_weights *dw, const 
  * dlogits += (softmax(logits) - onehot(target)) / N. */
 float ck_kernel_cross_entropy(float *dlogits, float *lse, const float *logits, const int32_t *targets,
                        size_t N, size_t V);
+/* The same loss and gradient as PyTorch's unfused F.cross_entropy computes them, writing
+ * the log-probabilities logp [N, V] (log_softmax's output) instead of lse. */
+float ck_kernel_cross_entropy_logp(float *dlogits, float *logp, const float *logits,
+                                   const int32_t *targets, size_t N, size_t V);
 /* Mean squared error over n values: returns mean((pred - target)^2) and accumulates
  * dpred += 2 (pred - target) / n. */
 float ck_kernel_mse(float *dpred, const float *pred, const float *target, size_t n);

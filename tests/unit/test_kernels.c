@@ -541,7 +541,7 @@ START_TEST(norms_take_their_eps)
           qkv[12], qout[12], qrstd[2];
     ck_kernel_layernorm_forward(out, &mean, &rstd, x, w, b, 1, 4, 0.25);
     ck_assert_float_eq_tol(rstd, 2.0f, 1e-6f);
-    ck_kernel_rmsnorm_forward(out, &rstd, x, w, 1, 4, 0.25);
+    ck_kernel_rmsnorm_forward(out, &rstd, NULL, x, w, 1, 4, 0.25);
     ck_assert_float_eq_tol(rstd, (float)(1.0 / sqrt(0.5)), 1e-6f);
     for (int i = 0; i < 12; i++)
         qkv[i] = 0.5f;
@@ -556,7 +556,7 @@ START_TEST(rmsnorm)
     seed_data(6);
     float *x = frand(N_ * C_), *w = frand(C_);
     float *out = obuf(N_ * C_), *rstd = obuf(N_), *dout = frand(N_ * C_);
-    ck_kernel_rmsnorm_forward(out, rstd, x, w, N_, C_, 1e-5);
+    ck_kernel_rmsnorm_forward(out, rstd, NULL, x, w, N_, C_, 1e-5);
 
     ref_case rc = {.fn = ref_rmsnorm, .n_out = N_ * C_, .g = to_double(dout, N_ * C_),
                    .n = N_, .C = C_};
