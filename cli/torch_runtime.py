@@ -21,10 +21,17 @@ def _heads(qkv, heads, kv_heads):
     return x[:, :heads], x[:, heads:heads + kv_heads], x[:, heads + kv_heads:]
 
 
+def _blocks(heads, t, width, flash):
+    """The (head, first row, end row) blocks attention works through: whole heads, or for
+    flash C / 8 rows of a head at a time (C = H * D), so that its temporaries stay below an
+    eighth of a [B, T, C] tensor, as a flash kernel's tiles do."""
+    rows = max(1, width // 8) if flash else t
+    return [(h, r, min(r + rows, t)) for h in range(heads) for r in range(0, t, rows)]
+
+
 class _Attention(torch.autograd.Function):
     """Causal attention on packed q, k, v with grouped-query heads (head h reads kv head
-    h // (H / KV)), optional soft-capping and dropout. Head by head, so that no more than one
-    head's [B, T, T] scores are made at a time beyond what is kept.
+    h // (H / KV)), optional soft-capping and dropout, block by block (_blocks).
 
     flash: keeps qkv, the output and the f32 row log-sum-exp; dropout is redrawn from a
     generator seeded once per call from the global generator (so recomputation, which
@@ -33,50 +40,53 @@ class _Attention(torch.autograd.Function):
     the dropped probabilities, as eager attention does."""
 
     @staticmethod
+    def scores(q, k, h, g, r0, r1, scale, cap, causal):
+        """Block (h, r0:r1)'s scores, capped and masked, and the capped tanh (or None)."""
+        s = torch.matmul(q[:, h, r0:r1], k[:, g].transpose(1, 2)).mul_(scale)
+        c = None
+        if cap > 0:
+            c = s.div_(cap).tanh_()
+            s = c.clone().mul_(cap)
+        return s.masked_fill_(causal[r0:r1], float("-inf")), c
+
+    @staticmethod
     def forward(ctx, qkv, heads, kv_heads, p, flash, cap):
         q, k, v = _heads(qkv, heads, kv_heads)
         b, _, t, d = q.shape
-        scale = 1.0 / math.sqrt(d)
-        group = heads // kv_heads
+        scale, group = 1.0 / math.sqrt(d), heads // kv_heads
         causal = torch.ones(t, t, dtype=torch.bool).triu_(1)
         seed = int(torch.randint(1 << 62, (1,)).item()) if p > 0 else 0
         gen = torch.Generator().manual_seed(seed) if p > 0 else None
         out = torch.empty(b, t, heads * d, dtype=qkv.dtype)
-        keep_rows = []
         if flash:
-            lse = torch.empty(b, heads, t, dtype=torch.float32)
+            kept = {"lse": torch.empty(b, heads, t, dtype=torch.float32)}
         else:
-            capped = torch.empty(b, heads, t, t, dtype=qkv.dtype) if cap > 0 else None
-            probs = torch.empty(b, heads, t, t, dtype=qkv.dtype)
-            mask = torch.empty(b, heads, t, t, dtype=torch.uint8) if p > 0 else None
-            dropped = torch.empty(b, heads, t, t, dtype=qkv.dtype) if p > 0 else None
-        for h in range(heads):
+            kept = {"capped": cap > 0, "probs": True, "mask": p > 0, "dropped": p > 0}
+            kept = {name: torch.empty(b, heads, t, t, dtype=torch.uint8 if name == "mask"
+                                      else qkv.dtype) for name, want in kept.items() if want}
+        for h, r0, r1 in _blocks(heads, t, heads * d, flash):
             g = h // group
-            s = torch.matmul(q[:, h], k[:, g].transpose(1, 2)).mul_(scale)
-            if cap > 0:
-                c = s.div_(cap).tanh_()
-                if not flash:
-                    capped[:, h].copy_(c)
-                s = c.mul_(cap)
-            s.masked_fill_(causal, float("-inf"))
+            s, c = _Attention.scores(q, k, h, g, r0, r1, scale, cap, causal)
             if flash:
-                lse[:, h] = torch.logsumexp(s, dim=-1)
+                kept["lse"][:, h, r0:r1] = torch.logsumexp(s, dim=-1)
+            elif c is not None:
+                kept["capped"][:, h].copy_(c)
+            del c
             z = torch.softmax(s, dim=-1)
             del s
             if not flash:
-                probs[:, h].copy_(z)
+                kept["probs"][:, h].copy_(z)
             if p > 0:
-                keep = torch.rand(b, t, t, generator=gen) >= p
+                keep = torch.rand(b, r1 - r0, t, generator=gen) >= p
                 z.mul_(keep).div_(1 - p)
                 if not flash:
-                    mask[:, h].copy_(keep)
-                    dropped[:, h].copy_(z)
+                    kept["mask"][:, h].copy_(keep)
+                    kept["dropped"][:, h].copy_(z)
                 del keep
-            out[:, :, h * d:(h + 1) * d] = torch.matmul(z, v[:, g])
+            out[:, r0:r1, h * d:(h + 1) * d] = torch.matmul(z, v[:, g])
             del z
-        saved = [qkv, out] + ([lse] if flash else [x for x in (capped, probs, mask, dropped)
-                                                    if x is not None])
-        ctx.save_for_backward(*saved)
+        ctx.names = list(kept)
+        ctx.save_for_backward(qkv, out, *kept.values())
         ctx.conf = (heads, kv_heads, p, flash, cap, seed)
         return out
 
@@ -84,49 +94,42 @@ class _Attention(torch.autograd.Function):
     def backward(ctx, dout):
         heads, kv_heads, p, flash, cap, seed = ctx.conf
         qkv, out = ctx.saved_tensors[:2]
-        rest = list(ctx.saved_tensors[2:])
+        kept = dict(zip(ctx.names, ctx.saved_tensors[2:]))
         q, k, v = _heads(qkv, heads, kv_heads)
         b, _, t, d = q.shape
-        scale = 1.0 / math.sqrt(d)
-        group = heads // kv_heads
+        scale, group = 1.0 / math.sqrt(d), heads // kv_heads
         causal = torch.ones(t, t, dtype=torch.bool).triu_(1)
         gen = torch.Generator().manual_seed(seed) if p > 0 else None
-        if flash:
-            lse = rest[0]
-        else:
-            capped = rest.pop(0) if cap > 0 else None
-            probs = rest.pop(0)
-            mask, dropped = (rest[0], rest[1]) if p > 0 else (None, None)
         dqkv = torch.zeros_like(qkv)
         dq, dk, dv = _heads(dqkv, heads, kv_heads)
         dout = dout.contiguous().view(b, t, heads, d).permute(0, 2, 1, 3)
         delta = (dout * out.view(b, t, heads, d).permute(0, 2, 1, 3)).sum(-1)  # [B, H, T]
-        for h in range(heads):
+        for h, r0, r1 in _blocks(heads, t, heads * d, flash):
             g = h // group
             if flash:
-                s = torch.matmul(q[:, h], k[:, g].transpose(1, 2)).mul_(scale)
-                c = s.div_(cap).tanh_() if cap > 0 else None
-                if cap > 0:
-                    s = c.clone().mul_(cap)
-                s.masked_fill_(causal, float("-inf"))
-                prob = s.sub_(lse[:, h].unsqueeze(-1)).exp_()
-                keep = (torch.rand(b, t, t, generator=gen) >= p) if p > 0 else None
+                s, c = _Attention.scores(q, k, h, g, r0, r1, scale, cap, causal)
+                prob = s.sub_(kept["lse"][:, h, r0:r1].unsqueeze(-1)).exp_()
+                del s
+                keep = (torch.rand(b, r1 - r0, t, generator=gen) >= p) if p > 0 else None
                 z = prob * keep / (1 - p) if p > 0 else prob
             else:
-                c = capped[:, h] if cap > 0 else None
-                prob = probs[:, h]
-                keep = mask[:, h] if p > 0 else None
-                z = dropped[:, h] if p > 0 else prob
-            dv[:, g] += torch.matmul(z.transpose(1, 2), dout[:, h])
-            ds = torch.matmul(dout[:, h], v[:, g].transpose(1, 2))  # dZ, then dS in place
+                c = kept["capped"][:, h] if cap > 0 else None
+                prob = kept["probs"][:, h]
+                keep = kept["mask"][:, h] if p > 0 else None
+                z = kept["dropped"][:, h] if p > 0 else prob
+            dv[:, g] += torch.matmul(z.transpose(1, 2), dout[:, h, r0:r1])
+            del z
+            ds = torch.matmul(dout[:, h, r0:r1], v[:, g].transpose(1, 2))  # dZ, then dS
             if p > 0:
                 ds.mul_(keep).div_(1 - p)
-            ds.sub_(delta[:, h].unsqueeze(-1)).mul_(prob)
+            ds.sub_(delta[:, h, r0:r1].unsqueeze(-1)).mul_(prob)
+            del prob, keep
             if cap > 0:
                 ds.mul_(1 - c * c)
             ds.mul_(scale)
-            dq[:, h] += torch.matmul(ds, k[:, g])
-            dk[:, g] += torch.matmul(ds.transpose(1, 2), q[:, h])
+            dq[:, h, r0:r1] += torch.matmul(ds, k[:, g])
+            dk[:, g] += torch.matmul(ds.transpose(1, 2), q[:, h, r0:r1])
+            del ds, c
         return dqkv, None, None, None, None, None
 
 
@@ -234,24 +237,31 @@ def _gelu(x):
     return F.gelu(x, approximate="tanh")
 
 
+# silu and gelu (tanh) with their fused backward kernels: grad -> grad * act'(x).
+_ACTIVATIONS = {
+    "silu": (F.silu, torch.ops.aten.silu_backward),
+    "gelu": (_gelu, lambda grad, x: torch.ops.aten.gelu_backward(grad, x, approximate="tanh")),
+}
+
+
 class _GatedUnit(torch.autograd.Function):
     """act(gate) up in one kernel (swiglu: silu, geglu: tanh-approximated gelu); keeps gate
-    and up, and recomputes act(gate) in the backward."""
+    and up. Its backward holds no more than the two gradients it makes: dgate = act'(gate)
+    dout up (through dout up, freed once dgate is made), then dup = act(gate) dout."""
 
     @staticmethod
     def forward(ctx, gate, up, act):
         ctx.save_for_backward(gate, up)
         ctx.act = act
-        return act(gate) * up
+        return _ACTIVATIONS[act][0](gate) * up
 
     @staticmethod
     def backward(ctx, dout):
         gate, up = ctx.saved_tensors
-        with torch.enable_grad():
-            g = gate.detach().requires_grad_()
-            a = ctx.act(g)
-            (dgate,) = torch.autograd.grad(a, g, dout * up)
-        return dgate, dout * a.detach(), None
+        act, act_backward = _ACTIVATIONS[ctx.act]
+        dgate = act_backward(dout * up, gate)
+        dup = act(gate).mul_(dout)
+        return dgate, dup, None
 
 
 class _SoftCap(torch.autograd.Function):
@@ -365,14 +375,15 @@ OPS = {
     "attention": lambda i, p, a: _Attention.apply(i[0], a["heads"], a["kv_heads"], a["p"],
                                                   a["flash"], a["cap"]),
     "rope": lambda i, p, a: _Rope.apply(i[0], a["heads"], a["kv_heads"], a["theta"]),
-    "swiglu": lambda i, p, a: _GatedUnit.apply(i[0], i[1], F.silu),
-    "geglu": lambda i, p, a: _GatedUnit.apply(i[0], i[1], _gelu),
+    "swiglu": lambda i, p, a: _GatedUnit.apply(i[0], i[1], "silu"),
+    "geglu": lambda i, p, a: _GatedUnit.apply(i[0], i[1], "gelu"),
     "cast": lambda i, p, a: i[0].to(getattr(torch, a["to"])),
     "lora": lambda i, p, a: _lora(i[0], i[1], p, a),
     "qknorm": lambda i, p, a: _QKNorm.apply(i[0], p["q_gamma"], p["k_gamma"], a["heads"],
                                             a["kv_heads"], a["eps"]),
     "softcap": lambda i, p, a: _SoftCap.apply(i[0], a["cap"]),
-    "scale": lambda i, p, a: i[0] * a["factor"],
+    # mul.Scalar keeps the factor as a number; x * factor would keep it as a 0-dim tensor
+    "scale": lambda i, p, a: torch.ops.aten.mul.Scalar(i[0], a["factor"]),
     "moe": lambda i, p, a: _moe(i[0], p, a),
     "cross_entropy": lambda i, p, a: _cross_entropy(i[0], i[1], a),
     "mse": lambda i, p, a: F.mse_loss(i[0], i[1]),
@@ -474,11 +485,11 @@ class _ScheduleRunner:
     def run_stage(self, i, x):
         if i not in STAGES_DRAWING:
             return self.model.stage(i, x, self.held)
-        if i not in self.rng:
-            self.rng[i] = torch.get_rng_state()
+        if i not in self.rng:  # kept as bytes, outside the tensors' memory
+            self.rng[i] = bytearray(torch.get_rng_state().numpy().tobytes())
             return self.model.stage(i, x, self.held)
         outer = torch.get_rng_state()
-        torch.set_rng_state(self.rng[i])
+        torch.set_rng_state(torch.frombuffer(self.rng[i], dtype=torch.uint8))
         try:
             return self.model.stage(i, x, self.held)
         finally:

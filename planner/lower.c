@@ -163,14 +163,13 @@ static void free_after_backward(const ck_lower *l, size_t i, size_t k, sink *s)
     }
 }
 
-/* B i: y_i is made ready first (the chain counts it from the start); then each node's
- * backward, in reverse, frees what no later backward reads. */
+/* B i: each node's backward, in reverse, frees what no later backward reads. y_i is
+ * allocated by the first backward that adds into it, when PyTorch's autograd makes it (the
+ * chain counts it from the start: its figure is then a bound). */
 static void lower_backward(const ck_lower *l, size_t i, sink *s)
 {
     const ck_model *m = l->m;
-    size_t in = ck_lower_stage_input(l, i), out = ck_lower_stage_output(l, i);
-    if (ck_program_has_grad(m, in))
-        push(s, CK_INSTR_GRAD, 0, false, ck_program_grad(in));
+    size_t out = ck_lower_stage_output(l, i);
     if (l->first_saver[out] == NO_READER || l->first_saver[out] >= l->first[i + 1])
         push(s, CK_INSTR_FREE, 0, false, ck_program_value(out, CK_COPY_KEPT));
     for (size_t k = l->first[i + 1]; k-- > l->first[i];) {

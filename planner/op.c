@@ -591,6 +591,7 @@ static void describe_moe(ovf *o, const ck_attrs *a, const ck_ttype *in, ck_op_in
         {CK_SLOT_EXPERT_IN, matrix(act, r, c)},        {CK_SLOT_EXPERT_GATE, matrix(act, r, f)},
         {CK_SLOT_EXPERT_ACT, matrix(act, r, f)},       {CK_SLOT_EXPERT_UP, matrix(act, r, f)},
         {CK_SLOT_EXPERT_HIDDEN, matrix(act, r, f)},    {CK_SLOT_EXPERT_OUT, matrix(act, r, c)},
+        {CK_SLOT_EXPERT_WEIGHTED, matrix(act, r, c)},
     };
     save_ref(o, info, CK_SAVE_INPUT, 0, x); /* for the router's weight gradient */
     only_for(info, 0, CK_NEED_PARAMS);
@@ -615,11 +616,10 @@ static void describe_moe(ovf *o, const ck_attrs *a, const ck_ttype *in, ck_op_in
                           add(o, add(o, mul(o, rcf, 6), mul(o, rf, glu[0])), mul(o, rc, 2)));
     info->bwd_flops = add(o, add(o, add(o, mul(o, nce, 4), ne), mul(o, r, 4)),
                           add(o, add(o, mul(o, rcf, 12), mul(o, rf, glu[1])), mul(o, rc, 4)));
-    /* Forward, as HF holds them: the router logits, the routing weights [N, K], the int64
-     * one-hot expert mask [E, K, N] and one expert's weighted output, at most N rows. Backward:
+    /* Forward, as HF holds them: the router logits, the routing weights [N, K] and the int64
+     * one-hot expert mask [E, K, N]. Backward:
      * one expert's gradients (N rows of C and two of F) and the routing's in f32. */
-    info->fwd_ws_bytes = add(o, mul(o, mul(o, r, e), 8),
-                             mul(o, add(o, add(o, ne, r), mul(o, n, c)), eb));
+    info->fwd_ws_bytes = add(o, mul(o, mul(o, r, e), 8), mul(o, add(o, ne, r), eb));
     info->bwd_ws_bytes = add(o, mul(o, add(o, mul(o, n, c), mul(o, mul(o, n, f), 2)), eb),
                              mul(o, add(o, r, ne), 4));
 }

@@ -66,7 +66,7 @@ typedef struct {
 
 #define CK_OP_MAX_ARITY 2
 #define CK_OP_MAX_ATTRS 8
-#define CK_OP_MAX_SAVED 13 /* moe's: its input and 12 internal tensors */
+#define CK_OP_MAX_SAVED 14 /* moe's: its input and 13 internal tensors */
 #define CK_OP_MAX_PARAMS 4 /* moe's router, w1, w3, w2 */
 #define CK_PARAM_MAX_RANK 3 /* moe's experts: E matrices in one tensor */
 
@@ -103,6 +103,7 @@ typedef enum {
     CK_SLOT_EXPERT_UP,    /* w3 x */
     CK_SLOT_EXPERT_HIDDEN,/* silu(w1 x) * w3 x */
     CK_SLOT_EXPERT_OUT,   /* w2 of that */
+    CK_SLOT_EXPERT_WEIGHTED, /* that times the routing weight: index_add_'s source */
     CK_N_SLOTS
 } ck_slot;
 

@@ -1055,7 +1055,6 @@ void ck_kernel_moe_forward(float *out, const ck_kernel_moe_saved *s, const float
 {
     int64_t *mask = ws;
     float *logits = (float *)(mask + E * K * N), *weights = logits + N * E;
-    float *weighted = weights + N * K;
     ck_kernel_linear_forward(logits, inp, w->router, NULL, N, C, E);
     moe_route(s, weights, logits, N, E, K);
     for (size_t e = 0; e < E; e++)
@@ -1078,7 +1077,7 @@ void ck_kernel_moe_forward(float *out, const ck_kernel_moe_saved *s, const float
         if (r > r0)
             moe_expert_forward(s, w, e, r0, r - r0, C, F);
         for (size_t i = r0; i < r; i++) {
-            float *o = out + (size_t)s->route_index[2 * i] * C, *y = weighted + (i - r0) * C;
+            float *o = out + (size_t)s->route_index[2 * i] * C, *y = s->weighted + i * C;
             for (size_t c = 0; c < C; c++) {
                 y[c] = s->expert_out[i * C + c] * s->route_weight[i];
                 o[c] += y[c];
@@ -1276,7 +1275,8 @@ ck_kernel_moe_saved ck_kernel_moe_slots(void *const *v)
         .route_index = v[CK_SLOT_ROUTE_INDEX], .route_weight = v[CK_SLOT_ROUTE_WEIGHT],
         .expert_in = v[CK_SLOT_EXPERT_IN], .gate = v[CK_SLOT_EXPERT_GATE],
         .act = v[CK_SLOT_EXPERT_ACT], .up = v[CK_SLOT_EXPERT_UP],
-        .hidden = v[CK_SLOT_EXPERT_HIDDEN], .expert_out = v[CK_SLOT_EXPERT_OUT]};
+        .hidden = v[CK_SLOT_EXPERT_HIDDEN], .expert_out = v[CK_SLOT_EXPERT_OUT],
+        .weighted = v[CK_SLOT_EXPERT_WEIGHTED]};
 }
 
 /* The op's parameters (or their gradients) in its order: router, w1, w3, w2. */

@@ -224,7 +224,7 @@ void ck_kernel_lora_backward(float *dx, float *dy, float *dA, float *dB, float *
  * by top-k position, then by row, as HF's torch.where over its one-hot mask orders them.
  * Weights: router [E, C], w1 and w3 [E, F, C], w2 [E, C, F]; their gradients likewise.
  * Workspace, as planner/op sizes it: forward the int64 one-hot mask [E, K, N], then the
- * logits [N, E], the routing weights [N, K] and one expert's weighted output [N, C];
+ * logits [N, E] and the routing weights [N, K];
  * backward one expert's gradients [N, C], [N, F], [N, F] (at most N rows reach an expert),
  * then those of the routing weights [N, K] and of the logits [N, E]. */
 typedef struct {
@@ -242,6 +242,7 @@ typedef struct {
     float *expert_in;     /* [R, C] its row of x */
     float *gate, *act, *up, *hidden; /* [R, F] w1 x, silu(w1 x), w3 x, act * up */
     float *expert_out;    /* [R, C] w2 hidden */
+    float *weighted;      /* [R, C] expert_out times route_weight, added into the output */
 } ck_kernel_moe_saved;
 
 /* The moe tensors among a node's internal saved tensors, indexed by ck_slot. */

@@ -330,7 +330,9 @@ static void forward_at(const span *sp, size_t k, uint64_t *plain, uint64_t *kept
 static int64_t backward_at(const span *sp, size_t k, uint64_t y_in)
 {
     const ck_model *m = sp->m;
-    int64_t level = (int64_t)y_in + (int64_t)m->nodes[k].info.bwd_ws_bytes;
+    /* y_i exists once the first backward adding into it (its last reader's) has run. */
+    int64_t level = (last_reader(m, sp->in) >= k ? (int64_t)y_in : 0) +
+                    (int64_t)m->nodes[k].info.bwd_ws_bytes;
     for (size_t t = 0; t < m->n_tensors; t++) {
         if (!made_in(sp, t))
             continue;
