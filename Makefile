@@ -38,7 +38,7 @@ CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/torch_runtime.o
 TEST_SUPPORT_OBJ := $(TEST_SUPPORT_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all check check-unit check-cli check-bad check-style check-valgrind check-robustness fuzz demo \
+.PHONY: all check check-unit check-cli check-bad check-torch check-style check-valgrind check-robustness fuzz demo \
 	deps deps-build bench clean
 all: ckplan
 
@@ -92,15 +92,20 @@ $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(TEST_SUPPORT_OBJ) $(BUILD)/libckplan
 	@$(CC) $(LINK_FLAGS) -o $@ $< $(TEST_SUPPORT_OBJ) $(BUILD)/libckplan-cli.a $(BUILD)/libckplan.a $(CHECK_LIBS) $(LDLIBS_ALL)
 
 # Every test: the source checks (their failures are counted, and fail the last line,
-# without stopping the rest), unit tests, command-line tests and the bad-input corpus, then
-# the last three again under AddressSanitizer and UndefinedBehaviorSanitizer, then plan,
-# run and report under valgrind; the last line adds them all up.
+# without stopping the rest), unit tests, command-line tests and the bad-input corpus, and
+# at the same time (one core each: both are single-threaded) the last three again under
+# AddressSanitizer and UndefinedBehaviorSanitizer, each pass's output shown when it ends;
+# then plan, run and report under valgrind, interrupts and fault injection, PyTorch as the
+# referee, fuzzing; the last line adds them all up.
 check: deps
-	@rm -rf build/results
+	@rm -rf build/results build/check-*.log
 	-$(MAKE) --no-print-directory check-style
-	$(MAKE) --no-print-directory check-unit check-cli check-bad
-	$(MAKE) --no-print-directory SAN=1 check-unit check-cli check-bad
-	$(MAKE) --no-print-directory check-valgrind check-robustness
+	$(MAKE) --no-print-directory ckplan $(TEST_BIN)
+	$(MAKE) --no-print-directory SAN=1 build-san/ckplan
+	@$(MAKE) --no-print-directory SAN=1 check-unit check-cli check-bad > build/check-san.log 2>&1 & \
+	san=$$!; $(MAKE) --no-print-directory check-unit check-cli check-bad; plain=$$?; \
+	wait $$san; status=$$?; cat build/check-san.log; [ $$plain -eq 0 ] && [ $$status -eq 0 ]
+	$(MAKE) --no-print-directory check-valgrind check-robustness check-torch
 	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(CHECK_FUZZ_SECONDS)
 	@tests/summary build/results
 
@@ -112,6 +117,10 @@ check-cli: $(CKPLAN)
 
 check-bad: $(CKPLAN)
 	@tests/bad/run build/results/bad-$(notdir $(BUILD)) ./$(CKPLAN)
+
+# PyTorch (Debian's python3-torch) as the second referee: docs/pytorch.md.
+check-torch: $(CKPLAN)
+	@tests/torch/run build/results/torch ./$(CKPLAN)
 
 # Source rules (tests/style/): which layer includes which, and function names.
 check-style:
