@@ -119,6 +119,9 @@ static ck_mem_kind made_kind(const ck_model *m, size_t k)
 static void model_release_step(ck_exec *e)
 {
     const ck_model *m = e->m;
+    for (size_t t = 0; e->pstate.shared && t < m->n_tensors; t++)
+        if (e->pstate.shared[t]) /* another gradient's memory: released as that one */
+            e->grad[t] = NULL;
     for (size_t t = 0; t < m->n_tensors; t++) {
         const ck_tensor *ten = &m->tensors[t];
         ck_mem_kind kind = ten->producer == CK_NO_NODE ? CK_MEM_ACTIVATION : made_kind(m, ten->producer);
@@ -475,6 +478,16 @@ static int on_event(void *ctx, const ck_instr *in, const ck_event *ev, ck_err *e
         break;
     case CK_EVENT_RUN:
         return run_instruction(e, in, err);
+    case CK_EVENT_MOVE: /* a pass: the owner takes the output gradient's buffer... */
+        e->grad[ev->buf.id] = e->grad[ev->from.id];
+        e->grad[ev->from.id] = NULL;
+        break;
+    case CK_EVENT_SHARE: /* ...and the sharer reads the same memory, which it does not own */
+        e->grad[ev->buf.id] = e->grad[ev->from.id];
+        break;
+    case CK_EVENT_UNSHARE:
+        e->grad[ev->buf.id] = NULL;
+        break;
     }
     return CK_OK;
 }

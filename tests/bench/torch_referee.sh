@@ -28,16 +28,15 @@ for line in open(sys.argv[1]):
     elif f[2] == "gradients":
         r["grad"] = "equal" if f[3] == "ok" else "DIFFER"
     else:
-        r["peak"] = (int(f[5]), int(f[6]), int(f[7]), f[8] if len(f) > 8 else "")
+        r["peak"] = (int(f[5]), int(f[6]), int(f[7]), f[3])
 print("| model | planner | stages saving as ckplan says | PyTorch peak | ckplan predicted | ckplan measured | difference | gradients |")
 print("|---|---|---|---:|---:|---:|---:|---|")
 for key in order:
     r = rows[key]
-    torch_peak, predicted, measured, why = r["peak"] or (0, 0, 0, "?")
+    torch_peak, predicted, measured, ok = r["peak"] or (0, 0, 0, "?")
     diff = (torch_peak / predicted - 1) * 100 if predicted else 0
     print("| %s | %s | %d of %d | %s | %s | %s | %+.2f%%%s | %s |" % (
         key[0], key[1], r["saved"][0], r["saved"][1], format(torch_peak, ","),
-        format(predicted, ","), format(measured, ","), diff,
-        {"": "", "shared": " (add's shared gradient)"}.get(why, " (FAIL)"),
+        format(predicted, ","), format(measured, ","), diff, "" if ok == "ok" else " (FAIL)",
         r["grad"]))
 PY

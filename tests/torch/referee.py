@@ -168,17 +168,9 @@ def check_planner(planner, budget, chain, plain_grads):
     mod.FORWARD_HOOK = None
     peak = measured_peak(model, inputs, chain["input_bytes"])
     ratio = peak / predicted if predicted else float("inf")
-    within = abs(ratio - 1) <= PEAK_TOLERANCE
-    # The one over-count docs/pytorch.md states: PyTorch hands the gradient of `a + b` to
-    # both inputs as one tensor, ckplan gives each a buffer of its own; at most one stage
-    # output's worth (a residual stream's gradient) where that is the peak.
-    shared = 0 <= predicted - peak <= max(s["out_bytes"] for s in chain["stages"])
-    note = "" if within else " (over 2%: ckplan above by add's shared gradient)" if shared else ""
-    ok &= report("peak", planner, within or shared,
-                 "PyTorch %d bytes, ckplan %d (%+.2f%%)%s" % (peak, predicted, (ratio - 1) * 100,
-                                                             note),
-                 ["", str(peak), str(predicted), str(own), "" if within else "shared" if shared
-                  else "over"])
+    ok &= report("peak", planner, abs(ratio - 1) <= PEAK_TOLERANCE,
+                 "PyTorch %d bytes, ckplan %d (%+.2f%%)" % (peak, predicted, (ratio - 1) * 100),
+                 ["", str(peak), str(predicted), str(own)])
     return ok
 
 
