@@ -14,7 +14,7 @@ echo "PyTorch's without one, bit for bit."
 echo
 /usr/bin/python3 - "$work/torch.tsv" <<'PY'
 import sys
-rows, order = {}, []
+rows, order, plain = {}, [], {}
 for line in open(sys.argv[1]):
     f = line.rstrip("\n").split("\t")
     key = (f[0], f[1])
@@ -22,6 +22,9 @@ for line in open(sys.argv[1]):
         rows[key] = {"saved": [0, 0], "grad": "", "peak": None}
         order.append(key)
     r = rows[key]
+    if f[2] == "info":
+        plain[f[0]] = int(f[5])
+        continue
     if f[2] == "saved":
         r["saved"][0] += f[3] == "ok"
         r["saved"][1] += 1
@@ -39,4 +42,13 @@ for key in order:
         key[0], key[1], r["saved"][0], r["saved"][1], format(torch_peak, ","),
         format(predicted, ","), format(measured, ","), diff, "" if ok == "ok" else " (FAIL)",
         r["grad"]))
+print()
+print("Plain autograd (the module without a plan), for comparison with the none planner's")
+print("row: it frees the logits after log_softmax where the chain model's x̄_L holds them")
+print("to B, and a tied head's gradient waits for the embedding's (docs/pytorch.md).")
+print()
+print("| model | plain autograd peak |")
+print("|---|---:|")
+for label, peak in plain.items():
+    print("| %s | %s |" % (label, format(peak, ",")))
 PY

@@ -190,6 +190,10 @@ def main():
     model, inputs = plain.build(0)
     step(model, inputs)
     plain_grads = grads(model)
+    # Plain autograd's own peak, for the record (docs/pytorch.md: it frees what the chain
+    # model holds to B, and holds a tied head's gradient): not a check.
+    RESULTS.write("\t".join([LABEL, "plain", "info", "info", "",
+                             str(measured_peak(model, inputs, chain["input_bytes"]))]) + "\n")
     budget = budget_between()
     ok = all([check_planner(p, budget, chain, plain_grads) for p in PLANNERS])
     sys.exit(0 if ok else 1)
