@@ -59,6 +59,10 @@ static void emit_usage(FILE *out)
     for (size_t i = 0; i < N_TARGETS; i++)
         fprintf(out, "  %-38s %s\n", targets[i].usage, targets[i].summary);
     fprintf(out, "\n"
+                 "Options, after TARGET:\n"
+                 "  -o, --output FILE   write to FILE (atomically) instead of stdout\n"
+                 "  -h, --help          show this help; after TARGET, the target's\n"
+                 "\n"
                  "Run 'ckplan emit TARGET --help' for one target. docs/emit.md describes them.\n");
 }
 
@@ -219,16 +223,38 @@ static int emit_plan(const struct emit_target *t, int argc, char **argv)
     return ck_main_report(rc, err.msg);
 }
 
+/* Options before the target: --help, or mistakes named as every command names them. They
+ * are read only when no target follows (a second getopt scan would keep this one's
+ * ordering, which stops at the first operand), so -o must come after the target. */
+static int leading_options(int argc, char **argv)
+{
+    static const struct option longs[] = {
+        {"output", required_argument, NULL, 'o'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    ck_err err;
+    opterr = 0;
+    optind = 1;
+    int code = getopt_long(argc, argv, "+:o:h", longs, NULL);
+    if (code == 'h') {
+        emit_usage(stdout);
+        return 0;
+    }
+    if (code == 'o')
+        return ck_main_report(CK_ERR_INPUT, "emit: -o goes after the target and its operands "
+                                            "(ckplan emit TARGET PLAN -o FILE)");
+    return ck_main_report(ck_options_error("emit", argv, longs, code, &err), err.msg);
+}
+
 int ck_cmd_emit(int argc, char **argv)
 {
     if (argc < 2) {
         emit_usage(stderr);
         return CK_ERR_INPUT;
     }
-    if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
-        emit_usage(stdout);
-        return 0;
-    }
+    if (argv[1][0] == '-' && argv[1][1] != '\0' && strcmp(argv[1], "--") != 0)
+        return leading_options(argc, argv);
     for (size_t i = 0; i < N_TARGETS; i++)
         if (strcmp(argv[1], targets[i].name) == 0)
             return targets[i].run ? targets[i].run(argc - 1, argv + 1)

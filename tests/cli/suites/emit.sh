@@ -22,6 +22,7 @@ run emit hf; check "emit hf: no PLAN" 2 "emit hf: no PLAN given"
 run emit hf a.json b.json; check "emit hf: two PLANs" 2 "more than one PLAN given (b.json)"
 run emit megatron a.json --frob; check "emit: unknown option" 2 "unknown option '--frob'"
 run emit hf a.json -o; check "emit: -o without a value" 2 "needs a value"
+run emit -o x.py hf a.json; check "emit: -o before the target says where it goes" 2 "emit: -o goes after the target"
 
 # --- plans with every answer: no layer, some, all; exact and not expressible -------------
 # (gpt2-tiny: stages embed, drop_embed, h.0..h.3, ln_f, lm_head; mlp-deep: h.0..h.15, head)
