@@ -89,6 +89,16 @@ static bool add_limits(cJSON *o, const ck_emit_input *in)
     return limits != NULL && cJSON_AddBoolToObject(o, "exact", in->view->exact);
 }
 
+/* Adds item (NULL when it could not be made) to o under key; false, and item freed, when
+ * either fails. */
+static bool attach(cJSON *o, const char *key, cJSON *item)
+{
+    if (item && cJSON_AddItemToObject(o, key, item))
+        return true;
+    cJSON_Delete(item);
+    return false;
+}
+
 static cJSON *ckplan_json(const ck_emit_input *in)
 {
     cJSON *o = cJSON_CreateObject();
@@ -98,16 +108,10 @@ static cJSON *ckplan_json(const ck_emit_input *in)
                                   "(model.model.layers[i]) as deepspeed.checkpointing.checkpoint("
                                   "layer, hidden_states, ...), after deepspeed.checkpointing."
                                   "configure(None, deepspeed_config=...)") &&
-              add_limits(o, in) && ck_json_add_number(o, "budget_bytes", (double)in->plan->budget_bytes);
-    cJSON *figs[] = {figures_json(&in->expressed), figures_json(&in->planned), figures_json(&in->baseline)};
-    const char *keys[] = {"predicted", "plan_predicted", "baseline"};
-    for (size_t i = 0; i < 3; i++) {
-        if (ok && figs[i])
-            cJSON_AddItemToObject(o, keys[i], figs[i]);
-        else
-            cJSON_Delete(figs[i]);
-        ok = ok && figs[i];
-    }
+              add_limits(o, in) && ck_json_add_number(o, "budget_bytes", (double)in->plan->budget_bytes) &&
+              attach(o, "predicted", figures_json(&in->expressed)) &&
+              attach(o, "plan_predicted", figures_json(&in->planned)) &&
+              attach(o, "baseline", figures_json(&in->baseline));
     if (!ok) {
         cJSON_Delete(o);
         return NULL;
@@ -118,16 +122,9 @@ static cJSON *ckplan_json(const ck_emit_input *in)
 int ck_emit_deepspeed(FILE *out, const ck_emit_input *in, ck_err *err)
 {
     cJSON *root = cJSON_CreateObject();
-    cJSON *section = section_json(in), *ours = ckplan_json(in);
-    char *text = NULL;
-    if (root && section && ours) {
-        cJSON_AddItemToObject(root, "activation_checkpointing", section);
-        cJSON_AddItemToObject(root, "ckplan", ours);
-        section = ours = NULL;
-        text = ck_json_print(root);
-    }
-    cJSON_Delete(section);
-    cJSON_Delete(ours);
+    bool ok = root && attach(root, "activation_checkpointing", section_json(in)) &&
+              attach(root, "ckplan", ckplan_json(in));
+    char *text = ok ? ck_json_print(root) : NULL;
     cJSON_Delete(root);
     if (!text)
         return ck_err_oom(err);
