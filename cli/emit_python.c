@@ -5,15 +5,17 @@
  * gradients equal those without checkpointing. */
 #include "cli/emit.h"
 
-/* The comments, then the layer count and list both targets check against the model. */
-static void put_preamble(FILE *out, const ck_emit_input *in, const char *what, const char *how)
+/* The comments, the imports, then the layer count and list both targets check against
+ * the model. */
+static void put_preamble(FILE *out, const ck_emit_input *in, const char *what, const char *how,
+                         const char *imports)
 {
     ck_emit_comment_header(out, in, what);
     fputs(how, out);
     ck_emit_comment_limits(out, in);
     ck_emit_comment_figures(out, in, "these layers", &in->expressed);
-    fprintf(out, "\nCKPLAN_LAYERS = %zu  # len(model.model.layers) the plan was made for\n",
-            in->layers->n_layers);
+    fprintf(out, "\n%s\nCKPLAN_LAYERS = %zu  # len(model.model.layers) the plan was made for\n",
+            imports, in->layers->n_layers);
     fputs("CKPLAN_CHECKPOINT = ", out);
     ck_emit_put_layer_list(out, in);
     fputs("  # the indices of the layers to checkpoint\n\n\n", out);
@@ -38,8 +40,8 @@ int ck_emit_hf(FILE *out, const ck_emit_input *in, ck_err *err)
                  "# Paste after loading the model (`model`). It wraps the forward of exactly these\n"
                  "# layers in non-reentrant torch.utils.checkpoint and turns the KV cache off, which\n"
                  "# training has no use for. Leave model.gradient_checkpointing_enable() off: it\n"
-                 "# checkpoints every layer.\n");
-    fputs("import torch.utils.checkpoint\n\n\n", out);
+                 "# checkpoints every layer.\n",
+                 "import torch.utils.checkpoint\n");
     put_layers_check(out, "ckplan_checkpoint_layers",
                      "Checkpoints model.model.layers[i] for i in CKPLAN_CHECKPOINT; use_cache off.");
     fputs("    model.config.use_cache = False\n"
@@ -65,14 +67,11 @@ int ck_emit_fsdp(FILE *out, const ck_emit_input *in, ck_err *err)
     put_preamble(out, in, "fsdp: a check_fn for apply_activation_checkpointing",
                  "# Paste after loading the model (`model`): ckplan_check_fn(model) selects these\n"
                  "# layers by identity, so build it before FSDP wraps the model, and apply it after\n"
-                 "# (model = FSDP(model, ...) goes between the two lines at the end).\n");
-    fputs("import functools\n"
-          "\n"
-          "from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (\n"
-          "    CheckpointImpl, apply_activation_checkpointing, checkpoint_wrapper)\n"
-          "\n"
-          "\n",
-          out);
+                 "# (model = FSDP(model, ...) goes between the two lines at the end).\n",
+                 "import functools\n"
+                 "\n"
+                 "from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (\n"
+                 "    CheckpointImpl, apply_activation_checkpointing, checkpoint_wrapper)\n");
     put_layers_check(out, "ckplan_check_fn",
                      "A check_fn that is true of model.model.layers[i] for i in CKPLAN_CHECKPOINT "
                      "alone.");
