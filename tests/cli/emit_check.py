@@ -5,6 +5,9 @@ tests/cli/suites/emit.sh (docs/emit.md has the semantics).
 usage:
   emit_check.py layers PLAN
       prints the indices of the decoder layers the plan checkpoints, as JSON
+  emit_check.py pick KIND CKPLAN OUT MODEL [PLAN OPTIONS...]
+      plans MODEL at budgets from its baseline's peak down and writes to OUT the first plan
+      of KIND (none, some-exact, first-exact, mixed, all, all-nested, inner: see KINDS)
   emit_check.py run hf|fsdp SNIPPET PLAN          (needs torch: run with /usr/bin/python3)
       executes the snippet against a small module tree of Hugging Face's shape
       (model.model.layers, model.config.use_cache) and checks that exactly the plan's
@@ -76,6 +79,60 @@ def segments_schedule(L, segments):
     return fwd + [{"op": "loss"}] + bwd
 
 
+def per_layer_view(plan):
+    """What the plan is, per layer: the checkpointed layers, whether checkpointing exactly
+    them (each alone) is its schedule, and which of the limits of docs/emit.md it has."""
+    layers = stage_layers(plan)
+    chosen = checkpointed_layers(plan)
+    own = segments_schedule(len(layers), [layer_stages(plan, k) for k in chosen])
+    forward = plan["schedule"][:plan["schedule"].index({"op": "loss"})]
+    stored = {op["stage"] for op in forward if op["op"] == "F_all"}
+    dropped = {op["stage"] for op in forward if op["op"] == "F_none"} - stored
+    return {
+        "layers": chosen,
+        "n_layers": max(k for k in layers if k is not None) + 1,
+        "exact": own == plan["schedule"],
+        "non_layer": any(k is None and s not in stored for s, k in enumerate(layers)),
+        "input_dropped": any(layer_stages(plan, k)[0] in dropped for k in chosen),
+        "nested": any(op["op"] in ("F_ck", "F_none") for op in plan["schedule"][len(forward):]),
+        "inner_checkpoint": any(op["op"] == "F_ck" and op["stage"] not in stored and layers[op["stage"]] is not None
+                                and layer_stages(plan, layers[op["stage"]])[0] != op["stage"] for op in forward),
+    }
+
+
+# What each kind of test plan is, seen per layer.
+KINDS = {
+    "none": lambda v: not v["layers"],
+    "some-exact": lambda v: v["exact"] and 0 < len(v["layers"]) < v["n_layers"] and v["layers"][0] > 0,
+    "first-exact": lambda v: v["exact"] and v["layers"] and v["layers"] == list(range(len(v["layers"]))),
+    "mixed": lambda v: v["non_layer"] and v["input_dropped"] and len(v["layers"]) < v["n_layers"],
+    "all": lambda v: len(v["layers"]) == v["n_layers"],
+    "all-nested": lambda v: len(v["layers"]) == v["n_layers"] and v["nested"],
+    "inner": lambda v: v["inner_checkpoint"],
+}
+
+
+def pick(kind, ckplan, out, model, args):
+    """Plans model (with args) at budgets from the baseline's down to the static memory and
+    keeps in out the first plan of that kind: the test plans follow the model's figures."""
+    import subprocess
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "p.json")
+        subprocess.run([ckplan, "plan", model, "--budget", "1T", "-o", path] + args, check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        p = json.load(open(path))["predicted"]
+        static, base = p["static_bytes"], p["baseline_activation_peak_bytes"]
+        for step in range(100, 9, -1):
+            budget = static + base * step // 100
+            r = subprocess.run([ckplan, "plan", model, "--budget", str(budget), "-o", path] + args,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            if r.returncode == 0 and KINDS[kind](per_layer_view(json.load(open(path)))):
+                os.replace(path, out)
+                return
+    sys.exit(f"pick: no budget gives a plan of kind {kind} for {model} {' '.join(args)}")
+
+
 def expressed_segments(kind, text, plan):
     n_layers = max(k for k in stage_layers(plan) if k is not None) + 1
     if kind in ("hf", "fsdp"):
@@ -117,8 +174,14 @@ def check_figures(kind, output, plan_path, chain_path):
     assert got_peak == peak, f"{kind}: predicted activation peak {got_peak}, replay gives {peak}"
     tolerance = 1e-9 if kind == "deepspeed" else 0.006  # printed as 4 significant digits
     assert abs(got_time - time) <= tolerance * time, f"{kind}: predicted time {got_time}, replay gives {time}"
+    fits = plan["predicted"]["static_bytes"] + peak <= plan["budget_bytes"]
+    if kind == "deepspeed":
+        said = json.loads(text)["ckplan"]["predicted"]["fits_budget"]
+    else:
+        said = re.search(r"^# [a-z ]+: (within|OVER) the plan's budget", text, re.M).group(1) == "within"
+    assert said == fits, f"{kind}: says fits {said}, the replay gives {fits}"
     exact = schedule == plan["schedule"]
-    print(json.dumps({"peak": peak, "time": time, "exact": exact}))
+    print(json.dumps({"peak": peak, "time": time, "exact": exact, "fits": fits}))
 
 
 def load_fsdp_wrap():
@@ -229,7 +292,9 @@ def run_snippet(kind, snippet_path, plan_path):
 
 
 def main():
-    if sys.argv[1] == "layers":
+    if sys.argv[1] == "pick":
+        pick(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6:])
+    elif sys.argv[1] == "layers":
         print(json.dumps(checkpointed_layers(json.load(open(sys.argv[2])))))
     elif sys.argv[1] == "run":
         run_snippet(sys.argv[2], sys.argv[3], sys.argv[4])

@@ -25,28 +25,25 @@ run emit hf a.json -o; check "emit: -o without a value" 2 "needs a value"
 run emit -o x.py hf a.json; check "emit: -o before the target says where it goes" 2 "emit: -o goes after the target"
 
 # --- plans with every answer: no layer, some, all; exact and not expressible -------------
-# (gpt2-tiny: stages embed, drop_embed, h.0..h.3, ln_f, lm_head; mlp-deep: h.0..h.15, head)
+# (gpt2-tiny: stages embed, drop_embed, h.0..h.3, ln_f, lm_head; mlp-deep: h.0..h.15, head).
+# Each test plan is the first, from the baseline's budget down, that is of its kind, as
+# emit_check.py sees it from the plan file: the cases follow the models' figures.
 "$bin" chain "$root/models/gpt2-tiny.json" -o gpt2.chain.json
 "$bin" chain "$root/models/mlp-deep.json" -o mlp.chain.json
-plan_case() { # NAME MODEL CHAIN ARGS...: plans into NAME.json
-    local name=$1 model=$2 chain=$3; shift 3
-    "$bin" plan "$model" "$@" -o "$name.json" >/dev/null 2>&1
-    printf '%s\n' "$chain" > "$name.chain"
-}
-plan_case none  "$root/models/gpt2-tiny.json" gpt2.chain.json --budget 30M --planner dp
-plan_case some  "$root/models/gpt2-tiny.json" gpt2.chain.json --budget 22M --planner dp
-plan_case first "$root/models/gpt2-tiny.json" gpt2.chain.json --budget 18M --planner dp
-plan_case mixed "$root/models/gpt2-tiny.json" gpt2.chain.json --budget 20M --planner dp
-plan_case chen  "$root/models/gpt2-tiny.json" gpt2.chain.json --budget 18M --planner chen
-plan_case all   "$root/models/mlp-deep.json" mlp.chain.json --budget 48M --planner revolve
-# at op granularity a layer is two stages, and the plan keeps activations inside layers
 "$bin" chain "$root/models/gpt2-tiny.json" --granularity op -o gpt2-op.chain.json
-plan_case op    "$root/models/gpt2-tiny.json" gpt2-op.chain.json --budget 17M --planner dp --granularity op
-check_that "emit: the test plans were written" test -s none.json -a -s some.json -a -s first.json -a -s mixed.json -a -s chen.json -a -s all.json -a -s op.json
-check_that "emit: the plans checkpoint what the cases are about" bash -c '
-    [ "$(python3 "$1" layers none.json)" = "[]" ] && [ "$(python3 "$1" layers some.json)" = "[1, 2]" ] &&
-    [ "$(python3 "$1" layers first.json)" = "[0, 1, 2]" ] && [ "$(python3 "$1" layers chen.json)" = "[0, 1, 2, 3]" ] &&
-    [ "$(python3 "$1" layers all.json)" = "[$(seq -s ", " 0 15)]" ]' _ "$here/emit_check.py"
+plan_case() { # NAME KIND MODEL CHAIN PLAN-OPTIONS...: the plan of that kind into NAME.json
+    local name=$1 kind=$2 model=$3 chain=$4; shift 4
+    printf '%s\n' "$chain" > "$name.chain"
+    check_that "emit: a $kind plan ($*) for the $name case" emit_check pick "$kind" "$bin" "$name.json" "$model" "$@"
+}
+plan_case none  none        "$root/models/gpt2-tiny.json" gpt2.chain.json --planner dp
+plan_case some  some-exact  "$root/models/gpt2-tiny.json" gpt2.chain.json --planner dp
+plan_case first first-exact "$root/models/gpt2-tiny.json" gpt2.chain.json --planner dp
+plan_case mixed mixed       "$root/models/gpt2-tiny.json" gpt2.chain.json --planner dp
+plan_case chen  all         "$root/models/gpt2-tiny.json" gpt2.chain.json --planner chen
+plan_case all   all-nested  "$root/models/mlp-deep.json" mlp.chain.json --planner revolve
+# at op granularity a layer is two stages, and the plan keeps activations inside layers
+plan_case op    inner       "$root/models/gpt2-tiny.json" gpt2-op.chain.json --planner dp --granularity op
 
 for p in none some first mixed chen all op; do
     chain=$(cat $p.chain)
@@ -54,7 +51,7 @@ for p in none some first mixed chen all op; do
         run emit $t $p.json -o $t-$p.py
         check "emit $t ($p): written" 0
         check_that "emit $t ($p): the snippet checkpoints exactly the plan's layers, gradients equal" torch_check run $t $t-$p.py $p.json
-        check_that "emit $t ($p): its predicted peak and time are the replay of what it expresses" emit_check figures $t $t-$p.py $p.json "$chain"
+        check_that "emit $t ($p): its predicted peak, time and budget verdict are the replay of what it expresses" emit_check figures $t $t-$p.py $p.json "$chain"
     done
     run emit hf $p.json
     check_that "emit hf ($p): stdout is what -o wrote" test "$out" = "$(cat hf-$p.py)"
@@ -62,10 +59,10 @@ for p in none some first mixed chen all op; do
     check_that "emit hf ($p): non-reentrant, the random state kept" grep -q "use_reentrant=False, preserve_rng_state=True" hf-$p.py
     run emit megatron $p.json -o megatron-$p.txt
     check "emit megatron ($p): written" 0
-    check_that "emit megatron ($p): its predicted peak and time are the replay of its flags" emit_check figures megatron megatron-$p.txt $p.json "$chain"
+    check_that "emit megatron ($p): its predicted peak, time and budget verdict are the replay of its flags" emit_check figures megatron megatron-$p.txt $p.json "$chain"
     run emit deepspeed $p.json -o deepspeed-$p.json
     check "emit deepspeed ($p): written" 0
-    check_that "emit deepspeed ($p): its predicted peak and time are the replay of its layers" emit_check figures deepspeed deepspeed-$p.json $p.json "$chain"
+    check_that "emit deepspeed ($p): its predicted peak, time and budget verdict are the replay of its layers" emit_check figures deepspeed deepspeed-$p.json $p.json "$chain"
     check_that "emit deepspeed ($p): the layers to wrap are the plan's, exact as an outside replay says" python3 -c '
 import json, subprocess, sys
 d = json.load(open(sys.argv[1]))
@@ -84,18 +81,18 @@ assert c["baseline"]["activation_peak_bytes"] == plan["predicted"]["baseline_act
 done
 
 # What each case says.
-grep -q "checkpointing these layers is exactly the plan's schedule" hf-some.py
-check_that "emit hf: a plan of whole layers is expressed exactly" test $? = 0
+check_that "emit hf: a plan of whole layers is expressed exactly" grep -q "checkpointing these layers is exactly the plan's schedule" hf-some.py
 check_that "emit hf: no layer checkpointed gives an empty list" grep -q "^CKPLAN_CHECKPOINT = \[\]" hf-none.py
-check_that "emit hf: a recomputed stage that is no layer is stated" grep -q "recomputes 2 stages that are no decoder layer (the first: embed)" hf-mixed.py
-check_that "emit hf: an F_none chain dropping a layer's input is stated" grep -q "drops the input of 2 layers (F_none; the first: h.0)" hf-mixed.py
+check_that "emit hf: a recomputed stage that is no layer is stated" grep -q "that \(is\|are\) no decoder layer (the first: " hf-mixed.py
+check_that "emit hf: an F_none chain dropping a layer's input is stated" grep -q "drops the input of [0-9]* layers\? (F_none; the first: h\.[0-9]*)" hf-mixed.py
+check_that "emit hf: all layers checkpointed" test "$(emit_check layers chen.json)" = "[0, 1, 2, 3]"
 check_that "emit hf: nested recomputation is stated" grep -q "nested recomputation" hf-all.py
-check_that "emit hf: a checkpoint inside a layer is stated" grep -q "keeps an activation inside 3 layers as a checkpoint" hf-op.py
-check_that "emit hf: what exceeds the plan's budget says so" grep -q "these layers: OVER the plan's budget of 20.0 MiB" hf-mixed.py
+check_that "emit hf: a checkpoint inside a layer is stated" grep -q "keeps an activation inside [0-9]* layers\? as a checkpoint" hf-op.py
 check_that "emit megatron: no layer, no flags" bash -c '! grep -q "^--" megatron-none.txt && grep -q "no recomputation: pass none" megatron-none.txt && grep -q "exactly the plan" megatron-none.txt'
-check_that "emit megatron: the first 3 layers alone are the block method, exactly" bash -c 'grep -qx -- "--recompute-granularity full --recompute-method block --recompute-num-layers 3" megatron-first.txt && grep -q "these flags are exactly the plan" megatron-first.txt'
-check_that "emit megatron: other layers than the first cannot be expressed, the closest flags come with their cost" bash -c 'grep -q "cannot express the plan" megatron-some.txt && grep -q "checkpoints other layers than those" megatron-some.txt && grep -q "^--recompute-granularity full" megatron-some.txt && grep -q "^#   these flags " megatron-some.txt'
-check_that "emit megatron: the closest flags fit the plan's budget when any does" grep -q "closest flags: the fastest that fit the plan's budget" megatron-mixed.txt
+n_first=$(python3 -c 'import json,sys; print(len(json.loads(sys.argv[1])))' "$(emit_check layers first.json)")
+check_that "emit megatron: the first $n_first layers alone are the block method, exactly" bash -c 'grep -qx -- "--recompute-granularity full --recompute-method block --recompute-num-layers $1" megatron-first.txt && grep -q "these flags are exactly the plan" megatron-first.txt' _ "$n_first"
+check_that "emit megatron: other layers than the first cannot be expressed, the closest flags come with their cost" bash -c 'grep -q "cannot express the plan" megatron-some.txt && grep -q "checkpoints other layers than those" megatron-some.txt && grep -q "^--recompute-granularity full\|^# no recomputation" megatron-some.txt && grep -q "^#   these flags " megatron-some.txt'
+check_that "emit megatron: what cannot be expressed says which flags come closest" grep -q "^# closest flags: " megatron-mixed.txt
 
 # Megatron's uniform method: a plan checkpointing mlp-deep's 16 layers in groups of 4 (its
 # schedule built and its figures replayed by the test, from the spec).
@@ -153,7 +150,7 @@ run emit megatron badop.json; check "emit: a plan that is no plan names the path
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["schedule"] = d["schedule"][1:]; json.dump(d, open(sys.argv[2], "w"))' some.json invalid.json
 run emit deepspeed invalid.json; check "emit: an invalid schedule names the operation" 2 "invalid.json: schedule[0]"
 cp "$root/models/gpt2-tiny.json" model.json
-"$bin" plan model.json --budget 22M -o changed.json >/dev/null 2>&1
+"$bin" plan model.json --budget 1G -o changed.json >/dev/null 2>&1
 printf ' ' >> model.json
 run emit hf changed.json -o kept.py; check "emit: a model changed since planning" 2 "changed.json: the model file" "changed since the plan was made"
 check_that "emit: ... writes nothing" test "$(cat kept.py)" = keep
@@ -174,7 +171,7 @@ run emit hf flatplan.json; check "emit: a model with no repeated block has no la
 run emit hf some.json -o some.json; check "emit: -o over the PLAN is refused" 2 "some.json"
 check_that "emit: ... and the plan is intact" emit_check layers some.json
 cp "$root/models/gpt2-tiny.json" model2.json
-"$bin" plan model2.json --budget 22M -o model2plan.json >/dev/null 2>&1
+"$bin" plan model2.json --budget 1G -o model2plan.json >/dev/null 2>&1
 run emit hf model2plan.json -o model2.json; check "emit: -o over the plan's model is refused" 2 "the plan's model"
 check_that "emit: ... and the model is intact" cmp -s model2.json "$root/models/gpt2-tiny.json"
 run emit hf some.json -o "$work/emit/no/such/dir/x.py"; check "emit: an unwritable -o is an error" 1 "no/such/dir"
