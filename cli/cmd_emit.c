@@ -57,7 +57,7 @@ static void emit_usage(FILE *out)
                  "\n"
                  "Writes a plan in the form a training stack applies it. Targets:\n");
     for (size_t i = 0; i < N_TARGETS; i++)
-        fprintf(out, "  %-38s %s\n", targets[i].usage, targets[i].summary);
+        fprintf(out, "  %-10s %s\n", targets[i].name, targets[i].summary);
     fprintf(out, "\n"
                  "Options, after TARGET:\n"
                  "  -o, --output FILE   write to FILE (atomically) instead of stdout\n"
@@ -71,15 +71,17 @@ static void target_usage(FILE *out, const struct emit_target *t)
     fprintf(out, "usage: %s\n\n%s\n", t->usage, t->help);
     fprintf(out, "The decoder layers are the instances of the model's repeated block (h.3 is\n"
                  "model.model.layers[3]); a layer is checkpointed when the plan's forward pass\n"
-                 "runs none of it as F_all. What per-layer checkpointing cannot express of the\n"
-                 "plan is said, and the activation peak and time of what the output expresses\n"
-                 "come from replaying its schedule on the plan's chain, next to the plan's own.\n"
+                 "(before the loss) does not store all of it: some stage of it has no F_all.\n"
+                 "What per-layer checkpointing cannot express of the plan is said, and the\n"
+                 "activation peak and time of what the output expresses come from replaying its\n"
+                 "schedule on the plan's chain, next to the plan's own.\n"
                  "\n"
                  "  -o, --output FILE   write to FILE (atomically) instead of stdout\n"
                  "  -h, --help          show this help\n"
                  "\n"
-                 "Exit codes: 0 written, 2 usage or input error (the plan unreadable, its model\n"
-                 "changed since planning, no decoder layers), 130 interrupted.\n");
+                 "Exit codes: 0 written, 1 FILE cannot be written, 2 usage or input error (the\n"
+                 "plan unreadable, its model changed since planning, no decoder layers), 130\n"
+                 "interrupted.\n");
 }
 
 /* PLAN and -o FILE; CK_HELP_PRINTED when the help was printed. */

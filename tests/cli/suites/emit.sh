@@ -11,7 +11,7 @@ mkdir -p "$work/emit" && cd "$work/emit" || return
 
 # --- usage ------------------------------------------------------------------------------
 run emit; check "emit: no target is a usage error" 2 "usage: ckplan emit TARGET"
-run emit --help; check "emit --help lists every target" 0 "emit hf PLAN" "emit fsdp PLAN" "emit megatron PLAN" "emit deepspeed PLAN"
+run emit --help; check "emit --help lists every target" 0 "  hf  " "  fsdp  " "  megatron  " "  deepspeed  " "-o, --output FILE"
 run help emit; check "help emit" 0 "usage: ckplan emit TARGET"
 run --help; check "--help lists emit" 0 "emit "
 for t in hf fsdp megatron deepspeed; do
