@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "cli/emit.h"
+#include "cli/interrupt.h"
 
 typedef enum { NO_RECOMPUTE, BLOCK, UNIFORM } method;
 
@@ -77,7 +78,8 @@ static bool closer(const candidate *a, const candidate *b)
 }
 
 /* The closest of all settings: no recomputation, block 1..n, uniform 2..n (uniform 1 is
- * block n). */
+ * block n). Each is a replay of the whole chain: for 10,000 layers some 15 s, so a signal
+ * is polled between them. */
 static int closest(const ck_emit_input *in, candidate *best, ck_err *err)
 {
     size_t n = in->layers->n_layers;
@@ -87,6 +89,8 @@ static int closest(const ck_emit_input *in, candidate *best, ck_err *err)
         candidate c;
         if (f.how == UNIFORM && f.layers < 2)
             continue;
+        if ((rc = ck_interrupt_check(err)) != CK_OK)
+            break;
         rc = evaluate(in, f, &c, err);
         if (rc == CK_OK && closer(&c, best))
             *best = c;
