@@ -12,7 +12,7 @@
 #include "cli/files.h"
 #include "cli/interrupt.h"
 #include "cli/options.h"
-#include "planner/json.h"
+#include "cli/runner.h"
 #include "planner/plan.h"
 #include "planner/plan_check.h"
 #include "planner/workload.h"
@@ -324,14 +324,9 @@ typedef struct {
     bool model_options; /* the command line gave model options */
 } emit_args;
 
-/* The plan, and the options and granularity it was made with, into a->opts. */
-static int load_plan(emit_args *a, ck_plan_file *plan, cJSON **root, ck_err *err)
+/* The options and granularity the plan was made with, into a->opts. */
+static int plan_options(emit_args *a, const ck_plan_file *plan, ck_err *err)
 {
-    int rc = ck_json_load_file(a->plan_path, root, NULL, NULL, err);
-    if (rc == CK_OK)
-        rc = ck_plan_from_json(*root, a->plan_path, plan, err);
-    if (rc != CK_OK)
-        return rc;
     if (a->model_options)
         return ck_err_fail(err, CK_ERR_INPUT, "emit torch: model options and --plan: the plan's "
                            "model.options are used; give one or the other");
@@ -384,10 +379,14 @@ static int write_module(const ck_workload *w, const ck_plan_file *plan, const ch
 static int emit_torch_run(emit_args *a, ck_err *err)
 {
     ck_plan_file plan = {0};
-    cJSON *root = NULL;
     ck_workload w = {0};
-    bool loaded = false;
-    int rc = a->plan_path ? load_plan(a, &plan, &root, err) : CK_OK;
+    bool loaded = false, planned = false;
+    int rc = CK_OK;
+    if (a->plan_path) {
+        planned = (rc = ck_runner_read_plan(a->plan_path, &plan, NULL, err)) == CK_OK;
+        if (rc == CK_OK)
+            rc = plan_options(a, &plan, err);
+    }
     if (rc == CK_OK)
         loaded = (rc = ck_workload_load(a->model_path, &a->opts, &w, err)) == CK_OK;
     if (rc == CK_OK && !w.model)
@@ -401,9 +400,8 @@ static int emit_torch_run(emit_args *a, ck_err *err)
         rc = write_module(&w, a->plan_path ? &plan : NULL, a->output, err);
     if (loaded)
         ck_workload_free(&w);
-    if (a->plan_path)
+    if (planned)
         ck_plan_file_free(&plan);
-    cJSON_Delete(root);
     return rc;
 }
 
