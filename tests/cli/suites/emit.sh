@@ -17,7 +17,7 @@ run --help; check "--help lists emit" 0 "emit "
 for t in hf fsdp megatron deepspeed; do
     run emit $t --help; check "emit $t --help" 0 "usage: ckplan emit $t PLAN [-o FILE]" "F_all" "Exit codes"
 done
-run emit pytorch x.json; check "emit: unknown target" 2 "'pytorch' is not a target (hf, fsdp, megatron, deepspeed)"
+run emit pytorch x.json; check "emit: unknown target" 2 "'pytorch' is not a target (torch, hf, fsdp, megatron, deepspeed)"
 run emit hf; check "emit hf: no PLAN" 2 "emit hf: no PLAN given"
 run emit hf a.json b.json; check "emit hf: two PLANs" 2 "more than one PLAN given (b.json)"
 run emit megatron a.json --frob; check "emit: unknown option" 2 "unknown option '--frob'"
