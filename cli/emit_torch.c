@@ -321,13 +321,12 @@ static int emit_module(FILE *f, const ck_workload *w, const ck_plan_file *plan, 
 typedef struct {
     const char *model_path, *plan_path, *output;
     ck_workload_opts opts;
-    bool model_options; /* the command line gave model options */
 } emit_args;
 
 /* The options and granularity the plan was made with, into a->opts. */
 static int plan_options(emit_args *a, const ck_plan_file *plan, ck_err *err)
 {
-    if (a->model_options)
+    if (ck_model_opts_any(&a->opts.model))
         return ck_err_fail(err, CK_ERR_INPUT, "emit torch: model options and --plan: the plan's "
                            "model.options are used; give one or the other");
     if (!plan->granularity)
@@ -405,9 +404,19 @@ static int emit_torch_run(emit_args *a, ck_err *err)
     return rc;
 }
 
+enum { OPT_PLAN = 2000 }; /* beyond cli/options' codes */
+
+static int plan_option(void *ctx, int code, const char *arg, ck_err *err)
+{
+    (void)err;
+    if (code != OPT_PLAN)
+        return CK_ERR_UNKNOWN;
+    ((emit_args *)ctx)->plan_path = arg;
+    return CK_OK;
+}
+
 int ck_emit_torch(int argc, char **argv)
 {
-    enum { OPT_PLAN = 2000 }; /* beyond cli/options' codes */
     static const struct option longs[] = {
         CK_MODEL_LONG_OPTIONS,
         {"plan", required_argument, NULL, OPT_PLAN},
@@ -418,24 +427,11 @@ int ck_emit_torch(int argc, char **argv)
     emit_args a = {0};
     ck_workload_opts_default(&a.opts);
     ck_err err;
-    int code, rc = CK_OK;
-    opterr = 0;
-    optind = 1;
-    while (rc == CK_OK && (code = getopt_long(argc, argv, ":o:h", longs, NULL)) != -1) {
-        if (code == 'h') {
-            emit_torch_usage(stdout);
-            return 0;
-        } else if (code == 'o') {
-            a.output = optarg;
-        } else if (code == OPT_PLAN) {
-            a.plan_path = optarg;
-        } else if (CK_IS_MODEL_OPTION(code)) {
-            a.model_options = true;
-            rc = ck_options_workload(code, optarg, &a.opts, &err);
-        } else {
-            rc = ck_options_error("emit torch", argv, longs, code, &err);
-        }
-    }
+    const ck_options_spec spec = {.cmd = "emit torch", .longs = longs, .model_only = true,
+                                  .usage = emit_torch_usage, .own = plan_option, .ctx = &a};
+    int rc = ck_options_parse(&spec, argc, argv, &a.opts, &a.output, &err);
+    if (rc == CK_HELP_PRINTED)
+        return 0;
     if (rc == CK_OK && optind != argc - 1)
         rc = ck_err_fail(&err, CK_ERR_INPUT, "emit torch: expected exactly one MODEL; usage: "
                          "ckplan emit torch MODEL [options] [--plan PLAN] [-o FILE.py] (see --help)");

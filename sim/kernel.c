@@ -667,52 +667,57 @@ static float row_lse(const float *x, size_t V)
     return mx + logf(sum);
 }
 
+/* d[v] += (exp(z[v] - shift) - [v == t]) / N for one row: the softmax's gradient of a
+ * mean cross-entropy, from the logits (shift the log-sum-exp) or the log-probabilities
+ * (shift 0). */
+static void add_row_gradient(float *d, const float *z, float shift, size_t V, size_t t, float invN)
+{
+    for (size_t v = 0; v < V; v++)
+        d[v] += expf(z[v] - shift) * invN;
+    d[t] -= invN;
+}
+
 /* loss_n = lse_n - logits[n, target_n], lse_n = m + log sum_v exp(logits[n,v] - m) with m
  * the row max; dlogits[n,v] += (exp(logits[n,v] - lse_n) - [v == target_n]) / N. Targets
- * must lie in [0, V) (validated by the caller with the data). */
-float ck_kernel_cross_entropy(float *dlogits, float *lse, const float *logits, const int32_t *targets,
-                       size_t N, size_t V)
+ * must lie in [0, V) (validated by the caller with the data). Writes lse [N], or (PyTorch's
+ * unfused form: log_softmax kept whole, then nll_loss, whose gradient through log_softmax's
+ * backward is the same) logp = logits - lse [N, V]: one of the two is NULL. */
+static float cross_entropy_rows(float *dlogits, float *lse, float *logp, const float *logits,
+                                const int32_t *targets, size_t N, size_t V)
 {
     if (N == 0)
         return 0.0f;
     double total = 0.0;
     float invN = 1.0f / (float)N;
     for (size_t n = 0; n < N; n++) {
-        const float *x = logits + n * V;
-        float l = row_lse(x, V);
-        lse[n] = l;
+        const float *x = logits + n * V, *z = x;
+        float l = row_lse(x, V), shift = l;
         size_t t = (size_t)targets[n];
-        total += (double)l - x[t];
-        float *d = dlogits + n * V;
-        for (size_t v = 0; v < V; v++)
-            d[v] += expf(x[v] - l) * invN;
-        d[t] -= invN;
+        if (logp) {
+            float *lp = logp + n * V;
+            for (size_t v = 0; v < V; v++)
+                lp[v] = x[v] - l;
+            z = lp;
+            shift = 0.0f;
+        } else {
+            lse[n] = l;
+        }
+        total += (double)shift - z[t];
+        add_row_gradient(dlogits + n * V, z, shift, V, t, invN);
     }
     return (float)(total / (double)N);
 }
 
-/* PyTorch's unfused form: logp = logits - lse (log_softmax, kept whole), loss_n =
- * -logp[n, target_n] (nll_loss); dlogits[n,v] += (exp(logp[n,v]) - [v == target_n]) / N,
- * which is log_softmax's backward of nll_loss's gradient. */
+float ck_kernel_cross_entropy(float *dlogits, float *lse, const float *logits, const int32_t *targets,
+                       size_t N, size_t V)
+{
+    return cross_entropy_rows(dlogits, lse, NULL, logits, targets, N, V);
+}
+
 float ck_kernel_cross_entropy_logp(float *dlogits, float *logp, const float *logits,
                                    const int32_t *targets, size_t N, size_t V)
 {
-    if (N == 0)
-        return 0.0f;
-    double total = 0.0;
-    float invN = 1.0f / (float)N;
-    for (size_t n = 0; n < N; n++) {
-        const float *x = logits + n * V;
-        float l = row_lse(x, V), *lp = logp + n * V, *d = dlogits + n * V;
-        for (size_t v = 0; v < V; v++)
-            lp[v] = x[v] - l;
-        size_t t = (size_t)targets[n];
-        total -= (double)lp[t];
-        for (size_t v = 0; v < V; v++)
-            d[v] += expf(lp[v]) * invN;
-        d[t] -= invN;
-    }
-    return (float)(total / (double)N);
+    return cross_entropy_rows(dlogits, NULL, logp, logits, targets, N, V);
 }
 
 /* loss = mean (pred - target)^2, dpred += 2 (pred - target) / n. */

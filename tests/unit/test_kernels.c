@@ -1052,6 +1052,17 @@ START_TEST(cross_entropy)
     assert_close("cross-entropy lse", lse, rlse, N_, RTOL_FWD);
     assert_doubled("dlogits", dlogits, d1, N_ * V);
     assert_fd("dlogits", &rc, 0, d1);
+
+    /* PyTorch's unfused form: the same loss and gradient, and logp = logits - lse kept. */
+    float *logp = obuf(N_ * V), *dlp = fbuf(N_ * V);
+    float loss3 = ck_kernel_cross_entropy_logp(dlp, logp, logits, targets, N_, V);
+    ck_assert_msg(fabs(loss3 - rloss) <= RTOL_FWD * fabs(rloss), "logp loss %g vs %g",
+                  (double)loss3, rloss);
+    double *rlogp = dbuf(N_ * V);
+    for (size_t i = 0; i < N_ * V; i++)
+        rlogp[i] = rc.in[0][i] - rlse[i / V];
+    assert_close("log-probabilities", logp, rlogp, N_ * V, RTOL_FWD);
+    assert_fd("dlogits from logp", &rc, 0, dlp);
     free_scratch();
 }
 END_TEST

@@ -182,6 +182,12 @@ START_TEST(norms_save_input_and_f32_statistics)
     assert_param(&info, 0, "gamma", CK_INIT_ONES, 16, 0, 0);
     ck_assert_uint_eq(info.n_saved, 2);
     ck_assert_int_eq(info.saved[1].slot, CK_SLOT_RSTD);
+    /* Written out (HF's LlamaRMSNorm), the product with gamma keeps x rstd too. */
+    a.fused = false;
+    infer_ok("rmsnorm", &a, &in, &info);
+    ck_assert_uint_eq(info.n_saved, 3);
+    ck_assert_int_eq(info.saved[2].slot, CK_SLOT_NORMED);
+    ck_assert_uint_eq(info.saved[2].bytes, 2 * 5 * 16 * 2);
 }
 END_TEST
 
