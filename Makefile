@@ -208,6 +208,11 @@ bench: deps
 	  echo "model-format.md section 4); the figures before that change follow."; echo; \
 	  tests/bench/lifetimes.sh ./ckplan models/gpt2-tiny.json models/llama-tiny.json; echo; \
 	  cat tests/bench/lifetimes-before.md; \
+	  echo; echo "## PyTorch as the referee: saved bytes, peaks, gradients"; echo; \
+	  echo "Every shipped model under every planner, run in PyTorch 1.13 by \`ckplan emit torch\`'s"; \
+	  echo "module (\`tests/bench/torch_referee.sh ./ckplan\`, the figures of \`make check-torch\`;"; \
+	  echo "method: docs/pytorch.md)."; echo; \
+	  tests/bench/torch_referee.sh ./ckplan; \
 	} > docs/benchmarks.md.tmp && mv docs/benchmarks.md.tmp docs/benchmarks.md
 	@cat docs/benchmarks.md
 
