@@ -981,6 +981,27 @@ void ck_kernel_attention_flash_backward(float *dqkv, const float *dout, const fl
         }
 }
 
+/* ---- optimizer ---- */
+
+ck_kernel_adam_step ck_kernel_adam_at(uint64_t t, float lr, float decay)
+{
+    return (ck_kernel_adam_step){lr, decay, 1.0f - powf(CK_KERNEL_ADAM_B1, (float)t),
+                                 1.0f - powf(CK_KERNEL_ADAM_B2, (float)t)};
+}
+
+/* sqrtf vectorises too: the build does not set errno from math functions
+ * (-fno-math-errno). */
+void ck_kernel_adam(float *restrict p, const float *restrict g, float *restrict m,
+                    float *restrict v, size_t n, const ck_kernel_adam_step *st)
+{
+    float lr = st->lr, decay = st->decay, c1 = st->c1, c2 = st->c2;
+    const float b1 = CK_KERNEL_ADAM_B1, b2 = CK_KERNEL_ADAM_B2;
+    EACH(j, n, float q = p[j] - decay * p[j];
+         m[j] = b1 * m[j] + (1.0f - b1) * g[j];
+         v[j] = b2 * v[j] + (1.0f - b2) * g[j] * g[j];
+         p[j] = q - lr * (m[j] / c1) / (sqrtf(v[j] / c2) + CK_KERNEL_ADAM_EPS));
+}
+
 /* ---- losses ---- */
 
 /* d += e^(x - l) k. */

@@ -273,6 +273,23 @@ void ck_kernel_moe_backward(float *dinp, const ck_kernel_moe_weights *dw, const 
                             const ck_kernel_moe_weights *w, void *ws, size_t N, size_t C,
                             size_t E, size_t K, size_t F);
 
+/* Adam's update (torch.optim.Adam's defaults but the learning rate; AdamW's decoupled
+ * weight decay as decay = lr * weight_decay, 0 for Adam), step t >= 1, in f32:
+ *   p -= decay p;  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;
+ *   p -= lr (m / c1) / (sqrt(v / c2) + eps),  c1 = 1 - b1^t, c2 = 1 - b2^t. */
+#define CK_KERNEL_ADAM_B1 0.9f
+#define CK_KERNEL_ADAM_B2 0.999f
+#define CK_KERNEL_ADAM_EPS 1e-8f
+
+typedef struct {
+    float lr, decay, c1, c2;
+} ck_kernel_adam_step;
+
+ck_kernel_adam_step ck_kernel_adam_at(uint64_t t, float lr, float decay);
+/* n parameters p with gradients g and moments m and v, updated in place. */
+void ck_kernel_adam(float *restrict p, const float *restrict g, float *restrict m,
+                    float *restrict v, size_t n, const ck_kernel_adam_step *st);
+
 /* Cross-entropy of logits [N, V] against targets [N], forward and backward together (the
  * chain's loss operation): returns the mean loss, writes lse [N], and accumulates
  * dlogits += (softmax(logits) - onehot(target)) / N. */
