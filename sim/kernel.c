@@ -558,10 +558,15 @@ void ck_kernel_silu_forward(float *restrict out, const float *restrict inp, size
 }
 
 /* silu'(x) = sig(x) (1 + x (1 - sig(x))). */
+/* silu'(x) from sig = sigmoid(x). */
+static inline float silu_grad_of(float x, float sig)
+{
+    return sig * (1.0f + x * (1.0f - sig));
+}
+
 static inline float silu_grad(float x)
 {
-    float sig = sigmoid_vec(x);
-    return sig * (1.0f + x * (1.0f - sig));
+    return silu_grad_of(x, sigmoid_vec(x));
 }
 
 void ck_kernel_silu_backward(float *restrict dinp, const float *restrict inp,
@@ -1068,10 +1073,23 @@ static void swiglu_dup(float *restrict dup, const float *restrict dout, const fl
     EACH(i, n, dup[i] += dout[i] * gate[i] * sigmoid_vec(gate[i]));
 }
 
-/* One pass per gradient, so that they may be one buffer. */
+/* Both gradients in one pass, one sigmoid each element. */
+static void swiglu_grads(float *restrict dgate, float *restrict dup, const float *restrict dout,
+                         const float *restrict gate, const float *restrict up, size_t n)
+{
+    EACH(i, n, float g = gate[i], sig = sigmoid_vec(g);
+         dgate[i] += dout[i] * up[i] * silu_grad_of(g, sig); dup[i] += dout[i] * g * sig);
+}
+
+/* One pass for both gradients where they are distinct buffers; one each where they are one
+ * (a node reading one tensor twice) or one is not required. */
 void ck_kernel_swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate,
                                const float *up, size_t n)
 {
+    if (dgate && dup && dgate != dup) {
+        swiglu_grads(dgate, dup, dout, gate, up, n);
+        return;
+    }
     if (dgate) /* up is read only for gate's gradient: without it, it may not be kept */
         swiglu_dgate(dgate, dout, gate, up, n);
     if (dup)
@@ -1233,23 +1251,22 @@ static void rope_rotate(float *dst, const float *src, size_t B, size_t T, size_t
                         size_t D, double theta, double sign, bool add)
 {
     size_t W = (H + 2 * KV) * D, rotated = (H + KV) * D;
-    for (size_t b = 0; b < B; b++)
-        for (size_t t = 0; t < T; t++) {
-            size_t row = (b * T + t) * W;
-            for (size_t j = 0; j < D / 2; j++) {
-                double a = (double)t * pow(theta, -2.0 * (double)j / (double)D);
-                float c = (float)cos(a), sn = (float)(sign * sin(a));
+    for (size_t t = 0; t < T; t++) /* positions outside: each angle once for the batch */
+        for (size_t j = 0; j < D / 2; j++) {
+            double a = (double)t * pow(theta, -2.0 * (double)j / (double)D);
+            float c = (float)cos(a), sn = (float)(sign * sin(a));
+            for (size_t b = 0; b < B; b++)
                 for (size_t h = 0; h < H + KV; h++) {
-                    size_t i = row + h * D + 2 * j;
+                    size_t i = (b * T + t) * W + h * D + 2 * j;
                     float x0 = src[i], x1 = src[i + 1];
                     float y0 = x0 * c - x1 * sn, y1 = x0 * sn + x1 * c;
                     dst[i] = add ? dst[i] + y0 : y0;
                     dst[i + 1] = add ? dst[i + 1] + y1 : y1;
                 }
-            }
-            for (size_t i = row + rotated; i < row + W; i++)
-                dst[i] = add ? dst[i] + src[i] : src[i];
         }
+    for (size_t r = 0; r < B * T; r++)
+        for (size_t i = r * W + rotated; i < (r + 1) * W; i++)
+            dst[i] = add ? dst[i] + src[i] : src[i];
 }
 
 void ck_kernel_rope_forward(float *out, const float *inp, size_t B, size_t T, size_t H, size_t KV,
