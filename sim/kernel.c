@@ -42,22 +42,19 @@ static int bdim(size_t n)
 
 /* Bit casts through a union (C11 allows it); memcpy would keep the value in memory, which
  * stops the vectoriser. */
+typedef union {
+    float f;
+    uint32_t u;
+} float_bits;
+
 static inline uint32_t bits_of(float x)
 {
-    union {
-        float f;
-        uint32_t u;
-    } v = {.f = x};
-    return v.u;
+    return (float_bits){.f = x}.u;
 }
 
 static inline float float_of(uint32_t b)
 {
-    union {
-        float f;
-        uint32_t u;
-    } v = {.u = b};
-    return v.f;
+    return (float_bits){.u = b}.f;
 }
 
 /* c ? a : b with masks: -O2 turns no float conditional into a select (float compares may
