@@ -40,8 +40,7 @@ static int bdim(size_t n)
         }                                                                                  \
     } while (0)
 
-/* Bit casts through a union (C11 allows it); memcpy would keep the value in memory, which
- * stops the vectoriser. */
+/* Bit casts through a union, which C11 allows (the rounding trick of exp_vec needs them). */
 typedef union {
     float f;
     uint32_t u;
