@@ -1,8 +1,9 @@
 /* kernel: the forward and backward of every op of planner/op, one plain function each
  * with explicit dimensions (after llm.c's train_gpt2.c), in f32; the conversions to and
  * from 16-bit floats; and their dispatch, ck_kernel_forward/backward/loss, which reads a node's
- * sizes and attributes and calls them. Matrix products go through cblas_sgemm; everything
- * else is plain loops.
+ * sizes and attributes and calls them; and the optimizer's update. Matrix products go
+ * through cblas_sgemm; element-wise work and row reductions are loops that the compiler
+ * vectorises (sim/kernel.c, "vectorisable element-wise math").
  *
  * Conventions:
  * - Activations are row-major; N is the number of rows (B*T for [B, T, C] tensors).
