@@ -35,11 +35,12 @@ TEST_SRC := $(sort $(wildcard tests/unit/test_*.c))
 TEST_SUPPORT_SRC := $(sort $(filter-out $(TEST_SRC),$(wildcard tests/unit/*.c)))
 
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
-CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
+# cli/torch_runtime.py, the runtime of `emit torch`'s modules, as a C string of its own.
+CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/torch_runtime.o
 TEST_SUPPORT_OBJ := $(TEST_SUPPORT_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all check check-unit check-cli check-bad check-style check-valgrind check-robustness fuzz demo \
+.PHONY: all check check-unit check-cli check-bad check-torch check-style check-valgrind check-robustness fuzz demo \
 	deps deps-build bench clean
 all: ckplan
 
@@ -50,6 +51,18 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
 	@$(CC) $(COMPILE_FLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/gen/torch_runtime.c: cli/torch_runtime.py
+	@mkdir -p $(dir $@)
+	@echo "  GEN     $@"
+	@{ echo '/* Made by the Makefile from cli/torch_runtime.py: edit that file. */'; \
+	  echo '#include "cli/emit_torch.h"'; echo 'const char ck_emit_torch_runtime[] ='; \
+	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/    "/' -e 's/$$/\\n"/' $<; echo ';'; } > $@.tmp
+	@mv $@.tmp $@
+
+$(BUILD)/gen/torch_runtime.o: $(BUILD)/gen/torch_runtime.c
+	@echo "  CC      $<"
+	@$(CC) $(COMPILE_FLAGS) -c $< -o $@
 
 # Only tests use Check: building ckplan does not need it installed.
 $(BUILD)/tests/%.o: COMPILE_FLAGS += $(CHECK_CFLAGS)
@@ -81,15 +94,20 @@ $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(TEST_SUPPORT_OBJ) $(BUILD)/libckplan
 	@$(CC) $(LINK_FLAGS) -o $@ $< $(TEST_SUPPORT_OBJ) $(BUILD)/libckplan-cli.a $(BUILD)/libckplan.a $(CHECK_LIBS) $(LDLIBS_ALL)
 
 # Every test: the source checks (their failures are counted, and fail the last line,
-# without stopping the rest), unit tests, command-line tests and the bad-input corpus, then
-# the last three again under AddressSanitizer and UndefinedBehaviorSanitizer, then plan,
-# run and report under valgrind; the last line adds them all up.
+# without stopping the rest), unit tests, command-line tests and the bad-input corpus, and
+# at the same time (one core each: both are single-threaded) the last three again under
+# AddressSanitizer and UndefinedBehaviorSanitizer, each pass's output shown when it ends;
+# then plan, run and report under valgrind, interrupts and fault injection, PyTorch as the
+# referee, fuzzing; the last line adds them all up.
 check: deps
-	@rm -rf build/results
+	@rm -rf build/results build/check-*.log
 	-$(MAKE) --no-print-directory check-style
-	$(MAKE) --no-print-directory check-unit check-cli check-bad
-	$(MAKE) --no-print-directory SAN=1 check-unit check-cli check-bad
-	$(MAKE) --no-print-directory check-valgrind check-robustness
+	$(MAKE) --no-print-directory ckplan $(TEST_BIN)
+	$(MAKE) --no-print-directory SAN=1 build-san/ckplan
+	@$(MAKE) --no-print-directory SAN=1 check-unit check-cli check-bad > build/check-san.log 2>&1 & \
+	san=$$!; $(MAKE) --no-print-directory check-unit check-cli check-bad; plain=$$?; \
+	wait $$san; status=$$?; cat build/check-san.log; [ $$plain -eq 0 ] && [ $$status -eq 0 ]
+	$(MAKE) --no-print-directory check-valgrind check-robustness check-torch
 	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(CHECK_FUZZ_SECONDS)
 	@tests/summary build/results
 
@@ -101,6 +119,10 @@ check-cli: $(CKPLAN)
 
 check-bad: $(CKPLAN)
 	@tests/bad/run build/results/bad-$(notdir $(BUILD)) ./$(CKPLAN)
+
+# PyTorch (Debian's python3-torch) as the second referee: docs/pytorch.md.
+check-torch: $(CKPLAN)
+	@tests/torch/run build/results/torch ./$(CKPLAN)
 
 # Source rules (tests/style/): which layer includes which, and function names.
 check-style:

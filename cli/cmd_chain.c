@@ -37,21 +37,10 @@ int ck_cmd_chain(int argc, char **argv)
     ck_workload_opts_default(&opts);
     const char *output = NULL;
     ck_err err;
-    int code, rc = CK_OK;
-    opterr = 0;
-    optind = 1;
-    while (rc == CK_OK && (code = getopt_long(argc, argv, ":o:h", longs, NULL)) != -1) {
-        if (code == 'h') {
-            chain_usage(stdout);
-            return 0;
-        } else if (code == 'o') {
-            output = optarg;
-        } else if (CK_IS_WORKLOAD_OPTION(code)) {
-            rc = ck_options_workload(code, optarg, &opts, &err);
-        } else {
-            rc = ck_options_error("chain", argv, longs, code, &err);
-        }
-    }
+    const ck_options_spec spec = {.cmd = "chain", .longs = longs, .usage = chain_usage};
+    int rc = ck_options_parse(&spec, argc, argv, &opts, &output, &err);
+    if (rc == CK_HELP_PRINTED)
+        return 0;
     const ck_named_file in[] = {{optind < argc ? argv[optind] : NULL, "MODEL"},
                                 {opts.costs_path, "--costs"}};
     const ck_named_file out[] = {{output, "-o"}};

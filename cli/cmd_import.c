@@ -68,21 +68,11 @@ int ck_cmd_import(int argc, char **argv)
     ck_workload_opts_default(&opts);
     const char *output = NULL;
     ck_err err;
-    int code, rc = CK_OK;
-    opterr = 0;
-    optind = 1;
-    while (rc == CK_OK && (code = getopt_long(argc, argv, ":o:h", longs, NULL)) != -1) {
-        if (code == 'h') {
-            import_usage(stdout);
-            return 0;
-        } else if (code == 'o') {
-            output = optarg;
-        } else if (CK_IS_MODEL_OPTION(code)) {
-            rc = ck_options_workload(code, optarg, &opts, &err);
-        } else {
-            rc = ck_options_error("import", argv, longs, code, &err);
-        }
-    }
+    const ck_options_spec spec = {.cmd = "import", .longs = longs, .model_only = true,
+                                  .usage = import_usage};
+    int rc = ck_options_parse(&spec, argc, argv, &opts, &output, &err);
+    if (rc == CK_HELP_PRINTED)
+        return 0;
     if (rc == CK_OK && optind != argc - 1)
         rc = ck_err_fail(&err, CK_ERR_INPUT, "import: expected exactly one CONFIG; usage: ckplan "
                          "import CONFIG [options] -o MODEL (see --help)");

@@ -42,6 +42,21 @@ static void profile_usage(FILE *out)
 
 enum { OPT_STEPS = 3000, OPT_THREADS, OPT_SEED };
 
+typedef struct {
+    uint64_t steps, threads, seed;
+} profile_counts;
+
+static int profile_option(void *ctx, int code, const char *arg, ck_err *err)
+{
+    profile_counts *c = ctx;
+    switch (code) {
+    case OPT_STEPS: return ck_options_parse_count(arg, "--steps", 1, 1000, &c->steps, err);
+    case OPT_THREADS: return ck_options_parse_count(arg, "--threads", 1, 1024, &c->threads, err);
+    case OPT_SEED: return ck_options_parse_count(arg, "--seed", 0, UINT64_MAX, &c->seed, err);
+    default: return CK_ERR_UNKNOWN;
+    }
+}
+
 int ck_cmd_profile(int argc, char **argv)
 {
     static const struct option longs[] = {
@@ -57,25 +72,14 @@ int ck_cmd_profile(int argc, char **argv)
     ck_workload_opts opts;
     ck_workload_opts_default(&opts);
     const char *output = DEFAULT_COSTS_FILE;
-    uint64_t steps = 5, threads = 0, seed = 1;
+    profile_counts counts = {.steps = 5, .threads = 0, .seed = 1};
     ck_err err = {{0}};
-    int code, rc = CK_OK;
-    opterr = 0;
-    optind = 1;
-    while (rc == CK_OK && (code = getopt_long(argc, argv, ":o:h", longs, NULL)) != -1) {
-        switch (code) {
-        case 'h':
-            profile_usage(stdout);
-            return 0;
-        case 'o': output = optarg; break;
-        case OPT_STEPS: rc = ck_options_parse_count(optarg, "--steps", 1, 1000, &steps, &err); break;
-        case OPT_THREADS: rc = ck_options_parse_count(optarg, "--threads", 1, 1024, &threads, &err); break;
-        case OPT_SEED: rc = ck_options_parse_count(optarg, "--seed", 0, UINT64_MAX, &seed, &err); break;
-        default:
-            rc = CK_IS_WORKLOAD_OPTION(code) ? ck_options_workload(code, optarg, &opts, &err)
-                                             : ck_options_error("profile", argv, longs, code, &err);
-        }
-    }
+    const ck_options_spec spec = {.cmd = "profile", .longs = longs, .usage = profile_usage,
+                                  .own = profile_option, .ctx = &counts};
+    int rc = ck_options_parse(&spec, argc, argv, &opts, &output, &err);
+    if (rc == CK_HELP_PRINTED)
+        return 0;
+    uint64_t steps = counts.steps, threads = counts.threads, seed = counts.seed;
     const ck_named_file in[] = {{optind < argc ? argv[optind] : NULL, "MODEL"}};
     const ck_named_file out[] = {{output, "-o"}};
     if (rc == CK_OK)

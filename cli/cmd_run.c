@@ -10,10 +10,8 @@
 #include "cli/files.h"
 #include "cli/options.h"
 #include "cli/runner.h"
-#include "planner/json.h"
 #include "planner/size.h"
 #include "planner/plan.h"
-#include "planner/sha256.h"
 
 #define DEFAULT_PLAN_FILE "ckplan.plan.json"
 #define DEFAULT_RUNS_FILE "ckplan.runs.jsonl"
@@ -126,18 +124,9 @@ int ck_cmd_run(int argc, char **argv)
     if (rc != CK_OK)
         return ck_main_report(rc, err.msg);
 
-    cJSON *root = NULL;
-    char *raw = NULL;
-    size_t raw_len = 0;
     ck_plan_file plan;
     char plan_sha[65];
-    rc = ck_json_load_file(a.plan_path, &root, &raw, &raw_len, &err);
-    if (rc != CK_OK)
-        return ck_main_report(rc, err.msg);
-    ck_sha256_hex(raw, raw_len, plan_sha);
-    free(raw);
-    rc = ck_plan_from_json(root, a.plan_path, &plan, &err);
-    cJSON_Delete(root);
+    rc = ck_runner_read_plan(a.plan_path, &plan, plan_sha, &err);
     if (rc != CK_OK)
         return ck_main_report(rc, err.msg);
 

@@ -10,6 +10,7 @@ int ck_cmd_profile(int argc, char **argv);
 int ck_cmd_report(int argc, char **argv);
 int ck_cmd_sweep(int argc, char **argv);
 int ck_cmd_import(int argc, char **argv);
+int ck_cmd_emit(int argc, char **argv);
 
 /* What a command's argument parsing returns when it printed the help: the command is done,
  * and exits 0. Negative, so that no status or exit code is taken for it. */

@@ -23,6 +23,7 @@ static const struct {
     {"report", ck_cmd_report, "tabulate the records of a runs file (table, CSV or JSON)"},
     {"import", ck_cmd_import, "write the model file that a Hugging Face config.json stands for"},
     {"chain", ck_cmd_chain, "write the chain of stages derived from a model as a chain file"},
+    {"emit", ck_cmd_emit, "write a plan as Hugging Face, FSDP, Megatron-LM or DeepSpeed apply it"},
 };
 
 static void usage(FILE *out)

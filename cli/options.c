@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/commands.h"
 #include "planner/size.h"
 
 static int parse_rate(const char *text, const char *flag, double *out, ck_err *err)
@@ -250,6 +251,27 @@ int ck_options_error(const char *cmd, char **argv, const struct option *longs, i
                        cmd, shown, cmd);
     return ck_err_fail(err, CK_ERR_INPUT, "%s: unknown option '%s'; see 'ckplan %s --help'", cmd,
                    shown, cmd);
+}
+
+int ck_options_parse(const ck_options_spec *spec, int argc, char **argv, ck_workload_opts *wopts,
+                     const char **output, ck_err *err)
+{
+    opterr = 0;
+    optind = 1;
+    int code, rc = CK_OK;
+    while (rc == CK_OK && (code = getopt_long(argc, argv, ":o:h", spec->longs, NULL)) != -1) {
+        if (code == 'h') {
+            spec->usage(stdout);
+            return CK_HELP_PRINTED;
+        } else if (code == 'o') {
+            *output = optarg;
+        } else if (spec->model_only ? CK_IS_MODEL_OPTION(code) : CK_IS_WORKLOAD_OPTION(code)) {
+            rc = ck_options_workload(code, optarg, wopts, err);
+        } else if (!spec->own || (rc = spec->own(spec->ctx, code, optarg, err)) == CK_ERR_UNKNOWN) {
+            rc = ck_options_error(spec->cmd, argv, spec->longs, code, err);
+        }
+    }
+    return rc;
 }
 
 int ck_options_model_operand(const char *cmd, int argc, char **argv, const ck_workload_opts *opts,

@@ -72,6 +72,24 @@ int ck_options_parse_count(const char *text, const char *flag, uint64_t min, uin
 int ck_options_error(const char *cmd, char **argv, const struct option *longs, int code,
                     ck_err *err);
 
+/* The options of a command that reads workload options, -o FILE and -h: */
+typedef struct {
+    const char *cmd;            /* its name in messages: "chain", "emit torch" */
+    const struct option *longs; /* with {"output", ..., 'o'} and {"help", ..., 'h'} */
+    bool model_only;            /* CK_MODEL_LONG_OPTIONS only, not --granularity and the rest */
+    void (*usage)(FILE *out);   /* its --help */
+    /* Its own options, or NULL: CK_OK having taken code (and arg), CK_ERR_INPUT refusing
+     * arg, or CK_ERR_UNKNOWN when code is not one of them. */
+    int (*own)(void *ctx, int code, const char *arg, ck_err *err);
+    void *ctx;
+} ck_options_spec;
+#define CK_ERR_UNKNOWN (-2)
+/* getopt_long over argv by spec: -o sets *output, workload options go into *wopts, the
+ * rest to spec->own; an option it does not take is refused (ck_options_error). Returns
+ * CK_HELP_PRINTED after printing -h's help; optind is left at the first operand. */
+int ck_options_parse(const ck_options_spec *spec, int argc, char **argv, ck_workload_opts *wopts,
+                     const char **output, ck_err *err);
+
 /* For `ckplan cmd MODEL [-o FILE]`, after getopt_long: checks that argv[optind] is the one
  * operand and loads it into *w (free it with ck_workload_free on CK_OK). */
 int ck_options_model_operand(const char *cmd, int argc, char **argv, const ck_workload_opts *opts,

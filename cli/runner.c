@@ -218,54 +218,67 @@ static int name_plan(int rc, const char *label, const char *what, ck_err *err)
 }
 
 /* Stage times from the costs file the plan was made with, if any. */
-static int apply_plan_costs(const run_args *a, const ck_plan_file *p, ck_workload_opts *opts,
-                            ck_workload *w, ck_err *err)
+static int apply_plan_costs(const char *plan_path, const char *label, const ck_plan_file *p,
+                            ck_workload_opts *opts, ck_workload *w, ck_err *err)
 {
     if (!p->costs_path || !w->model)
         return CK_OK;
-    char *costs = plan_relative(a->plan_path, p->costs_path);
+    char *costs = plan_relative(plan_path, p->costs_path);
     if (!costs)
         return ck_err_oom(err);
     opts->costs_path = costs;
     int rc = ck_workload_apply_costs(w, opts, err);
     free(costs);
     opts->costs_path = NULL;
-    return rc == CK_ERR_INPUT ? name_plan(rc, a->label, "details.costs: ", err) : rc;
+    return rc == CK_ERR_INPUT ? name_plan(rc, label, "details.costs: ", err) : rc;
 }
 
-/* Loads the model a plan names, derived as the plan says (granularity; times from its
- * roofline rates, the default ones when it does not say, or from its costs file), and
- * checks that it is the one planned. Errors name the plan too, since the user gave only
- * the plan. */
-static int load_plan_model(const run_args *a, const ck_plan_file *p, ck_workload *w, ck_err *err)
+int ck_runner_read_plan(const char *path, ck_plan_file *out, char *sha256, ck_err *err)
+{
+    cJSON *root = NULL;
+    char *raw = NULL;
+    size_t raw_len = 0;
+    int rc = ck_json_load_file(path, &root, &raw, &raw_len, err);
+    if (rc != CK_OK)
+        return rc;
+    if (sha256)
+        ck_sha256_hex(raw, raw_len, sha256);
+    free(raw);
+    rc = ck_plan_from_json(root, path, out, err);
+    cJSON_Delete(root);
+    return rc;
+}
+
+int ck_runner_load_plan_model(const char *plan_path, const char *label, const ck_plan_file *p,
+                              ck_workload *w, ck_err *err)
 {
     ck_workload_opts opts;
     ck_workload_opts_default(&opts);
     if (p->granularity && !ck_workload_granularity_parse(p->granularity, &opts.granularity))
         return ck_err_fail(err, CK_ERR_INPUT, "%s: details.granularity: expected 'op' or 'block', got '%s'",
-                       a->label, p->granularity);
+                       label, p->granularity);
     if (p->has_cost_model)
         opts.cost = p->cost_model;
     opts.model = p->model_opts;
-    char *model = plan_relative(a->plan_path, p->model_path);
+    char *model = plan_relative(plan_path, p->model_path);
     if (!model)
         return ck_err_oom(err);
     int rc = ck_workload_load(model, &opts, w, err);
     free(model);
     if (rc != CK_OK)
-        return rc == CK_ERR_INPUT ? name_plan(rc, a->label, "model.path: ", err) : rc;
+        return rc == CK_ERR_INPUT ? name_plan(rc, label, "model.path: ", err) : rc;
     if (strcasecmp(w->sha256, p->model_sha256) != 0)
         rc = ck_err_fail(err, CK_ERR_INPUT, "%s: the model file %s changed since the plan was made "
                                         "(sha256 %.12s..., plan says %.12s...); plan it again",
-                     a->label, w->path, w->sha256, p->model_sha256);
+                     label, w->path, w->sha256, p->model_sha256);
     else if (w->chain.n_stages != p->stages)
         rc = ck_err_fail(err, CK_ERR_INPUT, "%s: stages: the plan has %zu stages, the model derives %zu",
-                     a->label, p->stages, w->chain.n_stages);
+                     label, p->stages, w->chain.n_stages);
     else if ((rc = ck_plan_check_stages(p, &(ck_plan_stage_map){&w->chain, w->model, w->stage_first},
                                         err)) != CK_OK)
-        rc = name_plan(rc, a->label, "", err);
+        rc = name_plan(rc, label, "", err);
     if (rc == CK_OK)
-        rc = apply_plan_costs(a, p, &opts, w, err);
+        rc = apply_plan_costs(plan_path, label, p, &opts, w, err);
     if (rc != CK_OK)
         ck_workload_free(w);
     return rc;
@@ -427,7 +440,8 @@ static int prepare(const run_args *a, const ck_plan_file *p, const ck_workload *
     if (rc == CK_OK && given) {
         b->w = given;
     } else if (rc == CK_OK) {
-        b->have_loaded = (rc = load_plan_model(a, p, &b->loaded, err)) == CK_OK;
+        rc = ck_runner_load_plan_model(a->plan_path, a->label, p, &b->loaded, err);
+        b->have_loaded = rc == CK_OK;
         b->w = &b->loaded;
         const ck_named_file model[] = {{b->loaded.path, "the plan's model"}};
         if (rc == CK_OK)

@@ -37,6 +37,18 @@ int ck_runner_plan(const ck_workload *w, const ck_planner *planner, uint64_t bud
                    ck_err *err);
 void ck_runner_planned_free(ck_planned *p);
 
+/* Reads the plan file at path into *out (free it with ck_plan_file_free on CK_OK) and,
+ * when sha256 is non-NULL (65 bytes), the SHA-256 of its bytes in hexadecimal. */
+int ck_runner_read_plan(const char *path, ck_plan_file *out, char *sha256, ck_err *err);
+
+/* Loads the model plan p names into *w, derived as the plan says (granularity; times from
+ * its roofline rates, the default ones when it does not say, or from its costs file; a
+ * relative path is looked for beside plan_path first), and checks that it is the one
+ * planned (model.sha256, stages, stage_info). Errors name label (the plan as the user
+ * named it), since the user gave only the plan. Free *w with ck_workload_free on CK_OK. */
+int ck_runner_load_plan_model(const char *plan_path, const char *label, const ck_plan_file *p,
+                              ck_workload *w, ck_err *err);
+
 /* How `run` executes a plan. plan_path names the plan in the record, and the plan's
  * relative paths are relative to its directory; label names the plan in messages (NULL:
  * plan_path). */

@@ -101,7 +101,7 @@ typedef struct {
 
 static void push(sink *s, ck_instr_kind kind, size_t node, bool keep, ck_buf buf)
 {
-    s->ok = s->ok && ck_program_push(s->p, (ck_instr){kind, node, keep, buf});
+    s->ok = s->ok && ck_program_push(s->p, (ck_instr){.kind = kind, .node = node, .keep = keep, .buf = buf});
 }
 
 /* Whether node k's input i is the first occurrence of its tensor among k's inputs. */
@@ -142,13 +142,37 @@ static void free_kept(const ck_lower *l, size_t i, sink *s)
     }
 }
 
-/* What node k of stage i was the last backward to read: its output's gradient, its
- * internals, and the kept tensors of the stage whose first saver it is. */
-static void free_after_backward(const ck_lower *l, size_t i, size_t k, sink *s)
+/* Whether add node k of stage i hands its output's gradient to its inputs as PyTorch does
+ * (ck_instr.pass): both inputs require gradients and get their first from k (k is their
+ * last reader), and the sharer, made in the stage, is read by nothing whose backward runs
+ * before its producer's; nor is the owner, whose buffer it is meanwhile, and whose other
+ * gradients would write into the sharer's. */
+static bool can_pass(const ck_lower *l, size_t i, size_t k)
+{
+    const ck_model *m = l->m;
+    size_t owner, sharer;
+    if (!ck_program_pass_inputs(m, &m->nodes[k], &owner, &sharer) ||
+        !ck_program_has_grad(m, owner) || !ck_program_has_grad(m, sharer) ||
+        l->last_use[owner] != k || l->last_use[sharer] != k)
+        return false;
+    size_t p = m->tensors[sharer].producer;
+    if (p == CK_NO_NODE || p < l->first[i])
+        return false;
+    for (size_t j = p; j < k; j++)
+        for (size_t in = 0; in < m->nodes[j].op->arity; in++)
+            if (m->nodes[j].inputs[in] == owner || m->nodes[j].inputs[in] == sharer)
+                return false;
+    return true;
+}
+
+/* What node k of stage i was the last backward to read: its output's gradient (unless a
+ * pass handed it on), its internals, and the kept tensors of the stage whose first saver
+ * it is. */
+static void free_after_backward(const ck_lower *l, size_t i, size_t k, bool pass, sink *s)
 {
     const ck_model *m = l->m;
     const ck_node *n = &m->nodes[k];
-    if (ck_program_has_grad(m, n->output) &&
+    if (!pass && ck_program_has_grad(m, n->output) &&
         (l->last_use[n->output] > k || k + 1 == l->first[i + 1]))
         push(s, CK_INSTR_FREE, 0, false, ck_program_grad(n->output));
     if (ck_program_has_saved(n))
@@ -163,21 +187,22 @@ static void free_after_backward(const ck_lower *l, size_t i, size_t k, sink *s)
     }
 }
 
-/* B i: y_i is made ready first (the chain counts it from the start); then each node's
- * backward, in reverse, frees what no later backward reads. */
+/* B i: each node's backward, in reverse, frees what no later backward reads. y_i is
+ * allocated by the first backward that adds into it, when PyTorch's autograd makes it (the
+ * chain counts it from the start: its figure is then a bound). */
 static void lower_backward(const ck_lower *l, size_t i, sink *s)
 {
     const ck_model *m = l->m;
-    size_t in = ck_lower_stage_input(l, i), out = ck_lower_stage_output(l, i);
-    if (ck_program_has_grad(m, in))
-        push(s, CK_INSTR_GRAD, 0, false, ck_program_grad(in));
+    size_t out = ck_lower_stage_output(l, i);
     if (l->first_saver[out] == NO_READER || l->first_saver[out] >= l->first[i + 1])
         push(s, CK_INSTR_FREE, 0, false, ck_program_value(out, CK_COPY_KEPT));
     for (size_t k = l->first[i + 1]; k-- > l->first[i];) {
         if (!m->nodes[k].backward) /* nothing it made requires a gradient: nothing to free */
             continue;
-        push(s, CK_INSTR_BACKWARD, k, false, (ck_buf){0});
-        free_after_backward(l, i, k, s);
+        bool pass = can_pass(l, i, k);
+        s->ok = s->ok && ck_program_push(s->p, (ck_instr){.kind = CK_INSTR_BACKWARD, .node = k,
+                                                          .pass = pass});
+        free_after_backward(l, i, k, pass, s);
     }
 }
 

@@ -63,6 +63,31 @@ static bool keep_needed(ck_node *n, unsigned need)
     return ok;
 }
 
+/* Adds to a trainable node's backward workspace its parameters' gradients as PyTorch's
+ * autograd makes them: the node's backward returns each parameter's gradient as a new
+ * tensor, and only then does AccumulateGrad add it into the .grad buffer held for the step
+ * (the static gradients), so each is a gradient-sized temporary beside that buffer while
+ * the backward runs. A tied parameter's too: the head's gradient of the embedding's table.
+ * The executor holds the same bytes, so that its memory is PyTorch's. */
+static bool add_grad_temporaries(ck_node *n, ck_dtype grad_dtype)
+{
+    bool ok = true;
+    uint64_t expert_max = 0;
+    for (size_t i = 0; i < n->info.n_param_tensors; i++) {
+        const ck_param *p = &n->info.params[i];
+        uint64_t bytes = ck_dtype_bytes(grad_dtype);
+        /* A rank-3 parameter is E experts' matrices (moe), which Hugging Face keeps as
+         * modules of their own: their gradients come one matrix at a time. */
+        for (size_t d = p->rank == CK_PARAM_MAX_RANK ? 1 : 0; d < p->rank; d++)
+            ok = ok && ck_size_mul(bytes, p->dim[d], &bytes);
+        if (p->rank == CK_PARAM_MAX_RANK)
+            expert_max = bytes > expert_max ? bytes : expert_max;
+        else if (p->numel > 0 || p->tied)
+            ok = ok && ck_size_add(n->info.bwd_ws_bytes, bytes, &n->info.bwd_ws_bytes);
+    }
+    return ok && ck_size_add(n->info.bwd_ws_bytes, expert_max, &n->info.bwd_ws_bytes);
+}
+
 int ck_model_grad_propagate(ck_model *m, ck_err *err)
 {
     for (size_t t = 0; t < m->n_inputs; t++)
@@ -77,6 +102,9 @@ int ck_model_grad_propagate(ck_model *m, ck_err *err)
         n->backward = grad && !n->op->is_loss;
         if (!keep_needed(n, required_grads(m, n)))
             return ck_err_fail(err, CK_ERR_INPUT, "%s: node %s: its forward workspace overflows "
+                               "64 bits", m->file, n->name);
+        if (n->trainable && !add_grad_temporaries(n, m->training.grad_dtype))
+            return ck_err_fail(err, CK_ERR_INPUT, "%s: node %s: its backward workspace overflows "
                                "64 bits", m->file, n->name);
     }
     const ck_node *loss = &m->nodes[m->n_nodes - 1];

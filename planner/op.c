@@ -21,8 +21,9 @@ static const ck_op_def op_table[] = {
                  ATTR("tied", CK_ATTR_BOOL, false, 0, tied)}),
     OP(CK_OP_LAYERNORM, "layernorm", 1, 7, 12, .n_attrs = 1,
        .attrs = {ATTR("eps", CK_ATTR_POSITIVE, false, 1e-5, eps)}),
-    OP(CK_OP_RMSNORM, "rmsnorm", 1, 4, 8, .n_attrs = 1,
-       .attrs = {ATTR("eps", CK_ATTR_POSITIVE, false, 1e-5, eps)}),
+    OP(CK_OP_RMSNORM, "rmsnorm", 1, 4, 8, .n_attrs = 2,
+       .attrs = {ATTR("eps", CK_ATTR_POSITIVE, false, 1e-5, eps),
+                 ATTR("fused", CK_ATTR_BOOL, false, 1, fused)}),
     OP(CK_OP_GELU, "gelu", 1, 8, 12),
     OP(CK_OP_RELU, "relu", 1, 1, 1),
     OP(CK_OP_SILU, "silu", 1, 4, 6),
@@ -77,7 +78,8 @@ static const ck_op_def op_table[] = {
        .attrs = {ATTR("experts", CK_ATTR_DIM, true, 0, experts),
                  ATTR("top_k", CK_ATTR_DIM, true, 0, top_k),
                  ATTR("hidden", CK_ATTR_DIM, true, 0, hidden)}),
-    OP(CK_OP_CROSS_ENTROPY, "cross_entropy", 2, 4, 3, .is_loss = true),
+    OP(CK_OP_CROSS_ENTROPY, "cross_entropy", 2, 4, 3, .is_loss = true, .n_attrs = 1,
+       .attrs = {ATTR("fused", CK_ATTR_BOOL, false, 0, fused)}),
     OP(CK_OP_MSE, "mse", 2, 3, 3, .is_loss = true),
 };
 #define N_OPS (sizeof op_table / sizeof op_table[0])
@@ -589,6 +591,7 @@ static void describe_moe(ovf *o, const ck_attrs *a, const ck_ttype *in, ck_op_in
         {CK_SLOT_EXPERT_IN, matrix(act, r, c)},        {CK_SLOT_EXPERT_GATE, matrix(act, r, f)},
         {CK_SLOT_EXPERT_ACT, matrix(act, r, f)},       {CK_SLOT_EXPERT_UP, matrix(act, r, f)},
         {CK_SLOT_EXPERT_HIDDEN, matrix(act, r, f)},    {CK_SLOT_EXPERT_OUT, matrix(act, r, c)},
+        {CK_SLOT_EXPERT_WEIGHTED, matrix(act, r, c)},
     };
     save_ref(o, info, CK_SAVE_INPUT, 0, x); /* for the router's weight gradient */
     only_for(info, 0, CK_NEED_PARAMS);
@@ -613,13 +616,33 @@ static void describe_moe(ovf *o, const ck_attrs *a, const ck_ttype *in, ck_op_in
                           add(o, add(o, mul(o, rcf, 6), mul(o, rf, glu[0])), mul(o, rc, 2)));
     info->bwd_flops = add(o, add(o, add(o, mul(o, nce, 4), ne), mul(o, r, 4)),
                           add(o, add(o, mul(o, rcf, 12), mul(o, rf, glu[1])), mul(o, rc, 4)));
-    /* Forward, as HF holds them: the router logits, the routing weights [N, K], the int64
-     * one-hot expert mask [E, K, N] and one expert's weighted output, at most N rows. Backward:
+    /* Forward, as HF holds them: the router logits, the routing weights [N, K] and the int64
+     * one-hot expert mask [E, K, N]. Backward:
      * one expert's gradients (N rows of C and two of F) and the routing's in f32. */
-    info->fwd_ws_bytes = add(o, mul(o, mul(o, r, e), 8),
-                             mul(o, add(o, add(o, ne, r), mul(o, n, c)), eb));
+    info->fwd_ws_bytes = add(o, mul(o, mul(o, r, e), 8), mul(o, add(o, ne, r), eb));
     info->bwd_ws_bytes = add(o, mul(o, add(o, mul(o, n, c), mul(o, mul(o, n, f), 2)), eb),
                              mul(o, add(o, r, ne), 4));
+}
+
+/* Fused (one kernel, as liger-kernel or llm.c): the logits and the f32 row log-sum-exp, and
+ * the logits' gradient made directly. PyTorch's F.cross_entropy, log_softmax then nll_loss:
+ * nll_loss keeps the log-probabilities, and its backward makes their gradient (the
+ * workspace) before log_softmax's backward makes the logits': three logits-sized tensors
+ * at once. Either way the targets are read. */
+static void describe_cross_entropy(ovf *o, const ck_attrs *a, const ck_ttype *in,
+                                   ck_op_info *info)
+{
+    if (a->fused) {
+        ck_ttype lse = rows_of(&in[0], CK_F32);
+        save_ref(o, info, CK_SAVE_INPUT, 0, &in[0]);
+        save_ref(o, info, CK_SAVE_INPUT, 1, &in[1]);
+        save_internal(o, info, CK_SLOT_LSE, &lse);
+    } else {
+        save_ref(o, info, CK_SAVE_INPUT, 1, &in[1]);
+        save_internal(o, info, CK_SLOT_LOGP, &in[0]);
+        info->bwd_ws_bytes = bytes_of(o, &in[0]);
+    }
+    info->id_limit[1] = last_dim(&in[0]);
 }
 
 /* What node of kind op->kind saves and owns, and the FLOPs beyond its per-element ones;
@@ -651,6 +674,8 @@ static void describe_kind(ovf *o, const ck_op_def *op, const ck_attrs *a, const 
         if (op->kind == CK_OP_LAYERNORM)
             save_internal(o, info, CK_SLOT_MEAN, &stats);
         save_internal(o, info, CK_SLOT_RSTD, &stats);
+        if (op->kind == CK_OP_RMSNORM && !a->fused) /* HF's LlamaRMSNorm: w * (x rstd) */
+            save_internal(o, info, CK_SLOT_NORMED, &in[0]);
         param(o, info, "gamma", CK_INIT_ONES, true, false, SHAPE(c));
         if (op->kind == CK_OP_LAYERNORM)
             param(o, info, "beta", CK_INIT_ZEROS, true, false, SHAPE(c));
@@ -692,14 +717,9 @@ static void describe_kind(ovf *o, const ck_op_def *op, const ck_attrs *a, const 
     case CK_OP_QKNORM:
         describe_qknorm(o, a, in, n, info);
         break;
-    case CK_OP_CROSS_ENTROPY: {
-        ck_ttype lse = rows_of(&in[0], CK_F32);
-        save_ref(o, info, CK_SAVE_INPUT, 0, &in[0]);
-        save_ref(o, info, CK_SAVE_INPUT, 1, &in[1]);
-        save_internal(o, info, CK_SLOT_LSE, &lse);
-        info->id_limit[1] = last_dim(&in[0]);
+    case CK_OP_CROSS_ENTROPY:
+        describe_cross_entropy(o, a, in, info);
         break;
-    }
     case CK_OP_ROPE: { /* saves nothing: its backward is the inverse rotation */
         /* 4 multiplications and 2 additions per pair of the q and k heads, either way. */
         uint64_t groups = add(o, mul(o, a->kv_heads, 2), a->heads);

@@ -42,6 +42,8 @@ typedef struct {
     double cap;                     /* softcap's cap; attention's softcap (0: none) */
     double factor;                  /* scale */
     double eps;                     /* norms: added to the variance */
+    bool fused;                     /* rmsnorm (default true), cross_entropy (default false):
+                                     * one kernel, or PyTorch's ops written out */
     uint64_t experts, top_k, hidden; /* moe: E experts, K of them per row, F wide */
 } ck_attrs;
 
@@ -64,7 +66,7 @@ typedef struct {
 
 #define CK_OP_MAX_ARITY 2
 #define CK_OP_MAX_ATTRS 8
-#define CK_OP_MAX_SAVED 13 /* moe's: its input and 12 internal tensors */
+#define CK_OP_MAX_SAVED 14 /* moe's: its input and 13 internal tensors */
 #define CK_OP_MAX_PARAMS 4 /* moe's router, w1, w3, w2 */
 #define CK_PARAM_MAX_RANK 3 /* moe's experts: E matrices in one tensor */
 
@@ -85,6 +87,8 @@ typedef enum {
     CK_SLOT_LORA_MID, /* lora: A x, the adapter's rank-wide middle */
     CK_SLOT_CAPPED,     /* attention with softcap: tanh(scores / softcap) */
     CK_SLOT_PROBS_CAST, /* attention with softmax in f32: probs cast to the input's dtype */
+    CK_SLOT_NORMED,     /* rmsnorm written out: x rstd, which the product with gamma keeps */
+    CK_SLOT_LOGP,       /* cross_entropy unfused: log_softmax's output, which nll_loss keeps */
     /* moe, per row of its input: */
     CK_SLOT_ROUTER_PROBS, /* f32 softmax of the router logits */
     CK_SLOT_TOPK_INDEX,   /* int64: the K experts chosen */
@@ -99,6 +103,7 @@ typedef enum {
     CK_SLOT_EXPERT_UP,    /* w3 x */
     CK_SLOT_EXPERT_HIDDEN,/* silu(w1 x) * w3 x */
     CK_SLOT_EXPERT_OUT,   /* w2 of that */
+    CK_SLOT_EXPERT_WEIGHTED, /* that times the routing weight: index_add_'s source */
     CK_N_SLOTS
 } ck_slot;
 

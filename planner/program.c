@@ -54,9 +54,12 @@ ck_buf ck_program_saved(size_t node, ck_copy copy)
 int ck_program_state_init(ck_program_state *st, const ck_model *m, ck_err *err)
 {
     size_t n = 2 * (m->n_tensors + m->n_nodes) + m->n_tensors;
-    *st = (ck_program_state){.m = m, .live = calloc(n, sizeof *st->live)};
-    if (!st->live)
+    *st = (ck_program_state){.m = m, .live = calloc(n, sizeof *st->live),
+                             .shared = calloc(m->n_tensors, sizeof *st->shared)};
+    if (!st->live || !st->shared) {
+        ck_program_state_free(st);
         return ck_err_oom(err);
+    }
     if (!ck_model_is_static(m, 0)) {
         st->live[buf_index(m, ck_program_value(0, CK_COPY_PLAIN))] = true;
         st->held = m->tensors[0].bytes;
@@ -67,6 +70,7 @@ int ck_program_state_init(ck_program_state *st, const ck_model *m, ck_err *err)
 void ck_program_state_free(ck_program_state *st)
 {
     free(st->live);
+    free(st->shared);
     memset(st, 0, sizeof *st);
 }
 
@@ -86,6 +90,17 @@ void ck_program_state_set(ck_program_state *st, ck_buf b, bool live)
 bool ck_program_has_grad(const ck_model *m, size_t t)
 {
     return m->tensors[t].requires_grad;
+}
+
+bool ck_program_pass_inputs(const ck_model *m, const ck_node *n, size_t *owner, size_t *sharer)
+{
+    if (n->op->kind != CK_OP_ADD || n->inputs[0] == n->inputs[1])
+        return false;
+    size_t p0 = m->tensors[n->inputs[0]].producer, p1 = m->tensors[n->inputs[1]].producer;
+    bool later = p1 != CK_NO_NODE && (p0 == CK_NO_NODE || p1 > p0);
+    *sharer = n->inputs[later ? 1 : 0];
+    *owner = n->inputs[later ? 0 : 1];
+    return true;
 }
 
 bool ck_program_has_saved(const ck_node *n)
@@ -163,6 +178,24 @@ static int check_saved(const ck_program_state *st, size_t k, const ck_instr *in,
     return CK_OK;
 }
 
+/* A pass hands over the output's gradient to inputs that have none yet. */
+static int check_pass(const ck_program_state *st, size_t k, const ck_instr *in, ck_err *err)
+{
+    const ck_node *n = &st->m->nodes[in->node];
+    size_t owner, sharer;
+    if (!ck_program_pass_inputs(st->m, n, &owner, &sharer) ||
+        !ck_program_has_grad(st->m, owner) || !ck_program_has_grad(st->m, sharer))
+        return ck_err_fail(err, CK_ERR_INPUT, "program[%zu] (backward %s): a pass needs an add of "
+                           "two inputs that require gradients", k, n->name);
+    if (!ck_program_state_has(st, ck_program_grad(n->output)))
+        return refuse(st, k, in, "reads", ck_program_grad(n->output), err);
+    if (ck_program_state_has(st, ck_program_grad(owner)))
+        return refuse(st, k, in, "allocates", ck_program_grad(owner), err);
+    if (ck_program_state_has(st, ck_program_grad(sharer)))
+        return refuse(st, k, in, "allocates", ck_program_grad(sharer), err);
+    return CK_OK;
+}
+
 static int check_instr(const ck_program_state *st, size_t k, const ck_instr *in, ck_err *err)
 {
     const ck_model *m = st->m;
@@ -181,6 +214,8 @@ static int check_instr(const ck_program_state *st, size_t k, const ck_instr *in,
             return ck_err_fail(err, CK_ERR_INPUT, "program[%zu] (backward %s): the node runs no "
                                "backward (its output requires no gradient)", k,
                                m->nodes[in->node].name);
+        if (in->pass)
+            return check_pass(st, k, in, err);
         return check_saved(st, k, in, err);
     case CK_INSTR_LOSS: {
         size_t x = m->nodes[m->n_nodes - 1].inputs[0];
@@ -222,15 +257,32 @@ static int emit(emitter *em, ck_event_kind kind, ck_buf b, size_t slot, uint64_t
     }
     if (em->held > em->peak)
         em->peak = em->held;
-    ck_event ev = {kind, b, slot, bytes, hold};
+    ck_event ev = {.kind = kind, .buf = b, .slot = slot, .bytes = bytes, .hold = hold};
     return em->cb ? em->cb(em->ctx, em->in, &ev, err) : CK_OK;
 }
 
-/* Allocates (or frees) buffer b: one event, or one per internal tensor of a saved set. */
+/* Gradient `to` made live on the memory of gradient `from` (MOVE, SHARE): no bytes. */
+static int hand_over(emitter *em, ck_event_kind kind, size_t to, size_t from, ck_err *err)
+{
+    ck_program_state *st = em->st;
+    st->live[buf_index(st->m, ck_program_grad(to))] = true;
+    if (kind == CK_EVENT_MOVE)
+        st->live[buf_index(st->m, ck_program_grad(from))] = false;
+    st->shared[to] = kind == CK_EVENT_SHARE;
+    ck_event ev = {kind, ck_program_grad(to), 0, 0, CK_HOLD_GRADIENT, ck_program_grad(from)};
+    return em->cb ? em->cb(em->ctx, em->in, &ev, err) : CK_OK;
+}
+
+/* Allocates (or frees) buffer b: one event, or one per internal tensor of a saved set. A
+ * shared gradient's free frees no memory. */
 static int whole_buf(emitter *em, ck_event_kind kind, ck_buf b, ck_hold hold, ck_err *err)
 {
     const ck_model *m = em->st->m;
     em->st->live[buf_index(m, b)] = kind == CK_EVENT_ALLOC;
+    if (b.kind == CK_BUF_GRAD && em->st->shared[b.id]) {
+        em->st->shared[b.id] = false;
+        return emit(em, CK_EVENT_UNSHARE, b, 0, 0, hold, err);
+    }
     if (b.kind != CK_BUF_SAVED)
         return emit(em, kind, b, 0, m->tensors[b.id].bytes, hold, err);
     const ck_op_info *info = &m->nodes[b.id].info;
@@ -266,10 +318,17 @@ static int forward_events(emitter *em, const ck_node *n, ck_err *err)
     return rc;
 }
 
-/* Gradients of the inputs that have none yet: this backward is the first to add into them. */
+/* Gradients of the inputs that have none yet: this backward is the first to add into them;
+ * with a pass, its inputs take its output's gradient instead (its owner the buffer, its
+ * sharer the same memory), and nothing runs. */
 static int backward_events(emitter *em, const ck_node *n, ck_err *err)
 {
     const ck_model *m = em->st->m;
+    size_t owner, sharer;
+    if (em->in->pass && ck_program_pass_inputs(m, n, &owner, &sharer)) {
+        int rc = hand_over(em, CK_EVENT_MOVE, owner, n->output, err);
+        return rc == CK_OK ? hand_over(em, CK_EVENT_SHARE, sharer, owner, err) : rc;
+    }
     int rc = CK_OK;
     for (size_t i = 0; i < n->op->arity && rc == CK_OK; i++) {
         size_t t = n->inputs[i];

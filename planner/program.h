@@ -42,7 +42,8 @@ typedef enum {
                           otherwise); holds its forward workspace while it runs */
     CK_INSTR_BACKWARD, /* node's backward (a node whose output requires a gradient):
                           allocates zeroed gradients of its inputs that require one and have
-                          none yet, holds its backward workspace while it runs */
+                          none yet, holds its backward workspace while it runs; with pass,
+                          an add's, its inputs take its output's gradient instead */
     CK_INSTR_LOSS,     /* the loss node, forward and backward: its output, internals and
                           workspace live while it runs; adds into its input's gradient */
     CK_INSTR_GRAD,     /* allocates buf, a zeroed gradient (y_i when B i starts) */
@@ -54,6 +55,10 @@ typedef struct {
     size_t node; /* FORWARD, BACKWARD, LOSS */
     bool keep;   /* FORWARD */
     ck_buf buf;  /* FORWARD (its output), GRAD, FREE */
+    bool pass;   /* BACKWARD of an add, as PyTorch's: the output's gradient is handed to
+                    both inputs as one tensor (ck_program_pass_inputs), nothing allocated:
+                    the owner takes its buffer, the sharer reads the same memory until its
+                    producer's backward, and freeing the sharer frees nothing */
 } ck_instr;
 
 typedef struct {
@@ -68,7 +73,8 @@ void ck_program_free(ck_program *p);
 /* What is live while a program runs. */
 typedef struct {
     const ck_model *m;
-    bool *live; /* one flag per buffer */
+    bool *live;   /* one flag per buffer */
+    bool *shared; /* per tensor: its gradient is live on another's memory (a pass) */
     uint64_t held;
 } ck_program_state;
 
@@ -90,13 +96,20 @@ bool ck_program_has_saved(const ck_node *n);
 uint64_t ck_program_buf_bytes(const ck_model *m, ck_buf b);
 /* Whether tensor t has a gradient buffer: whether it requires a gradient (planner/model). */
 bool ck_program_has_grad(const ck_model *m, size_t t);
+/* For an add node n with two distinct inputs: *sharer is the one made later (its
+ * producer's backward comes first), *owner the other; false for other nodes. Whether a pass
+ * is safe is ck_lower's to decide. */
+bool ck_program_pass_inputs(const ck_model *m, const ck_node *n, size_t *owner, size_t *sharer);
 
 typedef enum {
     CK_EVENT_ALLOC,     /* buf's allocation number `slot` (its bytes, zeroed) */
     CK_EVENT_FREE,      /* the same, freed */
     CK_EVENT_WORKSPACE, /* `bytes` of workspace while the node runs */
     CK_EVENT_RUN,       /* run the instruction's node: the moment of its peak */
-    CK_EVENT_WORKSPACE_FREE
+    CK_EVENT_WORKSPACE_FREE,
+    CK_EVENT_MOVE,      /* gradient buf takes the memory of gradient `from`, no longer live */
+    CK_EVENT_SHARE,     /* gradient buf is live on the memory of gradient `from` */
+    CK_EVENT_UNSHARE    /* shared gradient buf is freed: its memory is not */
 } ck_event_kind;
 
 /* Which tracker category an allocation belongs to. */
@@ -108,6 +121,7 @@ typedef struct {
     size_t slot; /* 0 for values and gradients; the op's saved index for CK_BUF_SAVED */
     uint64_t bytes;
     ck_hold hold;
+    ck_buf from; /* MOVE, SHARE */
 } ck_event;
 
 typedef int (*ck_event_cb)(void *ctx, const ck_instr *in, const ck_event *ev, ck_err *err);

@@ -23,10 +23,6 @@
 #define CHAIN_STEP_SECONDS 0.2
 #define GEMM_DIM 64
 
-#define ADAM_LR 1e-3f
-#define SGD_LR 1e-2f
-#define MOMENTUM 0.9f
-#define ADAMW_WEIGHT_DECAY 0.01f /* torch.optim.AdamW's default */
 
 typedef struct backend backend;
 
@@ -123,6 +119,9 @@ static ck_mem_kind made_kind(const ck_model *m, size_t k)
 static void model_release_step(ck_exec *e)
 {
     const ck_model *m = e->m;
+    for (size_t t = 0; e->pstate.shared && t < m->n_tensors; t++)
+        if (e->pstate.shared[t]) /* another gradient's memory: released as that one */
+            e->grad[t] = NULL;
     for (size_t t = 0; t < m->n_tensors; t++) {
         const ck_tensor *ten = &m->tensors[t];
         ck_mem_kind kind = ten->producer == CK_NO_NODE ? CK_MEM_ACTIVATION : made_kind(m, ten->producer);
@@ -211,7 +210,7 @@ static void adam_step(ck_exec *e, float decay)
 {
     const ck_training *tr = &e->m->training;
     e->adam_t++;
-    ck_kernel_adam_step st = ck_kernel_adam_at(e->adam_t, ADAM_LR, decay);
+    ck_kernel_adam_step st = ck_kernel_adam_at(e->adam_t, CK_EXEC_ADAM_LR, decay);
     if (tr->param_dtype == CK_F32 && tr->grad_dtype == CK_F32 && !e->master) {
         ck_kernel_adam(e->params, e->grads, e->opt_m, e->opt_v, e->n_trainable, &st);
         return;
@@ -234,19 +233,19 @@ static void optimizer_step(ck_exec *e)
         break;
     case CK_OPT_SGD:
         for (size_t j = 0; j < e->n_trainable; j++)
-            set_param(e, j, param_value(e, j) - SGD_LR * grad_value(e, j));
+            set_param(e, j, param_value(e, j) - CK_EXEC_SGD_LR * grad_value(e, j));
         break;
     case CK_OPT_MOMENTUM:
         for (size_t j = 0; j < e->n_trainable; j++) {
-            mo[j] = MOMENTUM * mo[j] + grad_value(e, j);
-            set_param(e, j, param_value(e, j) - SGD_LR * mo[j]);
+            mo[j] = CK_EXEC_MOMENTUM * mo[j] + grad_value(e, j);
+            set_param(e, j, param_value(e, j) - CK_EXEC_SGD_LR * mo[j]);
         }
         break;
     case CK_OPT_ADAM:
         adam_step(e, 0.0f);
         break;
     case CK_OPT_ADAMW:
-        adam_step(e, ADAM_LR * ADAMW_WEIGHT_DECAY);
+        adam_step(e, CK_EXEC_ADAM_LR * CK_EXEC_ADAMW_WEIGHT_DECAY);
         break;
     }
 }
@@ -482,6 +481,16 @@ static int on_event(void *ctx, const ck_instr *in, const ck_event *ev, ck_err *e
         break;
     case CK_EVENT_RUN:
         return run_instruction(e, in, err);
+    case CK_EVENT_MOVE: /* a pass: the owner takes the output gradient's buffer... */
+        e->grad[ev->buf.id] = e->grad[ev->from.id];
+        e->grad[ev->from.id] = NULL;
+        break;
+    case CK_EVENT_SHARE: /* ...and the sharer reads the same memory, which it does not own */
+        e->grad[ev->buf.id] = e->grad[ev->from.id];
+        break;
+    case CK_EVENT_UNSHARE:
+        e->grad[ev->buf.id] = NULL;
+        break;
     }
     return CK_OK;
 }

@@ -23,6 +23,13 @@
 
 typedef struct ck_exec ck_exec;
 
+/* The optimizers' hyperparameters (torch.optim's names; the emitted PyTorch module uses the
+ * same). */
+#define CK_EXEC_ADAM_LR 1e-3f
+#define CK_EXEC_SGD_LR 1e-2f
+#define CK_EXEC_MOMENTUM 0.9f
+#define CK_EXEC_ADAMW_WEIGHT_DECAY 0.01f /* torch.optim.AdamW's default */
+
 typedef struct {
     uint64_t seed;      /* parameters, inputs, targets and dropout all derive from it */
     bool stateful_rng;  /* demonstrates the bug --verify exists for: dropout draws from one

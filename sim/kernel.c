@@ -420,11 +420,14 @@ static void rms_row_backward(float *dx, float *dweight, const float *d, const fl
         rms_row_dweight(dweight, d, x, r, C);
 }
 
-void ck_kernel_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, size_t N,
-                        size_t C, double eps)
+void ck_kernel_rmsnorm_forward(float *out, float *rstd, float *normed, const float *inp,
+                               const float *weight, size_t N, size_t C, double eps)
 {
-    for (size_t n = 0; n < N; n++)
+    for (size_t n = 0; n < N; n++) {
         rstd[n] = rms_row_forward(out + n * C, inp + n * C, weight, C, eps);
+        for (size_t c = 0; normed && c < C; c++)
+            normed[n * C + c] = inp[n * C + c] * rstd[n];
+    }
 }
 
 void ck_kernel_rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp,
@@ -1005,33 +1008,64 @@ void ck_kernel_adam(float *restrict p, const float *restrict g, float *restrict 
 
 /* ---- losses ---- */
 
-/* d += e^(x - l) k. */
-static void softmax_into(float *restrict d, const float *restrict x, float l, float k, size_t n)
+/* lse = m + log sum_v exp(x[v] - m) of one row of V logits, m the row max. */
+static float row_lse(const float *x, size_t V)
 {
-    EACH(v, n, d[v] += exp_vec(x[v] - l) * k);
+    float mx = max_vec(x, V);
+    return mx + logf(exp_shifted(NULL, x, mx, V));
+}
+
+/* d[v] += (exp(z[v] - shift) - [v == t]) / N for one row: the softmax's gradient of a
+ * mean cross-entropy, from the logits (shift the log-sum-exp) or the log-probabilities
+ * (shift 0). */
+static void add_row_gradient(float *restrict d, const float *restrict z, float shift, size_t V,
+                             size_t t, float invN)
+{
+    EACH(v, V, d[v] += exp_vec(z[v] - shift) * invN);
+    d[t] -= invN;
 }
 
 /* loss_n = lse_n - logits[n, target_n], lse_n = m + log sum_v exp(logits[n,v] - m) with m
  * the row max; dlogits[n,v] += (exp(logits[n,v] - lse_n) - [v == target_n]) / N. Targets
- * must lie in [0, V) (validated by the caller with the data). */
-float ck_kernel_cross_entropy(float *dlogits, float *lse, const float *logits, const int32_t *targets,
-                       size_t N, size_t V)
+ * must lie in [0, V) (validated by the caller with the data). Writes lse [N], or (PyTorch's
+ * unfused form: log_softmax kept whole, then nll_loss, whose gradient through log_softmax's
+ * backward is the same) logp = logits - lse [N, V]: one of the two is NULL. */
+static float cross_entropy_rows(float *dlogits, float *lse, float *logp, const float *logits,
+                                const int32_t *targets, size_t N, size_t V)
 {
     if (N == 0)
         return 0.0f;
     double total = 0.0;
     float invN = 1.0f / (float)N;
     for (size_t n = 0; n < N; n++) {
-        const float *x = logits + n * V;
-        float mx = max_vec(x, V), l = mx + logf(exp_shifted(NULL, x, mx, V));
-        lse[n] = l;
+        const float *x = logits + n * V, *z = x;
+        float l = row_lse(x, V), shift = l;
         size_t t = (size_t)targets[n];
-        total += (double)l - x[t];
-        float *d = dlogits + n * V;
-        softmax_into(d, x, l, invN, V);
-        d[t] -= invN;
+        if (logp) {
+            float *lp = logp + n * V;
+            for (size_t v = 0; v < V; v++)
+                lp[v] = x[v] - l;
+            z = lp;
+            shift = 0.0f;
+        } else {
+            lse[n] = l;
+        }
+        total += (double)shift - z[t];
+        add_row_gradient(dlogits + n * V, z, shift, V, t, invN);
     }
     return (float)(total / (double)N);
+}
+
+float ck_kernel_cross_entropy(float *dlogits, float *lse, const float *logits, const int32_t *targets,
+                       size_t N, size_t V)
+{
+    return cross_entropy_rows(dlogits, lse, NULL, logits, targets, N, V);
+}
+
+float ck_kernel_cross_entropy_logp(float *dlogits, float *logp, const float *logits,
+                                   const int32_t *targets, size_t N, size_t V)
+{
+    return cross_entropy_rows(dlogits, NULL, logp, logits, targets, N, V);
 }
 
 /* loss = mean (pred - target)^2, dpred += 2 (pred - target) / n. */
@@ -1382,7 +1416,6 @@ void ck_kernel_moe_forward(float *out, const ck_kernel_moe_saved *s, const float
 {
     int64_t *mask = ws;
     float *logits = (float *)(mask + E * K * N), *weights = logits + N * E;
-    float *weighted = weights + N * K;
     ck_kernel_linear_forward(logits, inp, w->router, NULL, N, C, E);
     moe_route(s, weights, logits, N, E, K);
     for (size_t e = 0; e < E; e++)
@@ -1405,7 +1438,7 @@ void ck_kernel_moe_forward(float *out, const ck_kernel_moe_saved *s, const float
         if (r > r0)
             moe_expert_forward(s, w, e, r0, r - r0, C, F);
         for (size_t i = r0; i < r; i++) {
-            float *o = out + (size_t)s->route_index[2 * i] * C, *y = weighted + (i - r0) * C;
+            float *o = out + (size_t)s->route_index[2 * i] * C, *y = s->weighted + i * C;
             for (size_t c = 0; c < C; c++) {
                 y[c] = s->expert_out[i * C + c] * s->route_weight[i];
                 o[c] += y[c];
@@ -1603,7 +1636,8 @@ ck_kernel_moe_saved ck_kernel_moe_slots(void *const *v)
         .route_index = v[CK_SLOT_ROUTE_INDEX], .route_weight = v[CK_SLOT_ROUTE_WEIGHT],
         .expert_in = v[CK_SLOT_EXPERT_IN], .gate = v[CK_SLOT_EXPERT_GATE],
         .act = v[CK_SLOT_EXPERT_ACT], .up = v[CK_SLOT_EXPERT_UP],
-        .hidden = v[CK_SLOT_EXPERT_HIDDEN], .expert_out = v[CK_SLOT_EXPERT_OUT]};
+        .hidden = v[CK_SLOT_EXPERT_HIDDEN], .expert_out = v[CK_SLOT_EXPERT_OUT],
+        .weighted = v[CK_SLOT_EXPERT_WEIGHTED]};
 }
 
 /* The op's parameters (or their gradients) in its order: router, w1, w3, w2. */
@@ -1646,7 +1680,8 @@ void ck_kernel_forward(const ck_kernel_io *io)
                                     p[0], p[1], d.rows, d.c, n->attrs.eps);
         break;
     case CK_OP_RMSNORM:
-        ck_kernel_rmsnorm_forward(out, io->saved[CK_SLOT_RSTD], a, p[0], d.rows, d.c, n->attrs.eps);
+        ck_kernel_rmsnorm_forward(out, io->saved[CK_SLOT_RSTD], io->saved[CK_SLOT_NORMED], a, p[0],
+                                  d.rows, d.c, n->attrs.eps);
         break;
     case CK_OP_GELU:
         ck_kernel_gelu_forward(out, a, d.len);
@@ -1818,6 +1853,9 @@ float ck_kernel_loss(const ck_kernel_io *io)
     size_t len = numel_of(io, io->node->inputs[0]);
     switch (io->node->op->kind) {
     case CK_OP_CROSS_ENTROPY:
+        if (!io->node->attrs.fused) /* nll_loss's gradient, in io->ws, is not needed here */
+            return ck_kernel_cross_entropy_logp(io->din[0], io->saved[CK_SLOT_LOGP], io->in[0],
+                                                io->in[1], d.rows, d.c);
         return ck_kernel_cross_entropy(io->din[0], io->saved[CK_SLOT_LSE], io->in[0], io->in[1],
                                        d.rows, d.c);
     case CK_OP_MSE:

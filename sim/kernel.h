@@ -87,9 +87,10 @@ void ck_kernel_layernorm_backward(float *dinp, float *dweight, float *dbias, con
                            const float *inp, const float *weight, const float *mean,
                            const float *rstd, size_t N, size_t C);
 
-/* out = inp * rstd * weight, rstd = 1 / sqrt(mean(inp^2) + eps). */
-void ck_kernel_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, size_t N,
-                        size_t C, double eps);
+/* out = inp * rstd * weight, rstd = 1 / sqrt(mean(inp^2) + eps); normed = inp * rstd when
+ * not NULL (the form written out keeps it). */
+void ck_kernel_rmsnorm_forward(float *out, float *rstd, float *normed, const float *inp,
+                               const float *weight, size_t N, size_t C, double eps);
 void ck_kernel_rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp,
                          const float *weight, const float *rstd, size_t N, size_t C);
 
@@ -242,7 +243,7 @@ void ck_kernel_lora_backward(float *dx, float *dy, float *dA, float *dB, float *
  * by top-k position, then by row, as HF's torch.where over its one-hot mask orders them.
  * Weights: router [E, C], w1 and w3 [E, F, C], w2 [E, C, F]; their gradients likewise.
  * Workspace, as planner/op sizes it: forward the int64 one-hot mask [E, K, N], then the
- * logits [N, E], the routing weights [N, K] and one expert's weighted output [N, C];
+ * logits [N, E] and the routing weights [N, K];
  * backward one expert's gradients [N, C], [N, F], [N, F] (at most N rows reach an expert),
  * then those of the routing weights [N, K] and of the logits [N, E]. */
 typedef struct {
@@ -260,6 +261,7 @@ typedef struct {
     float *expert_in;     /* [R, C] its row of x */
     float *gate, *act, *up, *hidden; /* [R, F] w1 x, silu(w1 x), w3 x, act * up */
     float *expert_out;    /* [R, C] w2 hidden */
+    float *weighted;      /* [R, C] expert_out times route_weight, added into the output */
 } ck_kernel_moe_saved;
 
 /* The moe tensors among a node's internal saved tensors, indexed by ck_slot. */
@@ -296,6 +298,10 @@ void ck_kernel_adam(float *restrict p, const float *restrict g, float *restrict 
  * dlogits += (softmax(logits) - onehot(target)) / N. */
 float ck_kernel_cross_entropy(float *dlogits, float *lse, const float *logits, const int32_t *targets,
                        size_t N, size_t V);
+/* The same loss and gradient as PyTorch's unfused F.cross_entropy computes them, writing
+ * the log-probabilities logp [N, V] (log_softmax's output) instead of lse. */
+float ck_kernel_cross_entropy_logp(float *dlogits, float *logp, const float *logits,
+                                   const int32_t *targets, size_t N, size_t V);
 /* Mean squared error over n values: returns mean((pred - target)^2) and accumulates
  * dpred += 2 (pred - target) / n. */
 float ck_kernel_mse(float *dpred, const float *pred, const float *target, size_t n);

@@ -115,9 +115,11 @@ START_TEST(tiny_chain_by_hand)
     ck_assert_uint_eq(s0->out_bytes, 32);
     ck_assert_uint_eq(s0->saved_bytes, 64 + 32); /* act (relu's output, fc2's input) + res */
     ck_assert_uint_eq(s0->fwd_tmp_bytes, 96);    /* not saving: fc1 + act live at relu, less res */
-    /* At relu's backward: y_0 (32), act's gradient (64) and fc1's (64); res, which no
-     * backward of the stage reads, and y_1 are freed by then (32 each); less y_0. */
-    ck_assert_uint_eq(s0->bwd_tmp_bytes, 64);
+    /* At fc2's backward: y_0 and fc2's gradient, one buffer (res's backward handed y_1 to
+     * both, docs/model-format.md section 4) (32), act's gradient (64) and fc2's weight
+     * gradient before AccumulateGrad adds it into the static one (128); res, which no
+     * backward of the stage reads, and y_1 are gone by then (32 each); less y_0. */
+    ck_assert_uint_eq(s0->bwd_tmp_bytes, 32 + 64 + 128 - 32 - 32 - 32);
     ck_assert_double_eq(s0->fwd_time, 1000);
     ck_assert_double_eq(s0->bwd_time, 1984);
     ck_assert_str_eq(s1->name, "g");
@@ -326,24 +328,72 @@ static void forward_at(const span *sp, size_t k, uint64_t *plain, uint64_t *kept
 
 /* Backward, at node k's run, beyond x̄_{i+1}, y_{i+1} and x_i: y_i, the gradients between
  * their first and last use, the workspace, less what earlier backwards freed. */
+/* Whether add node q hands its output's gradient on (docs/model-format.md section 4): its
+ * two inputs require gradients and q is their last reader; the sharer, the one made later,
+ * is made in the span, and no node from its producer up to q reads either input. Then
+ * *sharer is it and *out q's output. */
+static bool passes(const span *sp, size_t q, size_t *sharer, size_t *out)
+{
+    const ck_model *m = sp->m;
+    const ck_node *n = &m->nodes[q];
+    if (n->op->kind != CK_OP_ADD || n->inputs[0] == n->inputs[1])
+        return false;
+    size_t a = n->inputs[0], b = n->inputs[1];
+    size_t pa = m->tensors[a].producer, pb = m->tensors[b].producer;
+    if (pb == CK_NO_NODE || (pa != CK_NO_NODE && pa > pb)) {
+        size_t swap = a;
+        a = b;
+        b = swap;
+    }
+    if (!m->tensors[a].requires_grad || !m->tensors[b].requires_grad ||
+        last_reader(m, a) != q || last_reader(m, b) != q || !made_in(sp, b))
+        return false;
+    for (size_t j = m->tensors[b].producer; j < q; j++)
+        for (size_t i = 0; i < m->nodes[j].op->arity; i++)
+            if (m->nodes[j].inputs[i] == a || m->nodes[j].inputs[i] == b)
+                return false;
+    *sharer = b;
+    *out = n->output;
+    return true;
+}
+
+/* Whether t's gradient, at node k's backward, is memory another gradient holds: a pass at
+ * q >= k gave q's output gradient to its owner at q, and the sharer reads it until its
+ * producer's backward. */
+static bool shared_at(const span *sp, size_t t, size_t k)
+{
+    for (size_t q = k; q < sp->b; q++) {
+        size_t sharer, out;
+        if (passes(sp, q, &sharer, &out) &&
+            ((t == out && k == q) || (t == sharer && sp->m->tensors[t].producer <= k)))
+            return true;
+    }
+    return false;
+}
+
 static int64_t backward_at(const span *sp, size_t k, uint64_t y_in)
 {
     const ck_model *m = sp->m;
-    int64_t level = (int64_t)y_in + (int64_t)m->nodes[k].info.bwd_ws_bytes;
+    /* y_i exists once the first backward adding into it (its last reader's) has run. */
+    int64_t level = (last_reader(m, sp->in) >= k ? (int64_t)y_in : 0) +
+                    (int64_t)m->nodes[k].info.bwd_ws_bytes;
     for (size_t t = 0; t < m->n_tensors; t++) {
         if (!made_in(sp, t))
             continue;
         size_t p = m->tensors[t].producer, saver = first_saver(sp, t);
         int64_t bytes = (int64_t)m->tensors[t].bytes;
-        if (t != sp->out && has_grad(m, t) && p <= k && last_reader(m, t) >= k)
+        if (t != sp->out && has_grad(m, t) && p <= k && last_reader(m, t) >= k &&
+            !shared_at(sp, t, k))
             level += bytes; /* its gradient */
         if ((t == sp->out || saver != SIZE_MAX) && (saver == SIZE_MAX || saver > k))
             level -= bytes; /* kept, and freed after its last backward reader */
     }
     for (size_t j = k + 1; j < sp->b; j++)
         level -= (int64_t)internals(&m->nodes[j]);
-    if (k + 1 < sp->b && has_grad(m, sp->out))
-        level -= (int64_t)m->tensors[sp->out].bytes; /* y_{i+1}, freed after the last node's */
+    size_t sharer, out;
+    if ((k + 1 < sp->b || passes(sp, k, &sharer, &out)) && has_grad(m, sp->out))
+        level -= (int64_t)m->tensors[sp->out].bytes; /* y_{i+1}: freed after the last node's,
+                                                      * or handed on by it */
     return level;
 }
 

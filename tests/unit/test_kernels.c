@@ -541,7 +541,7 @@ START_TEST(norms_take_their_eps)
           qkv[12], qout[12], qrstd[2];
     ck_kernel_layernorm_forward(out, &mean, &rstd, x, w, b, 1, 4, 0.25);
     ck_assert_float_eq_tol(rstd, 2.0f, 1e-6f);
-    ck_kernel_rmsnorm_forward(out, &rstd, x, w, 1, 4, 0.25);
+    ck_kernel_rmsnorm_forward(out, &rstd, NULL, x, w, 1, 4, 0.25);
     ck_assert_float_eq_tol(rstd, (float)(1.0 / sqrt(0.5)), 1e-6f);
     for (int i = 0; i < 12; i++)
         qkv[i] = 0.5f;
@@ -556,7 +556,7 @@ START_TEST(rmsnorm)
     seed_data(6);
     float *x = frand(N_ * C_), *w = frand(C_);
     float *out = obuf(N_ * C_), *rstd = obuf(N_), *dout = frand(N_ * C_);
-    ck_kernel_rmsnorm_forward(out, rstd, x, w, N_, C_, 1e-5);
+    ck_kernel_rmsnorm_forward(out, rstd, NULL, x, w, N_, C_, 1e-5);
 
     ref_case rc = {.fn = ref_rmsnorm, .n_out = N_ * C_, .g = to_double(dout, N_ * C_),
                    .n = N_, .C = C_};
@@ -1055,6 +1055,17 @@ START_TEST(cross_entropy)
     assert_close("cross-entropy lse", lse, rlse, N_, RTOL_FWD);
     assert_doubled("dlogits", dlogits, d1, N_ * V);
     assert_fd("dlogits", &rc, 0, d1);
+
+    /* PyTorch's unfused form: the same loss and gradient, and logp = logits - lse kept. */
+    float *logp = obuf(N_ * V), *dlp = fbuf(N_ * V);
+    float loss3 = ck_kernel_cross_entropy_logp(dlp, logp, logits, targets, N_, V);
+    ck_assert_msg(fabs(loss3 - rloss) <= RTOL_FWD * fabs(rloss), "logp loss %g vs %g",
+                  (double)loss3, rloss);
+    double *rlogp = dbuf(N_ * V);
+    for (size_t i = 0; i < N_ * V; i++)
+        rlogp[i] = rc.in[0][i] - rlse[i / V];
+    assert_close("log-probabilities", logp, rlogp, N_ * V, RTOL_FWD);
+    assert_fd("dlogits from logp", &rc, 0, dlp);
     free_scratch();
 }
 END_TEST

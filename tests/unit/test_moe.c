@@ -80,6 +80,7 @@ START_TEST(sizes_by_hand)
         {CK_SAVE_INTERNAL, CK_SLOT_EXPERT_UP, CK_BF16, 12 * 2 * 6},
         {CK_SAVE_INTERNAL, CK_SLOT_EXPERT_HIDDEN, CK_BF16, 12 * 2 * 6},
         {CK_SAVE_INTERNAL, CK_SLOT_EXPERT_OUT, CK_BF16, 12 * 2 * 8},
+        {CK_SAVE_INTERNAL, CK_SLOT_EXPERT_WEIGHTED, CK_BF16, 12 * 2 * 8},
     };
     size_t n_want = sizeof want / sizeof want[0];
     ck_assert_uint_eq(info.n_saved, n_want);
@@ -93,18 +94,18 @@ START_TEST(sizes_by_hand)
         ck_assert_uint_eq(s->bytes, want[i].bytes);
         total += s->bytes;
     }
-    /* The same as one formula: e N C + N (4E + 12K + 4) + R (e (2C + 4F + 1) + 16). */
-    ck_assert_uint_eq(total, 2 * 6 * 8 + 6 * (16 + 24 + 4) + 12 * (2 * (16 + 24 + 1) + 16));
+    /* The same as one formula: e N C + N (4E + 12K + 4) + R (e (3C + 4F + 1) + 16). */
+    ck_assert_uint_eq(total, 2 * 6 * 8 + 6 * (16 + 24 + 4) + 12 * (2 * (24 + 24 + 1) + 16));
     /* FLOPs: 2NCE + 5NE + 2R + 6RCF + 5RF + 2RC forward, 4NCE + NE + 4R + 12RCF + 10RF +
      * 4RC backward. */
     ck_assert_uint_eq(info.fwd_flops, 2 * 6 * 8 * 4 + 5 * 24 + 2 * 12 + 6 * 12 * 8 * 6 +
                                           5 * 12 * 6 + 2 * 12 * 8);
     ck_assert_uint_eq(info.bwd_flops, 4 * 6 * 8 * 4 + 24 + 4 * 12 + 12 * 12 * 8 * 6 +
                                           10 * 12 * 6 + 4 * 12 * 8);
-    /* Workspace: the int64 mask [E, K, N], logits [N, E], weights [N, K], one expert's
-     * weighted output [N, C] forward; [N, C] + 2 [N, F] in bf16 and f32 [N, K], [N, E]
-     * backward. */
-    ck_assert_uint_eq(info.fwd_ws_bytes, 8 * 4 * 2 * 6 + 2 * (24 + 12 + 48));
+    /* Workspace: the int64 mask [E, K, N], logits [N, E], weights [N, K] forward (the
+     * weighted outputs are saved: index_add_ keeps them); [N, C] + 2 [N, F] in bf16 and
+     * f32 [N, K], [N, E] backward. */
+    ck_assert_uint_eq(info.fwd_ws_bytes, 8 * 4 * 2 * 6 + 2 * (24 + 12));
     ck_assert_uint_eq(info.bwd_ws_bytes, 2 * (48 + 2 * 36) + 4 * (12 + 24));
     /* Bytes moved, the one rule: x, params, out and the internal tensors forward. */
     uint64_t xb = 6 * 8 * 2, pb = info.n_params * 2, internal = total - xb;

@@ -182,6 +182,12 @@ START_TEST(norms_save_input_and_f32_statistics)
     assert_param(&info, 0, "gamma", CK_INIT_ONES, 16, 0, 0);
     ck_assert_uint_eq(info.n_saved, 2);
     ck_assert_int_eq(info.saved[1].slot, CK_SLOT_RSTD);
+    /* Written out (HF's LlamaRMSNorm), the product with gamma keeps x rstd too. */
+    a.fused = false;
+    infer_ok("rmsnorm", &a, &in, &info);
+    ck_assert_uint_eq(info.n_saved, 3);
+    ck_assert_int_eq(info.saved[2].slot, CK_SLOT_NORMED);
+    ck_assert_uint_eq(info.saved[2].bytes, 2 * 5 * 16 * 2);
 }
 END_TEST
 
@@ -575,10 +581,21 @@ START_TEST(losses_make_scalars)
     ck_ttype out = infer_ok("cross_entropy", &a, in, &info);
     ck_assert(ck_op_find("cross_entropy")->is_loss);
     assert_shape(&out, CK_F32, 0, 0, 0, 0);
+    /* PyTorch's log_softmax then nll_loss: the targets and the bf16 log-probabilities,
+     * whose gradient nll_loss's backward makes in the workspace. */
+    ck_assert_uint_eq(info.n_saved, 2);
+    ck_assert(info.saved[0].kind == CK_SAVE_INPUT && info.saved[0].input == 1);
+    ck_assert_int_eq(info.saved[1].slot, CK_SLOT_LOGP);
+    ck_assert_uint_eq(info.saved[1].bytes, 16 * 50 * 2);
+    ck_assert_uint_eq(info.bwd_ws_bytes, 16 * 50 * 2);
+    ck_assert(info.id_limit[0] == 0 && info.id_limit[1] == 50); /* targets: below the classes */
+    ck_attrs fused = a;
+    fused.fused = true; /* one kernel: the logits and the f32 log-sum-exp, no workspace */
+    infer_ok("cross_entropy", &fused, in, &info);
     ck_assert_uint_eq(info.n_saved, 3);
     ck_assert_int_eq(info.saved[2].slot, CK_SLOT_LSE);
     ck_assert_uint_eq(info.saved[2].bytes, 16 * 4);
-    ck_assert(info.id_limit[0] == 0 && info.id_limit[1] == 50); /* targets: below the classes */
+    ck_assert_uint_eq(info.bwd_ws_bytes, 0);
     ck_assert_uint_eq(info.fwd_flops, 4 * 800);
     in[1] = tt(CK_I32, 2, 2, 9, 0);
     ck_assert(strstr(infer_bad("cross_entropy", &a, in),

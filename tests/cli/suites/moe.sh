@@ -21,7 +21,8 @@ R, e = N * K, 4
 rstd = 4 * N
 moe_input = e * N * C
 per_row = N * (4 * E + 8 * K + 4 * K + 4)    # probs, top-k indices, top-k probs, their sum
-per_routed = R * (16 + e * (1 + C + 4 * F + C))  # (row, k) int64, weight, x, 4 of F, w2 out
+# (row, k) int64, weight, x, 4 of F, w2 out, and w2 out weighted (index_add_'s source)
+per_routed = R * (16 + e * (1 + C + 4 * F + C + C))
 out = e * N * C
 want = rstd + moe_input + per_row + per_routed + out
 stages = {s["name"]: s for s in json.load(open(sys.argv[2]))["stages"]}

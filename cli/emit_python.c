@@ -1,0 +1,87 @@
+/* emit_python: the targets that print Python for a model of Hugging Face's shape, whose
+ * decoder layers are model.model.layers: hf wraps their forward in torch.utils.checkpoint,
+ * fsdp gives apply_activation_checkpointing a check_fn. Both checkpoint non-reentrantly,
+ * restoring the random state when recomputing, so that dropout sees the same masks and
+ * gradients equal those without checkpointing. */
+#include "cli/emit.h"
+
+/* The comments, the imports, then the layer count and list both targets check against
+ * the model. */
+static void put_preamble(FILE *out, const ck_emit_input *in, const char *what, const char *how,
+                         const char *imports)
+{
+    ck_emit_comment_header(out, in, what);
+    fputs(how, out);
+    ck_emit_comment_limits(out, in);
+    ck_emit_comment_figures(out, in, "these layers", &in->expressed);
+    fprintf(out, "\n%s\nCKPLAN_LAYERS = %zu  # len(model.model.layers) the plan was made for\n",
+            imports, in->layers->n_layers);
+    fputs("CKPLAN_CHECKPOINT = ", out);
+    ck_emit_put_layer_list(out, in);
+    fputs("  # the indices of the layers to checkpoint\n\n\n", out);
+}
+
+/* The Python function `def NAME(model):` opening with the check of the layer count. */
+static void put_layers_check(FILE *out, const char *name, const char *doc)
+{
+    fprintf(out, "def %s(model):\n"
+                 "    \"\"\"%s\"\"\"\n"
+                 "    layers = model.model.layers\n"
+                 "    if len(layers) != CKPLAN_LAYERS:\n"
+                 "        raise ValueError(f\"ckplan: the plan is for {CKPLAN_LAYERS} decoder layers, \"\n"
+                 "                         f\"model.model.layers has {len(layers)}\")\n",
+            name, doc);
+}
+
+int ck_emit_hf(FILE *out, const ck_emit_input *in, ck_err *err)
+{
+    (void)err;
+    put_preamble(out, in, "hf: activation checkpointing for a Hugging Face transformers model",
+                 "# Paste after loading the model (`model`). It wraps the forward of exactly these\n"
+                 "# layers in non-reentrant torch.utils.checkpoint and turns the KV cache off, which\n"
+                 "# training has no use for. Leave model.gradient_checkpointing_enable() off: it\n"
+                 "# checkpoints every layer.\n",
+                 "import torch.utils.checkpoint\n");
+    put_layers_check(out, "ckplan_checkpoint_layers",
+                     "Checkpoints model.model.layers[i] for i in CKPLAN_CHECKPOINT; use_cache off.");
+    fputs("    model.config.use_cache = False\n"
+          "    for i in CKPLAN_CHECKPOINT:\n"
+          "        forward = layers[i].forward\n"
+          "\n"
+          "        def checkpointed(*args, _forward=forward, **kwargs):\n"
+          "            return torch.utils.checkpoint.checkpoint(\n"
+          "                _forward, *args, use_reentrant=False, preserve_rng_state=True, **kwargs)\n"
+          "\n"
+          "        layers[i].forward = checkpointed\n"
+          "    return model\n"
+          "\n"
+          "\n"
+          "ckplan_checkpoint_layers(model)\n",
+          out);
+    return CK_OK;
+}
+
+int ck_emit_fsdp(FILE *out, const ck_emit_input *in, ck_err *err)
+{
+    (void)err;
+    put_preamble(out, in, "fsdp: a check_fn for apply_activation_checkpointing",
+                 "# Paste after loading the model (`model`): ckplan_check_fn(model) selects these\n"
+                 "# layers by identity, so build it before FSDP wraps the model, and apply it after\n"
+                 "# (model = FSDP(model, ...) goes between the two lines at the end).\n",
+                 "import functools\n"
+                 "\n"
+                 "from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (\n"
+                 "    CheckpointImpl, apply_activation_checkpointing, checkpoint_wrapper)\n");
+    put_layers_check(out, "ckplan_check_fn",
+                     "A check_fn that is true of model.model.layers[i] for i in CKPLAN_CHECKPOINT "
+                     "alone.");
+    fputs("    chosen = frozenset(id(layers[i]) for i in CKPLAN_CHECKPOINT)\n"
+          "    return lambda module: id(module) in chosen\n"
+          "\n"
+          "\n"
+          "ckplan_wrapper = functools.partial(checkpoint_wrapper, checkpoint_impl=CheckpointImpl.NO_REENTRANT)\n"
+          "check_fn = ckplan_check_fn(model)\n"
+          "apply_activation_checkpointing(model, checkpoint_wrapper_fn=ckplan_wrapper, check_fn=check_fn)\n",
+          out);
+    return CK_OK;
+}

@@ -1,0 +1,446 @@
+/* ckplan emit torch: the model as a PyTorch module, its nodes as data that the runtime
+ * (cli/torch_runtime.py) interprets, and the plan's schedule. */
+#include "cli/emit_torch.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "cli/commands.h"
+#include "cli/files.h"
+#include "cli/interrupt.h"
+#include "cli/options.h"
+#include "cli/runner.h"
+#include "planner/plan.h"
+#include "planner/plan_check.h"
+#include "planner/workload.h"
+#include "sim/exec.h"
+
+static void emit_torch_usage(FILE *out)
+{
+    fprintf(out, "usage: ckplan emit torch MODEL [options] [--plan PLAN] [-o FILE.py]\n"
+                 "\n"
+                 "Writes a standalone Python module that implements MODEL in PyTorch (f32, CPU):\n"
+                 "build(seed=0) returns (model, inputs), model(*inputs) the step's scalar loss,\n"
+                 "STAGES the stage names, make_optimizer(model) the model's optimizer. With a plan,\n"
+                 "the forward runs the plan's schedule exactly (recomputation included, dropout\n"
+                 "redrawn identically); without, plain autograd stores everything. PLAN must be a\n"
+                 "plan of MODEL: its model options and granularity are used.\n"
+                 "\n");
+    ck_options_model_help(out);
+    fprintf(out, "  --plan PLAN           run PLAN's schedule\n"
+                 "  -o, --output FILE     write the module to FILE instead of stdout\n"
+                 "  -h, --help            show this help\n");
+}
+
+/* ---- Python literals ---- */
+
+static void py_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            fputc('\\', f);
+        if ((unsigned char)*s < 0x20)
+            fprintf(f, "\\x%02x", (unsigned char)*s);
+        else
+            fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+static const char *py_bool(bool b)
+{
+    return b ? "True" : "False";
+}
+
+static void py_shape(FILE *f, size_t rank, const uint64_t *dim)
+{
+    fputc('(', f);
+    for (size_t i = 0; i < rank; i++)
+        fprintf(f, "%llu%s", (unsigned long long)dim[i], rank == 1 || i + 1 < rank ? ", " : "");
+    fputc(')', f);
+}
+
+static const char *torch_dtype(ck_dtype d)
+{
+    return d == CK_BF16 ? "bfloat16" : d == CK_F16 ? "float16" : "float32";
+}
+
+/* ---- the model as data ---- */
+
+/* The attributes every op may read (each reads its own), as a Python dict. */
+static void emit_attrs(FILE *f, const ck_model *m, const ck_node *n)
+{
+    const ck_attrs *a = &n->attrs;
+    fprintf(f, "{\"eps\": %.17g, \"p\": %.17g, \"heads\": %llu, \"kv_heads\": %llu, "
+               "\"flash\": %s, \"cap\": %.17g, \"theta\": %llu, \"factor\": %.17g, \"to\": \"%s\", "
+               "\"rank\": %llu, \"alpha\": %.17g, \"experts\": %llu, \"top_k\": %llu, \"fused\": %s",
+            a->eps, a->p, (unsigned long long)a->heads, (unsigned long long)a->kv_heads,
+            py_bool(a->flash), a->cap, (unsigned long long)a->theta, a->factor, torch_dtype(a->to),
+            (unsigned long long)a->rank, a->alpha, (unsigned long long)a->experts,
+            (unsigned long long)a->top_k, py_bool(a->fused));
+    if (n->op->kind == CK_OP_LORA) { /* the widths of y's parts: q, k, v with heads, else one */
+        const ck_ttype *y = &m->tensors[n->inputs[1]].type;
+        uint64_t out = y->dim[y->rank - 1];
+        if (a->heads) {
+            uint64_t d = out / (a->heads + 2 * a->kv_heads);
+            fprintf(f, ", \"widths\": [%llu, %llu, %llu]", (unsigned long long)(a->heads * d),
+                    (unsigned long long)(a->kv_heads * d), (unsigned long long)(a->kv_heads * d));
+        } else {
+            fprintf(f, ", \"widths\": [%llu]", (unsigned long long)out);
+        }
+    }
+    fputc('}', f);
+}
+
+/* The node's own parameters (not absent, not tied); moe's expert tensors [E, ...] as E
+ * parameters of their own ("w1.0" ...), as Hugging Face's experts are separate modules. */
+static void emit_params(FILE *f, const ck_node *n)
+{
+    static const char *const inits[] = {[CK_INIT_NORMAL] = "normal", [CK_INIT_ONES] = "ones",
+                                        [CK_INIT_ZEROS] = "zeros"};
+    fputc('[', f);
+    for (size_t i = 0; i < n->info.n_param_tensors; i++) {
+        const ck_param *p = &n->info.params[i];
+        if (p->numel == 0)
+            continue;
+        bool split = n->op->kind == CK_OP_MOE && p->rank == 3;
+        for (uint64_t e = 0; e < (split ? p->dim[0] : 1); e++) {
+            fputc('(', f);
+            if (split)
+                fprintf(f, "\"%s.%llu\"", p->name, (unsigned long long)e);
+            else
+                py_str(f, p->name);
+            fputs(", ", f);
+            py_shape(f, split ? p->rank - 1 : p->rank, split ? p->dim + 1 : p->dim);
+            fprintf(f, ", \"%s\"), ", inits[p->init]);
+        }
+    }
+    fputc(']', f);
+}
+
+/* Which stage each node is in (the loss's: L). */
+static size_t stage_of(const ck_workload *w, size_t k)
+{
+    size_t s = 0;
+    while (s < w->chain.n_stages && k >= w->stage_first[s + 1])
+        s++;
+    return s;
+}
+
+/* The names of the tensors whose last reader is node k, made in k's stage and not its
+ * output: the runtime drops them after k, as Python would drop a local, so that they die
+ * when ckplan has them die. */
+static void emit_drops(FILE *f, const ck_workload *w, const size_t *last_use, size_t k)
+{
+    const ck_model *m = w->model;
+    size_t s = stage_of(w, k);
+    size_t end = s < w->chain.n_stages ? w->stage_first[s + 1] : m->n_nodes;
+    fputc('[', f);
+    for (size_t j = w->stage_first[s]; j + 1 < end; j++) {
+        size_t t = m->nodes[j].output;
+        if (last_use[t] == k) {
+            py_str(f, m->tensors[t].name);
+            fputs(", ", f);
+        }
+    }
+    fputc(']', f);
+}
+
+/* x_i: the tensor stage i (L: the loss) reads from the stage before. */
+static size_t stage_input(const ck_workload *w, size_t i)
+{
+    return i == 0 ? 0 : w->model->nodes[w->stage_first[i] - 1].output;
+}
+
+/* A node reading a tensor from an earlier stage than its own other than that stage's
+ * input (x_i) or a model input cannot run stage by stage. */
+static int check_stage_reads(const ck_workload *w, ck_err *err)
+{
+    const ck_model *m = w->model;
+    for (size_t k = 0; k < m->n_nodes; k++) {
+        size_t s = stage_of(w, k);
+        size_t x = stage_input(w, s);
+        for (size_t i = 0; i < m->nodes[k].op->arity; i++) {
+            size_t t = m->nodes[k].inputs[i], p = m->tensors[t].producer;
+            if (t != x && p != CK_NO_NODE && p < w->stage_first[s])
+                return ck_err_fail(err, CK_ERR_INPUT, "%s: node %s reads %s from an earlier "
+                                   "stage: the stages cannot be emitted one by one",
+                                   w->path, m->nodes[k].name, m->tensors[t].name);
+        }
+    }
+    return CK_OK;
+}
+
+static void emit_nodes(FILE *f, const ck_workload *w, const size_t *last_use)
+{
+    const ck_model *m = w->model;
+    fputs("NODES = [\n", f);
+    for (size_t k = 0; k < m->n_nodes; k++) {
+        const ck_node *n = &m->nodes[k];
+        fputs("    {\"name\": ", f);
+        py_str(f, n->name);
+        fprintf(f, ", \"op\": \"%s\", \"inputs\": [", n->op->name);
+        for (size_t i = 0; i < n->op->arity; i++) {
+            py_str(f, m->tensors[n->inputs[i]].name);
+            fputs(", ", f);
+        }
+        fputs("],\n     \"attrs\": ", f);
+        emit_attrs(f, m, n);
+        fputs(",\n     \"params\": ", f);
+        emit_params(f, n);
+        fprintf(f, ", \"frozen\": %s, \"tied_to\": ", py_bool(n->frozen));
+        if (n->tied_to != CK_NO_NODE)
+            py_str(f, m->nodes[n->tied_to].name);
+        else
+            fputs("None", f);
+        fputs(", \"drop\": ", f);
+        emit_drops(f, w, last_use, k);
+        fputs("},\n", f);
+    }
+    fputs("]\n", f);
+}
+
+/* The value limit of integer input t: what the first node reading it says (token ids below
+ * the vocabulary, targets below the classes); 0 for float inputs. */
+static uint64_t input_limit(const ck_model *m, size_t t)
+{
+    for (size_t k = 0; k < m->n_nodes; k++)
+        for (size_t i = 0; i < m->nodes[k].op->arity; i++)
+            if (m->nodes[k].inputs[i] == t && m->nodes[k].info.id_limit[i])
+                return m->nodes[k].info.id_limit[i];
+    return 0;
+}
+
+static void emit_inputs(FILE *f, const ck_model *m)
+{
+    fputs("INPUT_NAMES = [", f);
+    for (size_t t = 0; t < m->n_inputs; t++) {
+        py_str(f, m->tensors[t].name);
+        fputs(", ", f);
+    }
+    fputs("]\n# name, shape, values below this (integers; 0: floats, normal)\nINPUTS = [", f);
+    for (size_t t = 0; t < m->n_inputs; t++) {
+        fputc('(', f);
+        py_str(f, m->tensors[t].name);
+        fputs(", ", f);
+        py_shape(f, m->tensors[t].type.rank, m->tensors[t].type.dim);
+        fprintf(f, ", %llu), ", (unsigned long long)input_limit(m, t));
+    }
+    fputs("]\n", f);
+}
+
+static void emit_stages(FILE *f, const ck_workload *w)
+{
+    const ck_model *m = w->model;
+    size_t L = w->chain.n_stages;
+    fputs("STAGES = [", f);
+    for (size_t i = 0; i < L; i++) {
+        py_str(f, w->chain.stages[i].name);
+        fputs(", ", f);
+    }
+    fputs("]\n# nodes of stage i; the last entry is the loss's\nSTAGE_NODES = [", f);
+    for (size_t i = 0; i <= L; i++) {
+        size_t end = i < L ? w->stage_first[i + 1] : m->n_nodes;
+        fprintf(f, "list(range(%zu, %zu)), ", w->stage_first[i], end);
+    }
+    fputs("]\n# x_i: the tensor stage i reads from the one before\nSTAGE_INPUTS = [", f);
+    for (size_t i = 0; i <= L; i++) {
+        py_str(f, m->tensors[stage_input(w, i)].name);
+        fputs(", ", f);
+    }
+    fputs("]\n# whether x_i requires a gradient (y_i exists)\nSTAGE_INPUT_GRAD = [", f);
+    for (size_t i = 0; i <= L; i++)
+        fprintf(f, "%s, ", py_bool(m->tensors[stage_input(w, i)].requires_grad));
+    fputs("]\n# stages with dropout, which recomputation must redraw identically\n"
+          "STAGES_DRAWING = {", f);
+    for (size_t i = 0; i < L; i++)
+        for (size_t k = w->stage_first[i]; k < w->stage_first[i + 1]; k++)
+            if (m->nodes[k].op->draws && m->nodes[k].attrs.p > 0) {
+                fprintf(f, "%zu, ", i);
+                break;
+            }
+    fputs("}\n", f);
+}
+
+static void emit_schedule(FILE *f, const ck_plan_file *plan)
+{
+    if (!plan) {
+        fputs("SCHEDULE = None  # no plan: plain autograd, everything stored\n", f);
+        return;
+    }
+    fprintf(f, "# the %s plan's schedule at a budget of %llu bytes\nSCHEDULE = [\n",
+            plan->planner, (unsigned long long)plan->budget_bytes);
+    for (size_t i = 0; i < plan->schedule.n; i++) {
+        const ck_action *op = &plan->schedule.actions[i];
+        if (op->kind == CK_LOSS)
+            fputs("    (\"loss\", None),\n", f);
+        else
+            fprintf(f, "    (\"%s\", %zu),\n", ck_action_name(op->kind), op->stage);
+    }
+    fputs("]\n", f);
+}
+
+static void emit_optimizer(FILE *f, const ck_model *m)
+{
+    ck_optimizer o = m->training.optimizer;
+    fprintf(f, "OPTIMIZER = {\"name\": \"%s\", \"lr\": %.9g, \"weight_decay\": %.9g, "
+               "\"momentum\": %.9g}\n",
+            ck_training_optimizer_name(o),
+            (double)(o == CK_OPT_SGD || o == CK_OPT_MOMENTUM ? CK_EXEC_SGD_LR : CK_EXEC_ADAM_LR),
+            (double)CK_EXEC_ADAMW_WEIGHT_DECAY, (double)CK_EXEC_MOMENTUM);
+}
+
+static int emit_module(FILE *f, const ck_workload *w, const ck_plan_file *plan, ck_err *err)
+{
+    const ck_model *m = w->model;
+    size_t *last_use = calloc(m->n_tensors, sizeof *last_use);
+    if (!last_use)
+        return ck_err_oom(err);
+    ck_model_last_uses(m, last_use);
+    fprintf(f, "\"\"\"%s in PyTorch, written by `ckplan emit torch` from %s (sha256 %s)%s%s.\n\n"
+               "build(seed=0) -> (model, inputs); model(*inputs) -> the step's scalar loss;\n"
+               "STAGES: the stage names; make_optimizer(model): the model's optimizer.\n\"\"\"\n\n",
+            m->name, w->path, w->sha256, plan ? ", running the plan of " : "",
+            plan ? plan->planner : "");
+    emit_inputs(f, m);
+    emit_nodes(f, w, last_use);
+    emit_stages(f, w);
+    emit_schedule(f, plan);
+    emit_optimizer(f, m);
+    fputs(ck_emit_torch_runtime, f);
+    free(last_use);
+    return CK_OK;
+}
+
+/* ---- loading ---- */
+
+typedef struct {
+    const char *model_path, *plan_path, *output;
+    ck_workload_opts opts;
+} emit_args;
+
+/* The options and granularity the plan was made with, into a->opts. */
+static int plan_options(emit_args *a, const ck_plan_file *plan, ck_err *err)
+{
+    if (ck_model_opts_any(&a->opts.model))
+        return ck_err_fail(err, CK_ERR_INPUT, "emit torch: model options and --plan: the plan's "
+                           "model.options are used; give one or the other");
+    if (!plan->granularity)
+        return ck_err_fail(err, CK_ERR_INPUT, "%s: a plan of a chain file: emit torch needs a "
+                           "plan of a model file", a->plan_path);
+    if (!ck_workload_granularity_parse(plan->granularity, &a->opts.granularity))
+        return ck_err_fail(err, CK_ERR_INPUT, "%s: details.granularity: expected 'op' or "
+                           "'block', got '%s'", a->plan_path, plan->granularity);
+    a->opts.model = plan->model_opts;
+    return CK_OK;
+}
+
+static int check_plan_of(const ck_workload *w, const emit_args *a, const ck_plan_file *plan,
+                         ck_err *err)
+{
+    if (strcasecmp(w->sha256, plan->model_sha256) != 0)
+        return ck_err_fail(err, CK_ERR_INPUT, "%s: model.sha256: the plan is not of %s (sha256 "
+                           "%.12s..., plan says %.12s...)", a->plan_path, w->path, w->sha256,
+                           plan->model_sha256);
+    if (w->chain.n_stages != plan->stages)
+        return ck_err_fail(err, CK_ERR_INPUT, "%s: stages: the plan has %zu stages, %s derives %zu",
+                           a->plan_path, plan->stages, w->path, w->chain.n_stages);
+    return ck_plan_check_stages(plan, &(ck_plan_stage_map){&w->chain, w->model, w->stage_first},
+                                err);
+}
+
+static int write_module(const ck_workload *w, const ck_plan_file *plan, const char *output,
+                        ck_err *err)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f)
+        return ck_err_oom(err);
+    int rc = emit_module(f, w, plan, err);
+    bool failed = ferror(f) != 0;
+    if (fclose(f) != 0 || failed)
+        rc = rc == CK_OK ? ck_err_oom(err) : rc;
+    if (rc == CK_OK)
+        rc = ck_interrupt_check(err);
+    if (rc == CK_OK && output)
+        rc = ck_files_write_atomic(output, text, len, err);
+    else if (rc == CK_OK && fwrite(text, 1, len, stdout) != len)
+        rc = ck_err_fail(err, CK_ERR_RUNTIME, "emit torch: cannot write to stdout");
+    free(text);
+    return rc;
+}
+
+static int emit_torch_run(emit_args *a, ck_err *err)
+{
+    ck_plan_file plan = {0};
+    ck_workload w = {0};
+    bool loaded = false, planned = false;
+    int rc = CK_OK;
+    if (a->plan_path) {
+        planned = (rc = ck_runner_read_plan(a->plan_path, &plan, NULL, err)) == CK_OK;
+        if (rc == CK_OK)
+            rc = plan_options(a, &plan, err);
+    }
+    if (rc == CK_OK)
+        loaded = (rc = ck_workload_load(a->model_path, &a->opts, &w, err)) == CK_OK;
+    if (rc == CK_OK && !w.model)
+        rc = ck_err_fail(err, CK_ERR_INPUT, "%s: a chain file has no model to emit: give a model "
+                         "file or a Hugging Face config", a->model_path);
+    if (rc == CK_OK && a->plan_path)
+        rc = check_plan_of(&w, a, &plan, err);
+    if (rc == CK_OK)
+        rc = check_stage_reads(&w, err);
+    if (rc == CK_OK)
+        rc = write_module(&w, a->plan_path ? &plan : NULL, a->output, err);
+    if (loaded)
+        ck_workload_free(&w);
+    if (planned)
+        ck_plan_file_free(&plan);
+    return rc;
+}
+
+enum { OPT_PLAN = 2000 }; /* beyond cli/options' codes */
+
+static int plan_option(void *ctx, int code, const char *arg, ck_err *err)
+{
+    (void)err;
+    if (code != OPT_PLAN)
+        return CK_ERR_UNKNOWN;
+    ((emit_args *)ctx)->plan_path = arg;
+    return CK_OK;
+}
+
+int ck_emit_torch(int argc, char **argv)
+{
+    static const struct option longs[] = {
+        CK_MODEL_LONG_OPTIONS,
+        {"plan", required_argument, NULL, OPT_PLAN},
+        {"output", required_argument, NULL, 'o'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    emit_args a = {0};
+    ck_workload_opts_default(&a.opts);
+    ck_err err;
+    const ck_options_spec spec = {.cmd = "emit torch", .longs = longs, .model_only = true,
+                                  .usage = emit_torch_usage, .own = plan_option, .ctx = &a};
+    int rc = ck_options_parse(&spec, argc, argv, &a.opts, &a.output, &err);
+    if (rc == CK_HELP_PRINTED)
+        return 0;
+    if (rc == CK_OK && optind != argc - 1)
+        rc = ck_err_fail(&err, CK_ERR_INPUT, "emit torch: expected exactly one MODEL; usage: "
+                         "ckplan emit torch MODEL [options] [--plan PLAN] [-o FILE.py] (see --help)");
+    a.model_path = rc == CK_OK ? argv[optind] : NULL;
+    const ck_named_file in[] = {{a.model_path, "MODEL"}, {a.plan_path, "--plan"}};
+    const ck_named_file out[] = {{a.output, "-o"}};
+    if (rc == CK_OK)
+        rc = CK_CHECK_OUTPUTS_APART("emit torch", in, out, &err);
+    if (rc == CK_OK)
+        rc = emit_torch_run(&a, &err);
+    return ck_main_report(rc, err.msg);
+}
