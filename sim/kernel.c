@@ -14,6 +14,201 @@ static int bdim(size_t n)
     return (int)n;
 }
 
+/* ---- vectorisable element-wise math ----
+ *
+ * The build's -O2 vectorises a loop (SSE, 4 floats at a time) only when it can prove its
+ * trip count a multiple of the vector width, its pointers restrict-qualified, its body free
+ * of calls and branches, and its callees inlined. So the element-wise kernels run through
+ * EACH over restrict-qualified pointers, and their math is written here branch-free:
+ * libm's tanhf and expf are calls, and tanhf alone (through expm1f) took a third of a
+ * gpt2-tiny step. Each element gets the same operations in the vector loop and in the
+ * scalar tail (and no fused multiply-add: C11 mode contracts none), so a value does not
+ * depend on which loop it falls in, nor on its buffer's alignment. */
+
+/* for (size_t I = 0; I < N; I++) BODY, in blocks of 8 elements (an inner loop of a known
+ * trip count, which -O2 vectorises wherever the function is inlined), then over the rest. */
+#define EACH(I, N, ...)                                                                    \
+    do {                                                                                   \
+        size_t each_n_ = (N), each_b_ = 0;                                                 \
+        for (; each_b_ + 8 <= each_n_; each_b_ += 8)                                       \
+            for (size_t each_l_ = 0; each_l_ < 8; each_l_++) {                             \
+                size_t I = each_b_ + each_l_;                                              \
+                __VA_ARGS__;                                                               \
+            }                                                                              \
+        for (size_t I = each_b_; I < each_n_; I++) {                                       \
+            __VA_ARGS__;                                                                   \
+        }                                                                                  \
+    } while (0)
+
+/* Bit casts through a union, which C11 allows (the rounding trick of exp_vec needs them). */
+typedef union {
+    float f;
+    uint32_t u;
+} float_bits;
+
+static inline uint32_t bits_of(float x)
+{
+    return (float_bits){.f = x}.u;
+}
+
+static inline float float_of(uint32_t b)
+{
+    return (float_bits){.u = b}.f;
+}
+
+/* c ? a : b with masks: -O2 turns no float conditional into a select (float compares may
+ * trap), so a ?: would leave a branch in the loop. */
+static inline float pick(bool c, float a, float b)
+{
+    uint32_t m = -(uint32_t)c;
+    return float_of((bits_of(a) & m) | (bits_of(b) & ~m));
+}
+
+/* e^x within 1.4 ulp (Cody and Waite's reduction x = n ln 2 + r, |r| <= ln 2 / 2, then
+ * Cephes' degree-6 polynomial for e^r, scaled by 2^n through the exponent bits). Below
+ * -87.34 (where e^x is subnormal) it gives 0, above 88.376 infinity (expf's limit is
+ * 88.72: no caller needs that last step, their exponents are at most 0 or, in a sigmoid,
+ * give 1 / (1 + e^x) = 0 either way); NaN stays NaN. */
+static inline float exp_vec(float x)
+{
+    bool under = x < -87.33654f, over = x > 88.37626f;
+    float safe = pick(under | over, 0.0f, x);
+    float t = safe * 1.44269504088896341f + 12582912.0f; /* 1.5 * 2^23: rounds to n */
+    float n = t - 12582912.0f;
+    float r = safe - n * 0.693359375f - n * -2.12194440e-4f;
+    float y = (((((1.9875691500e-4f * r + 1.3981999507e-3f) * r + 8.3334519073e-3f) * r +
+                 4.1665795894e-2f) * r + 1.6666665459e-1f) * r + 5.0000001201e-1f) * r * r +
+              r + 1.0f;
+    float e = y * float_of((bits_of(t) - 0x4B400000u + 127u) << 23); /* y 2^n */
+    return pick(under, 0.0f, pick(over, INFINITY, e));
+}
+
+/* sigmoid(x) = 1 / (1 + e^-x). */
+static inline float sigmoid_vec(float x)
+{
+    return 1.0f / (1.0f + exp_vec(-x));
+}
+
+/* Row sums in 8 interleaved partial sums, added up in a fixed order at the end: a
+ * vectorised reduction, and the same bits for the same row wherever it lies. */
+#define SUM_LANES 8
+
+static float lanes_total(const float *lane)
+{
+    float s = 0.0f;
+    for (size_t l = 0; l < SUM_LANES; l++)
+        s += lane[l];
+    return s;
+}
+
+/* sum x[i] a[i] (a NULL: sum x[i]), in 8 lanes. */
+static float dot_vec(const float *restrict x, const float *restrict a, size_t n)
+{
+    float lane[SUM_LANES] = {0};
+    size_t i = 0;
+    for (; i + SUM_LANES <= n; i += SUM_LANES)
+        for (size_t l = 0; l < SUM_LANES; l++)
+            lane[l] += x[i + l] * a[i + l];
+    float s = lanes_total(lane);
+    for (; i < n; i++)
+        s += x[i] * a[i];
+    return s;
+}
+
+/* In double, for the norms' statistics: sum (x[i] - shift)^2 (squares) or sum x[i] - shift,
+ * in 8 lanes; one loop per form, since -O2 vectorises no loop with a branch. */
+static double lanes_total_double(const double *lane)
+{
+    double s = 0.0;
+    for (size_t l = 0; l < SUM_LANES; l++)
+        s += lane[l];
+    return s;
+}
+
+static double sum_double(const float *restrict x, double shift, bool squares, size_t n)
+{
+    double lane[SUM_LANES] = {0}, s;
+    size_t i = 0;
+    if (squares)
+        for (; i + SUM_LANES <= n; i += SUM_LANES)
+            for (size_t l = 0; l < SUM_LANES; l++)
+                lane[l] += (x[i + l] - shift) * (x[i + l] - shift);
+    else
+        for (; i + SUM_LANES <= n; i += SUM_LANES)
+            for (size_t l = 0; l < SUM_LANES; l++)
+                lane[l] += x[i + l] - shift;
+    s = lanes_total_double(lane);
+    for (; i < n; i++)
+        s += squares ? (x[i] - shift) * (x[i] - shift) : x[i] - shift;
+    return s;
+}
+
+/* max x[i]; -infinity for n = 0; NaN entries are passed over. */
+static float max_vec(const float *restrict x, size_t n)
+{
+    float lane[SUM_LANES], m = -INFINITY;
+    for (size_t l = 0; l < SUM_LANES; l++)
+        lane[l] = -INFINITY;
+    size_t i = 0;
+    for (; i + SUM_LANES <= n; i += SUM_LANES)
+        for (size_t l = 0; l < SUM_LANES; l++)
+            lane[l] = pick(x[i + l] > lane[l], x[i + l], lane[l]);
+    for (size_t l = 0; l < SUM_LANES; l++)
+        m = pick(lane[l] > m, lane[l], m);
+    for (; i < n; i++)
+        m = pick(x[i] > m, x[i], m);
+    return m;
+}
+
+/* out[i] = e^(x[i] - shift) (out NULL: not stored; out may be x); returns their sum. Each
+ * block of 8 is loaded before it is stored, so that in place it vectorises too. */
+static float exp_shifted(float *out, const float *x, float shift, size_t n)
+{
+    float lane[SUM_LANES] = {0};
+    size_t i = 0;
+    for (; i + SUM_LANES <= n; i += SUM_LANES) {
+        float e[SUM_LANES];
+        for (size_t l = 0; l < SUM_LANES; l++)
+            e[l] = exp_vec(x[i + l] - shift);
+        for (size_t l = 0; l < SUM_LANES; l++)
+            lane[l] += e[l];
+        if (out)
+            memcpy(out + i, e, sizeof e);
+    }
+    float s = lanes_total(lane);
+    for (; i < n; i++) {
+        float e = exp_vec(x[i] - shift);
+        s += e;
+        if (out)
+            out[i] = e;
+    }
+    return s;
+}
+
+/* x *= k. */
+static void scale_in_place(float *restrict x, float k, size_t n)
+{
+    EACH(i, n, x[i] *= k);
+}
+
+/* x = keep x / (1 - p) in place, keep[i] 0 or 1 (dropout with its draws made). */
+static void keep_in_place(float *restrict x, const uint8_t *restrict keep, float scale, size_t n)
+{
+    EACH(i, n, x[i] = pick(keep[i], x[i] * scale, 0.0f));
+}
+
+/* d += s (distinct buffers). */
+static void add_into(float *restrict d, const float *restrict s, size_t n)
+{
+    EACH(i, n, d[i] += s[i]);
+}
+
+/* d += k s. */
+static void add_scaled_into(float *restrict d, const float *restrict s, float k, size_t n)
+{
+    EACH(i, n, d[i] += k * s[i]);
+}
+
 /* ---- embedding ---- */
 
 /* out[b,t,:] = wte[ids[b,t],:] + wpe[t,:]. ids must lie in [0, V): the caller validates
@@ -26,9 +221,7 @@ void ck_kernel_embedding_forward(float *out, const int32_t *ids, const float *wt
             float *o = out + (b * T + t) * C;
             const float *e = wte + (size_t)ids[b * T + t] * C;
             if (wpe) {
-                const float *pos = wpe + t * C;
-                for (size_t c = 0; c < C; c++)
-                    o[c] = e[c] + pos[c];
+                ck_kernel_add_forward(o, e, wpe + t * C, C);
             } else {
                 memcpy(o, e, C * sizeof *o);
             }
@@ -43,14 +236,9 @@ void ck_kernel_embedding_backward(float *dwte, float *dwpe, const float *dout, c
     for (size_t b = 0; b < B; b++)
         for (size_t t = 0; t < T; t++) {
             const float *d = dout + (b * T + t) * C;
-            float *e = dwte + (size_t)ids[b * T + t] * C;
-            for (size_t c = 0; c < C; c++)
-                e[c] += d[c];
-            if (dwpe) {
-                float *pos = dwpe + t * C;
-                for (size_t c = 0; c < C; c++)
-                    pos[c] += d[c];
-            }
+            add_into(dwte + (size_t)ids[b * T + t] * C, d, C);
+            if (dwpe)
+                add_into(dwpe + t * C, d, C);
         }
 }
 
@@ -113,6 +301,14 @@ void ck_kernel_linear_backward(float *dinp, float *dweight, float *dbias, const 
 
 /* ---- normalisation ---- */
 
+/* out = (x - m) r w + b. */
+static void layernorm_row(float *restrict out, const float *restrict x,
+                          const float *restrict weight, const float *restrict bias, float m,
+                          float r, size_t C)
+{
+    EACH(c, C, out[c] = (x[c] - m) * r * weight[c] + bias[c]);
+}
+
 /* mean = sum x / C, var = sum (x - mean)^2 / C (two passes, in double: no cancellation
  * for rows with a large mean), rstd = 1/sqrt(var + eps), out = (x - mean) rstd w + b. */
 void ck_kernel_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
@@ -120,21 +316,47 @@ void ck_kernel_layernorm_forward(float *out, float *mean, float *rstd, const flo
 {
     for (size_t n = 0; n < N; n++) {
         const float *x = inp + n * C;
-        double s = 0.0;
-        for (size_t c = 0; c < C; c++)
-            s += x[c];
-        double m = s / (double)C, v = 0.0;
-        for (size_t c = 0; c < C; c++) {
-            double d = x[c] - m;
-            v += d * d;
-        }
+        double m = sum_double(x, 0.0, false, C) / (double)C, v = sum_double(x, m, true, C);
         float r = (float)(1.0 / sqrt(v / (double)C + eps)), mf = (float)m;
-        float *o = out + n * C;
-        for (size_t c = 0; c < C; c++)
-            o[c] = (x[c] - mf) * r * weight[c] + bias[c];
+        layernorm_row(out + n * C, x, weight, bias, mf, r, C);
         mean[n] = mf;
         rstd[n] = r;
     }
+}
+
+/* sums[0] = sum g, sums[1] = sum g xhat, in 8 lanes each (g = d w, xhat = (x - m) r). */
+static void layernorm_row_sums(float *sums, const float *restrict d, const float *restrict x,
+                               const float *restrict weight, float m, float r, size_t C)
+{
+    float lane_g[SUM_LANES] = {0}, lane_gx[SUM_LANES] = {0};
+    size_t c = 0;
+    for (; c + SUM_LANES <= C; c += SUM_LANES)
+        for (size_t l = 0; l < SUM_LANES; l++) {
+            float xhat = (x[c + l] - m) * r, g = d[c + l] * weight[c + l];
+            lane_g[l] += g;
+            lane_gx[l] += g * xhat;
+        }
+    sums[0] = lanes_total(lane_g);
+    sums[1] = lanes_total(lane_gx);
+    for (; c < C; c++) {
+        float xhat = (x[c] - m) * r, g = d[c] * weight[c];
+        sums[0] += g;
+        sums[1] += g * xhat;
+    }
+}
+
+static void layernorm_row_dx(float *restrict dx, const float *restrict d, const float *restrict x,
+                             const float *restrict weight, float m, float r, float mean_g,
+                             float mean_gx, size_t C)
+{
+    EACH(c, C, dx[c] += r * (d[c] * weight[c] - mean_g - (x[c] - m) * r * mean_gx));
+}
+
+static void layernorm_row_dparams(float *restrict dweight, float *restrict dbias,
+                                  const float *restrict d, const float *restrict x, float m,
+                                  float r, size_t C)
+{
+    EACH(c, C, dweight[c] += d[c] * ((x[c] - m) * r); dbias[c] += d[c]);
 }
 
 /* With xhat = (x - mean) rstd and g = dout w:
@@ -146,51 +368,56 @@ void ck_kernel_layernorm_backward(float *dinp, float *dweight, float *dbias, con
 {
     for (size_t n = 0; n < N; n++) {
         const float *x = inp + n * C, *d = dout + n * C;
-        float m = mean[n], r = rstd[n];
-        float sum_g = 0.0f, sum_gx = 0.0f;
-        for (size_t c = 0; c < C; c++) {
-            float xhat = (x[c] - m) * r, g = d[c] * weight[c];
-            sum_g += g;
-            sum_gx += g * xhat;
-        }
-        float mean_g = sum_g / (float)C, mean_gx = sum_gx / (float)C;
-        for (size_t c = 0; dinp && c < C; c++) {
-            float xhat = (x[c] - m) * r, g = d[c] * weight[c];
-            dinp[n * C + c] += r * (g - mean_g - xhat * mean_gx);
-        }
-        for (size_t c = 0; dweight && c < C; c++) {
-            float xhat = (x[c] - m) * r;
-            dweight[c] += d[c] * xhat;
-            dbias[c] += d[c];
-        }
+        float m = mean[n], r = rstd[n], sums[2];
+        layernorm_row_sums(sums, d, x, weight, m, r, C);
+        if (dinp)
+            layernorm_row_dx(dinp + n * C, d, x, weight, m, r, sums[0] / (float)C,
+                             sums[1] / (float)C, C);
+        if (dweight)
+            layernorm_row_dparams(dweight, dbias, d, x, m, r, C);
     }
 }
 
 /* One row of C values: rstd = 1/sqrt(mean(x^2) + eps), out = x rstd w; returns rstd. */
-static float rms_row_forward(float *out, const float *x, const float *weight, size_t C, double eps)
+static float rms_row_forward(float *restrict out, const float *restrict x,
+                             const float *restrict weight, size_t C, double eps)
 {
-    double ss = 0.0;
-    for (size_t c = 0; c < C; c++)
-        ss += (double)x[c] * x[c];
+    double ss = sum_double(x, 0.0, true, C);
     float r = (float)(1.0 / sqrt(ss / (double)C + eps));
-    for (size_t c = 0; c < C; c++)
-        out[c] = x[c] * r * weight[c];
+    EACH(c, C, out[c] = x[c] * r * weight[c]);
     return r;
 }
 
 /* With g = dout w, d rstd / dx_k = -rstd^3 x_k / C, so
  *   dx = rstd (g - x rstd^2 mean(g x)),  dw += dout x rstd. dx or dweight may be NULL. */
+static void rms_row_dx(float *restrict dx, const float *restrict d, const float *restrict x,
+                       const float *restrict weight, float r, float k, size_t C)
+{
+    EACH(c, C, dx[c] += r * (d[c] * weight[c] - x[c] * k));
+}
+
+static void rms_row_dweight(float *restrict dweight, const float *restrict d,
+                            const float *restrict x, float r, size_t C)
+{
+    EACH(c, C, dweight[c] += d[c] * x[c] * r);
+}
+
 static void rms_row_backward(float *dx, float *dweight, const float *d, const float *x,
                              const float *weight, float r, size_t C)
 {
-    float sum_gx = 0.0f;
-    for (size_t c = 0; c < C; c++)
+    float lane[SUM_LANES] = {0}, sum_gx;
+    size_t c = 0;
+    for (; c + SUM_LANES <= C; c += SUM_LANES)
+        for (size_t l = 0; l < SUM_LANES; l++)
+            lane[l] += d[c + l] * weight[c + l] * x[c + l];
+    sum_gx = lanes_total(lane);
+    for (; c < C; c++)
         sum_gx += d[c] * weight[c] * x[c];
     float k = r * r * sum_gx / (float)C;
-    for (size_t c = 0; dx && c < C; c++)
-        dx[c] += r * (d[c] * weight[c] - x[c] * k);
-    for (size_t c = 0; dweight && c < C; c++)
-        dweight[c] += d[c] * x[c] * r;
+    if (dx)
+        rms_row_dx(dx, d, x, weight, r, k, C);
+    if (dweight)
+        rms_row_dweight(dweight, d, x, r, C);
 }
 
 void ck_kernel_rmsnorm_forward(float *out, float *rstd, float *normed, const float *inp,
@@ -236,8 +463,8 @@ void ck_kernel_qknorm_backward(float *dinp, float *dq_gamma, float *dk_gamma, co
             rms_row_backward(dinp ? dinp + at : NULL, h < H ? dq_gamma : dk_gamma, dout + at, inp + at,
                              h < H ? q_gamma : k_gamma, rstd[n * (H + KV) + h], D);
         }
-        for (size_t i = n * W + (H + KV) * D; dinp && i < (n + 1) * W; i++)
-            dinp[i] += dout[i];
+        if (dinp)
+            add_into(dinp + n * W + (H + KV) * D, dout + n * W + (H + KV) * D, KV * D);
     }
 }
 
@@ -246,78 +473,105 @@ void ck_kernel_qknorm_backward(float *dinp, float *dq_gamma, float *dk_gamma, co
 #define GELU_S 0.7978845608028654f /* sqrt(2/pi) */
 #define GELU_A 0.044715f
 
-/* gelu(x) = x/2 (1 + tanh(s (x + a x^3))). */
-static float gelu_tanh(float x)
+/* With u = s (x + a x^3) and e = exp(-2|u|): tanh(u) = sign(u) (1 - e) / (1 + e), and
+ * 1 - tanh(u)^2 = 4e / (1 + e)^2 (exact in e, where 1 - t^2 from a rounded t near 1 is
+ * not). Returns 1 + tanh(u) and sets *sech2 = 1 - tanh(u)^2 when sech2 is not NULL. */
+static inline float gelu_one_plus_tanh(float x, float *sech2)
 {
-    return 0.5f * x * (1.0f + tanhf(GELU_S * (x + GELU_A * x * x * x)));
+    float u = GELU_S * (x + GELU_A * x * x * x);
+    float e = exp_vec(-2.0f * fabsf(u)), q = 1.0f / (1.0f + e);
+    if (sech2)
+        *sech2 = 4.0f * e * q * q;
+    return 1.0f + copysignf((1.0f - e) * q, u);
+}
+
+/* gelu(x) = x/2 (1 + tanh(s (x + a x^3))). */
+static inline float gelu_tanh(float x)
+{
+    return 0.5f * x * gelu_one_plus_tanh(x, NULL);
 }
 
 /* gelu'(x) = (1 + t)/2 + x/2 (1 - t^2) s (1 + 3 a x^2), t = tanh(s (x + a x^3)). */
-static float gelu_tanh_grad(float x)
+static inline float gelu_tanh_grad(float x)
 {
-    float t = tanhf(GELU_S * (x + GELU_A * x * x * x));
-    return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * GELU_S * (1.0f + 3.0f * GELU_A * x * x);
+    float sech2, one_plus_t = gelu_one_plus_tanh(x, &sech2);
+    return 0.5f * one_plus_t + 0.5f * x * sech2 * GELU_S * (1.0f + 3.0f * GELU_A * x * x);
 }
 
-void ck_kernel_gelu_forward(float *out, const float *inp, size_t n)
+void ck_kernel_gelu_forward(float *restrict out, const float *restrict inp, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
-        out[i] = gelu_tanh(inp[i]);
+    EACH(i, n, out[i] = gelu_tanh(inp[i]));
 }
 
-void ck_kernel_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n)
+void ck_kernel_gelu_backward(float *restrict dinp, const float *restrict inp,
+                             const float *restrict dout, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
-        dinp[i] += gelu_tanh_grad(inp[i]) * dout[i];
+    EACH(i, n, dinp[i] += gelu_tanh_grad(inp[i]) * dout[i]);
 }
 
 /* out = gelu(gate) up. */
-void ck_kernel_geglu_forward(float *out, const float *gate, const float *up, size_t n)
+void ck_kernel_geglu_forward(float *restrict out, const float *restrict gate,
+                             const float *restrict up, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
-        out[i] = gelu_tanh(gate[i]) * up[i];
+    EACH(i, n, out[i] = gelu_tanh(gate[i]) * up[i]);
 }
 
-/* dgate += dout up gelu'(gate), dup += dout gelu(gate). */
+static void geglu_dgate(float *restrict dgate, const float *restrict dout,
+                        const float *restrict gate, const float *restrict up, size_t n)
+{
+    EACH(i, n, dgate[i] += dout[i] * up[i] * gelu_tanh_grad(gate[i]));
+}
+
+static void geglu_dup(float *restrict dup, const float *restrict dout, const float *restrict gate,
+                      size_t n)
+{
+    EACH(i, n, dup[i] += dout[i] * gelu_tanh(gate[i]));
+}
+
+/* dgate += dout up gelu'(gate), then dup += dout gelu(gate): one pass each, so that they
+ * may be one buffer. */
 void ck_kernel_geglu_backward(float *dgate, float *dup, const float *dout, const float *gate,
                               const float *up, size_t n)
 {
-    for (size_t i = 0; i < n; i++) {
-        float dg = dout[i] * up[i] * gelu_tanh_grad(gate[i]), du = dout[i] * gelu_tanh(gate[i]);
-        dgate[i] += dg;
-        dup[i] += du;
-    }
+    geglu_dgate(dgate, dout, gate, up, n);
+    geglu_dup(dup, dout, gate, n);
 }
 
 /* relu(x) = max(x, 0). */
-void ck_kernel_relu_forward(float *out, const float *inp, size_t n)
+void ck_kernel_relu_forward(float *restrict out, const float *restrict inp, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
-        out[i] = inp[i] > 0.0f ? inp[i] : 0.0f;
+    EACH(i, n, out[i] = pick(inp[i] > 0.0f, inp[i], 0.0f));
 }
 
 /* relu'(x) = [out > 0]: the output alone decides, which is why relu saves it. */
-void ck_kernel_relu_backward(float *dinp, const float *out, const float *dout, size_t n)
+void ck_kernel_relu_backward(float *restrict dinp, const float *restrict out,
+                             const float *restrict dout, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
-        if (out[i] > 0.0f)
-            dinp[i] += dout[i];
+    EACH(i, n, dinp[i] = pick(out[i] > 0.0f, dinp[i] + dout[i], dinp[i]));
 }
 
 /* silu(x) = x sigmoid(x). */
-void ck_kernel_silu_forward(float *out, const float *inp, size_t n)
+void ck_kernel_silu_forward(float *restrict out, const float *restrict inp, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
-        out[i] = inp[i] / (1.0f + expf(-inp[i]));
+    EACH(i, n, out[i] = inp[i] / (1.0f + exp_vec(-inp[i])));
 }
 
 /* silu'(x) = sig(x) (1 + x (1 - sig(x))). */
-void ck_kernel_silu_backward(float *dinp, const float *inp, const float *dout, size_t n)
+/* silu'(x) from sig = sigmoid(x). */
+static inline float silu_grad_of(float x, float sig)
 {
-    for (size_t i = 0; i < n; i++) {
-        float x = inp[i], sig = 1.0f / (1.0f + expf(-x));
-        dinp[i] += dout[i] * sig * (1.0f + x * (1.0f - sig));
-    }
+    return sig * (1.0f + x * (1.0f - sig));
+}
+
+static inline float silu_grad(float x)
+{
+    return silu_grad_of(x, sigmoid_vec(x));
+}
+
+void ck_kernel_silu_backward(float *restrict dinp, const float *restrict inp,
+                             const float *restrict dout, size_t n)
+{
+    EACH(i, n, dinp[i] += dout[i] * silu_grad(inp[i]));
 }
 
 /* out = cap tanh(x / cap). */
@@ -338,43 +592,47 @@ void ck_kernel_softcap_backward(float *dinp, const float *out, const float *dout
 }
 
 /* out = factor x. */
-void ck_kernel_scale_forward(float *out, const float *inp, float factor, size_t n)
+void ck_kernel_scale_forward(float *restrict out, const float *restrict inp, float factor, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
-        out[i] = factor * inp[i];
+    EACH(i, n, out[i] = factor * inp[i]);
 }
 
 /* dx += factor dout. */
-void ck_kernel_scale_backward(float *dinp, const float *dout, float factor, size_t n)
+void ck_kernel_scale_backward(float *restrict dinp, const float *restrict dout, float factor,
+                              size_t n)
 {
-    for (size_t i = 0; i < n; i++)
-        dinp[i] += factor * dout[i];
+    add_scaled_into(dinp, dout, factor, n);
 }
 
 /* out = a + b. */
-void ck_kernel_add_forward(float *out, const float *a, const float *b, size_t n)
+void ck_kernel_add_forward(float *restrict out, const float *restrict a, const float *restrict b,
+                           size_t n)
 {
-    for (size_t i = 0; i < n; i++)
-        out[i] = a[i] + b[i];
+    EACH(i, n, out[i] = a[i] + b[i]);
 }
 
 /* da += dout, db += dout (da == db when a node adds a tensor to itself; either may be NULL,
  * not required). */
 void ck_kernel_add_backward(float *da, float *db, const float *dout, size_t n)
 {
-    for (size_t i = 0; i < n; i++) {
-        if (da)
-            da[i] += dout[i];
-        if (db)
-            db[i] += dout[i];
-    }
+    if (da)
+        add_into(da, dout, n);
+    if (db)
+        add_into(db, dout, n);
 }
 
 /* out = a b. */
-void ck_kernel_mul_forward(float *out, const float *a, const float *b, size_t n)
+void ck_kernel_mul_forward(float *restrict out, const float *restrict a, const float *restrict b,
+                           size_t n)
 {
-    for (size_t i = 0; i < n; i++)
-        out[i] = a[i] * b[i];
+    EACH(i, n, out[i] = a[i] * b[i]);
+}
+
+/* d += dout x. */
+static void add_product_into(float *restrict d, const float *restrict dout,
+                             const float *restrict x, size_t n)
+{
+    EACH(i, n, d[i] += dout[i] * x[i]);
 }
 
 /* da += dout b, db += dout a. Either gradient may be NULL (not required); then the other
@@ -382,12 +640,10 @@ void ck_kernel_mul_forward(float *out, const float *a, const float *b, size_t n)
 void ck_kernel_mul_backward(float *da, float *db, const float *dout, const float *a, const float *b,
                      size_t n)
 {
-    for (size_t i = 0; i < n; i++) {
-        if (da)
-            da[i] += dout[i] * b[i];
-        if (db)
-            db[i] += dout[i] * a[i];
-    }
+    if (da)
+        add_product_into(da, dout, b, n);
+    if (db)
+        add_product_into(db, dout, a, n);
 }
 
 /* ---- dropout ---- */
@@ -397,21 +653,17 @@ void ck_kernel_mul_backward(float *da, float *db, const float *dout, const float
 void ck_kernel_dropout_forward(float *out, uint8_t *mask, const float *inp, float p, ck_rng_key key,
                         size_t n)
 {
-    float scale = 1.0f / (1.0f - p);
-    for (size_t i = 0; i < n; i++) {
-        int keep = ck_rng_keep(key, i, p);
-        mask[i] = (uint8_t)keep;
-        out[i] = keep ? inp[i] * scale : 0.0f;
-    }
+    ck_rng_keep_run(key, 0, n, p, mask);
+    memcpy(out, inp, n * sizeof *out);
+    keep_in_place(out, mask, 1.0f / (1.0f - p), n);
 }
 
 /* dx += dout keep / (1 - p). */
-void ck_kernel_dropout_backward(float *dinp, const float *dout, const uint8_t *mask, float p, size_t n)
+void ck_kernel_dropout_backward(float *restrict dinp, const float *restrict dout,
+                                const uint8_t *restrict mask, float p, size_t n)
 {
     float scale = 1.0f / (1.0f - p);
-    for (size_t i = 0; i < n; i++)
-        if (mask[i])
-            dinp[i] += dout[i] * scale;
+    EACH(i, n, dinp[i] = pick(mask[i], dinp[i] + dout[i] * scale, dinp[i]));
 }
 
 /* ---- attention ---- */
@@ -465,30 +717,16 @@ void ck_kernel_attention_forward(float *out, float *probs, uint8_t *mask, float 
             for (size_t i = 0; i < T; i++) {
                 const float *s = S + i * T;
                 float *pr = P + i * T;
-                float mx = s[0];
-                for (size_t j = 1; j <= i; j++)
-                    mx = s[j] > mx ? s[j] : mx;
-                float sum = 0.0f;
-                for (size_t j = 0; j <= i; j++) {
-                    pr[j] = expf(s[j] - mx);
-                    sum += pr[j];
-                }
-                float inv = 1.0f / sum;
-                for (size_t j = 0; j <= i; j++)
-                    pr[j] *= inv;
-                for (size_t j = i + 1; j < T; j++)
-                    pr[j] = 0.0f;
+                float sum = exp_shifted(pr, s, max_vec(s, i + 1), i + 1);
+                scale_in_place(pr, 1.0f / sum, i + 1);
+                memset(pr + i + 1, 0, (T - i - 1) * sizeof *pr);
                 if (p > 0.0f) {
                     uint8_t *m = mask + bh + i * T;
                     float *z = dropped + bh + i * T;
-                    for (size_t j = 0; j <= i; j++) {
-                        m[j] = (uint8_t)ck_rng_keep(key, bh + i * T + j, p);
-                        z[j] = m[j] ? pr[j] * keep_scale : 0.0f;
-                    }
-                    for (size_t j = i + 1; j < T; j++) {
-                        m[j] = 0;
-                        z[j] = 0.0f;
-                    }
+                    ck_rng_keep_run(key, bh + i * T, i + 1, p, m);
+                    memcpy(z, pr, T * sizeof *z); /* zeros after the diagonal included */
+                    keep_in_place(z, m, keep_scale, i + 1);
+                    memset(m + i + 1, 0, T - i - 1);
                 }
             }
             const float *Z = p > 0.0f ? dropped + bh : P;
@@ -496,6 +734,13 @@ void ck_kernel_attention_forward(float *out, float *probs, uint8_t *mask, float 
                         1.0f, Z, bdim(T), base + hc.v, bdim(hc.w), 0.0f,
                         out + b * T * HD + h * D, bdim(HD));
         }
+}
+
+/* ds = p (ds - r) scale: the softmax's backward, r = sum p ds. */
+static void softmax_grad_row(float *restrict ds, const float *restrict pr, float r, float scale,
+                             size_t n)
+{
+    EACH(j, n, ds[j] = pr[j] * (ds[j] - r) * scale);
 }
 
 /* Per (b, h), with s = 1/sqrt(D):
@@ -528,16 +773,9 @@ void ck_kernel_attention_backward(float *dqkv, const float *dout, const float *q
             for (size_t i = 0; i < T; i++) {
                 float *ds = dS + i * T;
                 const float *pr = P + i * T;
-                if (p > 0.0f) {
-                    const uint8_t *m = mask + bh + i * T;
-                    for (size_t j = 0; j <= i; j++)
-                        ds[j] = m[j] ? ds[j] * keep_scale : 0.0f;
-                }
-                float r = 0.0f;
-                for (size_t j = 0; j <= i; j++)
-                    r += pr[j] * ds[j];
-                for (size_t j = 0; j <= i; j++)
-                    ds[j] = pr[j] * (ds[j] - r) * scale;
+                if (p > 0.0f)
+                    keep_in_place(ds, mask + bh + i * T, keep_scale, i + 1);
+                softmax_grad_row(ds, pr, dot_vec(pr, ds, i + 1), scale, i + 1);
                 if (cap > 0.0f) {
                     const float *c = capped + bh + i * T;
                     for (size_t j = 0; j <= i; j++)
@@ -553,104 +791,219 @@ void ck_kernel_attention_backward(float *dqkv, const float *dout, const float *q
         }
 }
 
-/* Row i of (b, h): s_j = q_i . k_j / sqrt(D) for j <= i in the workspace (with softcap,
- * cap tanh(s_j / cap)), m = max s,
- * lse_i = m + log sum exp(s_j - m), out_i = sum_j exp(s_j - lse_i) keep_j / (1 - p) v_j.
- * Row by row, the products are matrix-vector ones (sgemv over the strided k and v rows).
- * The dropout draws use the same element numbering as the standard form, so both forms
- * drop the same probabilities. */
+/* Flash attention works on tiles of FLASH_TILE query rows by FLASH_TILE key rows of one
+ * (b, h), their scores on the stack (16 KiB a tile, two in the backward), as a GPU kernel
+ * keeps its tiles in on-chip memory: whatever T, the memory beyond the op table's figures
+ * stays this fixed amount. On whole tiles the products are sgemm calls; row by row they were
+ * matrix-vector products and rank-one updates, and sger alone took a seventh of a
+ * llama-tiny step. */
+#define FLASH_TILE 64
+
+/* One (b, h): where its rows of q, k, v and of their gradients start (row stride w), where
+ * its rows of out and dout do (o_at, stride ow; out is written forward, dout read
+ * backward), and the dropout element of its score (i, j), first + i T + j, the standard
+ * form's numbering. */
+typedef struct {
+    const float *q, *k, *v, *dout;
+    float *dq, *dk, *dv, *out;
+    size_t w, o_at, ow, T, D;
+    uint64_t first;
+    float scale, cap, p, keep_scale;
+    ck_rng_key key;
+} flash_head;
+
+static flash_head flash_head_of(float *out, const float *dout, const float *qkv, float *dqkv,
+                                size_t b, size_t h, size_t T, size_t H, size_t KV, size_t D,
+                                float p, float cap, ck_rng_key key)
+{
+    head_cols hc = cols_of(h, H, KV, D);
+    size_t at = b * T * hc.w, oat = b * T * H * D + h * D;
+    flash_head f = {.q = qkv + at + hc.q, .k = qkv + at + hc.k, .v = qkv + at + hc.v,
+                    .dout = dout ? dout + oat : NULL, .out = out ? out + oat : NULL, .w = hc.w,
+                    .o_at = oat, .ow = H * D,
+                    .T = T, .D = D, .first = (b * H + h) * T * T, .scale = 1.0f / sqrtf((float)D),
+                    .cap = cap, .p = p, .keep_scale = 1.0f / (1.0f - p), .key = key};
+    if (dqkv) {
+        f.dq = dqkv + at + hc.q;
+        f.dk = dqkv + at + hc.k;
+        f.dv = dqkv + at + hc.v;
+    }
+    return f;
+}
+
+static size_t min_size(size_t a, size_t b)
+{
+    return a < b ? a : b;
+}
+
+/* How many of the nk keys from k0 query row i sees (j <= i). */
+static size_t flash_cols(size_t i, size_t k0, size_t nk)
+{
+    return i < k0 ? 0 : min_size(i - k0 + 1, nk);
+}
+
+/* S[r][c] = q_{q0+r} . k_{k0+c} / sqrt(D), with softcap cap tanh(S / cap); rows of
+ * FLASH_TILE. */
+static void flash_scores(float *S, const flash_head *f, size_t q0, size_t nq, size_t k0, size_t nk)
+{
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bdim(nq), bdim(nk), bdim(f->D), f->scale,
+                f->q + q0 * f->w, bdim(f->w), f->k + k0 * f->w, bdim(f->w), 0.0f, S, FLASH_TILE);
+    for (size_t r = 0; f->cap > 0.0f && r < nq; r++)
+        for (size_t c = 0; c < nk; c++)
+            S[r * FLASH_TILE + c] = f->cap * tanhf(S[r * FLASH_TILE + c] / f->cap);
+}
+
+/* keep[c] for row i's scores with keys k0 .. k0 + n - 1 (all 1 without dropout). */
+static void flash_keep(uint8_t *keep, const flash_head *f, size_t i, size_t k0, size_t n)
+{
+    if (f->p > 0.0f)
+        ck_rng_keep_run(f->key, f->first + i * f->T + k0, n, f->p, keep);
+    else
+        memset(keep, 1, n);
+}
+
+/* One key tile of the online softmax for query rows q0 .. q0 + nq - 1: with m the running
+ * row max (mx) and l the running sum of e^(s - m) (sum), a tile of larger max m' scales l
+ * and out_i by e^(m - m'), adds its own e^(s - m') to l and e^(s - m') keep / (1 - p) v
+ * to out_i. */
+static void flash_forward_keys(const flash_head *f, float *mx, float *sum, size_t q0, size_t nq,
+                               size_t k0, size_t nk)
+{
+    float S[FLASH_TILE * FLASH_TILE];
+    uint8_t keep[FLASH_TILE];
+    flash_scores(S, f, q0, nq, k0, nk);
+    for (size_t r = 0; r < nq; r++) {
+        size_t i = q0 + r, n = flash_cols(i, k0, nk);
+        float *s = S + r * FLASH_TILE;
+        memset(s + n, 0, (nk - n) * sizeof *s);
+        if (n == 0)
+            continue;
+        float tile_max = max_vec(s, n), m = tile_max > mx[i] ? tile_max : mx[i];
+        float alpha = exp_vec(mx[i] - m); /* 0 on the first tile, where mx is -infinity */
+        sum[i] = sum[i] * alpha + exp_shifted(s, s, m, n);
+        mx[i] = m;
+        if (f->p > 0.0f) {
+            flash_keep(keep, f, i, k0, n);
+            keep_in_place(s, keep, f->keep_scale, n);
+        }
+        scale_in_place(f->out + i * f->ow, alpha, f->D);
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bdim(nq), bdim(f->D), bdim(nk), 1.0f, S,
+                FLASH_TILE, f->v + k0 * f->w, bdim(f->w), 1.0f, f->out + q0 * f->ow, bdim(f->ow));
+}
+
+/* Per (b, h), query tile by query tile, key tiles up to the diagonal: the row max in the
+ * workspace and the row sum in lse while the tiles go by, then out_i /= l_i and
+ * lse_i = m_i + log l_i, so out_i = sum_j e^(s_j - lse_i) keep_j / (1 - p) v_j. The dropout
+ * draws use the standard form's element numbering, so both forms drop the same
+ * probabilities. */
 void ck_kernel_attention_flash_forward(float *out, float *lse, const float *qkv, float *ws,
                                        size_t B, size_t T, size_t H, size_t KV, size_t D, float p,
                                        float cap, ck_rng_key key)
 {
-    float scale = 1.0f / sqrtf((float)D), keep_scale = 1.0f / (1.0f - p);
-    size_t HD = H * D;
     for (size_t b = 0; b < B; b++)
         for (size_t h = 0; h < H; h++) {
-            head_cols hc = cols_of(h, H, KV, D);
-            const float *base = qkv + b * T * hc.w;
-            size_t bh = (b * H + h) * T;
+            flash_head f = flash_head_of(out, NULL, qkv, NULL, b, h, T, H, KV, D, p, cap, key);
+            float *sum = lse + (b * H + h) * T;
             for (size_t i = 0; i < T; i++) {
-                const float *q = base + i * hc.w + hc.q;
-                cblas_sgemv(CblasRowMajor, CblasNoTrans, bdim(i + 1), bdim(D), scale, base + hc.k,
-                            bdim(hc.w), q, 1, 0.0f, ws, 1);
-                float mx = -INFINITY;
-                for (size_t j = 0; j <= i; j++) {
-                    if (cap > 0.0f)
-                        ws[j] = cap * tanhf(ws[j] / cap);
-                    mx = ws[j] > mx ? ws[j] : mx;
-                }
-                float sum = 0.0f;
-                for (size_t j = 0; j <= i; j++) {
-                    ws[j] = expf(ws[j] - mx);
-                    sum += ws[j];
-                }
-                lse[bh + i] = mx + logf(sum);
-                float inv = 1.0f / sum;
-                for (size_t j = 0; j <= i; j++) {
-                    ws[j] *= inv;
-                    if (p > 0.0f)
-                        ws[j] = ck_rng_keep(key, (bh + i) * T + j, p) ? ws[j] * keep_scale : 0.0f;
-                }
-                float *o = out + (b * T + i) * HD + h * D;
-                for (size_t d = 0; d < D; d++) /* written, never read: beta = 0 alone may keep NaN */
-                    o[d] = 0.0f;
-                cblas_sgemv(CblasRowMajor, CblasTrans, bdim(i + 1), bdim(D), 1.0f, base + hc.v,
-                            bdim(hc.w), ws, 1, 1.0f, o, 1);
+                ws[i] = -INFINITY;
+                sum[i] = 0.0f;
+                /* written, never read: beta = 1 on stale values could carry a NaN */
+                memset(f.out + i * f.ow, 0, D * sizeof *out);
+            }
+            for (size_t q0 = 0; q0 < T; q0 += FLASH_TILE) {
+                size_t nq = min_size(FLASH_TILE, T - q0);
+                for (size_t k0 = 0; k0 < q0 + nq; k0 += FLASH_TILE)
+                    flash_forward_keys(&f, ws, sum, q0, nq, k0, min_size(FLASH_TILE, q0 + nq - k0));
+            }
+            for (size_t i = 0; i < T; i++) {
+                scale_in_place(f.out + i * f.ow, 1.0f / sum[i], D);
+                sum[i] = ws[i] + logf(sum[i]);
             }
         }
 }
 
-/* Row i of (b, h), P_j = exp(s_j - lse_i) recomputed into ws[0, T), keep_j redrawn:
- *   Delta_i = dout_i . out_i  (= sum_j P_j dP_j, since out_i = sum_j Z_j v_j),
- *   dS_j = P_j (dout_i . v_j keep_j / (1 - p) - Delta_i) / sqrt(D) into ws[T, 2T) (with
- *          softcap times 1 - tanh^2 of the recomputed raw score over cap),
- *   dv_j += Z_j dout_i, dq_i += sum_j dS_j k_j, dk_j += dS_j q_i
- * (sgemv for the products with k and v rows, sger for the rank-one updates). */
+/* One row of a backward tile, on the scores s (into Z) and dP = dout_i . v_j (into dS):
+ *   P = e^(s - lse_i), dS = P (dP keep / (1 - p) - Delta_i) / sqrt(D) dcap, Z = P keep / (1 - p),
+ * where dcap = 1 - (s / cap)^2 is the derivative of the softcap (inv_cap 0 without one). */
+static void flash_grad_row(float *restrict z, float *restrict ds, const uint8_t *restrict keep,
+                           float lse, float delta, float scale, float inv_cap, float keep_scale,
+                           size_t n)
+{
+    EACH(c, n, float ks = pick(keep[c], keep_scale, 0.0f), t = z[c] * inv_cap;
+         float pr = exp_vec(z[c] - lse);
+         ds[c] = pr * (ds[c] * ks - delta) * scale * (1.0f - t * t); z[c] = pr * ks);
+}
+
+/* The query tile from q0 against the key tile from k0: P and dP recomputed, then
+ *   dv_j += sum_i Z_ij dout_i, dq_i += sum_j dS_ij k_j, dk_j += sum_i dS_ij q_i. */
+static void flash_backward_tile(const flash_head *f, const float *lse, const float *delta,
+                                size_t q0, size_t nq, size_t k0, size_t nk)
+{
+    float Z[FLASH_TILE * FLASH_TILE], dS[FLASH_TILE * FLASH_TILE];
+    uint8_t keep[FLASH_TILE];
+    int w = bdim(f->w), D = bdim(f->D), ow = bdim(f->ow);
+    flash_scores(Z, f, q0, nq, k0, nk);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bdim(nq), bdim(nk), D, 1.0f,
+                f->dout + q0 * f->ow, ow, f->v + k0 * f->w, w, 0.0f, dS, FLASH_TILE);
+    float inv_cap = f->cap > 0.0f ? 1.0f / f->cap : 0.0f;
+    for (size_t r = 0; r < nq; r++) {
+        size_t i = q0 + r, n = flash_cols(i, k0, nk);
+        float *z = Z + r * FLASH_TILE, *ds = dS + r * FLASH_TILE;
+        flash_keep(keep, f, i, k0, n);
+        flash_grad_row(z, ds, keep, lse[i], delta[i], f->scale, inv_cap, f->keep_scale, n);
+        memset(z + n, 0, (nk - n) * sizeof *z);
+        memset(ds + n, 0, (nk - n) * sizeof *ds);
+    }
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bdim(nk), D, bdim(nq), 1.0f, Z,
+                FLASH_TILE, f->dout + q0 * f->ow, ow, 1.0f, f->dv + k0 * f->w, w);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bdim(nq), D, bdim(nk), 1.0f, dS,
+                FLASH_TILE, f->k + k0 * f->w, w, 1.0f, f->dq + q0 * f->w, w);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bdim(nk), D, bdim(nq), 1.0f, dS,
+                FLASH_TILE, f->q + q0 * f->w, w, 1.0f, f->dk + k0 * f->w, w);
+}
+
+/* Per (b, h), Delta_i = dout_i . out_i (= sum_j P_ij dP_ij, since out_i = sum_j Z_ij v_j)
+ * into the workspace, then tile by tile as above, P recomputed from q, k and lse and keep
+ * redrawn. */
 void ck_kernel_attention_flash_backward(float *dqkv, const float *dout, const float *qkv,
                                         const float *out, const float *lse, float *ws, size_t B,
                                         size_t T, size_t H, size_t KV, size_t D, float p,
                                         float cap, ck_rng_key key)
 {
-    float scale = 1.0f / sqrtf((float)D), keep_scale = 1.0f / (1.0f - p);
-    size_t HD = H * D;
-    float *P = ws, *dS = ws + T;
     for (size_t b = 0; b < B; b++)
         for (size_t h = 0; h < H; h++) {
-            head_cols hc = cols_of(h, H, KV, D);
-            const float *base = qkv + b * T * hc.w;
-            float *dbase = dqkv + b * T * hc.w;
-            size_t bh = (b * H + h) * T;
-            for (size_t i = 0; i < T; i++) {
-                const float *q = base + i * hc.w + hc.q;
-                const float *dO = dout + (b * T + i) * HD + h * D;
-                const float *o = out + (b * T + i) * HD + h * D;
-                float delta = cblas_sdot(bdim(D), dO, 1, o, 1), l = lse[bh + i];
-                int rows = bdim(i + 1), w = bdim(hc.w);
-                cblas_sgemv(CblasRowMajor, CblasNoTrans, rows, bdim(D), scale, base + hc.k, w, q,
-                            1, 0.0f, P, 1);
-                cblas_sgemv(CblasRowMajor, CblasNoTrans, rows, bdim(D), 1.0f, base + hc.v, w, dO,
-                            1, 0.0f, dS, 1);
-                for (size_t j = 0; j <= i; j++) {
-                    float ks = 1.0f;
-                    if (p > 0.0f)
-                        ks = ck_rng_keep(key, (bh + i) * T + j, p) ? keep_scale : 0.0f;
-                    float dcap = 1.0f; /* d cap tanh(s / cap) / ds */
-                    if (cap > 0.0f) {
-                        float c = tanhf(P[j] / cap);
-                        P[j] = cap * c;
-                        dcap = 1.0f - c * c;
-                    }
-                    P[j] = expf(P[j] - l);
-                    dS[j] = P[j] * (dS[j] * ks - delta) * scale * dcap;
-                    P[j] *= ks; /* from here on Z_j, for dv */
-                }
-                cblas_sger(CblasRowMajor, rows, bdim(D), 1.0f, P, 1, dO, 1, dbase + hc.v, w);
-                cblas_sgemv(CblasRowMajor, CblasTrans, rows, bdim(D), 1.0f, base + hc.k, w, dS, 1,
-                            1.0f, dbase + i * hc.w + hc.q, 1);
-                cblas_sger(CblasRowMajor, rows, bdim(D), 1.0f, dS, 1, q, 1, dbase + hc.k, w);
+            flash_head f = flash_head_of(NULL, dout, qkv, dqkv, b, h, T, H, KV, D, p, cap, key);
+            for (size_t i = 0; i < T; i++)
+                ws[i] = dot_vec(f.dout + i * f.ow, out + f.o_at + i * f.ow, D);
+            for (size_t q0 = 0; q0 < T; q0 += FLASH_TILE) {
+                size_t nq = min_size(FLASH_TILE, T - q0);
+                for (size_t k0 = 0; k0 < q0 + nq; k0 += FLASH_TILE)
+                    flash_backward_tile(&f, lse + (b * H + h) * T, ws, q0, nq, k0,
+                                        min_size(FLASH_TILE, q0 + nq - k0));
             }
         }
+}
+
+/* ---- optimizer ---- */
+
+ck_kernel_adam_step ck_kernel_adam_at(uint64_t t, float lr, float decay)
+{
+    return (ck_kernel_adam_step){lr, decay, 1.0f - powf(CK_KERNEL_ADAM_B1, (float)t),
+                                 1.0f - powf(CK_KERNEL_ADAM_B2, (float)t)};
+}
+
+/* sqrtf vectorises too: the build does not set errno from math functions
+ * (-fno-math-errno). */
+void ck_kernel_adam(float *restrict p, const float *restrict g, float *restrict m,
+                    float *restrict v, size_t n, const ck_kernel_adam_step *st)
+{
+    float lr = st->lr, decay = st->decay, c1 = st->c1, c2 = st->c2;
+    const float b1 = CK_KERNEL_ADAM_B1, b2 = CK_KERNEL_ADAM_B2;
+    EACH(j, n, float q = p[j] - decay * p[j];
+         m[j] = b1 * m[j] + (1.0f - b1) * g[j];
+         v[j] = b2 * v[j] + (1.0f - b2) * g[j] * g[j];
+         p[j] = q - lr * (m[j] / c1) / (sqrtf(v[j] / c2) + CK_KERNEL_ADAM_EPS));
 }
 
 /* ---- losses ---- */
@@ -658,22 +1011,17 @@ void ck_kernel_attention_flash_backward(float *dqkv, const float *dout, const fl
 /* lse = m + log sum_v exp(x[v] - m) of one row of V logits, m the row max. */
 static float row_lse(const float *x, size_t V)
 {
-    float mx = x[0];
-    for (size_t v = 1; v < V; v++)
-        mx = x[v] > mx ? x[v] : mx;
-    float sum = 0.0f;
-    for (size_t v = 0; v < V; v++)
-        sum += expf(x[v] - mx);
-    return mx + logf(sum);
+    float mx = max_vec(x, V);
+    return mx + logf(exp_shifted(NULL, x, mx, V));
 }
 
 /* d[v] += (exp(z[v] - shift) - [v == t]) / N for one row: the softmax's gradient of a
  * mean cross-entropy, from the logits (shift the log-sum-exp) or the log-probabilities
  * (shift 0). */
-static void add_row_gradient(float *d, const float *z, float shift, size_t V, size_t t, float invN)
+static void add_row_gradient(float *restrict d, const float *restrict z, float shift, size_t V,
+                             size_t t, float invN)
 {
-    for (size_t v = 0; v < V; v++)
-        d[v] += expf(z[v] - shift) * invN;
+    EACH(v, V, d[v] += exp_vec(z[v] - shift) * invN);
     d[t] -= invN;
 }
 
@@ -737,39 +1085,48 @@ float ck_kernel_mse(float *dpred, const float *pred, const float *target, size_t
 
 /* ---- swiglu ---- */
 
-void ck_kernel_swiglu_forward(float *out, const float *gate, const float *up, size_t n)
+void ck_kernel_swiglu_forward(float *restrict out, const float *restrict gate,
+                              const float *restrict up, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
-        out[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
+    EACH(i, n, out[i] = gate[i] / (1.0f + exp_vec(-gate[i])) * up[i]);
 }
 
+static void swiglu_dgate(float *restrict dgate, const float *restrict dout,
+                         const float *restrict gate, const float *restrict up, size_t n)
+{
+    EACH(i, n, dgate[i] += dout[i] * up[i] * silu_grad(gate[i]));
+}
+
+static void swiglu_dup(float *restrict dup, const float *restrict dout, const float *restrict gate,
+                       size_t n)
+{
+    EACH(i, n, dup[i] += dout[i] * gate[i] * sigmoid_vec(gate[i]));
+}
+
+/* Both gradients in one pass, one sigmoid each element. */
+static void swiglu_grads(float *restrict dgate, float *restrict dup, const float *restrict dout,
+                         const float *restrict gate, const float *restrict up, size_t n)
+{
+    EACH(i, n, float g = gate[i], sig = sigmoid_vec(g);
+         dgate[i] += dout[i] * up[i] * silu_grad_of(g, sig); dup[i] += dout[i] * g * sig);
+}
+
+/* One pass for both gradients where they are distinct buffers; one each where they are one
+ * (a node reading one tensor twice) or one is not required. */
 void ck_kernel_swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate,
                                const float *up, size_t n)
 {
-    for (size_t i = 0; i < n; i++) {
-        float g = gate[i], sig = 1.0f / (1.0f + expf(-g));
-        if (dgate) /* up is read only for gate's gradient: without it, it may not be kept */
-            dgate[i] += dout[i] * up[i] * sig * (1.0f + g * (1.0f - sig));
-        if (dup)
-            dup[i] += dout[i] * g * sig;
+    if (dgate && dup && dgate != dup) {
+        swiglu_grads(dgate, dup, dout, gate, up, n);
+        return;
     }
+    if (dgate) /* up is read only for gate's gradient: without it, it may not be kept */
+        swiglu_dgate(dgate, dout, gate, up, n);
+    if (dup)
+        swiglu_dup(dup, dout, gate, n);
 }
 
 /* ---- cast ---- */
-
-static uint32_t bits_of(float x)
-{
-    uint32_t b;
-    memcpy(&b, &x, sizeof b);
-    return b;
-}
-
-static float float_of(uint32_t b)
-{
-    float x;
-    memcpy(&x, &b, sizeof x);
-    return x;
-}
 
 /* bf16 is the top half of an f32: round the bottom half away, to even on a tie. */
 uint16_t ck_kernel_f32_to_bf16(float x)
@@ -924,23 +1281,22 @@ static void rope_rotate(float *dst, const float *src, size_t B, size_t T, size_t
                         size_t D, double theta, double sign, bool add)
 {
     size_t W = (H + 2 * KV) * D, rotated = (H + KV) * D;
-    for (size_t b = 0; b < B; b++)
-        for (size_t t = 0; t < T; t++) {
-            size_t row = (b * T + t) * W;
-            for (size_t j = 0; j < D / 2; j++) {
-                double a = (double)t * pow(theta, -2.0 * (double)j / (double)D);
-                float c = (float)cos(a), sn = (float)(sign * sin(a));
+    for (size_t t = 0; t < T; t++) /* positions outside: each angle once for the batch */
+        for (size_t j = 0; j < D / 2; j++) {
+            double a = (double)t * pow(theta, -2.0 * (double)j / (double)D);
+            float c = (float)cos(a), sn = (float)(sign * sin(a));
+            for (size_t b = 0; b < B; b++)
                 for (size_t h = 0; h < H + KV; h++) {
-                    size_t i = row + h * D + 2 * j;
+                    size_t i = (b * T + t) * W + h * D + 2 * j;
                     float x0 = src[i], x1 = src[i + 1];
                     float y0 = x0 * c - x1 * sn, y1 = x0 * sn + x1 * c;
                     dst[i] = add ? dst[i] + y0 : y0;
                     dst[i + 1] = add ? dst[i + 1] + y1 : y1;
                 }
-            }
-            for (size_t i = row + rotated; i < row + W; i++)
-                dst[i] = add ? dst[i] + src[i] : src[i];
         }
+    for (size_t r = 0; r < B * T; r++)
+        for (size_t i = r * W + rotated; i < (r + 1) * W; i++)
+            dst[i] = add ? dst[i] + src[i] : src[i];
 }
 
 void ck_kernel_rope_forward(float *out, const float *inp, size_t B, size_t T, size_t H, size_t KV,
@@ -1097,7 +1453,7 @@ static void moe_glu_backward(float *dgate, float *dhidden, const float *gate, co
                              const float *up, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        float g = gate[i], sig = 1.0f / (1.0f + expf(-g)), dh = dhidden[i];
+        float g = gate[i], sig = sigmoid_vec(g), dh = dhidden[i]; /* as silu's forward */
         dgate[i] = dh * up[i] * sig * (1.0f + g * (1.0f - sig));
         dhidden[i] = dh * act[i];
     }

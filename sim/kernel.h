@@ -1,8 +1,9 @@
 /* kernel: the forward and backward of every op of planner/op, one plain function each
  * with explicit dimensions (after llm.c's train_gpt2.c), in f32; the conversions to and
  * from 16-bit floats; and their dispatch, ck_kernel_forward/backward/loss, which reads a node's
- * sizes and attributes and calls them. Matrix products go through cblas_sgemm; everything
- * else is plain loops.
+ * sizes and attributes and calls them; and the optimizer's update. Matrix products go
+ * through cblas_sgemm; element-wise work and row reductions are loops that the compiler
+ * vectorises (sim/kernel.c, "vectorisable element-wise math").
  *
  * Conventions:
  * - Activations are row-major; N is the number of rows (B*T for [B, T, C] tensors).
@@ -17,7 +18,13 @@
  *   are written by the forward and read by the backward, exactly as planner/op declares them.
  * - Workspace arguments are caller-allocated buffers of exactly the size planner/op
  *   declares (fwd_ws_bytes, bwd_ws_bytes); kernels allocate nothing.
- * - Results are deterministic: the same inputs give the same bits on every call. */
+ * - Buffers never overlap (the executor gives each tensor its own), as the restrict
+ *   qualifiers of the element-wise kernels say, which lets the compiler vectorise them;
+ *   where two gradients may be one buffer, the kernel says so.
+ * - Results are deterministic: the same inputs give the same bits on every call, wherever
+ *   the buffers lie. exp (within 1.4 ulp), sigmoid and gelu's tanh are computed in
+ *   sim/kernel.c, without branches (libm's are calls, which no loop vectorises); the rest
+ *   of libm is libm's. */
 #ifndef CK_KERNELS_H
 #define CK_KERNELS_H
 
@@ -97,14 +104,17 @@ void ck_kernel_qknorm_backward(float *dinp, float *dq_gamma, float *dk_gamma, co
                                const float *rstd, size_t N, size_t H, size_t KV, size_t D);
 
 /* GELU, tanh approximation (as GPT-2). Saves its input. */
-void ck_kernel_gelu_forward(float *out, const float *inp, size_t n);
-void ck_kernel_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
+void ck_kernel_gelu_forward(float *restrict out, const float *restrict inp, size_t n);
+void ck_kernel_gelu_backward(float *restrict dinp, const float *restrict inp,
+                             const float *restrict dout, size_t n);
 /* ReLU saves its output. */
-void ck_kernel_relu_forward(float *out, const float *inp, size_t n);
-void ck_kernel_relu_backward(float *dinp, const float *out, const float *dout, size_t n);
+void ck_kernel_relu_forward(float *restrict out, const float *restrict inp, size_t n);
+void ck_kernel_relu_backward(float *restrict dinp, const float *restrict out,
+                             const float *restrict dout, size_t n);
 /* SiLU, x * sigmoid(x). Saves its input. */
-void ck_kernel_silu_forward(float *out, const float *inp, size_t n);
-void ck_kernel_silu_backward(float *dinp, const float *inp, const float *dout, size_t n);
+void ck_kernel_silu_forward(float *restrict out, const float *restrict inp, size_t n);
+void ck_kernel_silu_backward(float *restrict dinp, const float *restrict inp,
+                             const float *restrict dout, size_t n);
 
 /* Gemma 2's soft-capping, cap tanh(x / cap) (cap > 0). Saves its output. */
 void ck_kernel_softcap_forward(float *out, const float *inp, float cap, size_t n);
@@ -112,24 +122,29 @@ void ck_kernel_softcap_backward(float *dinp, const float *out, const float *dout
                                 size_t n);
 
 /* out = factor x (Gemma's embedding scale sqrt(C), for one). Saves nothing. */
-void ck_kernel_scale_forward(float *out, const float *inp, float factor, size_t n);
-void ck_kernel_scale_backward(float *dinp, const float *dout, float factor, size_t n);
+void ck_kernel_scale_forward(float *restrict out, const float *restrict inp, float factor, size_t n);
+void ck_kernel_scale_backward(float *restrict dinp, const float *restrict dout, float factor,
+                              size_t n);
 
-void ck_kernel_add_forward(float *out, const float *a, const float *b, size_t n);
+void ck_kernel_add_forward(float *restrict out, const float *restrict a, const float *restrict b,
+                           size_t n);
 void ck_kernel_add_backward(float *da, float *db, const float *dout, size_t n);
-void ck_kernel_mul_forward(float *out, const float *a, const float *b, size_t n);
+void ck_kernel_mul_forward(float *restrict out, const float *restrict a, const float *restrict b,
+                           size_t n);
 void ck_kernel_mul_backward(float *da, float *db, const float *dout, const float *a, const float *b,
                      size_t n);
 
 /* SwiGLU's gate, fused: out = silu(gate) * up. Saves both inputs; dgate and dup may be one
  * buffer (a node reading one tensor twice). */
-void ck_kernel_swiglu_forward(float *out, const float *gate, const float *up, size_t n);
+void ck_kernel_swiglu_forward(float *restrict out, const float *restrict gate,
+                              const float *restrict up, size_t n);
 void ck_kernel_swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate,
                                const float *up, size_t n);
 
 /* GeGLU's gate (Gemma's MLP), fused: out = gelu(gate) * up with gelu's tanh form, as
  * gelu above. Saves both inputs; dgate and dup may be one buffer. */
-void ck_kernel_geglu_forward(float *out, const float *gate, const float *up, size_t n);
+void ck_kernel_geglu_forward(float *restrict out, const float *restrict gate,
+                             const float *restrict up, size_t n);
 void ck_kernel_geglu_backward(float *dgate, float *dup, const float *dout, const float *gate,
                               const float *up, size_t n);
 
@@ -156,7 +171,8 @@ void ck_kernel_cast_backward(void *dinp, ck_dtype from, const void *dout, ck_dty
  * ck_rng_keep(key, i, p). p == 0 keeps everything. */
 void ck_kernel_dropout_forward(float *out, uint8_t *mask, const float *inp, float p, ck_rng_key key,
                         size_t n);
-void ck_kernel_dropout_backward(float *dinp, const float *dout, const uint8_t *mask, float p, size_t n);
+void ck_kernel_dropout_backward(float *restrict dinp, const float *restrict dout,
+                                const uint8_t *restrict mask, float p, size_t n);
 
 /* Causal multi-head attention with grouped-query heads.
  * qkv is [B, T, (H + 2*KV) * D]: per token, H query heads, then KV key heads, then KV value
@@ -180,8 +196,11 @@ void ck_kernel_attention_backward(float *dqkv, const float *dout, const float *q
 
 /* Flash form: keeps no [T, T] matrix. Saves lse [B, H, T] (log-sum-exp of each row of
  * scaled, capped scores) and reads its own output in backward; workspace: T floats
- * forward, 2*T floats backward. The backward recomputes each row of probabilities (and
- * the cap) from q, k and lse, and the dropout mask from the key, so it matches the
+ * forward, 2*T floats backward (T used: the running row maxima forward, the rows' dout .
+ * out backward). It computes on tiles of 64 queries by 64 keys whose scores live on the
+ * stack (16 KiB forward, 32 KiB backward, whatever T: a GPU kernel's on-chip tiles), with
+ * an online softmax across key tiles. The backward recomputes each tile of probabilities
+ * (and the cap) from q, k and lse, and the dropout mask from the key, so it matches the
  * standard form's gradients up to rounding. */
 void ck_kernel_attention_flash_forward(float *out, float *lse, const float *qkv, float *ws,
                                        size_t B, size_t T, size_t H, size_t KV, size_t D, float p,
@@ -256,6 +275,23 @@ void ck_kernel_moe_backward(float *dinp, const ck_kernel_moe_weights *dw, const 
                             const ck_kernel_moe_saved *s, const float *inp,
                             const ck_kernel_moe_weights *w, void *ws, size_t N, size_t C,
                             size_t E, size_t K, size_t F);
+
+/* Adam's update (torch.optim.Adam's defaults but the learning rate; AdamW's decoupled
+ * weight decay as decay = lr * weight_decay, 0 for Adam), step t >= 1, in f32:
+ *   p -= decay p;  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;
+ *   p -= lr (m / c1) / (sqrt(v / c2) + eps),  c1 = 1 - b1^t, c2 = 1 - b2^t. */
+#define CK_KERNEL_ADAM_B1 0.9f
+#define CK_KERNEL_ADAM_B2 0.999f
+#define CK_KERNEL_ADAM_EPS 1e-8f
+
+typedef struct {
+    float lr, decay, c1, c2;
+} ck_kernel_adam_step;
+
+ck_kernel_adam_step ck_kernel_adam_at(uint64_t t, float lr, float decay);
+/* n parameters p with gradients g and moments m and v, updated in place. */
+void ck_kernel_adam(float *restrict p, const float *restrict g, float *restrict m,
+                    float *restrict v, size_t n, const ck_kernel_adam_step *st);
 
 /* Cross-entropy of logits [N, V] against targets [N], forward and backward together (the
  * chain's loss operation): returns the mean loss, writes lse [N], and accumulates

@@ -939,12 +939,15 @@ END_TEST
 /* The flash form agrees with the standard one on a size where sgemm blocks, without and
  * with dropout and softcap: out and dqkv
  * to 1e-5 of the tensor's largest entry (2.2e-7 is the largest difference seen: the two
- * forms sum in different orders and flash recomputes the probabilities from lse). */
+ * forms sum in different orders and flash recomputes the probabilities from lse). T = 33
+ * fits one of flash's 64-row tiles; T = 150 takes three of queries and of keys, the last
+ * one partial, where the online softmax rescales what earlier key tiles summed. */
 START_TEST(flash_matches_standard)
 {
     const float ps[] = {0.0f, 0.1f, 0.0f, 0.1f}, caps[] = {0.0f, 0.0f, 2.0f, 2.0f};
-    for (size_t k = 0; k < 4; k++) {
-        att_dims a = {2, 33, 4, 2, 16, ps[k], caps[k]};
+    const size_t Ts[] = {33, 150};
+    for (size_t k = 0; k < 8; k++) {
+        att_dims a = {2, Ts[k / 4], 4, 2, 16, ps[k % 4], caps[k % 4]};
         seed_data(200 + k);
         size_t n_qkv = a.B * a.T * att_w(a), n_out = a.B * a.T * a.H * a.D;
         float *qkv = frand(n_qkv), *dout = frand(n_out);
@@ -1473,6 +1476,82 @@ static void ref_geglu(const ref_case *rc, double *out)
         out[i] = ref_gelu_tanh(rc->in[0][i]) * rc->in[1][i];
 }
 
+/* The element-wise kernels run in vectorised blocks of 8 and a scalar tail (sim/kernel.c,
+ * EACH): an element's value must not depend on where it falls. Each kernel runs on 1001
+ * values and on the same values from the second on (shifted by one: another lane, another
+ * alignment, the tail); every result must be the same bits (enough values that two
+ * formulas 1 ulp apart, one per loop, would differ somewhere). */
+typedef void (*unary_fn)(float *restrict, const float *restrict, size_t);
+typedef void (*unary_grad_fn)(float *restrict, const float *restrict, const float *restrict,
+                              size_t);
+
+START_TEST(elementwise_position_independent)
+{
+    enum { N = 1001 };
+    const unary_fn fwd[] = {ck_kernel_gelu_forward, ck_kernel_silu_forward};
+    const unary_grad_fn bwd[] = {ck_kernel_gelu_backward, ck_kernel_silu_backward};
+    seed_data(41);
+    float *x = frand(N), *dout = frand(N), *up = frand(N);
+    for (size_t i = 0; i < N; i++)
+        x[i] *= 6.0f;
+    for (size_t k = 0; k < 3; k++) {
+        float *o1 = fbuf(N), *o2 = fbuf(N), *d1 = fbuf(N), *d2 = fbuf(N), *u1 = fbuf(N),
+              *u2 = fbuf(N);
+        if (k < 2) {
+            fwd[k](o1, x, N);
+            fwd[k](o2, x + 1, N - 1);
+            bwd[k](d1, x, dout, N);
+            bwd[k](d2, x + 1, dout + 1, N - 1);
+        } else {
+            ck_kernel_swiglu_forward(o1, x, up, N);
+            ck_kernel_swiglu_forward(o2, x + 1, up + 1, N - 1);
+            ck_kernel_swiglu_backward(d1, u1, dout, x, up, N);
+            ck_kernel_swiglu_backward(d2, u2, dout + 1, x + 1, up + 1, N - 1);
+        }
+        for (size_t i = 0; i + 1 < N; i++) {
+            ck_assert_msg(memcmp(&o1[i + 1], &o2[i], sizeof(float)) == 0, "kernel %zu: out[%zu]", k, i + 1);
+            ck_assert_msg(memcmp(&d1[i + 1], &d2[i], sizeof(float)) == 0, "kernel %zu: dx[%zu]", k, i + 1);
+            ck_assert_msg(memcmp(&u1[i + 1], &u2[i], sizeof(float)) == 0, "kernel %zu: dup[%zu]", k, i + 1);
+        }
+    }
+    free_scratch();
+}
+END_TEST
+
+/* Far from [-3, 3], where the hand-written exp underflows (below -87.34), overflows
+ * (above 88.37) or feeds a tanh near 1 or 0: gelu, silu and their gradients against double
+ * formulas to 1e-6 relatively (or 1e-30 absolutely, for results of order e^-88), and a
+ * NaN input gives NaN. */
+static double ref_silu_at(double x) { return x / (1.0 + exp(-x)); }
+
+START_TEST(elementwise_extremes)
+{
+    static const float xs[] = {-100.0f, -88.5f, -87.4f, -50.0f, -10.0f, -1e-3f, 0.0f, 1e-3f,
+                               1.0f, 10.0f, 50.0f, 88.5f, 100.0f};
+    enum { N = sizeof xs / sizeof xs[0] };
+    float out[N], dx[N] = {0}, ones[N];
+    for (size_t i = 0; i < N; i++)
+        ones[i] = 1.0f;
+    for (int kind = 0; kind < 2; kind++) {
+        memset(dx, 0, sizeof dx);
+        (kind ? ck_kernel_silu_forward : ck_kernel_gelu_forward)(out, xs, N);
+        (kind ? ck_kernel_silu_backward : ck_kernel_gelu_backward)(dx, xs, ones, N);
+        for (size_t i = 0; i < N; i++) {
+            double x = xs[i], h = 1e-4 * (fabs(x) > 1 ? fabs(x) : 1);
+            double (*f)(double) = kind ? ref_silu_at : ref_gelu_tanh;
+            double want = f(x), dwant = (f(x + h) - f(x - h)) / (2 * h);
+            ck_assert_msg(fabs(out[i] - want) <= 1e-6 * fabs(want) + 1e-30, "%s(%g) = %g, not %g",
+                          kind ? "silu" : "gelu", x, (double)out[i], want);
+            ck_assert_msg(fabs(dx[i] - dwant) <= 1e-4 * fabs(dwant) + 1e-30,
+                          "%s'(%g) = %g, not %g", kind ? "silu" : "gelu", x, (double)dx[i], dwant);
+        }
+        float nan_in = NAN, nan_out = 0.0f;
+        (kind ? ck_kernel_silu_forward : ck_kernel_gelu_forward)(&nan_out, &nan_in, 1);
+        ck_assert(isnan(nan_out));
+    }
+}
+END_TEST
+
 /* gelu' by central differences of the reference. */
 static double ref_dgelu_tanh(double x)
 {
@@ -1558,6 +1637,8 @@ static Suite *kernels_suite(void)
     tcase_add_test(tc, rmsnorm);
     tcase_add_test(tc, norms_take_their_eps);
     tcase_add_test(tc, gelu);
+    tcase_add_test(tc, elementwise_position_independent);
+    tcase_add_test(tc, elementwise_extremes);
     tcase_add_test(tc, relu);
     tcase_add_test(tc, silu);
     tcase_add_test(tc, add);
