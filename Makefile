@@ -210,6 +210,12 @@ bench: deps
 	  echo "model-format.md section 4); the figures before that change follow."; echo; \
 	  tests/bench/lifetimes.sh ./ckplan models/gpt2-tiny.json models/llama-tiny.json; echo; \
 	  cat tests/bench/lifetimes-before.md; \
+	  echo; echo "## A training step: ckplan's executor against PyTorch"; echo; \
+	  echo "One store-everything step (forward, backward, Adam) of each tiny model with \`ckplan run\`"; \
+	  echo "and with \`ckplan emit torch\`'s module in PyTorch 1.13, on the same OpenBLAS, alternating"; \
+	  echo "(\`tests/bench/step_vs_torch.sh ./ckplan models/gpt2-tiny.json models/llama-tiny.json\`)."; \
+	  echo "Target: ckplan's step at most PyTorch's (ratio <= 1)."; echo; \
+	  tests/bench/step_vs_torch.sh ./ckplan models/gpt2-tiny.json models/llama-tiny.json; \
 	  echo; echo "## PyTorch as the referee: saved bytes, peaks, gradients"; echo; \
 	  echo "Every shipped model under every planner, run in PyTorch 1.13 by \`ckplan emit torch\`'s"; \
 	  echo "module (\`tests/bench/torch_referee.sh ./ckplan\`, the figures of \`make check-torch\`;"; \
