@@ -122,7 +122,7 @@ check-bad: $(CKPLAN)
 
 # PyTorch (Debian's python3-torch) as the second referee: docs/pytorch.md.
 check-torch: $(CKPLAN)
-	@tests/torch/run build/results/torch ./$(CKPLAN)
+	@tests/torch/run build/results/torch ./$(CKPLAN) build/torch-referee.tsv
 
 # Source rules (tests/style/): which layer includes which, and function names.
 check-style:

@@ -5,7 +5,7 @@ set -u
 ckplan=$1
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-tests/torch/run "$work/torch" "$ckplan" > "$work/log" 2>&1
+tests/torch/run "$work/torch" "$ckplan" "$work/torch.tsv" > "$work/log" 2>&1
 echo "\`tests/torch/run\`: $(tail -n 1 "$work/log" | sed 's/^torch: //'). Per model and planner:"
 echo "the stages whose saved bytes (PyTorch's saved-tensor hooks) equal ckplan's chain, the"
 echo "step's activation peak measured in PyTorch (allocator tracker) and predicted and"
