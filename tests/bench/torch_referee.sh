@@ -17,14 +17,14 @@ import sys
 rows, order, plain = {}, [], {}
 for line in open(sys.argv[1]):
     f = line.rstrip("\n").split("\t")
+    if f[2] == "info":
+        plain[f[0]] = int(f[5])
+        continue
     key = (f[0], f[1])
     if key not in rows:
         rows[key] = {"saved": [0, 0], "grad": "", "peak": None}
         order.append(key)
     r = rows[key]
-    if f[2] == "info":
-        plain[f[0]] = int(f[5])
-        continue
     if f[2] == "saved":
         r["saved"][0] += f[3] == "ok"
         r["saved"][1] += 1
