@@ -211,11 +211,15 @@ bench: deps
 	  tests/bench/lifetimes.sh ./ckplan models/gpt2-tiny.json models/llama-tiny.json; echo; \
 	  cat tests/bench/lifetimes-before.md; \
 	  echo; echo "## A training step: ckplan's executor against PyTorch"; echo; \
-	  echo "One store-everything step (forward, backward, Adam) of each tiny model with \`ckplan run\`"; \
-	  echo "and with \`ckplan emit torch\`'s module in PyTorch 1.13, on the same OpenBLAS, alternating"; \
-	  echo "(\`tests/bench/step_vs_torch.sh ./ckplan models/gpt2-tiny.json models/llama-tiny.json\`)."; \
-	  echo "Target: ckplan's step at most PyTorch's (ratio <= 1)."; echo; \
-	  tests/bench/step_vs_torch.sh ./ckplan models/gpt2-tiny.json models/llama-tiny.json; \
+	  echo "One store-everything step (forward, backward, optimizer) of each shipped model with"; \
+	  echo "\`ckplan run\` and with \`ckplan emit torch\`'s module in PyTorch 1.13, on the same OpenBLAS,"; \
+	  echo "alternating (\`tests/bench/step_vs_torch.sh\`, the models as below: gpt2-small with its"; \
+	  echo "widths but 2 layers at 64 tokens, the Hugging Face tiny configs in fp32; the 16-bit models"; \
+	  echo "have no like-for-like PyTorch on CPU). Target: ckplan's step at most PyTorch's (ratio <= 1)"; \
+	  echo "on gpt2-tiny and llama-tiny."; echo; \
+	  tests/bench/step_vs_torch.sh ./ckplan models/gpt2-tiny.json models/llama-tiny.json \
+	    models/mlp-deep.json "gpt2-small-2L models/gpt2-small.json --set L=2 --seq 64 --batch 1" \
+	    $(foreach c,$(wildcard models/hf/*.json),"hf-$(basename $(notdir $(c))) $(c) --recipe fp32"); \
 	  echo; echo "## PyTorch as the referee: saved bytes, peaks, gradients"; echo; \
 	  echo "Every shipped model under every planner, run in PyTorch 1.13 by \`ckplan emit torch\`'s"; \
 	  echo "module (\`tests/bench/torch_referee.sh ./ckplan\`, the figures of \`make check-torch\`;"; \

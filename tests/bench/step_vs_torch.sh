@@ -4,7 +4,9 @@
 # model in PyTorch, side by side, at 1 and 2 threads; prints a Markdown table of the
 # median step times and their ratio.
 #
-# usage: step_vs_torch.sh CKPLAN MODEL...
+# usage: step_vs_torch.sh CKPLAN ENTRY...
+# ENTRY is a model file, or "LABEL MODEL OPTIONS..." (one argument): the model planned and
+# emitted with those options (--recipe fp32, --seq 64, ...), named LABEL in the table.
 #
 # ckplan's time is the baseline's `step_seconds` of `ckplan run PLAN --steps N` (the
 # median of its 2N+1 timed rounds, after a warm-up step), with OPENBLAS_NUM_THREADS and
@@ -30,14 +32,13 @@ trap 'rm -rf "$work"' EXIT
 
 median() { python3 -c 'import statistics,sys; print(statistics.median(float(a) for a in sys.argv[1:]))' "$@"; }
 
-# The PyTorch module for model $1 into $2.
+# The PyTorch module of label $1 (model $2, options after) into $work/$1.py.
 torch_module() {
-    local name
-    name=$(basename "$1" .json)
+    local name=$1 model=$2; shift 2
     if [ -n "${CKPLAN_TORCH_MODULES:-}" ]; then
-        cp "$CKPLAN_TORCH_MODULES/$name.py" "$2"
-    elif ! "$ckplan" emit torch "$1" -o "$2" > "$work/emit.log" 2>&1; then
-        echo "step_vs_torch.sh: '$ckplan emit torch $1' failed (set CKPLAN_TORCH_MODULES to a" \
+        cp "$CKPLAN_TORCH_MODULES/$name.py" "$work/$name.py"
+    elif ! "$ckplan" emit torch "$model" "$@" -o "$work/$name.py" > "$work/emit.log" 2>&1; then
+        echo "step_vs_torch.sh: '$ckplan emit torch $model $*' failed (set CKPLAN_TORCH_MODULES to a" \
              "directory of MODEL.py modules instead):" >&2
         cat "$work/emit.log" >&2
         exit 2
@@ -53,16 +54,20 @@ ckplan_step() { # model's plan, threads -> seconds
 
 echo "| model | threads | ckplan ms | PyTorch ms | ckplan / PyTorch |"
 echo "|---|---:|---:|---:|---:|"
-for model in "$@"; do
-    name=$(basename "$model" .json)
-    "$ckplan" plan "$model" --planner none --budget 1000T -o "$work/$name.plan.json" > /dev/null
-    torch_module "$model" "$work/$name.py"
+for entry in "$@"; do
+    read -r name model options <<< "$entry"
+    [ -n "$model" ] || { model=$name; name=$(basename "$model" .json); }
+    # shellcheck disable=SC2086 # options are words
+    "$ckplan" plan "$model" $options --planner none --budget 1000T -o "$work/$name.plan.json" \
+        > /dev/null 2>&1
+    # shellcheck disable=SC2086
+    torch_module "$name" "$model" $options
     for threads in $threads_list; do
         ck=() pt=()
         for _ in $(seq "$repeats"); do
             ck+=("$(ckplan_step "$work/$name.plan.json" "$threads")")
             pt+=("$(OMP_NUM_THREADS=$threads /usr/bin/python3 "$here/torch_step.py" "$work/$name.py" \
-                    "$model" "$threads" $((2 * steps + 1)) 5)")
+                    "$threads" $((2 * steps + 1)) 5)")
         done
         c=$(median "${ck[@]}") p=$(median "${pt[@]}")
         python3 -c 'import sys; c, p = float(sys.argv[3]), float(sys.argv[4])
