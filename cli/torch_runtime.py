@@ -37,7 +37,8 @@ class _Attention(torch.autograd.Function):
     generator seeded once per call from the global generator (so recomputation, which
     restores the global generator's state, redraws it). Otherwise keeps qkv, the output,
     the capped scores' tanh (softcap), the probabilities, and with dropout the u8 mask and
-    the dropped probabilities, as eager attention does."""
+    the dropped probabilities, as eager attention does. With expand_kv, also k and v
+    repeated to every query head, as Hugging Face's repeat_kv makes and its products keep."""
 
     @staticmethod
     def scores(q, k, h, g, r0, r1, scale, cap, causal):
@@ -50,7 +51,7 @@ class _Attention(torch.autograd.Function):
         return s.masked_fill_(causal[r0:r1], float("-inf")), c
 
     @staticmethod
-    def forward(ctx, qkv, heads, kv_heads, p, flash, cap):
+    def forward(ctx, qkv, heads, kv_heads, p, flash, cap, expand):
         q, k, v = _heads(qkv, heads, kv_heads)
         b, _, t, d = q.shape
         scale, group = 1.0 / math.sqrt(d), heads // kv_heads
@@ -64,6 +65,9 @@ class _Attention(torch.autograd.Function):
             kept = {"capped": cap > 0, "probs": True, "mask": p > 0, "dropped": p > 0}
             kept = {name: torch.empty(b, heads, t, t, dtype=torch.uint8 if name == "mask"
                                       else qkv.dtype) for name, want in kept.items() if want}
+        if expand and kv_heads < heads:  # Hugging Face's repeat_kv: copies the products keep
+            kept["k_expanded"] = k.repeat_interleave(group, dim=1)
+            kept["v_expanded"] = v.repeat_interleave(group, dim=1)
         for h, r0, r1 in _blocks(heads, t, heads * d, flash):
             g = h // group
             s, c = _Attention.scores(q, k, h, g, r0, r1, scale, cap, causal)
@@ -130,7 +134,7 @@ class _Attention(torch.autograd.Function):
             dq[:, h, r0:r1] += torch.matmul(ds, k[:, g])
             dk[:, g] += torch.matmul(ds.transpose(1, 2), q[:, h, r0:r1])
             del ds, c
-        return dqkv, None, None, None, None, None
+        return dqkv, None, None, None, None, None, None
 
 
 class _RMSNorm(torch.autograd.Function):
@@ -373,7 +377,7 @@ OPS = {
     "mul": lambda i, p, a: i[0] * i[1],
     "dropout": lambda i, p, a: _dropout(i[0], a["p"]),
     "attention": lambda i, p, a: _Attention.apply(i[0], a["heads"], a["kv_heads"], a["p"],
-                                                  a["flash"], a["cap"]),
+                                                  a["flash"], a["cap"], a["expand_kv"]),
     "rope": lambda i, p, a: _Rope.apply(i[0], a["heads"], a["kv_heads"], a["theta"]),
     "swiglu": lambda i, p, a: _GatedUnit.apply(i[0], i[1], "silu"),
     "geglu": lambda i, p, a: _GatedUnit.apply(i[0], i[1], "gelu"),

@@ -31,14 +31,15 @@ static const ck_op_def op_table[] = {
     OP(CK_OP_MUL, "mul", 2, 1, 2),
     OP(CK_OP_DROPOUT, "dropout", 1, 2, 1, .draws = true, .n_attrs = 1,
        .attrs = {ATTR("p", CK_ATTR_PROB, true, 0, p)}),
-    OP(CK_OP_ATTENTION, "attention", 1, 0, 0, .draws = true, .n_attrs = 7,
+    OP(CK_OP_ATTENTION, "attention", 1, 0, 0, .draws = true, .n_attrs = 8,
        .attrs = {ATTR("heads", CK_ATTR_DIM, true, 0, heads),
                  ATTR("kv_heads", CK_ATTR_DIM, false, 0, kv_heads),
                  ATTR("dropout", CK_ATTR_PROB, false, 0, p),
                  ATTR("flash", CK_ATTR_BOOL, false, 0, flash),
                  ATTR("head_dim", CK_ATTR_DIM, false, 0, head_dim),
                  ATTR("softmax_dtype", CK_ATTR_DTYPE, false, CK_I32, softmax_dtype),
-                 ATTR("softcap", CK_ATTR_POSITIVE, false, 0, cap)}),
+                 ATTR("softcap", CK_ATTR_POSITIVE, false, 0, cap),
+                 ATTR("expand_kv", CK_ATTR_BOOL, false, 0, expand_kv)}),
     OP(CK_OP_ROPE, "rope", 1, 0, 0, .n_attrs = 4,
        .attrs = {ATTR("heads", CK_ATTR_DIM, true, 0, heads),
                  ATTR("kv_heads", CK_ATTR_DIM, false, 0, kv_heads),
@@ -493,6 +494,11 @@ static void describe_attention(ovf *o, const ck_attrs *a, const ck_ttype *in,
     uint64_t sd = mul(o, s, head_dim);
     save_ref(o, info, CK_SAVE_INPUT, 0, &in[0]);
     save_ref(o, info, CK_SAVE_OUTPUT, 0, out);
+    if (a->expand_kv && a->kv_heads < a->heads) { /* repeat_kv's copies, kept by the products */
+        ck_ttype kv = {.dtype = out->dtype, .rank = 4, .dim = {b, a->heads, t, head_dim}};
+        save_internal(o, info, CK_SLOT_K_EXPANDED, &kv);
+        save_internal(o, info, CK_SLOT_V_EXPANDED, &kv);
+    }
     /* Q K^T and P V: two products of 2*S*D; softmax about 5 FLOPs per score; softcap a
      * division, tanh and a product forward, 1 - t^2 and a product backward. */
     uint64_t cap = a->cap > 0 ? mul(o, s, 3) : 0;

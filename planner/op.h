@@ -34,6 +34,8 @@ typedef struct {
     uint64_t theta;                 /* rope: the base of its frequencies */
     ck_dtype to;                    /* cast: the output's dtype */
     bool flash;                     /* attention */
+    bool expand_kv;                 /* attention: k and v copied out to all heads and kept
+                                     * (Hugging Face's repeat_kv, eager and sdpa) */
     ck_dtype softmax_dtype;         /* attention: f32 or the input's (given as an integer
                                      * dtype, "not given", until ck_op_infer fills it) */
     double p;                       /* dropout's p, attention's dropout */
@@ -89,6 +91,8 @@ typedef enum {
     CK_SLOT_PROBS_CAST, /* attention with softmax in f32: probs cast to the input's dtype */
     CK_SLOT_NORMED,     /* rmsnorm written out: x rstd, which the product with gamma keeps */
     CK_SLOT_LOGP,       /* cross_entropy unfused: log_softmax's output, which nll_loss keeps */
+    CK_SLOT_K_EXPANDED, /* attention with expand_kv: k repeated to every query head */
+    CK_SLOT_V_EXPANDED, /* and v */
     /* moe, per row of its input: */
     CK_SLOT_ROUTER_PROBS, /* f32 softmax of the router logits */
     CK_SLOT_TOPK_INDEX,   /* int64: the K experts chosen */

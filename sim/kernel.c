@@ -1603,10 +1603,28 @@ static lora_dims lora_dims_of(const ck_kernel_io *io)
     return d;
 }
 
+/* repeat_kv's copies, [B, H, T, D]: head h's k (or v) is kv head h / (H / KV)'s, which
+ * is what the kernels read in place; kept, as the products of eager attention keep them. */
+static void expand_kv(float *k_out, float *v_out, const float *qkv, attn_dims d)
+{
+    for (size_t b = 0; b < d.B; b++)
+        for (size_t h = 0; h < d.H; h++) {
+            head_cols c = cols_of(h, d.H, d.KV, d.D);
+            for (size_t t = 0; t < d.T; t++) {
+                const float *row = qkv + (b * d.T + t) * c.w;
+                size_t at = ((b * d.H + h) * d.T + t) * d.D;
+                memcpy(k_out + at, row + c.k, d.D * sizeof *k_out);
+                memcpy(v_out + at, row + c.v, d.D * sizeof *v_out);
+            }
+        }
+}
+
 static void attention_forward(const ck_kernel_io *io, float prob)
 {
     attn_dims d = attention_dims(io);
     float cap = (float)io->node->attrs.cap;
+    if (io->saved[CK_SLOT_K_EXPANDED])
+        expand_kv(io->saved[CK_SLOT_K_EXPANDED], io->saved[CK_SLOT_V_EXPANDED], io->in[0], d);
     if (io->node->attrs.flash)
         ck_kernel_attention_flash_forward(io->out, io->saved[CK_SLOT_LSE], io->in[0], io->ws, d.B,
                                           d.T, d.H, d.KV, d.D, prob, cap, io->key);

@@ -239,6 +239,20 @@ START_TEST(attention_grouped_query)
     ck_assert_uint_eq(info.fwd_ws_bytes, 2 * 4 * 8 * 8 * 2);
     ck_assert_uint_eq(info.fwd_flops, 4 * (2 * 4 * 8 * 8) * 16 + 5 * (2 * 4 * 8 * 8));
 
+    /* Hugging Face's repeat_kv: k and v copied to all 4 heads, [B, H, T, D] each, kept. */
+    a.expand_kv = true;
+    infer_ok("attention", &a, &in, &info);
+    ck_assert_uint_eq(info.n_saved, 5);
+    ck_assert(info.saved[2].slot == CK_SLOT_K_EXPANDED && info.saved[3].slot == CK_SLOT_V_EXPANDED);
+    ck_assert_uint_eq(info.saved[2].bytes, 2 * 4 * 8 * 16 * 2);
+    ck_assert_uint_eq(info.saved[3].bytes, 2 * 4 * 8 * 16 * 2);
+    a.kv_heads = 4; /* one kv head a query head: repeat_kv copies nothing */
+    ck_ttype all_heads = tt(CK_BF16, 3, 2, 8, 3 * 4 * 16);
+    infer_ok("attention", &a, &all_heads, &info);
+    ck_assert_uint_eq(info.n_saved, 3);
+    a.kv_heads = 2;
+    a.expand_kv = false;
+
     a.p = 0.1;
     infer_ok("attention", &a, &in, &info);
     ck_assert_uint_eq(info.n_saved, 5);
