@@ -408,3 +408,16 @@ int ck_graph_schedule_baseline(const ck_graph *g, ck_graph_schedule *out, ck_err
     ck_graph_schedule_free(out);
     return ck_err_oom(err);
 }
+
+void ck_graph_plan_result_init(ck_graph_plan_result *r)
+{
+    memset(r, 0, sizeof *r);
+    r->bound = NAN;
+    r->gap = NAN;
+}
+
+void ck_graph_plan_result_free(ck_graph_plan_result *r)
+{
+    ck_graph_schedule_free(&r->schedule);
+    ck_graph_plan_result_init(r);
+}

@@ -109,6 +109,10 @@ typedef struct {
     double gap;         /* milp: (time - bound) / time; NAN when none */
 } ck_graph_plan_result;
 
+/* Empties r: no schedule, status NULL, bound and gap NAN. */
+void ck_graph_plan_result_init(ck_graph_plan_result *r);
+void ck_graph_plan_result_free(ck_graph_plan_result *r);
+
 typedef struct {
     const char *name;
     const char *summary; /* one line for --help */
