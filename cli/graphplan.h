@@ -19,9 +19,8 @@ typedef struct {
     double time_limit_s; /* --time-limit, for planners that take one; 0: none */
 } ck_graphplan_args;
 
-/* Whether the file at path is a Checkmate graph: a JSON object with `nodes` and `links`
- * arrays and no `format`. A file that cannot be read or parsed is not one (whoever loads
- * it next says why). */
+/* Whether the file at path is meant as a Checkmate graph (ck_graph_is_checkmate). A file
+ * that cannot be read or parsed is not one (whoever loads it next says why). */
 bool ck_graphplan_is_graph_file(const char *path);
 /* Whether the file at path is a graph plan ("kind": "graph"), in the same way. */
 bool ck_graphplan_is_graph_plan(const char *path);

@@ -13,8 +13,8 @@
 bool ck_graph_is_checkmate(const cJSON *root)
 {
     return cJSON_IsObject(root) && !cJSON_GetObjectItemCaseSensitive(root, "format") &&
-           cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(root, "nodes")) &&
-           cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(root, "links"));
+           (cJSON_GetObjectItemCaseSensitive(root, "nodes") ||
+            cJSON_GetObjectItemCaseSensitive(root, "links"));
 }
 
 void ck_graph_free(ck_graph *g)
