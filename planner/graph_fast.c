@@ -10,7 +10,9 @@
  *   RETAIN      held from its computation to its last use (a checkpoint, or stored);
  *   REMAT_KEEP  freed after its last forward use; recomputed in the backward, then held
  *               to its last use (the segment of a checkpoint, recomputed once);
- *   REMAT       held only while the next target reads it, recomputed at each later use.
+ *   REMAT       held only while the next target reads it, recomputed at each later use;
+ *   REMAT_FREE  the same in the forward; in the backward freed as soon as the target it was
+ *               recomputed for no longer reads it, even when the next target does.
  * Backward nodes are always RETAIN. A value nothing reads any more is freed at once. */
 #include <math.h>
 #include <stdlib.h>
@@ -18,7 +20,7 @@
 
 #include "planner/graph_planners.h"
 
-enum { RETAIN, REMAT_KEEP, REMAT, N_MODES };
+enum { RETAIN, REMAT_KEEP, REMAT, REMAT_FREE, N_MODES };
 
 typedef struct {
     const ck_graph *g;
@@ -38,6 +40,7 @@ typedef struct {
     /* Work done (node reads simulated) and the most a search may do: the planner's time
      * is bounded whatever the graph, and its result does not depend on the machine. */
     uint64_t work, work_limit;
+    size_t frozen; /* a node whose mode the search leaves as it is, or SIZE_MAX */
     bool oom;
     uint64_t live, peak;
     double time, excess; /* excess: bytes over budget summed over computes (the search's slope) */
@@ -60,6 +63,7 @@ static bool held_after(sim *s, size_t x, size_t t)
     switch (s->mode[x]) {
     case REMAT_KEEP: return t >= loss || nu < loss;
     case REMAT: return nu <= t + 1;
+    case REMAT_FREE: return t < loss && nu <= t + 1;
     default: return true;
     }
 }
@@ -173,6 +177,7 @@ static bool sim_init(sim *s, const ck_graph *g)
     size_t n = g->n_nodes;
     memset(s, 0, sizeof *s);
     s->g = g;
+    s->frozen = SIZE_MAX;
     s->mode = calloc(n, sizeof *s->mode);
     s->resident = calloc(n, sizeof *s->resident);
     s->cursor = calloc(n, sizeof *s->cursor);
@@ -215,9 +220,9 @@ static void set_forward_modes(sim *s, unsigned char m)
 }
 
 /* What a search is after: down to the budget (the most excess removed per unit of time
- * added), faster within the budget (the most time saved), or the lowest peak (then the
+ * added, or the least time added that removes some), faster within the budget (the most time saved), or the lowest peak (then the
  * fastest). */
-typedef enum { TO_BUDGET, FASTER, LOWER_PEAK } goal;
+typedef enum { TO_BUDGET, TO_BUDGET_CHEAPLY, FASTER, LOWER_PEAK } goal;
 
 /* How a change with outcome cand is judged against the current outcome: lower is better,
  * INFINITY refuses it. */
@@ -228,6 +233,8 @@ static double score(const sim *s, goal gl, outcome now, outcome cand)
         if (cand.excess >= now.excess)
             return INFINITY;
         return cand.time <= now.time ? -INFINITY : -(now.excess - cand.excess) / (cand.time - now.time);
+    case TO_BUDGET_CHEAPLY:
+        return cand.excess >= now.excess ? INFINITY : cand.time - now.time;
     case FASTER:
         return cand.peak <= s->budget && cand.time < now.time ? cand.time - now.time : INFINITY;
     default:
@@ -242,7 +249,7 @@ static void set_bounds(sim *s, goal gl, outcome now)
 {
     s->stop_peak = gl == FASTER ? s->budget : gl == LOWER_PEAK ? now.peak : UINT64_MAX;
     s->stop_time = gl == FASTER ? now.time : INFINITY;
-    s->stop_excess = gl == TO_BUDGET ? now.excess : INFINITY;
+    s->stop_excess = gl == TO_BUDGET || gl == TO_BUDGET_CHEAPLY ? now.excess : INFINITY;
 }
 
 /* A one-node change: node v to mode m, with the score it had when last judged. */
@@ -267,7 +274,7 @@ static void judge_change(sim *s, goal gl, outcome now, change *c, outcome *o)
     unsigned char orig = s->mode[c->v];
     c->fresh = true;
     c->score = INFINITY;
-    if (c->m == orig)
+    if (c->m == orig || c->v == s->frozen)
         return;
     s->mode[c->v] = c->m;
     *o = evaluate(s);
@@ -330,7 +337,7 @@ static int local_search(sim *s, goal gl, outcome *now, const atomic_int *stop, c
 /* Work allowed to each of the three searches (in node reads simulated, about 10 ns each): the lowest peak's
  * and the search for the budget's have one each, so that the lowest peak, and with it the
  * smallest budget reported, does not depend on the budget. */
-#define WORK_PER_SEARCH 25000000u
+#define WORK_PER_SEARCH 15000000u
 /* Above this overhead over the baseline's time the budget counts as tight, and the search
  * from the lowest peak is tried as well. */
 #define TIGHT_OVERHEAD 0.02
@@ -345,17 +352,184 @@ static int lowest_peak(sim *s, outcome *now, const atomic_int *stop, ck_err *err
     return local_search(s, LOWER_PEAK, now, stop, err);
 }
 
+/* From modes within the budget, one node held longer (v to mode m, which alone would go
+ * over the budget) and the others repaired: down to the budget with v left as it is, then
+ * faster. True when that ends faster than *now (then s->mode and *now are its); else
+ * s->mode is as it was. keep: n bytes of room for the modes. */
+static bool try_repair(sim *s, size_t v, unsigned char m, outcome *now, unsigned char *keep,
+                       const atomic_int *stop, ck_err *err)
+{
+    memcpy(keep, s->mode, s->g->n_nodes);
+    s->mode[v] = m;
+    outcome o = evaluate_whole(s);
+    bool better = false;
+    if (o.time < now->time) {
+        s->frozen = v;
+        int rc = local_search(s, TO_BUDGET_CHEAPLY, &o, stop, err);
+        s->frozen = SIZE_MAX;
+        if (rc == CK_OK && o.peak <= s->budget)
+            rc = local_search(s, FASTER, &o, stop, err);
+        better = rc == CK_OK && o.peak <= s->budget && o.time < now->time;
+    }
+    if (better)
+        *now = o;
+    else
+        memcpy(s->mode, keep, s->g->n_nodes);
+    return better;
+}
+
+/* Escapes from the local optimum of one-node changes: each change that holds a value longer
+ * is tried with the repair of the others, the first that ends faster taken, until none
+ * does or the work runs out. */
+static int repair_search(sim *s, outcome *now, const atomic_int *stop, ck_err *err)
+{
+    unsigned char *keep = malloc(s->g->n_nodes);
+    if (!keep)
+        return ck_err_oom(err);
+    bool improved = true;
+    int rc = CK_OK;
+    while (improved && rc == CK_OK && s->work <= s->work_limit) {
+        improved = false;
+        for (size_t v = 0; v < s->g->loss && !improved && s->work <= s->work_limit; v++)
+            for (unsigned char m = 0; m < s->mode[v] && !improved; m++) {
+                improved = try_repair(s, v, m, now, keep, stop, err);
+                rc = ck_err_check_stop(stop, err);
+            }
+    }
+    free(keep);
+    return rc;
+}
+
+/* How many of the most time-saving changes that go over the budget a swap tries to pair with
+ * a change that brings the peak back. */
+#define SWAP_TRIES 8
+
+/* The best pair of changes within the budget that ends faster than *now: one of the
+ * SWAP_TRIES changes that save the most time (alone over the budget), with the one other
+ * change that brings the peak back within it at the least time. True when one was made. */
+static bool best_swap(sim *s, outcome *now, change *cs, size_t n)
+{
+    for (size_t i = 0; i < n; i++) { /* alone: the time saved, whatever the peak */
+        cs[i].score = INFINITY;
+        unsigned char orig = s->mode[cs[i].v];
+        if (cs[i].m == orig)
+            continue;
+        s->mode[cs[i].v] = cs[i].m;
+        s->stop_peak = UINT64_MAX;
+        s->stop_time = now->time;
+        s->stop_excess = INFINITY;
+        outcome o = evaluate(s);
+        s->mode[cs[i].v] = orig;
+        if (!s->stopped && o.time < now->time)
+            cs[i].score = o.peak <= s->budget ? INFINITY : o.time - now->time;
+    }
+    qsort(cs, n, sizeof *cs, by_score);
+    outcome best = *now;
+    size_t bu = n, bw = n;
+    for (size_t i = 0; i < SWAP_TRIES && i < n && cs[i].score < INFINITY; i++) {
+        unsigned char orig = s->mode[cs[i].v];
+        s->mode[cs[i].v] = cs[i].m;
+        for (size_t k = 0; k < n; k++) {
+            unsigned char other = s->mode[cs[k].v];
+            if (cs[k].v == cs[i].v || cs[k].m == other)
+                continue;
+            s->mode[cs[k].v] = cs[k].m;
+            set_bounds(s, FASTER, best);
+            outcome o = evaluate(s);
+            s->mode[cs[k].v] = other;
+            if (!s->stopped && o.peak <= s->budget && o.time < best.time) {
+                best = o;
+                bu = i;
+                bw = k;
+            }
+        }
+        s->mode[cs[i].v] = orig;
+    }
+    if (bu == n)
+        return false;
+    s->mode[cs[bu].v] = cs[bu].m;
+    s->mode[cs[bw].v] = cs[bw].m;
+    *now = best;
+    return true;
+}
+
+/* One-node changes, then pairs, until neither saves time or the work runs out. */
+static int swap_search(sim *s, outcome *now, const atomic_int *stop, ck_err *err)
+{
+    size_t n = s->g->loss * N_MODES;
+    change *cs = malloc((n ? n : 1) * sizeof *cs);
+    if (!cs)
+        return ck_err_oom(err);
+    for (size_t i = 0; i < n; i++)
+        cs[i] = (change){i / N_MODES, (unsigned char)(i % N_MODES), false, INFINITY};
+    int rc = CK_OK;
+    while (rc == CK_OK && s->work <= s->work_limit && best_swap(s, now, cs, n))
+        rc = local_search(s, FASTER, now, stop, err);
+    free(cs);
+    return rc;
+}
+
+/* Perturbations tried from the best modes, each of up to PERTURB_NODES nodes. */
+#define PERTURB_ROUNDS 300
+#define PERTURB_NODES 4
+
+/* A fixed sequence of pseudo-random numbers (xorshift64): the plan does not depend on the
+ * run. */
+static uint64_t next_random(uint64_t *state)
+{
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    return *state;
+}
+
+/* Iterated local search: a few nodes of the best modes set at random, then down to the
+ * budget and faster again; kept when faster. */
+static int perturb_search(sim *s, outcome *now, const atomic_int *stop, ck_err *err)
+{
+    size_t n = s->g->n_nodes, nf = s->g->loss;
+    unsigned char *best = malloc(n);
+    if (!best)
+        return ck_err_oom(err);
+    memcpy(best, s->mode, n);
+    uint64_t state = 0x9e3779b97f4a7c15u;
+    int rc = CK_OK;
+    for (int r = 0; r < PERTURB_ROUNDS && nf && rc == CK_OK && s->work <= s->work_limit; r++) {
+        memcpy(s->mode, best, n);
+        for (uint64_t k = 1 + next_random(&state) % PERTURB_NODES; k > 0; k--)
+            s->mode[next_random(&state) % nf] = (unsigned char)(next_random(&state) % N_MODES);
+        outcome o = evaluate_whole(s);
+        rc = local_search(s, TO_BUDGET, &o, stop, err);
+        if (rc == CK_OK && o.peak <= s->budget)
+            rc = local_search(s, FASTER, &o, stop, err);
+        if (rc == CK_OK && o.peak <= s->budget && o.time < now->time) {
+            *now = o;
+            memcpy(best, s->mode, n);
+        }
+    }
+    memcpy(s->mode, best, n);
+    free(best);
+    return rc;
+}
+
 /* The fastest modes within s->budget that the search finds from `start` (n modes): down
- * to the budget, then faster within it. *found false when it stays above. */
-static int search_from(sim *s, const unsigned char *start, outcome *now, bool *found,
+ * to the budget, then faster within it, then by repairs. *found false when it stays
+ * above. */
+static int search_from(sim *s, const unsigned char *start, goal down, outcome *now, bool *found,
                        const atomic_int *stop, ck_err *err)
 {
     memcpy(s->mode, start, s->g->n_nodes);
     *now = evaluate_whole(s);
-    int rc = local_search(s, TO_BUDGET, now, stop, err);
+    int rc = local_search(s, down, now, stop, err);
     *found = rc == CK_OK && now->peak <= s->budget;
     if (*found)
         rc = local_search(s, FASTER, now, stop, err);
+    if (*found && rc == CK_OK)
+        rc = swap_search(s, now, stop, err);
+    if (*found && rc == CK_OK)
+        rc = repair_search(s, now, stop, err);
+    if (*found && rc == CK_OK)
+        rc = perturb_search(s, now, stop, err);
     return rc;
 }
 
@@ -387,7 +561,7 @@ static int search_from_lowest(sim *s, unsigned char *best, double *best_time, ui
     memcpy(start, s->mode, n);
     s->work = 0;
     if (rc == CK_OK && low.peak <= s->budget)
-        rc = search_from(s, start, &b, &fits, stop, err);
+        rc = search_from(s, start, TO_BUDGET, &b, &fits, stop, err);
     if (fits && b.time < *best_time) {
         memcpy(best, s->mode, n);
         *best_time = b.time;
@@ -397,8 +571,9 @@ static int search_from_lowest(sim *s, unsigned char *best, double *best_time, ui
 }
 
 /* The fastest modes found within the budget, into best (n modes); *best_time INFINITY
- * when none fits, with *min_budget the lowest peak found. First from storing everything;
- * when that fails or costs more than TIGHT_OVERHEAD, from the lowest peak as well. */
+ * when none fits, with *min_budget the lowest peak found. First from storing everything,
+ * down by either measure; when that fails or costs more than TIGHT_OVERHEAD, from the
+ * lowest peak as well. */
 static int search(sim *s, unsigned char *best, double *best_time, uint64_t *min_budget,
                   const atomic_int *stop, ck_err *err)
 {
@@ -410,17 +585,25 @@ static int search(sim *s, unsigned char *best, double *best_time, uint64_t *min_
         *best_time = all.time;
         return CK_OK;
     }
-    bool fits = false;
+    static const goal downs[] = {TO_BUDGET};
     int rc = CK_OK;
-    s->work = 0;
-    s->work_limit = WORK_PER_SEARCH;
-    if (lower_bound(s->g) <= s->budget)
-        rc = search_from(s, best, &a, &fits, stop, err);
-    if (fits) {
-        memcpy(best, s->mode, n);
-        *best_time = a.time;
+    unsigned char *start = malloc(n);
+    if (!start)
+        return ck_err_oom(err);
+    memset(start, RETAIN, n);
+    for (size_t i = 0; i < sizeof downs / sizeof downs[0] && rc == CK_OK; i++) {
+        bool fits = false;
+        s->work = 0;
+        s->work_limit = WORK_PER_SEARCH;
+        if (lower_bound(s->g) <= s->budget)
+            rc = search_from(s, start, downs[i], &a, &fits, stop, err);
+        if (fits && a.time < *best_time) {
+            memcpy(best, s->mode, n);
+            *best_time = a.time;
+        }
     }
-    if (rc == CK_OK && (!fits || a.time > all.time * (1 + TIGHT_OVERHEAD)))
+    free(start);
+    if (rc == CK_OK && *best_time > all.time * (1 + TIGHT_OVERHEAD))
         rc = search_from_lowest(s, best, best_time, min_budget, stop, err);
     return rc;
 }
