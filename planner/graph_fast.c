@@ -334,16 +334,22 @@ static int local_search(sim *s, goal gl, outcome *now, const atomic_int *stop, c
     return rc;
 }
 
-/* Work allowed to each of the three searches (in node reads simulated, about 10 ns each): the lowest peak's
- * and the search for the budget's have one each, so that the lowest peak, and with it the
- * smallest budget reported, does not depend on the budget. */
-#define WORK_PER_SEARCH 15000000u
+/* Work allowed to each search (in node reads simulated, 10 to 25 ns each): the searches
+ * for the budget, and the lowest peak's, have one each, so that the lowest peak, and with
+ * it the smallest budget reported, does not depend on the budget. */
+#define WORK_PER_SEARCH 10000000u
+/* The search from the lowest peak starts from modes that recompute much, which are slow to
+ * simulate: it has more. */
+#define WORK_FROM_LOWEST 20000000u
 /* Above this overhead over the baseline's time the budget counts as tight, and the search
  * from the lowest peak is tried as well. */
 #define TIGHT_OVERHEAD 0.02
+/* Budgets between the lowest peak found and the lower bound that descents aim at to find
+ * a lower one. */
+#define REFINE_STEPS 8
 
 /* The modes of the lowest peak the search finds, from recomputing everything. */
-static int lowest_peak(sim *s, outcome *now, const atomic_int *stop, ck_err *err)
+static int lowest_peak_local(sim *s, outcome *now, const atomic_int *stop, ck_err *err)
 {
     set_forward_modes(s, REMAT);
     s->work = 0;
@@ -546,6 +552,47 @@ static uint64_t lower_bound(const ck_graph *g)
     return most;
 }
 
+/* The lowest peak: the local search's, then lowered while a descent to a byte below it
+ * succeeds (from storing everything, or from the lowest modes so far). It does not depend
+ * on the budget asked for: the planner's smallest budget is this peak, and every budget
+ * from it on is met (by the search from these modes). */
+static int lowest_peak(sim *s, outcome *low, const atomic_int *stop, ck_err *err)
+{
+    size_t n = s->g->n_nodes;
+    uint64_t budget = s->budget;
+    unsigned char *modes = malloc(2 * n);
+    if (!modes)
+        return ck_err_oom(err);
+    unsigned char *start = modes + n;
+    int rc = lowest_peak_local(s, low, stop, err);
+    memcpy(modes, s->mode, n);
+    uint64_t floor = lower_bound(s->g);
+    for (bool lower = true; lower && rc == CK_OK && low->peak > floor;) {
+        lower = false; /* descents aimed a byte below, and at REFINE_STEPS budgets down to the floor */
+        for (int k = 0; k <= REFINE_STEPS && !lower && rc == CK_OK; k++)
+            for (int from = 0; from < 2 && !lower && rc == CK_OK; from++) {
+                s->budget = low->peak - 1 - (low->peak - 1 - floor) / REFINE_STEPS * (uint64_t)k;
+                if (from == 0)
+                    memset(start, RETAIN, n);
+                else
+                    memcpy(start, modes, n);
+                memcpy(s->mode, start, n);
+                outcome o = evaluate_whole(s);
+                rc = local_search(s, TO_BUDGET, &o, stop, err);
+                lower = rc == CK_OK && o.peak < low->peak;
+                if (lower) {
+                    *low = o;
+                    memcpy(modes, s->mode, n);
+                }
+            }
+    }
+    s->budget = budget;
+    memcpy(s->mode, modes, n);
+    free(modes);
+    return rc;
+}
+
+
 /* The search from the lowest peak, when it fits: into best when faster than *best_time. */
 static int search_from_lowest(sim *s, unsigned char *best, double *best_time, uint64_t *min_budget,
                               const atomic_int *stop, ck_err *err)
@@ -554,12 +601,13 @@ static int search_from_lowest(sim *s, unsigned char *best, double *best_time, ui
     unsigned char *start = malloc(n);
     if (!start)
         return ck_err_oom(err);
-    outcome low, b;
+    outcome low = {0, 0, 0}, b;
     bool fits = false;
     int rc = lowest_peak(s, &low, stop, err);
     *min_budget = low.peak;
     memcpy(start, s->mode, n);
     s->work = 0;
+    s->work_limit = WORK_FROM_LOWEST;
     if (rc == CK_OK && low.peak <= s->budget)
         rc = search_from(s, start, TO_BUDGET, &b, &fits, stop, err);
     if (fits && b.time < *best_time) {
