@@ -117,12 +117,6 @@ static int read_schedule(const cJSON *list, const char *file, size_t nodes, ck_g
     return CK_OK;
 }
 
-static int dup_string(const char *s, char **out, ck_err *err)
-{
-    *out = strdup(s);
-    return *out ? CK_OK : ck_err_oom(err);
-}
-
 /* The fields, checked, in the order the file has them; the schedule last. */
 static int read_fields(const cJSON *root, const char *file, ck_graph_plan_file *out,
                        const cJSON **schedule, ck_err *err)
@@ -153,11 +147,13 @@ static int read_fields(const cJSON *root, const char *file, ck_graph_plan_file *
         !cJSON_IsObject(details))
         rc = ck_err_fail(err, CK_ERR_INPUT, "%s: details: expected an object", file);
     if (rc == CK_OK) rc = ck_json_get_array(root, "schedule", true, schedule, file, "", err);
-    if (rc == CK_OK) rc = dup_string(planner, &out->planner, err);
-    if (rc == CK_OK) rc = dup_string(path, &out->model_path, err);
-    if (rc == CK_OK) rc = dup_string(sha, &out->model_sha256, err);
+    if (rc != CK_OK)
+        return rc;
     out->nodes = (size_t)nodes;
-    return rc;
+    out->planner = strdup(planner);
+    out->model_path = strdup(path);
+    out->model_sha256 = strdup(sha);
+    return out->planner && out->model_path && out->model_sha256 ? CK_OK : ck_err_oom(err);
 }
 
 int ck_graph_plan_from_json(const cJSON *root, const char *file, ck_graph_plan_file *out,
