@@ -348,14 +348,18 @@ static int local_search(sim *s, goal gl, outcome *now, const atomic_int *stop, c
  * a lower one. */
 #define REFINE_STEPS 8
 
-/* The modes of the lowest peak the search finds, from recomputing everything. */
+static int perturb_search(sim *s, bool for_peak, outcome *now, const atomic_int *stop, ck_err *err);
+
+/* The modes of the lowest peak the search finds, from recomputing everything, then
+ * perturbed. */
 static int lowest_peak_local(sim *s, outcome *now, const atomic_int *stop, ck_err *err)
 {
     set_forward_modes(s, REMAT);
     s->work = 0;
     s->work_limit = WORK_PER_SEARCH;
     *now = evaluate_whole(s);
-    return local_search(s, LOWER_PEAK, now, stop, err);
+    int rc = local_search(s, LOWER_PEAK, now, stop, err);
+    return rc == CK_OK ? perturb_search(s, true, now, stop, err) : rc;
 }
 
 /* From modes within the budget, one node held longer (v to mode m, which alone would go
@@ -489,9 +493,31 @@ static uint64_t next_random(uint64_t *state)
     return *state;
 }
 
-/* Iterated local search: a few nodes of the best modes set at random, then down to the
- * budget and faster again; kept when faster. */
-static int perturb_search(sim *s, outcome *now, const atomic_int *stop, ck_err *err)
+/* One perturbed try from modes `from` (how the budget's search goes on from it): down to the
+ * budget and faster, or, for the lowest peak, lower. */
+static int perturbed_try(sim *s, bool for_peak, outcome *o, const atomic_int *stop, ck_err *err)
+{
+    *o = evaluate_whole(s);
+    if (for_peak)
+        return local_search(s, LOWER_PEAK, o, stop, err);
+    int rc = local_search(s, TO_BUDGET, o, stop, err);
+    if (rc == CK_OK && o->peak <= s->budget)
+        rc = local_search(s, FASTER, o, stop, err);
+    return rc;
+}
+
+/* Whether outcome o of a perturbed try beats *now: faster within the budget, or for the
+ * lowest peak lower (then faster). */
+static bool perturbed_better(const sim *s, bool for_peak, outcome o, outcome now)
+{
+    if (for_peak)
+        return o.peak < now.peak || (o.peak == now.peak && o.time < now.time);
+    return o.peak <= s->budget && o.time < now.time;
+}
+
+/* Iterated local search: a few nodes of the best modes set at random, then searched again;
+ * kept when better. */
+static int perturb_search(sim *s, bool for_peak, outcome *now, const atomic_int *stop, ck_err *err)
 {
     size_t n = s->g->n_nodes, nf = s->g->loss;
     unsigned char *best = malloc(n);
@@ -504,11 +530,9 @@ static int perturb_search(sim *s, outcome *now, const atomic_int *stop, ck_err *
         memcpy(s->mode, best, n);
         for (uint64_t k = 1 + next_random(&state) % PERTURB_NODES; k > 0; k--)
             s->mode[next_random(&state) % nf] = (unsigned char)(next_random(&state) % N_MODES);
-        outcome o = evaluate_whole(s);
-        rc = local_search(s, TO_BUDGET, &o, stop, err);
-        if (rc == CK_OK && o.peak <= s->budget)
-            rc = local_search(s, FASTER, &o, stop, err);
-        if (rc == CK_OK && o.peak <= s->budget && o.time < now->time) {
+        outcome o;
+        rc = perturbed_try(s, for_peak, &o, stop, err);
+        if (rc == CK_OK && perturbed_better(s, for_peak, o, *now)) {
             *now = o;
             memcpy(best, s->mode, n);
         }
@@ -535,7 +559,7 @@ static int search_from(sim *s, const unsigned char *start, goal down, outcome *n
     if (*found && rc == CK_OK)
         rc = repair_search(s, now, stop, err);
     if (*found && rc == CK_OK)
-        rc = perturb_search(s, now, stop, err);
+        rc = perturb_search(s, false, now, stop, err);
     return rc;
 }
 
@@ -567,6 +591,7 @@ static int lowest_peak(sim *s, outcome *low, const atomic_int *stop, ck_err *err
     int rc = lowest_peak_local(s, low, stop, err);
     memcpy(modes, s->mode, n);
     uint64_t floor = lower_bound(s->g);
+    s->work = 0; /* the descents have an allowance of their own */
     for (bool lower = true; lower && rc == CK_OK && low->peak > floor;) {
         lower = false; /* descents aimed a byte below, and at REFINE_STEPS budgets down to the floor */
         for (int k = 0; k <= REFINE_STEPS && !lower && rc == CK_OK; k++)
