@@ -708,5 +708,5 @@ static int plan_fast(const ck_graph *g, uint64_t budget, const ck_graph_planner_
 }
 
 const ck_graph_planner ck_graph_planner_fast = {
-    "fast", "hold, recompute once or recompute at each use, chosen node by node by local "
-            "search (default)", plan_fast};
+    "fast", "each value held, recomputed once or at each use: local search (default)",
+    plan_fast};
