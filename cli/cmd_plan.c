@@ -437,9 +437,12 @@ int ck_cmd_plan(int argc, char **argv)
         rc = CK_CHECK_OUTPUTS_APART("plan", in, out, &err);
     if (rc != CK_OK)
         return ck_main_report(rc, err.msg);
-    if (ck_graphplan_is_graph_file(a.model_path))
+    bool graph = false;
+    rc = ck_graphplan_is_graph_file(a.model_path, &graph, &err);
+    if (rc == CK_OK && graph)
         return plan_graph(&a);
-    rc = check_chain_args(&a, &err);
+    if (rc == CK_OK)
+        rc = check_chain_args(&a, &err);
     if (rc != CK_OK)
         return ck_main_report(rc, err.msg);
     ck_workload w;

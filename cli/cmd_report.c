@@ -443,8 +443,10 @@ static int write_tradeoff_charts(const char *dir, const chart_set *cs, const ck_
 static int refuse_plan_file(const char *path, ck_err *err)
 {
     cJSON *root = NULL;
-    ck_err ignored;
-    if (ck_json_load_file(path, &root, NULL, NULL, &ignored) != CK_OK)
+    int rc = ck_json_load_file(path, &root, NULL, NULL, err);
+    if (rc == CK_ERR_RUNTIME)
+        return rc; /* out of memory */
+    if (rc != CK_OK)
         return CK_OK; /* not one JSON document: a runs file, or its reader says what is wrong */
     const cJSON *format = cJSON_GetObjectItemCaseSensitive(root, "format");
     bool plan = cJSON_IsString(format) && strcmp(format->valuestring, CK_PLAN_FORMAT) == 0;

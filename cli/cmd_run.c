@@ -129,7 +129,11 @@ int ck_cmd_run(int argc, char **argv)
     if (rc != CK_OK)
         return ck_main_report(rc, err.msg);
 
-    if (ck_graphplan_is_graph_plan(a.plan_path))
+    bool graph = false;
+    rc = ck_graphplan_is_graph_plan(a.plan_path, &graph, &err);
+    if (rc != CK_OK)
+        return ck_main_report(rc, err.msg);
+    if (graph)
         return ck_graphplan_run(a.plan_path, a.quiet);
     ck_plan_file plan;
     char plan_sha[65];

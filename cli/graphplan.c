@@ -17,32 +17,35 @@
 #include "planner/sha256.h"
 #include "planner/size.h"
 
-/* The parsed document at path when it is a regular file that parses, else NULL. */
-static cJSON *try_parse(const char *path)
+/* *root: the parsed document at path when it is a regular file that parses, else NULL.
+ * Running out of memory is an error (CK_ERR_RUNTIME); any other failure is for whoever
+ * loads the file next to report. */
+static int try_parse(const char *path, cJSON **root, ck_err *err)
 {
     struct stat st;
-    cJSON *root = NULL;
-    ck_err ignored;
-    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode) ||
-        ck_json_load_file(path, &root, NULL, NULL, &ignored) != CK_OK)
-        return NULL;
-    return root;
+    *root = NULL;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+        return CK_OK;
+    int rc = ck_json_load_file(path, root, NULL, NULL, err);
+    return rc == CK_ERR_RUNTIME ? rc : CK_OK;
 }
 
-bool ck_graphplan_is_graph_file(const char *path)
+int ck_graphplan_is_graph_file(const char *path, bool *yes, ck_err *err)
 {
-    cJSON *root = try_parse(path);
-    bool yes = root && ck_graph_is_checkmate(root);
+    cJSON *root;
+    int rc = try_parse(path, &root, err);
+    *yes = root && ck_graph_is_checkmate(root);
     cJSON_Delete(root);
-    return yes;
+    return rc;
 }
 
-bool ck_graphplan_is_graph_plan(const char *path)
+int ck_graphplan_is_graph_plan(const char *path, bool *yes, ck_err *err)
 {
-    cJSON *root = try_parse(path);
-    bool yes = root && ck_graph_plan_is_graph(root);
+    cJSON *root;
+    int rc = try_parse(path, &root, err);
+    *yes = root && ck_graph_plan_is_graph(root);
     cJSON_Delete(root);
-    return yes;
+    return rc;
 }
 
 int ck_graphplan_load(const char *path, ck_graph *g, char *sha256, ck_err *err)

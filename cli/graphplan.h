@@ -19,11 +19,12 @@ typedef struct {
     double time_limit_s; /* --time-limit, for planners that take one; 0: none */
 } ck_graphplan_args;
 
-/* Whether the file at path is meant as a Checkmate graph (ck_graph_is_checkmate). A file
- * that cannot be read or parsed is not one (whoever loads it next says why). */
-bool ck_graphplan_is_graph_file(const char *path);
-/* Whether the file at path is a graph plan ("kind": "graph"), in the same way. */
-bool ck_graphplan_is_graph_plan(const char *path);
+/* *yes: whether the file at path is meant as a Checkmate graph (ck_graph_is_checkmate). A
+ * file that cannot be read or parsed is not one (whoever loads it next says why); running
+ * out of memory while reading it is CK_ERR_RUNTIME. */
+int ck_graphplan_is_graph_file(const char *path, bool *yes, ck_err *err);
+/* *yes: whether the file at path is a graph plan ("kind": "graph"), in the same way. */
+int ck_graphplan_is_graph_plan(const char *path, bool *yes, ck_err *err);
 
 /* Reads the graph at path, and the SHA-256 of its bytes into sha256 (65 bytes). */
 int ck_graphplan_load(const char *path, ck_graph *g, char *sha256, ck_err *err);
