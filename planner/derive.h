@@ -28,6 +28,8 @@ typedef struct {
 
 /* 100 GFLOP/s and 20 GB/s: a few CPU cores. */
 void ck_derive_cost_model_default(ck_cost_model *cm);
+/* The roofline time of flops and bytes moved, in seconds. */
+double ck_derive_op_time(const ck_cost_model *cm, uint64_t flops, uint64_t bytes);
 
 /* Derives the chain of m. When stage_first_node is non-NULL it receives a malloc'ed array
  * of L+1 entries: stage i is nodes [first[i], first[i+1]) and first[L] is the loss node. */

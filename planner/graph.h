@@ -7,8 +7,9 @@
  * first; the first backward node is the loss. Replay rules (issue 13, item 2): memory
  * starts empty; `compute v` needs every input of v resident and v itself not resident,
  * makes v resident and costs v's cost; the peak is the largest resident total right after
- * a compute; `free v` drops a resident v; a valid schedule computes every node at least
- * once and ends with every backward node computed. */
+ * a compute, plus that node's transient bytes (none in Checkmate's graphs); `free v`
+ * drops a resident v; a valid schedule computes every node at least once and ends with
+ * every backward node computed. */
 #ifndef CK_GRAPH_H
 #define CK_GRAPH_H
 
@@ -26,6 +27,8 @@ typedef struct {
     bool backward;
     double cost;     /* Checkmate's cost_cpu: compute cost, in the graph's own unit */
     uint64_t bytes;  /* Checkmate's cost_ram: bytes of the node's output */
+    uint64_t transient_bytes; /* held only while it computes (a kernel's workspace);
+                                 0 in Checkmate's graphs */
     size_t n_inputs;
     size_t *inputs;  /* node ids this node reads, each below its own id, no repeats */
     size_t n_users;
