@@ -22,6 +22,10 @@
 
 #include "planner/err.h"
 
+/* Graphs with more nodes than this are refused: planning time grows faster than the graph.
+ * The environment variable CKPLAN_MAX_GRAPH_NODES changes it. */
+#define CK_GRAPH_MAX_NODES 100000
+
 typedef struct {
     char *name;
     bool backward;
@@ -47,6 +51,16 @@ typedef struct {
  * with the JSON path of what is wrong. Ids must be 0 .. n-1 and every link go from a lower
  * id to a higher one. */
 int ck_graph_from_checkmate(const cJSON *root, const char *file, ck_graph *out, ck_err *err);
+/* Whether a parsed document is a Checkmate graph: an object with `nodes` and `links` arrays
+ * and no `format` (every ckplan format has one). */
+bool ck_graph_is_checkmate(const cJSON *root);
+/* Completes a graph built node by node (name, backward, cost, bytes, inputs; each array
+ * malloc'ed, the graph's own): checks what the loader checks with JSON paths (inputs below
+ * the node's id, ascending, no repeats; forward nodes before backward ones; costs finite and
+ * non-negative; the bytes of all nodes together below 2^53, so that no resident total can
+ * overflow or leave what JSON keeps exact), and fills users[] and loss. */
+int ck_graph_finish(ck_graph *g, ck_err *err);
+/* Frees every node's name, inputs and users, the nodes and the name; g is zeroed. */
 void ck_graph_free(ck_graph *g);
 
 typedef enum { CK_GRAPH_COMPUTE, CK_GRAPH_FREE } ck_graph_op_kind;
