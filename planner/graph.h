@@ -60,6 +60,10 @@ bool ck_graph_is_checkmate(const cJSON *root);
  * non-negative; the bytes of all nodes together below 2^53, so that no resident total can
  * overflow or leave what JSON keeps exact), and fills users[] and loss. */
 int ck_graph_finish(ck_graph *g, ck_err *err);
+/* g as a Checkmate node-link document that ck_graph_from_checkmate reads back (with
+ * ckplan's optional node field transient_bytes where it is not 0); NULL when out of
+ * memory. Sizes below 2^53 (ck_graph_finish) are exact as JSON numbers. */
+cJSON *ck_graph_to_checkmate(const ck_graph *g);
 /* Frees every node's name, inputs and users, the nodes and the name; g is zeroed. */
 void ck_graph_free(ck_graph *g);
 

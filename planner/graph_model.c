@@ -191,28 +191,11 @@ static int index_consumers(builder *b, ck_err *err)
     return CK_OK;
 }
 
-/* Sorts every node's inputs and fills its users, ascending. */
-static int link_users(ck_graph *g, ck_err *err)
+/* ck_graph_finish wants each node's inputs ascending. */
+static void sort_inputs(ck_graph *g)
 {
-    size_t *count = calloc(g->n_nodes, sizeof *count);
-    if (!count)
-        return ck_err_oom(err);
-    for (size_t v = 0; v < g->n_nodes; v++) {
+    for (size_t v = 0; v < g->n_nodes; v++)
         qsort(g->nodes[v].inputs, g->nodes[v].n_inputs, sizeof *g->nodes[v].inputs, compare_ids);
-        for (size_t k = 0; k < g->nodes[v].n_inputs; k++)
-            count[g->nodes[v].inputs[k]]++;
-    }
-    int rc = CK_OK;
-    for (size_t v = 0; v < g->n_nodes && rc == CK_OK; v++)
-        if (!(g->nodes[v].users = malloc((count[v] ? count[v] : 1) * sizeof *g->nodes[v].users)))
-            rc = ck_err_oom(err);
-    for (size_t v = 0; v < g->n_nodes && rc == CK_OK; v++)
-        for (size_t k = 0; k < g->nodes[v].n_inputs; k++) {
-            ck_graph_node *u = &g->nodes[g->nodes[v].inputs[k]];
-            u->users[u->n_users++] = v;
-        }
-    free(count);
-    return rc;
 }
 
 static int build_nodes(builder *b, ck_err *err)
@@ -234,7 +217,10 @@ static int build_nodes(builder *b, ck_err *err)
     for (size_t k = loss_node(m); k-- > 0 && rc == CK_OK;)
         if (b->backward_id[k] != NO_ID)
             rc = build_backward(b, k, err);
-    return rc == CK_OK ? link_users(b->g, err) : rc;
+    if (rc != CK_OK)
+        return rc;
+    sort_inputs(b->g);
+    return ck_graph_finish(b->g, err);
 }
 
 int ck_graph_model_build(const ck_model *m, const ck_cost_model *cm, ck_graph *out, ck_err *err)
