@@ -17,7 +17,9 @@
 
 typedef enum {
     CK_GRAN_OP,   /* a stage ends at every articulation point */
-    CK_GRAN_BLOCK /* only where a top-level op or block instance ends */
+    CK_GRAN_BLOCK, /* only where a top-level op or block instance ends */
+    CK_GRAN_NODE   /* no stages: every node planned on its own, as a graph
+                      (planner/graph_model); ck_derive_chain takes it as CK_GRAN_OP */
 } ck_granularity;
 
 /* Roofline without overlap: time = FLOPs / gemm_flops + bytes moved / mem_bandwidth. */
