@@ -18,7 +18,9 @@ static void chain_usage(FILE *out)
                  "Derives the chain of stages that the planners see from MODEL (the sizes, transient\n"
                  "memory and times of each stage) and writes it as a ckplan-chain/1 file, which can\n"
                  "be inspected, edited, and planned with 'ckplan plan'. A chain file is passed\n"
-                 "through unchanged in meaning.\n"
+                 "through unchanged in meaning. With --granularity node it writes the model's\n"
+                 "training step as a graph of its nodes instead (a Checkmate node-link document,\n"
+                 "docs/plan-format.md, \"Graphs of models\"), which 'ckplan plan' plans as a graph.\n"
                  "\n");
     ck_options_workload_help(out);
     fprintf(out, "  -o, --output FILE     write the chain to FILE instead of stdout\n"
@@ -35,6 +37,7 @@ int ck_cmd_chain(int argc, char **argv)
     };
     ck_workload_opts opts;
     ck_workload_opts_default(&opts);
+    opts.graphs = true;
     const char *output = NULL;
     ck_err err;
     const ck_options_spec spec = {.cmd = "chain", .longs = longs, .usage = chain_usage};
@@ -51,7 +54,7 @@ int ck_cmd_chain(int argc, char **argv)
         rc = ck_options_model_operand("chain", argc, argv, &opts, &w, &err);
     if (rc != CK_OK)
         return ck_main_report(rc, err.msg);
-    cJSON *json = ck_chain_to_json(&w.chain);
+    cJSON *json = w.graph ? ck_graph_to_checkmate(w.graph) : ck_chain_to_json(&w.chain);
     char *text = json ? ck_json_print(json) : NULL;
     cJSON_Delete(json);
     if (!text)

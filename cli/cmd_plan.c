@@ -110,6 +110,7 @@ static int parse_args(int argc, char **argv, plan_args *a, ck_err *err)
     a->planner_opts.slots = CK_DEFAULT_SLOTS;
     a->planner_opts.stop = ck_interrupt_flag();
     ck_workload_opts_default(&a->workload_opts);
+    a->workload_opts.graphs = true;
     opterr = 0;
     optind = 1;
     int code, rc = CK_OK;
@@ -177,26 +178,30 @@ static int check_chain_args(plan_args *a, ck_err *err)
     a->planner = ck_planner_find(a->planner_name ? a->planner_name : "dp");
     if (!a->planner)
         return ck_err_fail(err, CK_ERR_INPUT, "--planner: no planner '%s' (dp, revolve, chen, sqrt or "
-                           "none; graph planners are for Checkmate graphs)", a->planner_name);
+                           "none; graph planners are for Checkmate graphs and --granularity node)",
+                           a->planner_name);
     if (a->min_budget || a->time_limit_s > 0)
-        return ck_err_fail(err, CK_ERR_INPUT, "plan: %s is for Checkmate graphs; %s is not one",
+        return ck_err_fail(err, CK_ERR_INPUT, "plan: %s is for graphs (Checkmate's, or a model with "
+                           "--granularity node); %s is not one",
                            a->min_budget ? "--min-budget" : "--time-limit", a->model_path);
     return CK_OK;
 }
 
-/* MODEL is a Checkmate graph: planned by cli/graphplan. */
-static int plan_graph(const plan_args *a)
+/* MODEL is a Checkmate graph, or a model planned node by node (model): planned by
+ * cli/graphplan. */
+static int plan_graph(const plan_args *a, bool model)
 {
     ck_err err;
-    if (a->svg || a->inference || a->have_slots || a->workload_opts.device)
-        return ck_main_report(ck_err_fail(&err, CK_ERR_INPUT, "plan: %s does not apply to a "
-                                          "Checkmate graph (%s)", a->svg ? "--svg" : a->inference ?
-                                          "--inference" : a->have_slots ? "--slots" : "--device",
+    if (a->svg || a->inference || a->have_slots || (a->workload_opts.device && !model))
+        return ck_main_report(ck_err_fail(&err, CK_ERR_INPUT, "plan: %s does not apply to %s (%s)",
+                                          a->svg ? "--svg" : a->inference ? "--inference" :
+                                          a->have_slots ? "--slots" : "--device",
+                                          model ? "--granularity node" : "a Checkmate graph",
                                           a->model_path), err.msg);
     ck_graphplan_args ga = {
         .graph_path = a->model_path, .output = a->output, .planner = a->planner_name,
         .budget = a->budget, .json = a->json, .min_budget = a->min_budget,
-        .time_limit_s = a->time_limit_s,
+        .time_limit_s = a->time_limit_s, .workload = model ? &a->workload_opts : NULL,
     };
     return ck_graphplan_plan(&ga);
 }
@@ -439,8 +444,8 @@ int ck_cmd_plan(int argc, char **argv)
         return ck_main_report(rc, err.msg);
     bool graph = false;
     rc = ck_graphplan_is_graph_file(a.model_path, &graph, &err);
-    if (rc == CK_OK && graph)
-        return plan_graph(&a);
+    if (rc == CK_OK && (graph || a.workload_opts.granularity == CK_GRAN_NODE))
+        return plan_graph(&a, !graph);
     if (rc == CK_OK)
         rc = check_chain_args(&a, &err);
     if (rc != CK_OK)

@@ -78,19 +78,40 @@ static int find_planner(const char *name, const ck_graph_planner **out, ck_err *
     return ck_err_fail(err, CK_ERR_INPUT, "--planner: no graph planner '%s' (%s)", name, list);
 }
 
-/* What one graph is planned with: the graph, its baseline, the planner. */
+/* What one graph is planned with: the graph, its baseline, the planner, and for a model the
+ * memory the graph leaves out. */
 typedef struct {
     ck_graph g;
     char sha[65];
     ck_graph_replay baseline;
     const ck_graph_planner *planner;
+    uint64_t static_bytes;
 } graph_job;
+
+/* A model's graph, taken over from its workload (--granularity node). */
+static int load_model_graph(const char *path, const ck_workload_opts *opts, graph_job *j,
+                            ck_err *err)
+{
+    ck_workload w;
+    int rc = ck_workload_load(path, opts, &w, err);
+    if (rc != CK_OK)
+        return rc;
+    j->g = *w.graph;
+    *w.graph = (ck_graph){0};
+    j->static_bytes = w.graph_static_bytes;
+    memcpy(j->sha, w.sha256, sizeof j->sha);
+    ck_workload_free(&w);
+    return CK_OK;
+}
 
 static int load_job(const ck_graphplan_args *a, graph_job *j, ck_err *err)
 {
     memset(j, 0, sizeof *j);
     int rc = find_planner(a->planner, &j->planner, err);
-    if (rc == CK_OK) rc = ck_graphplan_load(a->graph_path, &j->g, j->sha, err);
+    if (rc == CK_OK && a->workload)
+        rc = load_model_graph(a->graph_path, a->workload, j, err);
+    else if (rc == CK_OK)
+        rc = ck_graphplan_load(a->graph_path, &j->g, j->sha, err);
     if (rc != CK_OK)
         return rc;
     ck_graph_schedule base;
@@ -111,6 +132,8 @@ static int min_budget_of(const graph_job *j, const ck_graph_planner_opts *opts, 
     ck_graph_plan_result_free(&res);
     if (rc == CK_OK) /* a graph whose nodes hold nothing fits in 0 bytes */
         *out = r.peak_bytes;
+    if (rc == CK_OK || (rc == CK_ERR_INFEASIBLE && *out))
+        *out = ck_planner_step_budget(j->static_bytes, *out);
     if (rc == CK_ERR_INFEASIBLE && *out == 0)
         return ck_err_fail(err, CK_ERR_RUNTIME, "planner %s does not tell its smallest budget",
                            j->planner->name);
@@ -153,6 +176,8 @@ static void print_summary(FILE *out, const ck_graphplan_args *a, const graph_job
                           const ck_graph_plan_result *res, const ck_graph_replay *r)
 {
     const ck_graph *g = &j->g;
+    char statics[32];
+    ck_size_format(j->static_bytes, statics, sizeof statics);
     char budget[32], peak[32], base[32];
     ck_size_format(a->budget, budget, sizeof budget);
     ck_size_format(r->peak_bytes, peak, sizeof peak);
@@ -162,8 +187,12 @@ static void print_summary(FILE *out, const ck_graphplan_args *a, const graph_job
     ck_human_put_terminal_text(out, a->graph_path);
     fprintf(out, "): a graph of %zu nodes (%zu forward, %zu backward), planned node by node\n",
             g->n_nodes, g->loss, g->n_nodes - g->loss);
-    fprintf(out, "planner %s, budget %s (%llu bytes)\n\n", j->planner->name, budget,
+    fprintf(out, "planner %s, budget %s (%llu bytes)", j->planner->name, budget,
             (unsigned long long)a->budget);
+    if (a->workload)
+        fprintf(out, ", static memory %s of it (parameters, gradients, optimizer state, "
+                "inputs)", statics);
+    fputs("\n\n", out);
     fprintf(out, "  %-13s %12s %12s\n", "", "plan", "baseline");
     fprintf(out, "  %-13s %12s %12s   peak of the replayed schedule (%llu bytes)\n", "activations",
             peak, base, (unsigned long long)r->peak_bytes);
@@ -190,6 +219,8 @@ static char *plan_text(const ck_graphplan_args *a, const graph_job *j,
         .planner = j->planner->name, .model_path = a->graph_path, .model_sha256 = j->sha,
         .budget_bytes = a->budget, .graph = &j->g, .result = res, .predicted = *r,
         .baseline = j->baseline, .time_limit_s = a->time_limit_s,
+        .static_bytes = j->static_bytes, .granularity = a->workload ? "node" : NULL,
+        .model_opts = a->workload ? &a->workload->model : NULL,
     };
     cJSON *doc = ck_graph_plan_to_json(&d);
     char *text = doc ? ck_json_print(doc) : NULL;
@@ -216,7 +247,7 @@ static int write_plan(const ck_graphplan_args *a, const graph_job *j,
 static int plan_job(const ck_graphplan_args *a, const graph_job *j, ck_err *err)
 {
     ck_graph_planner_opts opts = {.time_limit_s = a->time_limit_s, .stop = ck_interrupt_flag()};
-    uint64_t min = 0;
+    uint64_t min = 0, budget = 0;
     if (a->min_budget) {
         int rc = min_budget_of(j, &opts, &min, err);
         if (rc == CK_OK)
@@ -225,14 +256,17 @@ static int plan_job(const ck_graphplan_args *a, const graph_job *j, ck_err *err)
     }
     ck_graph_plan_result warm, res;
     ck_graph_replay r;
-    int rc = warm_start(j, a->budget, &opts, &warm, err);
+    bool room = ck_planner_activation_budget(a->budget, j->static_bytes, &budget);
+    int rc = warm_start(j, budget, &opts, &warm, err);
     opts.warm_start = warm.schedule.n ? &warm.schedule : NULL;
     if (rc == CK_OK)
-        rc = ck_graph_planners_run(&j->g, j->planner, a->budget, &opts, &res, &r, &min, err);
+        rc = ck_graph_planners_run(&j->g, j->planner, budget, &opts, &res, &r, &min, err);
     else
         ck_graph_plan_result_init(&res);
+    if (rc == CK_OK && !room) /* the graph fits in 0 bytes, the static memory does not */
+        rc = CK_ERR_INFEASIBLE;
     if (rc == CK_ERR_INFEASIBLE)
-        report_infeasible(a, j, min);
+        report_infeasible(a, j, min || !room ? ck_planner_step_budget(j->static_bytes, min) : 0);
     if (rc == CK_OK)
         rc = write_plan(a, j, &res, &r, err);
     ck_graph_plan_result_free(&res);
@@ -269,13 +303,12 @@ static size_t compare_figures(const char *label, const ck_graph_plan_file *p, co
                               const ck_graph_replay *base)
 {
     ck_plan_figures want;
-    ck_graph_plan_figures(r, base, &want);
+    ck_graph_plan_figures(r, base, p->predicted.static_bytes, &want);
     const ck_plan_figures *f = &p->predicted;
     size_t n = 0;
     differs(label, "predicted.peak_bytes", (double)f->peak_bytes, (double)want.peak_bytes, &n);
     differs(label, "predicted.activation_peak_bytes", (double)f->activation_peak_bytes,
             (double)want.activation_peak_bytes, &n);
-    differs(label, "predicted.static_bytes", (double)f->static_bytes, 0, &n);
     differs(label, "predicted.time", f->time, want.time, &n);
     differs(label, "predicted.baseline_time", f->baseline_time, want.baseline_time, &n);
     differs(label, "predicted.baseline_peak_bytes", (double)f->baseline_peak_bytes,
@@ -283,10 +316,32 @@ static size_t compare_figures(const char *label, const ck_graph_plan_file *p, co
     differs(label, "predicted.baseline_activation_peak_bytes",
             (double)f->baseline_activation_peak_bytes, (double)want.baseline_activation_peak_bytes, &n);
     differs(label, "predicted.overhead", f->overhead, want.overhead, &n);
-    if (p->budget_bytes < r->peak_bytes)
+    if (p->budget_bytes < want.peak_bytes)
         differs(label, "budget_bytes (at least the replayed peak)", (double)p->budget_bytes,
-                (double)r->peak_bytes, &n);
+                (double)want.peak_bytes, &n);
     return n;
+}
+
+/* The graph of a model planned with --granularity node, loaded as it was planned; its
+ * static memory must be the plan's. */
+static int load_node_graph(const char *plan_path, const char *path, const ck_graph_plan_file *p,
+                           ck_graph *g, char *sha, ck_err *err)
+{
+    ck_workload_opts opts;
+    ck_workload_opts_default(&opts);
+    opts.granularity = CK_GRAN_NODE;
+    opts.graphs = true;
+    opts.model = p->model_opts;
+    graph_job j = {0};
+    int rc = load_model_graph(path, &opts, &j, err);
+    *g = j.g;
+    memcpy(sha, j.sha, sizeof j.sha);
+    if (rc == CK_OK && j.static_bytes != p->predicted.static_bytes)
+        rc = ck_err_fail(err, CK_ERR_RUNTIME, "%s: predicted.static_bytes: the plan file says %llu, "
+                         "the model's graph leaves out %llu", plan_path,
+                         (unsigned long long)p->predicted.static_bytes,
+                         (unsigned long long)j.static_bytes);
+    return rc;
 }
 
 /* The graph the plan names, checked to be the one planned. */
@@ -296,7 +351,12 @@ static int load_plan_graph(const char *plan_path, const ck_graph_plan_file *p, c
     char *path = ck_runner_plan_relative(plan_path, p->model_path), sha[65];
     if (!path)
         return ck_err_oom(err);
-    int rc = ck_graphplan_load(path, g, sha, err);
+    int rc = p->granularity ? load_node_graph(plan_path, path, p, g, sha, err)
+                            : ck_graphplan_load(path, g, sha, err);
+    if (rc == CK_OK && !p->granularity && p->predicted.static_bytes != 0)
+        rc = ck_err_fail(err, CK_ERR_RUNTIME, "%s: predicted.static_bytes: the plan file says %llu, "
+                         "a Checkmate graph has none", plan_path,
+                         (unsigned long long)p->predicted.static_bytes);
     if (rc == CK_OK && strcmp(sha, p->model_sha256) != 0)
         rc = ck_err_fail(err, CK_ERR_INPUT, "%s: model.sha256: %s is not the graph planned: its "
                          "sha256 is %s, the plan's %s (plan it again)", plan_path, path, sha,

@@ -9,6 +9,7 @@
 
 #include "planner/err.h"
 #include "planner/graph.h"
+#include "planner/workload.h"
 
 typedef struct {
     const char *graph_path, *output;
@@ -17,6 +18,9 @@ typedef struct {
     bool json;
     bool min_budget;     /* print the planner's smallest feasible budget instead of planning */
     double time_limit_s; /* --time-limit, for planners that take one; 0: none */
+    /* A model planned as a graph (--granularity node): how to load it; NULL for a
+     * Checkmate graph. The budget is then the whole step's, static memory included. */
+    const ck_workload_opts *workload;
 } ck_graphplan_args;
 
 /* *yes: whether the file at path is meant as a Checkmate graph (ck_graph_is_checkmate). A

@@ -72,7 +72,7 @@ int ck_options_workload(int code, const char *arg, ck_workload_opts *o, ck_err *
     switch (code) {
     case CK_OPT_GRANULARITY:
         if (!ck_workload_granularity_parse(arg, &o->granularity))
-            return ck_err_fail(err, CK_ERR_INPUT, "--granularity: expected 'op' or 'block', got '%s'", arg);
+            return ck_err_fail(err, CK_ERR_INPUT, "--granularity: expected 'op', 'block' or 'node', got '%s'", arg);
         return CK_OK;
     case CK_OPT_GEMM_FLOPS:
         o->gemm_flops_given = true;
@@ -122,7 +122,8 @@ void ck_options_workload_help(FILE *out)
     fprintf(out,
             "  --granularity G       for model files: cut stages at every op where one tensor\n"
             "                        carries all state (op), or only between top-level blocks\n"
-            "                        and ops (block, the default)\n"
+            "                        and ops (block, the default); plan and chain also\n"
+            "                        take node: every node on its own, as a graph\n"
             "  --gemm-flops RATE     for model files: the cost model's matrix-product rate in\n"
             "                        FLOP/s (default %g)\n"
             "  --mem-bandwidth RATE  for model files: the cost model's memory bandwidth in\n"

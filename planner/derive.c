@@ -16,7 +16,7 @@ void ck_derive_cost_model_default(ck_cost_model *cm)
     cm->mem_bandwidth = 20e9;
 }
 
-static double op_time(const ck_cost_model *cm, uint64_t flops, uint64_t bytes)
+double ck_derive_op_time(const ck_cost_model *cm, uint64_t flops, uint64_t bytes)
 {
     return (double)flops / cm->gemm_flops + (double)bytes / cm->mem_bandwidth;
 }
@@ -276,8 +276,8 @@ static int fill_stage(const ck_model *m, const ck_lower *l, const size_t *first,
     int rc = size_stage(m, l, i, st, err);
     for (size_t k = first[i]; k < first[i + 1] && rc == CK_OK; k++) {
         const ck_op_info *info = &m->nodes[k].info;
-        st->fwd_time += op_time(cm, info->fwd_flops, info->fwd_bytes_moved);
-        st->bwd_time += op_time(cm, info->bwd_flops, info->bwd_bytes_moved);
+        st->fwd_time += ck_derive_op_time(cm, info->fwd_flops, info->fwd_bytes_moved);
+        st->bwd_time += ck_derive_op_time(cm, info->bwd_flops, info->bwd_bytes_moved);
     }
     if (rc == CK_OK)
         rc = check_time(m, cm, "the forward time of stage", st->name, st->fwd_time, err);
@@ -292,8 +292,8 @@ static int fill_loss(const ck_model *m, const ck_lower *l, const ck_cost_model *
                      ck_err *err)
 {
     const ck_op_info *info = &m->nodes[m->n_nodes - 1].info;
-    c->loss_bwd_time = op_time(cm, info->fwd_flops, info->fwd_bytes_moved) +
-                       op_time(cm, info->bwd_flops, info->bwd_bytes_moved);
+    c->loss_bwd_time = ck_derive_op_time(cm, info->fwd_flops, info->fwd_bytes_moved) +
+                       ck_derive_op_time(cm, info->bwd_flops, info->bwd_bytes_moved);
     int rc = check_time(m, cm, "the time of the loss node", m->nodes[m->n_nodes - 1].name,
                         c->loss_bwd_time, err);
     if (rc != CK_OK)

@@ -17,7 +17,9 @@
 
 typedef enum {
     CK_GRAN_OP,   /* a stage ends at every articulation point */
-    CK_GRAN_BLOCK /* only where a top-level op or block instance ends */
+    CK_GRAN_BLOCK, /* only where a top-level op or block instance ends */
+    CK_GRAN_NODE   /* no stages: every node planned on its own, as a graph
+                      (planner/graph_model); ck_derive_chain takes it as CK_GRAN_OP */
 } ck_granularity;
 
 /* Roofline without overlap: time = FLOPs / gemm_flops + bytes moved / mem_bandwidth. */
@@ -28,6 +30,8 @@ typedef struct {
 
 /* 100 GFLOP/s and 20 GB/s: a few CPU cores. */
 void ck_derive_cost_model_default(ck_cost_model *cm);
+/* The roofline time of flops and bytes moved, in seconds. */
+double ck_derive_op_time(const ck_cost_model *cm, uint64_t flops, uint64_t bytes);
 
 /* Derives the chain of m. When stage_first_node is non-NULL it receives a malloc'ed array
  * of L+1 entries: stage i is nodes [first[i], first[i+1]) and first[L] is the loss node. */

@@ -66,7 +66,8 @@ static void field_at(char *buf, size_t len, const char *file, const size_t *wher
         snprintf(buf, len, "graph node %zu: %s", v, field);
 }
 
-/* Forward nodes before backward ones, costs within bounds, the bytes of all below 2^53;
+/* Forward nodes before backward ones, costs within bounds, the bytes of all (transients
+ * included) below 2^53;
  * sets g->loss. */
 static int check_nodes(ck_graph *g, const char *file, const size_t *where, ck_err *err)
 {
@@ -88,7 +89,8 @@ static int check_nodes(ck_graph *g, const char *file, const size_t *where, ck_er
             return ck_err_fail(err, CK_ERR_INPUT, "%s: expected a number from 0 to %g, got %g: "
                                CK_CHAIN_MAX_TIME_WHY, at, CK_CHAIN_MAX_TIME, nd->cost);
         }
-        if (!ck_size_add(total, nd->bytes, &total) || total >= CK_EXACT_LIMIT) {
+        if (!ck_size_add(total, nd->bytes, &total) ||
+            !ck_size_add(total, nd->transient_bytes, &total) || total >= CK_EXACT_LIMIT) {
             field_at(at, sizeof at, file, where, v, "cost_ram");
             return ck_err_fail(err, CK_ERR_INPUT, "%s: the nodes' bytes add up past 2^53 here: "
                                CK_EXACT_LIMIT_WHY, at);
@@ -146,7 +148,8 @@ static int read_header(const cJSON *root, const char *file, const char **name, c
 static int read_node(const cJSON *js, size_t index, const char *file, ck_graph *g, size_t *where,
                      ck_err *err)
 {
-    static const char *const keys[] = {"id", "name", "backward", "cost_cpu", "cost_ram", NULL};
+    static const char *const keys[] = {"id", "name", "backward", "cost_cpu", "cost_ram",
+                                       "transient_bytes", NULL};
     char path[CK_JSON_PATH_MAX], idpath[CK_JSON_PATH_MAX];
     ck_json_path_index(path, "nodes", index);
     ck_json_path_key(idpath, path, "id");
@@ -169,6 +172,8 @@ static int read_node(const cJSON *js, size_t index, const char *file, ck_graph *
     if (rc == CK_OK) rc = ck_json_get_bool(js, "backward", true, &nd->backward, file, path, err);
     if (rc == CK_OK) rc = ck_json_get_time(js, "cost_cpu", true, &nd->cost, file, path, err);
     if (rc == CK_OK) rc = ck_json_get_u64(js, "cost_ram", true, &nd->bytes, file, path, err);
+    if (rc == CK_OK)
+        rc = ck_json_get_u64(js, "transient_bytes", false, &nd->transient_bytes, file, path, err);
     if (rc != CK_OK)
         return rc;
     char fallback[32];
@@ -363,8 +368,10 @@ static int replay_ops(const ck_graph *g, const ck_graph_schedule *s, bool *resid
         computed[v] = true;
         out->computes++;
         out->time += g->nodes[v].cost;
-        if (live > out->peak_bytes || out->computes == 1) {
-            out->peak_bytes = live;
+        /* Below 2^53 with the transient too (check_nodes). */
+        uint64_t top = live + g->nodes[v].transient_bytes;
+        if (top > out->peak_bytes || out->computes == 1) {
+            out->peak_bytes = top;
             out->peak_op = k;
         }
     }
@@ -420,4 +427,43 @@ void ck_graph_plan_result_free(ck_graph_plan_result *r)
 {
     ck_graph_schedule_free(&r->schedule);
     ck_graph_plan_result_init(r);
+}
+
+/* ---- writing ---- */
+
+static bool add_node_json(cJSON *nodes, const ck_graph_node *nd, size_t id)
+{
+    cJSON *js = cJSON_CreateObject();
+    bool ok = js && cJSON_AddItemToArray(nodes, js) && cJSON_AddNumberToObject(js, "id", (double)id) &&
+              cJSON_AddStringToObject(js, "name", nd->name) &&
+              cJSON_AddBoolToObject(js, "backward", nd->backward) &&
+              ck_json_add_number(js, "cost_cpu", nd->cost) &&
+              cJSON_AddNumberToObject(js, "cost_ram", (double)nd->bytes);
+    if (ok && nd->transient_bytes)
+        ok = cJSON_AddNumberToObject(js, "transient_bytes", (double)nd->transient_bytes);
+    return ok;
+}
+
+cJSON *ck_graph_to_checkmate(const ck_graph *g)
+{
+    cJSON *root = cJSON_CreateObject(), *graph = NULL, *nodes = NULL, *links = NULL;
+    bool ok = root && cJSON_AddBoolToObject(root, "directed", true) &&
+              cJSON_AddBoolToObject(root, "multigraph", false) &&
+              (graph = cJSON_AddObjectToObject(root, "graph")) &&
+              cJSON_AddStringToObject(graph, "name", g->name) &&
+              (nodes = cJSON_AddArrayToObject(root, "nodes")) &&
+              (links = cJSON_AddArrayToObject(root, "links"));
+    for (size_t v = 0; ok && v < g->n_nodes; v++)
+        ok = add_node_json(nodes, &g->nodes[v], v);
+    for (size_t v = 0; ok && v < g->n_nodes; v++)
+        for (size_t k = 0; ok && k < g->nodes[v].n_inputs; k++) {
+            cJSON *link = cJSON_CreateObject();
+            ok = link && cJSON_AddItemToArray(links, link) &&
+                 cJSON_AddNumberToObject(link, "source", (double)g->nodes[v].inputs[k]) &&
+                 cJSON_AddNumberToObject(link, "target", (double)v);
+        }
+    if (ok)
+        return root;
+    cJSON_Delete(root);
+    return NULL;
 }

@@ -7,8 +7,9 @@
  * first; the first backward node is the loss. Replay rules (issue 13, item 2): memory
  * starts empty; `compute v` needs every input of v resident and v itself not resident,
  * makes v resident and costs v's cost; the peak is the largest resident total right after
- * a compute; `free v` drops a resident v; a valid schedule computes every node at least
- * once and ends with every backward node computed. */
+ * a compute, plus that node's transient bytes (none in Checkmate's graphs); `free v`
+ * drops a resident v; a valid schedule computes every node at least once and ends with
+ * every backward node computed. */
 #ifndef CK_GRAPH_H
 #define CK_GRAPH_H
 
@@ -30,6 +31,8 @@ typedef struct {
     bool backward;
     double cost;     /* Checkmate's cost_cpu: compute cost, in the graph's own unit */
     uint64_t bytes;  /* Checkmate's cost_ram: bytes of the node's output */
+    uint64_t transient_bytes; /* held only while it computes (a kernel's workspace);
+                                 0 in Checkmate's graphs */
     size_t n_inputs;
     size_t *inputs;  /* node ids this node reads, each below its own id, no repeats */
     size_t n_users;
@@ -58,6 +61,10 @@ bool ck_graph_is_checkmate(const cJSON *root);
  * non-negative; the bytes of all nodes together below 2^53, so that no resident total can
  * overflow or leave what JSON keeps exact), and fills users[] and loss. */
 int ck_graph_finish(ck_graph *g, ck_err *err);
+/* g as a Checkmate node-link document that ck_graph_from_checkmate reads back (with
+ * ckplan's optional node field transient_bytes where it is not 0); NULL when out of
+ * memory. Sizes below 2^53 (ck_graph_finish) are exact as JSON numbers. */
+cJSON *ck_graph_to_checkmate(const ck_graph *g);
 /* Frees every node's name, inputs and users, the nodes and the name; g is zeroed. */
 void ck_graph_free(ck_graph *g);
 

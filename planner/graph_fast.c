@@ -77,10 +77,11 @@ static void sim_compute(sim *s, size_t v)
     s->work += 1 + nd->n_inputs;
     s->live += nd->bytes;
     s->time += nd->cost;
-    if (s->live > s->peak)
-        s->peak = s->live;
-    if (s->live > s->budget)
-        s->excess += (double)(s->live - s->budget);
+    uint64_t top = s->live + nd->transient_bytes; /* below 2^53: ck_graph_finish */
+    if (top > s->peak)
+        s->peak = top;
+    if (top > s->budget)
+        s->excess += (double)(top - s->budget);
 }
 
 static void sim_free(sim *s, size_t v)
@@ -568,7 +569,7 @@ static uint64_t lower_bound(const ck_graph *g)
 {
     uint64_t most = 0;
     for (size_t v = 0; v < g->n_nodes; v++) {
-        uint64_t sum = g->nodes[v].bytes; /* below 2^53 in all: ck_graph_finish */
+        uint64_t sum = g->nodes[v].bytes + g->nodes[v].transient_bytes; /* below 2^53 */
         for (size_t j = 0; j < g->nodes[v].n_inputs; j++)
             sum += g->nodes[g->nodes[v].inputs[j]].bytes;
         most = sum > most ? sum : most;

@@ -7,11 +7,14 @@
 #include "planner/json.h"
 
 void ck_graph_plan_figures(const ck_graph_replay *plan, const ck_graph_replay *baseline,
-                           ck_plan_figures *out)
+                           uint64_t static_bytes, ck_plan_figures *out)
 {
     memset(out, 0, sizeof *out);
-    out->peak_bytes = out->activation_peak_bytes = plan->peak_bytes;
-    out->baseline_peak_bytes = out->baseline_activation_peak_bytes = baseline->peak_bytes;
+    out->static_bytes = static_bytes;
+    out->activation_peak_bytes = plan->peak_bytes;
+    out->baseline_activation_peak_bytes = baseline->peak_bytes;
+    out->peak_bytes = ck_planner_step_budget(static_bytes, plan->peak_bytes);
+    out->baseline_peak_bytes = ck_planner_step_budget(static_bytes, baseline->peak_bytes);
     out->time = plan->time;
     out->baseline_time = baseline->time;
     out->overhead = ck_plan_overhead(plan->time, baseline->time);
@@ -20,11 +23,12 @@ void ck_graph_plan_figures(const ck_graph_replay *plan, const ck_graph_replay *b
 static bool add_predicted(cJSON *root, const ck_graph_plan_doc *d)
 {
     ck_plan_figures f;
-    ck_graph_plan_figures(&d->predicted, &d->baseline, &f);
+    ck_graph_plan_figures(&d->predicted, &d->baseline, d->static_bytes, &f);
     cJSON *p = cJSON_AddObjectToObject(root, "predicted");
     return p && ck_json_add_number(p, "peak_bytes", (double)f.peak_bytes) &&
            ck_json_add_number(p, "activation_peak_bytes", (double)f.activation_peak_bytes) &&
-           ck_json_add_number(p, "static_bytes", 0) && ck_json_add_number(p, "time", f.time) &&
+           ck_json_add_number(p, "static_bytes", (double)f.static_bytes) &&
+           ck_json_add_number(p, "time", f.time) &&
            ck_json_add_number(p, "baseline_time", f.baseline_time) &&
            ck_json_add_number(p, "baseline_peak_bytes", (double)f.baseline_peak_bytes) &&
            ck_json_add_number(p, "baseline_activation_peak_bytes", (double)f.baseline_activation_peak_bytes) &&
@@ -47,6 +51,8 @@ static bool add_details(cJSON *root, const ck_graph_plan_doc *d)
         ok = ck_json_add_number(det, "gap", r->gap) != NULL;
     if (ok && d->time_limit_s > 0)
         ok = ck_json_add_number(det, "time_limit_seconds", d->time_limit_s) != NULL;
+    if (ok && d->granularity)
+        ok = cJSON_AddStringToObject(det, "granularity", d->granularity) != NULL;
     return ok;
 }
 
@@ -73,6 +79,7 @@ cJSON *ck_graph_plan_to_json(const ck_graph_plan_doc *d)
               cJSON_AddStringToObject(model, "path", d->model_path) &&
               cJSON_AddStringToObject(model, "sha256", d->model_sha256) &&
               cJSON_AddStringToObject(model, "name", d->graph->name) &&
+              ck_plan_add_model_opts(model, d->model_opts) &&
               ck_json_add_number(root, "budget_bytes", (double)d->budget_bytes) &&
               ck_json_add_number(root, "nodes", (double)d->graph->n_nodes) && add_predicted(root, d) &&
               add_details(root, d) && add_schedule(root, &d->result->schedule);
@@ -123,7 +130,7 @@ static int read_fields(const cJSON *root, const char *file, ck_graph_plan_file *
 {
     static const char *const keys[] = {"format", "kind", "planner", "model", "budget_bytes", "nodes",
                                        "predicted", "details", "schedule", NULL};
-    static const char *const model_keys[] = {"path", "sha256", "name", NULL};
+    static const char *const model_keys[] = {"path", "sha256", "name", "options", NULL};
     static const char *const formats[] = {CK_PLAN_FORMAT, NULL};
     const char *format, *planner = NULL, *path = NULL, *sha = NULL, *name = NULL;
     const cJSON *model = NULL, *details = NULL;
@@ -138,6 +145,7 @@ static int read_fields(const cJSON *root, const char *file, ck_graph_plan_file *
     if (rc == CK_OK) rc = ck_json_get_string(model, "sha256", true, &sha, file, "model", err);
     if (rc == CK_OK) rc = ck_json_get_string(model, "name", false, &name, file, "model", err);
     if (rc == CK_OK) rc = ck_plan_check_sha256(sha, file, err);
+    if (rc == CK_OK) rc = ck_plan_read_model_opts(model, file, &out->model_opts, &out->model_opts_json, err);
     if (rc == CK_OK) rc = ck_json_get_u64(root, "budget_bytes", true, &out->budget_bytes, file, "", err);
     if (rc == CK_OK) rc = ck_json_get_u64(root, "nodes", true, &nodes, file, "", err);
     if (rc == CK_OK && nodes == 0)
@@ -146,6 +154,15 @@ static int read_fields(const cJSON *root, const char *file, ck_graph_plan_file *
     if (rc == CK_OK && (details = cJSON_GetObjectItemCaseSensitive(root, "details")) &&
         !cJSON_IsObject(details))
         rc = ck_err_fail(err, CK_ERR_INPUT, "%s: details: expected an object", file);
+    const char *granularity = NULL;
+    if (rc == CK_OK && details)
+        rc = ck_json_get_string(details, "granularity", false, &granularity, file, "details", err);
+    if (rc == CK_OK && granularity && strcmp(granularity, "node") != 0)
+        rc = ck_err_fail(err, CK_ERR_INPUT, "%s: details.granularity: expected \"node\" (a model "
+                         "planned as a graph) or nothing (a Checkmate graph), got \"%.40s\"", file,
+                         granularity);
+    if (rc == CK_OK && granularity && !(out->granularity = strdup(granularity)))
+        rc = ck_err_oom(err);
     if (rc == CK_OK) rc = ck_json_get_array(root, "schedule", true, schedule, file, "", err);
     if (rc != CK_OK)
         return rc;
@@ -175,6 +192,8 @@ void ck_graph_plan_file_free(ck_graph_plan_file *p)
     free(p->planner);
     free(p->model_path);
     free(p->model_sha256);
+    free(p->granularity);
+    cJSON_Delete(p->model_opts_json);
     ck_graph_schedule_free(&p->schedule);
     memset(p, 0, sizeof *p);
 }

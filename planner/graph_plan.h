@@ -11,6 +11,7 @@
 
 #include "planner/err.h"
 #include "planner/graph.h"
+#include "planner/model.h"
 #include "planner/plan.h"
 
 #define CK_GRAPH_PLAN_KIND "graph"
@@ -24,11 +25,18 @@ typedef struct {
     const ck_graph_plan_result *result; /* its schedule, and details.status, bound, gap */
     ck_graph_replay predicted, baseline;
     double time_limit_s; /* details.time_limit_seconds when > 0 */
+    /* A model planned as a graph (--granularity node): the memory its graph leaves out
+     * (ck_workload's graph_static_bytes), details.granularity and model.options; 0 and NULL
+     * for a Checkmate graph. */
+    uint64_t static_bytes;
+    const char *granularity;
+    const ck_model_opts *model_opts;
 } ck_graph_plan_doc;
 
-/* The `predicted` figures of a graph plan: no static memory, the peaks are the replays'. */
+/* The `predicted` figures of a graph plan: the activation peaks are the replays', the whole
+ * peaks add static_bytes (0 for a Checkmate graph). */
 void ck_graph_plan_figures(const ck_graph_replay *plan, const ck_graph_replay *baseline,
-                           ck_plan_figures *out);
+                           uint64_t static_bytes, ck_plan_figures *out);
 
 /* The plan as a JSON document; NULL when out of memory. */
 cJSON *ck_graph_plan_to_json(const ck_graph_plan_doc *d);
@@ -40,6 +48,9 @@ typedef struct {
     size_t nodes;
     ck_plan_figures predicted;
     ck_graph_schedule schedule;
+    char *granularity;        /* details.granularity ("node" for a model), or NULL */
+    ck_model_opts model_opts; /* model.options; its strings point into model_opts_json */
+    cJSON *model_opts_json;
 } ck_graph_plan_file;
 
 /* Whether a plan document is a graph plan ("kind": "graph"). */

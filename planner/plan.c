@@ -70,9 +70,7 @@ static bool add_stage_info(cJSON *root, const ck_plan_stage_map *m)
     return ok;
 }
 
-/* model.options: what the command line changed in the model, so that `run` loads it again
- * the same way. */
-static bool add_model_opts(cJSON *model, const ck_model_opts *o)
+bool ck_plan_add_model_opts(cJSON *model, const ck_model_opts *o)
 {
     if (!o || !ck_model_opts_any(o))
         return true;
@@ -131,7 +129,7 @@ cJSON *ck_plan_to_json(const ck_plan_doc *d)
               (model = cJSON_AddObjectToObject(root, "model")) &&
               cJSON_AddStringToObject(model, "path", d->model_path) &&
               cJSON_AddStringToObject(model, "sha256", d->model_sha256) &&
-              add_model_opts(model, d->model_opts) &&
+              ck_plan_add_model_opts(model, d->model_opts) &&
               add_u64(root, "budget_bytes", d->budget_bytes) &&
               add_u64(root, "stages", d->stages) &&
               (pred = cJSON_AddObjectToObject(root, "predicted")) &&
@@ -360,18 +358,16 @@ static int read_model_sets(const cJSON *set, const char *file, ck_model_opts *o,
     return rc;
 }
 
-/* model.options, as add_model_opts writes it; its values are checked when the model is
- * loaded with them. */
-static int read_model_opts(const cJSON *model, const char *file, ck_plan_file *out, ck_err *err)
+int ck_plan_read_model_opts(const cJSON *model, const char *file, ck_model_opts *o, cJSON **json,
+                            ck_err *err)
 {
     static const char *const keys[] = {"set", "recipe", "optimizer", "lora", "attention", NULL};
     const cJSON *given = cJSON_GetObjectItemCaseSensitive(model, "options");
     if (!given)
         return CK_OK;
-    if (!(out->model_opts_json = cJSON_Duplicate(given, true)))
+    if (!(*json = cJSON_Duplicate(given, true)))
         return ck_err_oom(err);
-    const cJSON *opts = out->model_opts_json, *set = cJSON_GetObjectItemCaseSensitive(opts, "set");
-    ck_model_opts *o = &out->model_opts;
+    const cJSON *opts = *json, *set = cJSON_GetObjectItemCaseSensitive(opts, "set");
     const char *path = "model.options";
     int rc = ck_json_expect_object(opts, keys, file, path, err);
     if (rc == CK_OK && set) rc = read_model_sets(set, file, o, err);
@@ -402,7 +398,7 @@ int ck_plan_from_json(const cJSON *root, const char *file, ck_plan_file *out, ck
     if (rc == CK_OK) rc = ck_json_get_string(model, "path", true, &path, file, "model", err);
     if (rc == CK_OK) rc = ck_json_get_string(model, "sha256", true, &sha, file, "model", err);
     if (rc == CK_OK) rc = ck_plan_check_sha256(sha, file, err);
-    if (rc == CK_OK) rc = read_model_opts(model, file, out, err);
+    if (rc == CK_OK) rc = ck_plan_read_model_opts(model, file, &out->model_opts, &out->model_opts_json, err);
     if (rc == CK_OK) rc = ck_json_get_u64(model, "parameters", false, &out->parameters, file, "model", err);
     out->has_parameters = rc == CK_OK && cJSON_GetObjectItemCaseSensitive(model, "parameters");
     if (rc == CK_OK) rc = ck_json_get_u64(root, "budget_bytes", true, &out->budget_bytes, file, "", err);

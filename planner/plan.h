@@ -114,4 +114,13 @@ int ck_plan_predicted_from_json(const cJSON *root, const char *file, ck_plan_fig
 /* CK_OK when sha (model.sha256) is 64 hexadecimal digits. */
 int ck_plan_check_sha256(const char *sha, const char *file, ck_err *err);
 
+/* model.options: what the command line changed in the model, so that `run` loads it again
+ * the same way; nothing when o is NULL or changes nothing. False when out of memory. */
+bool ck_plan_add_model_opts(cJSON *model, const ck_model_opts *o);
+/* Reads model.options as ck_plan_add_model_opts writes it into *o, whose strings point into
+ * *json, an owned copy of it (NULL when absent); its values are checked when the model is
+ * loaded with them. */
+int ck_plan_read_model_opts(const cJSON *model, const char *file, ck_model_opts *o, cJSON **json,
+                            ck_err *err);
+
 #endif

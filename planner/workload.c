@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "planner/costs.h"
+#include "planner/graph_model.h"
 #include "planner/hf.h"
 #include "planner/json.h"
 #include "planner/schedule.h"
@@ -19,12 +20,13 @@ void ck_workload_opts_default(ck_workload_opts *o)
     o->model = (ck_model_opts){0};
     o->device = NULL;
     o->gemm_flops_given = o->mem_bandwidth_given = false;
+    o->graphs = false;
     ck_derive_cost_model_default(&o->cost);
 }
 
 const char *ck_workload_granularity_name(ck_granularity g)
 {
-    return g == CK_GRAN_OP ? "op" : "block";
+    return g == CK_GRAN_OP ? "op" : g == CK_GRAN_NODE ? "node" : "block";
 }
 
 bool ck_workload_granularity_parse(const char *name, ck_granularity *out)
@@ -33,6 +35,8 @@ bool ck_workload_granularity_parse(const char *name, ck_granularity *out)
         *out = CK_GRAN_OP;
     else if (strcmp(name, "block") == 0)
         *out = CK_GRAN_BLOCK;
+    else if (strcmp(name, "node") == 0)
+        *out = CK_GRAN_NODE;
     else
         return false;
     return true;
@@ -57,15 +61,34 @@ int ck_workload_apply_costs(ck_workload *w, const ck_workload_opts *opts, ck_err
     return rc;
 }
 
-/* The chain, program and static memory of w->model. */
+/* w->graph and what it leaves out (CK_GRAN_NODE). */
+static int build_graph(const ck_workload_opts *opts, ck_workload *w, ck_err *err)
+{
+    if (!opts->graphs)
+        return ck_err_fail(err, CK_ERR_INPUT, "--granularity node: only 'ckplan plan' and 'ckplan "
+                           "chain' take it (a graph plan is replayed, not run)");
+    if (opts->costs_path)
+        return ck_err_fail(err, CK_ERR_INPUT, "--costs: measured stage times do not apply to "
+                           "--granularity node, whose nodes take the cost model's times");
+    uint64_t input = ck_model_is_static(w->model, 0) ? 0 : w->model->tensors[0].bytes;
+    if (!ck_size_add(w->statics.total, input, &w->graph_static_bytes))
+        return ck_err_fail(err, CK_ERR_INPUT, "%s: the static memory overflows 64 bits", w->path);
+    if (!(w->graph = calloc(1, sizeof *w->graph)))
+        return ck_err_oom(err);
+    return ck_graph_model_build(w->model, &opts->cost, w->graph, err);
+}
+
+/* The chain, program and static memory of w->model, and for CK_GRAN_NODE its graph. */
 static int derive(const ck_workload_opts *opts, ck_workload *w, ck_err *err)
 {
-    int rc = ck_derive_chain(w->model, opts->granularity, &opts->cost, &w->chain, &w->stage_first,
-                             err);
+    ck_granularity g = opts->granularity == CK_GRAN_NODE ? CK_GRAN_OP : opts->granularity;
+    int rc = ck_derive_chain(w->model, g, &opts->cost, &w->chain, &w->stage_first, err);
     if (rc == CK_OK)
         rc = ck_lower_create(w->model, w->stage_first, w->chain.n_stages, &w->lower, err);
     if (rc == CK_OK)
         rc = ck_derive_static_memory(w->model, &w->statics, err);
+    if (rc == CK_OK && opts->granularity == CK_GRAN_NODE)
+        return build_graph(opts, w, err);
     if (rc == CK_OK && opts->costs_path)
         rc = ck_workload_apply_costs(w, opts, err);
     return rc;
@@ -129,6 +152,9 @@ static int load_document(const cJSON *root, const char *path, const ck_workload_
     int rc = ck_json_expect_format(root, file_formats, path, "", &format, err);
     if (rc == CK_OK && strcmp(format, CK_MODEL_FORMAT) == 0)
         rc = load_model(root, path, opts, w, err);
+    else if (rc == CK_OK && opts->granularity == CK_GRAN_NODE)
+        rc = ck_err_fail(err, CK_ERR_INPUT, "%s: --granularity node applies to model files; a "
+                                        "chain file's stages are fixed", path);
     else if (rc == CK_OK && opts->costs_path)
         rc = ck_err_fail(err, CK_ERR_INPUT, "%s: --costs applies to model files; a chain file "
                                         "carries its own times", path);
@@ -180,6 +206,9 @@ int ck_workload_replay(const ck_workload *w, const ck_schedule *s, ck_replay *ou
 
 void ck_workload_free(ck_workload *w)
 {
+    if (w->graph)
+        ck_graph_free(w->graph);
+    free(w->graph);
     ck_lower_free(w->lower);
     ck_model_free(w->model);
     ck_chain_free(&w->chain);

@@ -10,6 +10,7 @@
 #include "planner/derive.h"
 #include "planner/device.h"
 #include "planner/err.h"
+#include "planner/graph.h"
 #include "planner/lower.h"
 #include "planner/model.h"
 #include "planner/schedule.h"
@@ -21,6 +22,7 @@ typedef struct {
     ck_model_opts model;    /* model files: what the command line changes in the model */
     const ck_device *device; /* --device: its budget and rates, or NULL */
     bool gemm_flops_given, mem_bandwidth_given; /* explicit rates, which the device's yield to */
+    bool graphs; /* the caller plans models as graphs: only then is CK_GRAN_NODE taken */
 } ck_workload_opts;
 
 typedef struct {
@@ -32,6 +34,10 @@ typedef struct {
                               for a chain file */
     ck_static_mem statics; /* all zero for a chain file */
     ck_lower *lower;       /* model: its chain actions compiled; NULL for a chain file */
+    ck_graph *graph;       /* CK_GRAN_NODE: the model's training step as a graph (its chain
+                              is the op-granularity one); else NULL */
+    uint64_t graph_static_bytes; /* CK_GRAN_NODE: what the graph leaves out and the step
+                                    holds throughout: statics.total and a float x_0 */
 } ck_workload;
 
 /* Defaults: block granularity, the default cost model. */
@@ -55,7 +61,7 @@ int ck_workload_replay(const ck_workload *w, const ck_schedule *s, ck_replay *ou
                        uint64_t *live_after, uint64_t *op_peak, ck_err *err);
 
 const char *ck_workload_granularity_name(ck_granularity g);
-/* Parses "op" or "block"; false otherwise. */
+/* Parses "op", "block" or "node"; false otherwise. */
 bool ck_workload_granularity_parse(const char *name, ck_granularity *out);
 
 #endif

@@ -3,10 +3,12 @@
 Checkmate graph it names, written from issue 13's rules (docs/plan-format.md, "Graph
 plans") alone, not from ckplan's C code: memory starts empty; `compute v` needs every input
 of v resident and v not resident, makes v resident (cost_ram bytes) and costs cost_cpu; the
-peak is the largest resident total right after a compute; `free v` drops a resident v;
+peak is the largest resident total right after a compute, plus the node's transient_bytes
+(ckplan's graphs of models; none in Checkmate's); `free v` drops a resident v;
 every node is computed at least once. The baseline computes every node once in id order and
 frees each output right after its last reader (outputs of backward nodes that nothing reads
-stay). Checks the plan's predicted figures; exits 1 on any mismatch or invalid schedule.
+stay). Checks the plan's predicted figures (a model's graph plan adds its static_bytes, which the
+graph leaves out, to the peaks); exits 1 on any mismatch or invalid schedule.
 
 usage: graph_replay.py PLAN GRAPH
 """
@@ -45,7 +47,7 @@ def replay(nodes, inputs, schedule):
             computed.add(v)
             held += nodes[v]["cost_ram"]
             time += nodes[v]["cost_cpu"]
-            peak = max(peak, held)
+            peak = max(peak, held + nodes[v].get("transient_bytes", 0))
         elif op["op"] == "free":
             if v not in resident:
                 raise Invalid(f"schedule[{k}]: free {v}, which is not resident")
@@ -85,16 +87,17 @@ def main():
         return 1
     base_peak, base_time = baseline(nodes, inputs)
     p = plan["predicted"]
+    static = p.get("static_bytes", 0)
     want = {
-        "peak_bytes": peak, "activation_peak_bytes": peak, "static_bytes": 0, "time": time,
-        "baseline_time": base_time, "baseline_peak_bytes": base_peak,
+        "peak_bytes": static + peak, "activation_peak_bytes": peak, "static_bytes": static,
+        "time": time, "baseline_time": base_time, "baseline_peak_bytes": static + base_peak,
         "baseline_activation_peak_bytes": base_peak,
         "overhead": time / base_time - 1 if base_time > 0 else 0,
     }
     bad = [f"{k}: plan {p.get(k)}, replay {v}" for k, v in want.items()
            if not (isinstance(p.get(k), (int, float)) and abs(p[k] - v) <= 1e-9 * max(1, abs(v)))]
-    if plan["budget_bytes"] < peak:
-        bad.append(f"budget_bytes {plan['budget_bytes']} below the peak {peak}")
+    if plan["budget_bytes"] < static + peak:
+        bad.append(f"budget_bytes {plan['budget_bytes']} below the peak {static + peak}")
     for b in bad:
         print(b)
     return 1 if bad else 0

@@ -38,7 +38,7 @@ check "a chain planner is no graph planner" 2 "no graph planner 'sqrt' (fast, no
 run plan "$data/diamond-graph.json" --budget 1K --slots 10
 check "chain-only options are refused for graphs" 2 "--slots does not apply to a Checkmate graph"
 run plan "$data/chain10.json" --budget 1K --min-budget
-check "--min-budget is for graphs only" 2 "--min-budget is for Checkmate graphs"
+check "--min-budget is for graphs only" 2 "--min-budget is for graphs (Checkmate's, or a model with --granularity node)"
 run plan "$data/diamond-graph.json" --budget 1K --json -o dj.json
 check_that "--json prints the plan it writes" test "$out" = "$(cat dj.json)"
 check_that "... a graph plan of the baseline when it fits" \
