@@ -68,7 +68,8 @@ static int sizes_init(unit_sizes *z, const ck_chain *c, uint64_t unit, ck_err *e
 /* Peaks of the operations of each shape, counting only the subproblem's own memory (x_s is
  * outside it). All sums saturate: a saturated peak exceeds every budget. */
 
-/* y_{t+1}, live from the start of Seg(s, t) until its F_all t; absent for the last stage. */
+/* y_{t+1}, live from the start of a usual Seg(s, t) until its F_all t; absent for the last
+ * stage, whose gradient the loss makes. */
 static uint64_t later_grad(const unit_sizes *z, size_t t)
 {
     return t + 1 < z->L ? z->x[t + 1] : 0;
@@ -80,170 +81,256 @@ static uint64_t backward_peak(const unit_sizes *z, size_t s)
     return sat_add(sat_add(z->xbar[s], z->x[s + 1]), sat_add(z->x[s], z->btmp[s]));
 }
 
-static uint64_t base_peak(const unit_sizes *z, size_t s)
+/* The forward of stage k in a leaf of a subproblem entered with `grad` held: F_ck s holds
+ * x_{s+1}; F_none k holds x_k and x_{k+1} until it frees x_k. */
+static uint64_t advance_peak(const unit_sizes *z, size_t s, size_t k, uint64_t grad)
 {
-    uint64_t fwd = sat_add(sat_add(later_grad(z, s), z->xbar[s]), z->ftmp[s]);
-    uint64_t peak = max2(fwd, backward_peak(z, s));
-    if (s + 1 == z->L)
-        peak = max2(peak, sat_add(sat_add(z->xbar[s], z->x[s + 1]), z->loss_tmp));
-    return peak;
-}
-
-/* F_all s and B s of a chain; Seg(s+1, t) runs between them with x̄_{s+1} held. */
-static uint64_t chain_peak(const unit_sizes *z, size_t s, size_t t)
-{
-    uint64_t fwd = sat_add(sat_add(later_grad(z, t), z->xbar[s]), z->ftmp[s]);
-    return max2(fwd, backward_peak(z, s));
-}
-
-/* The k-th forward of a leaf of Seg(s, t): F_ck s holds x_{s+1}; F_none k holds x_k and
- * x_{k+1} until it frees x_k. */
-static uint64_t advance_peak(const unit_sizes *z, size_t s, size_t k, size_t t)
-{
-    uint64_t held = sat_add(later_grad(z, t), z->x[k + 1]);
+    uint64_t held = sat_add(grad, z->x[k + 1]);
     return sat_add(k == s ? held : sat_add(held, z->x[k]), z->ftmp[k]);
 }
 
-static double base_time(const ck_chain *c, size_t s)
-{
-    double loss = s + 1 == c->n_stages ? c->loss_bwd_time : 0;
-    return c->stages[s].fwd_time + loss + c->stages[s].bwd_time;
-}
-
-/* Seg(s, t) is row s + t(t+1)/2 of a triangle; rows of equal t are contiguous. */
+/* Subproblems are rows: the usual Seg(s, t) at s + t(t+1)/2 (rows of equal t are
+ * contiguous), then Seg(s, L-1) after the loss, then Seg(s, L-1) with the plain loss. */
 static size_t pair_index(size_t s, size_t t)
 {
     return t * (t + 1) / 2 + s;
 }
 
-/* The smallest peak of Seg(s, t) in bytes, exact, the time of that schedule (the faster
- * among equal peaks) and its shape. */
+static size_t row_count(size_t L)
+{
+    return L * (L + 1) / 2 + 2 * L;
+}
+
+static size_t row_of(size_t L, size_t s, size_t t, ck_seg_kind kind)
+{
+    if (kind == CK_SEG_USUAL)
+        return pair_index(s, t);
+    return L * (L + 1) / 2 + (kind == CK_SEG_AFTER_LOSS ? 0 : L) + s;
+}
+
+#define NO_ROW SIZE_MAX
+
+/* One shape of a subproblem: its own operations (their time, and their largest peak inside
+ * the subproblem) and its parts, each a row run with `shift` units fewer than the shape
+ * has. The shape's time is (time + right) + left, summed in that order everywhere. */
 typedef struct {
+    size_t leaf; /* as ck_seg_choice.leaf */
+    double time;
+    uint64_t peak;
+    size_t right, left; /* rows, or NO_ROW */
+    uint64_t right_shift, left_shift;
+} dp_shape;
+
+/* The base of Seg(s, s): F_all s, the loss if it is the usual last stage, B s. */
+static dp_shape base_shape(const ck_chain *c, const unit_sizes *z, size_t s, uint64_t grad,
+                           bool loss)
+{
+    uint64_t peak = max2(sat_add(sat_add(grad, z->xbar[s]), z->ftmp[s]), backward_peak(z, s));
+    if (loss)
+        peak = max2(peak, sat_add(sat_add(z->xbar[s], z->x[s + 1]), z->loss_tmp));
+    double time = c->stages[s].fwd_time + (loss ? c->loss_bwd_time : 0) + c->stages[s].bwd_time;
+    return (dp_shape){0, time, peak, NO_ROW, NO_ROW, 0, 0};
+}
+
+/* Writes the shapes of Seg(s, t) of the given kind into out (room for t - s + 2) in the
+ * order that breaks ties: base or chain, the leaves by j, then the plain-loss leaf.
+ * `grad` is what is held on entry besides x_s: y_{t+1} (usual), y_L (after the loss; x_L
+ * is then held too, outside the count, see docs/planners.md), nothing (plain loss: x_L is
+ * made inside and stays, so whatever runs after it holds x_L's `kept` units). */
+static size_t shapes_of(const ck_chain *c, const unit_sizes *z, size_t s, size_t t,
+                        ck_seg_kind kind, dp_shape *out)
+{
+    size_t L = z->L, n = 0;
+    bool plain = kind == CK_SEG_PLAIN_LOSS;
+    uint64_t grad = kind == CK_SEG_USUAL ? later_grad(z, t) : plain ? 0 : z->x[L];
+    uint64_t kept = plain ? z->x[L] : 0;
+    if (s == t && !plain) {
+        out[n++] = base_shape(c, z, s, grad, kind == CK_SEG_USUAL && s + 1 == L);
+        return n;
+    }
+    if (s < t) {
+        uint64_t fwd = sat_add(sat_add(grad, z->xbar[s]), z->ftmp[s]);
+        out[n++] = (dp_shape){0, c->stages[s].fwd_time + c->stages[s].bwd_time,
+                              max2(fwd, sat_add(backward_peak(z, s), kept)),
+                              row_of(L, s + 1, t, kind), NO_ROW, z->xbar[s], 0};
+    }
+    uint64_t fwd = 0;
+    double fwd_time = 0;
+    for (size_t j = s + 1; j <= t + plain; j++) {
+        fwd = max2(fwd, advance_peak(z, s, j - 1, grad));
+        fwd_time += c->stages[j - 1].fwd_time;
+        if (j <= t) {
+            out[n++] = (dp_shape){j, fwd_time, fwd, row_of(L, j, t, kind),
+                                  row_of(L, s, j - 1, CK_SEG_USUAL), z->x[j], kept};
+        } else {
+            uint64_t loss = sat_add(sat_add(z->x[L], z->x[L]), z->loss_tmp);
+            out[n++] = (dp_shape){L, fwd_time + c->loss_bwd_time, max2(fwd, loss),
+                                  row_of(L, s, t, CK_SEG_AFTER_LOSS), NO_ROW, z->x[L], 0};
+        }
+    }
+    return n;
+}
+
+/* Calls fill on every row, each after the rows it reads (theirs are shorter, or the
+ * after-the-loss row of the same stages), polling stop once a diagonal: at most a few
+ * tens of milliseconds apart. */
+static int fill_rows(size_t L, const atomic_int *stop, void *ctx,
+                     void (*fill)(void *ctx, size_t s, size_t t, ck_seg_kind kind), ck_err *err)
+{
+    int rc = CK_OK;
+    for (size_t d = 0; d < L && (rc = ck_err_check_stop(stop, err)) == CK_OK; d++) {
+        for (size_t s = 0, t = d; t < L; s++, t++)
+            fill(ctx, s, t, CK_SEG_USUAL);
+        fill(ctx, L - 1 - d, L - 1, CK_SEG_AFTER_LOSS);
+        fill(ctx, L - 1 - d, L - 1, CK_SEG_PLAIN_LOSS);
+    }
+    return rc;
+}
+
+/* The smallest peak of each subproblem in bytes, exact, the time of that schedule (the
+ * faster among equal peaks) and its shape's leaf. */
+typedef struct {
+    const ck_chain *c;
     const unit_sizes *z;
     uint64_t *peak;
     double *time;
     uint32_t *leaf;
+    dp_shape *shapes; /* room for L + 1 */
 } min_peak_table;
 
-/* Both fills poll stop once a diagonal: at most a few tens of milliseconds apart. */
-static int min_peak_fill(min_peak_table *mp, const ck_chain *c, const atomic_int *stop, ck_err *err)
+static void min_peak_row(void *ctx, size_t s, size_t t, ck_seg_kind kind)
 {
-    const unit_sizes *z = mp->z;
-    size_t L = z->L;
-    int rc = CK_OK;
-    for (size_t d = 0; d < L && (rc = ck_err_check_stop(stop, err)) == CK_OK; d++)
-        for (size_t s = 0, t = d; t < L; s++, t++) {
-            size_t here = pair_index(s, t);
-            if (d == 0) {
-                mp->peak[here] = base_peak(z, s);
-                mp->time[here] = base_time(c, s);
-                mp->leaf[here] = 0;
-                continue;
-            }
-            size_t sub = pair_index(s + 1, t);
-            uint64_t best = max2(chain_peak(z, s, t), sat_add(z->xbar[s], mp->peak[sub]));
-            double best_time = c->stages[s].fwd_time + c->stages[s].bwd_time + mp->time[sub];
-            uint32_t best_leaf = 0;
-            uint64_t fwd = 0;
-            double fwd_time = 0;
-            for (size_t j = s + 1; j <= t; j++) {
-                fwd = max2(fwd, advance_peak(z, s, j - 1, t));
-                fwd_time += c->stages[j - 1].fwd_time;
-                size_t right = pair_index(j, t), left = pair_index(s, j - 1);
-                uint64_t peak = max2(max2(fwd, sat_add(z->x[j], mp->peak[right])), mp->peak[left]);
-                double time = fwd_time + mp->time[right] + mp->time[left];
-                if (peak < best || (peak == best && time < best_time)) {
-                    best = peak;
-                    best_time = time;
-                    best_leaf = (uint32_t)j;
-                }
-            }
-            mp->peak[here] = best;
-            mp->time[here] = best_time;
-            mp->leaf[here] = best_leaf;
+    min_peak_table *mp = ctx;
+    size_t n = shapes_of(mp->c, mp->z, s, t, kind, mp->shapes), here = row_of(mp->z->L, s, t, kind);
+    uint64_t best = UINT64_MAX;
+    double best_time = INFINITY;
+    uint32_t best_leaf = 0;
+    for (size_t k = 0; k < n; k++) {
+        const dp_shape *h = &mp->shapes[k];
+        uint64_t peak = h->peak;
+        double time = h->time;
+        if (h->right != NO_ROW) {
+            peak = max2(peak, sat_add(h->right_shift, mp->peak[h->right]));
+            time += mp->time[h->right];
         }
-    return rc;
+        if (h->left != NO_ROW) {
+            peak = max2(peak, sat_add(h->left_shift, mp->peak[h->left]));
+            time += mp->time[h->left];
+        }
+        if (k == 0 || peak < best || (peak == best && time < best_time)) {
+            best = peak;
+            best_time = time;
+            best_leaf = (uint32_t)h->leaf;
+        }
+    }
+    mp->peak[here] = best;
+    mp->time[here] = best_time;
+    mp->leaf[here] = best_leaf;
 }
 
-static void min_peak_decide(void *ctx, size_t s, size_t t, uint64_t value, ck_seg_choice *out)
+static void min_peak_decide(void *ctx, size_t s, size_t t, ck_seg_kind kind, uint64_t value,
+                            ck_seg_choice *out)
 {
     (void)value;
     const min_peak_table *mp = ctx;
-    *out = (ck_seg_choice){.leaf = mp->leaf[pair_index(s, t)]};
+    *out = (ck_seg_choice){.leaf = mp->leaf[row_of(mp->z->L, s, t, kind)]};
 }
 
-/* The fastest time of Seg(s, t) within m units, 0 <= m <= slots (INFINITY when none fits),
- * and its shape: one row of slots + 1 entries per subproblem. */
+/* The kind of the whole problem's best schedule: the usual one unless the plain loss
+ * is better (smaller, or equal and faster). */
+static ck_seg_kind min_peak_top(const min_peak_table *mp, uint64_t *peak)
+{
+    size_t L = mp->z->L, usual = row_of(L, 0, L - 1, CK_SEG_USUAL),
+           plain = row_of(L, 0, L - 1, CK_SEG_PLAIN_LOSS);
+    bool p = mp->peak[plain] < mp->peak[usual] ||
+             (mp->peak[plain] == mp->peak[usual] && mp->time[plain] < mp->time[usual]);
+    *peak = mp->peak[p ? plain : usual];
+    return p ? CK_SEG_PLAIN_LOSS : CK_SEG_USUAL;
+}
+
+/* The fastest time of each subproblem within m units, 0 <= m <= slots (INFINITY when none
+ * fits): one row of slots + 1 entries per subproblem. Shapes are not stored: the way down
+ * finds them again (time_decide), at most 2L subproblems. */
 typedef struct {
+    const ck_chain *c;
     const unit_sizes *z;
     size_t width;
     double *time;
-    uint32_t *leaf;
+    double *zero;     /* a row of zeros: a part that a shape does not have */
+    dp_shape *shapes; /* room for L + 1 */
 } time_table;
 
-static int time_fill(time_table *tt, const ck_chain *c, const atomic_int *stop, ck_err *err)
+static const double *part_row(const time_table *tt, size_t row)
 {
-    const unit_sizes *z = tt->z;
-    size_t L = z->L, w = tt->width;
-    int rc = CK_OK;
-    for (size_t d = 0; d < L && (rc = ck_err_check_stop(stop, err)) == CK_OK; d++)
-        for (size_t s = 0, t = d; t < L; s++, t++) {
-            double *row = tt->time + pair_index(s, t) * w;
-            uint32_t *leaf = tt->leaf + pair_index(s, t) * w;
-            for (size_t m = 0; m < w; m++)
-                leaf[m] = 0;
-            if (d == 0) {
-                uint64_t peak = base_peak(z, s);
-                for (size_t m = 0; m < w; m++)
-                    row[m] = m >= peak ? base_time(c, s) : INFINITY;
-                continue;
-            }
-            /* The chain's peak includes x̄_{s+1}, so m - x̄_{s+1} never wraps. */
-            const double *sub = tt->time + pair_index(s + 1, t) * w;
-            uint64_t peak = chain_peak(z, s, t);
-            double own = c->stages[s].fwd_time + c->stages[s].bwd_time;
-            for (size_t m = 0; m < w; m++)
-                row[m] = m >= peak ? own + sub[m - z->xbar[s]] : INFINITY;
-            uint64_t fwd = 0;
-            double fwd_time = 0;
-            for (size_t j = s + 1; j <= t; j++) {
-                fwd = max2(fwd, advance_peak(z, s, j - 1, t));
-                fwd_time += c->stages[j - 1].fwd_time;
-                /* The advance's peak includes x_j, so m - x_j never wraps either. */
-                const double *right = tt->time + pair_index(j, t) * w;
-                const double *left = tt->time + pair_index(s, j - 1) * w;
-                uint64_t xj = z->x[j];
-                for (size_t m = fwd; m < w; m++) {
-                    double time = fwd_time + right[m - xj] + left[m];
-                    if (time < row[m]) {
-                        row[m] = time;
-                        leaf[m] = (uint32_t)j;
-                    }
-                }
-            }
+    return row == NO_ROW ? tt->zero : tt->time + row * tt->width;
+}
+
+/* Memory values in a block of the relaxation; the bound is checked once a block. */
+#define RELAX_BLOCK 32
+
+/* row[m] = min(row[m], the shape's time at m) for every m at which it fits. Rows do not
+ * increase with m, so once row[m] is at most the shape's least time (its parts' times at
+ * the most memory, summed as everywhere: rounding is monotonic) no larger m can gain. */
+static void relax(const time_table *tt, double *restrict row, const dp_shape *h)
+{
+    size_t w = tt->width;
+    uint64_t from = max2(h->peak, max2(h->right_shift, h->left_shift));
+    if (from >= w)
+        return;
+    const double *restrict right = part_row(tt, h->right) + (from - h->right_shift);
+    const double *restrict left = part_row(tt, h->left) + (from - h->left_shift);
+    size_t n = w - from;
+    double time = h->time, least = (time + right[n - 1]) + left[n - 1];
+    row += from;
+    for (size_t b = 0; b < n && row[b] > least; b += RELAX_BLOCK) {
+        size_t e = b + RELAX_BLOCK < n ? b + RELAX_BLOCK : n;
+        for (size_t m = b; m < e; m++) {
+            double v = (time + right[m]) + left[m];
+            row[m] = v < row[m] ? v : row[m];
         }
-    return rc;
+    }
 }
 
-static void time_decide(void *ctx, size_t s, size_t t, uint64_t m, ck_seg_choice *out)
+static void time_row(void *ctx, size_t s, size_t t, ck_seg_kind kind)
 {
-    const time_table *tt = ctx;
-    size_t j = tt->leaf[pair_index(s, t) * tt->width + m];
-    if (j == 0)
-        *out = (ck_seg_choice){.leaf = 0, .right = m - tt->z->xbar[s]};
-    else
-        *out = (ck_seg_choice){.leaf = j, .right = m - tt->z->x[j], .left = m};
+    time_table *tt = ctx;
+    double *row = tt->time + row_of(tt->z->L, s, t, kind) * tt->width;
+    for (size_t m = 0; m < tt->width; m++)
+        row[m] = INFINITY;
+    size_t n = shapes_of(tt->c, tt->z, s, t, kind, tt->shapes);
+    for (size_t k = 0; k < n; k++)
+        relax(tt, row, &tt->shapes[k]);
 }
 
-/* Refuses tables above DP_TABLE_LIMIT: the time table (a double and a shape per
- * subproblem and memory value) plus the minimum-peak one. */
+/* The first shape whose time at m is the least: what the fill computed, summed alike. */
+static void time_decide(void *ctx, size_t s, size_t t, ck_seg_kind kind, uint64_t m,
+                        ck_seg_choice *out)
+{
+    time_table *tt = ctx;
+    size_t n = shapes_of(tt->c, tt->z, s, t, kind, tt->shapes);
+    double best = INFINITY;
+    *out = (ck_seg_choice){0};
+    for (size_t k = 0; k < n; k++) {
+        const dp_shape *h = &tt->shapes[k];
+        if (m < h->peak || m < h->right_shift || m < h->left_shift)
+            continue;
+        double v = (h->time + part_row(tt, h->right)[m - h->right_shift]) +
+                   part_row(tt, h->left)[m - h->left_shift];
+        if (v < best) {
+            best = v;
+            *out = (ck_seg_choice){h->leaf, m - h->right_shift, m - h->left_shift};
+        }
+    }
+}
+
+/* Refuses tables above DP_TABLE_LIMIT: the time table (a double per subproblem and memory
+ * value) plus the minimum-peak one. */
 static int check_table_size(size_t L, uint64_t width, ck_err *err)
 {
-    uint64_t twice_pairs, entries, bytes, peak_bytes;
-    bool ok = ck_size_mul(L, L + 1, &twice_pairs) && ck_size_mul(twice_pairs / 2, width, &entries) &&
-              ck_size_mul(entries, sizeof(double) + sizeof(uint32_t), &bytes) &&
-              ck_size_mul(twice_pairs / 2, sizeof(uint64_t) + sizeof(double) + sizeof(uint32_t),
-                     &peak_bytes) &&
+    uint64_t rows = (uint64_t)row_count(L), entries, bytes, peak_bytes;
+    bool ok = ck_size_mul(rows + 1, width, &entries) &&
+              ck_size_mul(entries, sizeof(double), &bytes) &&
+              ck_size_mul(rows, sizeof(uint64_t) + sizeof(double) + sizeof(uint32_t), &peak_bytes) &&
               ck_size_add(bytes, peak_bytes, &bytes);
     if (ok && bytes <= DP_TABLE_LIMIT)
         return CK_OK;
@@ -253,30 +340,67 @@ static int check_table_size(size_t L, uint64_t width, ck_err *err)
                    L, (unsigned long long)(width - 1));
 }
 
+static void min_peak_free(min_peak_table *mp)
+{
+    free(mp->peak);
+    free(mp->time);
+    free(mp->leaf);
+    free(mp->shapes);
+}
+
+static int min_peak_alloc(min_peak_table *mp, const ck_chain *c, const unit_sizes *bytes, ck_err *err)
+{
+    size_t rows = row_count(c->n_stages);
+    *mp = (min_peak_table){c, bytes, malloc(rows * sizeof *mp->peak), malloc(rows * sizeof *mp->time),
+                           malloc(rows * sizeof *mp->leaf),
+                           malloc((c->n_stages + 1) * sizeof *mp->shapes)};
+    if (mp->peak && mp->time && mp->leaf && mp->shapes)
+        return CK_OK;
+    min_peak_free(mp);
+    return ck_err_oom(err);
+}
+
+/* The fastest schedule within the top row's last slot, if one fits: the usual kind or the
+ * plain loss, whichever is faster (the usual one among equals). */
+static int time_plan(time_table *tt, const atomic_int *stop, ck_schedule *out, ck_err *err)
+{
+    size_t L = tt->z->L, w = tt->width, rows = row_count(L);
+    tt->time = malloc(rows * w * sizeof *tt->time);
+    tt->zero = calloc(w, sizeof *tt->zero);
+    tt->shapes = malloc((L + 1) * sizeof *tt->shapes);
+    if (!tt->time || !tt->zero || !tt->shapes)
+        return ck_err_oom(err);
+    int rc = fill_rows(L, stop, tt, time_row, err);
+    if (rc != CK_OK)
+        return rc;
+    double usual = tt->time[row_of(L, 0, L - 1, CK_SEG_USUAL) * w + w - 1];
+    double plain = tt->time[row_of(L, 0, L - 1, CK_SEG_PLAIN_LOSS) * w + w - 1];
+    if (!isfinite(usual) && !isfinite(plain))
+        return CK_ERR_INFEASIBLE;
+    ck_seg_kind kind = plain < usual ? CK_SEG_PLAIN_LOSS : CK_SEG_USUAL;
+    return ck_persistent_emit(tt->c, time_decide, tt, kind, w - 1, out, err);
+}
+
 /* The fastest schedule in tt's slots if there is one, else the minimum-peak schedule (with
  * a 1-byte unit) when it fits in bytes, else CK_ERR_INFEASIBLE. */
 static int plan_tables(const ck_chain *c, uint64_t budget, const atomic_int *stop,
                        min_peak_table *mp, time_table *tt, ck_plan_result *result,
                        uint64_t *min_budget, ck_err *err)
 {
-    size_t L = c->n_stages, pairs = L * (L + 1) / 2, top = pair_index(0, L - 1);
-    int rc = min_peak_fill(mp, c, stop, err);
+    int rc = fill_rows(c->n_stages, stop, mp, min_peak_row, err);
     if (rc != CK_OK)
         return rc;
-    bool fits = budget >= sat_add(c->input_bytes, mp->peak[top]);
+    uint64_t least;
+    ck_seg_kind least_kind = min_peak_top(mp, &least);
+    bool fits = budget >= sat_add(c->input_bytes, least);
     if (fits) {
-        tt->time = malloc(pairs * tt->width * sizeof *tt->time);
-        tt->leaf = malloc(pairs * tt->width * sizeof *tt->leaf);
-        if (!tt->time || !tt->leaf)
-            return ck_err_oom(err);
-        if ((rc = time_fill(tt, c, stop, err)) != CK_OK)
+        rc = time_plan(tt, stop, &result->schedule, err);
+        if (rc != CK_ERR_INFEASIBLE)
             return rc;
-        if (isfinite(tt->time[top * tt->width + tt->width - 1]))
-            return ck_persistent_emit(c, time_decide, tt, tt->width - 1, &result->schedule, err);
     }
     /* Either the budget is below the smallest peak, or rounding sizes up to units lost all
      * the schedules that fit in bytes: the minimum-peak schedule answers both. */
-    rc = ck_persistent_emit(c, min_peak_decide, mp, 0, &result->schedule, err);
+    rc = ck_persistent_emit(c, min_peak_decide, mp, least_kind, 0, &result->schedule, err);
     if (rc != CK_OK)
         return rc;
     if (fits) {
@@ -316,19 +440,16 @@ static int plan_dp(const ck_chain *c, uint64_t budget, const ck_planner_opts *op
         sizes_free(&bytes);
         return rc;
     }
-    size_t pairs = L * (L + 1) / 2;
-    min_peak_table mp = {&bytes, malloc(pairs * sizeof *mp.peak), malloc(pairs * sizeof *mp.time),
-                         malloc(pairs * sizeof *mp.leaf)};
-    time_table tt = {&units, slots + 1, NULL, NULL};
-    if (!mp.peak || !mp.time || !mp.leaf)
-        rc = ck_err_oom(err);
-    else
+    min_peak_table mp;
+    time_table tt = {c, &units, slots + 1, NULL, NULL, NULL};
+    rc = min_peak_alloc(&mp, c, &bytes, err);
+    if (rc == CK_OK) {
         rc = plan_tables(c, budget, opts->stop, &mp, &tt, result, min_budget, err);
-    free(mp.peak);
-    free(mp.time);
-    free(mp.leaf);
+        min_peak_free(&mp);
+    }
     free(tt.time);
-    free(tt.leaf);
+    free(tt.zero);
+    free(tt.shapes);
     sizes_free(&bytes);
     sizes_free(&units);
     return rc;
@@ -340,17 +461,17 @@ int ck_plan_dp_min_peak(const ck_chain *c, uint64_t *peak, ck_schedule *out, ck_
     int rc = sizes_init(&bytes, c, 1, err);
     if (rc != CK_OK)
         return rc;
-    size_t pairs = c->n_stages * (c->n_stages + 1) / 2;
-    min_peak_table mp = {&bytes, malloc(pairs * sizeof *mp.peak), malloc(pairs * sizeof *mp.time),
-                         malloc(pairs * sizeof *mp.leaf)};
-    rc = mp.peak && mp.time && mp.leaf ? min_peak_fill(&mp, c, NULL, err) : ck_err_oom(err);
+    min_peak_table mp;
+    rc = min_peak_alloc(&mp, c, &bytes, err);
     if (rc == CK_OK) {
-        *peak = sat_add(c->input_bytes, mp.peak[pair_index(0, c->n_stages - 1)]);
-        rc = ck_persistent_emit(c, min_peak_decide, &mp, 0, out, err);
+        rc = fill_rows(c->n_stages, NULL, &mp, min_peak_row, err);
+        if (rc == CK_OK) {
+            ck_seg_kind kind = min_peak_top(&mp, peak);
+            *peak = sat_add(c->input_bytes, *peak);
+            rc = ck_persistent_emit(c, min_peak_decide, &mp, kind, 0, out, err);
+        }
+        min_peak_free(&mp);
     }
-    free(mp.peak);
-    free(mp.time);
-    free(mp.leaf);
     sizes_free(&bytes);
     return rc;
 }

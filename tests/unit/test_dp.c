@@ -1,4 +1,5 @@
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "planner/plan_dp.h"
@@ -14,12 +15,16 @@ static bool same_time(double a, double b)
 }
 
 /* Checks dp against the brute force on c at every budget from 0 to a little above the
- * store-everything peak, with enough slots for 1-byte units. */
-static void check_exact(const ck_chain *c, unsigned chain_no)
+ * store-everything peak, with enough slots for 1-byte units. Returns the number of those
+ * budgets at which the usual schedules alone (the loss reading x̄_L) are slower than the
+ * best, or fit nowhere while another schedule fits. */
+static unsigned check_exact(const ck_chain *c, unsigned chain_no)
 {
     ck_err err = {{0}};
-    ck_brute_set all;
-    ck_assert_msg(ck_brute_enumerate(c, &all, &err) == CK_OK, "%s", err.msg);
+    ck_brute_set all, usual;
+    ck_assert_msg(ck_brute_enumerate(c, true, &all, &err) == CK_OK, "%s", err.msg);
+    ck_assert_msg(ck_brute_enumerate(c, false, &usual, &err) == CK_OK, "%s", err.msg);
+    unsigned usual_loses = 0;
     uint64_t least = ck_brute_min_peak(&all);
     uint64_t top = ck_test_baseline(c).peak_bytes + 3;
     for (uint64_t budget = 0; budget <= top; budget++) {
@@ -28,6 +33,9 @@ static void check_exact(const ck_chain *c, unsigned chain_no)
         uint64_t min_budget = 0;
         double best = 0;
         bool feasible = ck_brute_best(&all, budget, &best);
+        double best_usual = 0;
+        if (feasible && (!ck_brute_best(&usual, budget, &best_usual) || !same_time(best_usual, best)))
+            usual_loses++;
         int rc = ck_test_plan(&ck_planner_dp, c, budget, (uint32_t)budget + 1, &r, &replay,
                               &min_budget, &err);
         if (feasible) {
@@ -47,7 +55,34 @@ static void check_exact(const ck_chain *c, unsigned chain_no)
         ck_schedule_free(&r.schedule);
     }
     ck_brute_free(&all);
+    ck_brute_free(&usual);
+    return usual_loses;
 }
+
+/* PyTorch's cross-entropy holds three logits-sized tensors: with a loss that holds much
+ * memory, computing it from the plain x_L and recomputing the last stage afterwards is
+ * often the only way to fit, or the fastest. dp must find those schedules: it matches the
+ * brute force at every budget, and the usual schedules alone lose at many of them. */
+START_TEST(heavy_losses_take_the_plain_output)
+{
+    ck_rng rng;
+    ck_rng_seed(&rng, 1311);
+    unsigned points = 0, usual_loses = 0;
+    for (unsigned k = 0; k < 240; k++) {
+        ck_chain c;
+        ck_err err = {{0}};
+        ck_assert_int_eq(ck_chaingen_random(&c, 1 + k % 6, 10, 10, &rng, &err), CK_OK);
+        c.loss_bwd_tmp_bytes = 10 + ck_rng_below(&rng, 31);
+        c.loss_bwd_time = (double)ck_rng_below(&rng, 30) / 10;
+        points += (unsigned)ck_test_baseline(&c).peak_bytes + 4;
+        usual_loses += check_exact(&c, k);
+        ck_chain_free(&c);
+    }
+    fprintf(stderr, "heavy losses: the usual schedules lose at %u of %u budgets\n", usual_loses,
+            points);
+    ck_assert_uint_gt(usual_loses, points / 20);
+}
+END_TEST
 
 START_TEST(matches_brute_force_on_random_chains)
 {
@@ -158,7 +193,7 @@ START_TEST(coarse_slots_fit_and_are_not_faster)
         ck_err err = {{0}};
         ck_assert_int_eq(ck_chaingen_random(&c, 1 + k % 6, 1000, 10, &rng, &err), CK_OK);
         ck_brute_set all;
-        ck_assert_msg(ck_brute_enumerate(&c, &all, &err) == CK_OK, "%s", err.msg);
+        ck_assert_msg(ck_brute_enumerate(&c, true, &all, &err) == CK_OK, "%s", err.msg);
         uint64_t least = ck_brute_min_peak(&all), top = ck_test_baseline(&c).peak_bytes;
         for (unsigned trial = 0; trial < 10; trial++) {
             uint64_t budget = least + ck_rng_below(&rng, top - least + 2);
@@ -303,6 +338,7 @@ static Suite *dp_suite(void)
     TCase *tc = tcase_create("dp");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, matches_brute_force_on_random_chains);
+    tcase_add_test(tc, heavy_losses_take_the_plain_output);
     tcase_add_test(tc, closed_form_peaks_match_the_actions);
     tcase_add_test(tc, hetero3_by_hand);
     tcase_add_test(tc, coarse_slots_fit_and_are_not_faster);
