@@ -108,6 +108,13 @@ static size_t row_of(size_t L, size_t s, size_t t, ck_seg_kind kind)
     return L * (L + 1) / 2 + (kind == CK_SEG_AFTER_LOSS ? 0 : L) + s;
 }
 
+/* The usual Seg(s, t) among usual rows ordered by s, then t: how a shape's left parts,
+ * Seg(s, j-1) for j = s+1 .. t, follow each other. */
+static size_t by_s(size_t L, size_t s, size_t t)
+{
+    return s * (2 * L - s + 1) / 2 + (t - s);
+}
+
 #define NO_ROW SIZE_MAX
 
 /* One shape of a subproblem: its own operations (their time, and their largest peak inside
@@ -119,6 +126,7 @@ typedef struct {
     uint64_t peak;
     size_t right, left; /* rows, or NO_ROW */
     uint64_t right_shift, left_shift;
+    size_t left_by_s; /* the left part's place among usual rows ordered by s, then t */
 } dp_shape;
 
 /* The base of Seg(s, s): F_all s, the loss if it is the usual last stage, B s. */
@@ -129,61 +137,68 @@ static dp_shape base_shape(const ck_chain *c, const unit_sizes *z, size_t s, uin
     if (loss)
         peak = max2(peak, sat_add(sat_add(z->xbar[s], z->x[s + 1]), z->loss_tmp));
     double time = c->stages[s].fwd_time + (loss ? c->loss_bwd_time : 0) + c->stages[s].bwd_time;
-    return (dp_shape){0, time, peak, NO_ROW, NO_ROW, 0, 0};
+    return (dp_shape){0, time, peak, NO_ROW, NO_ROW, 0, 0, NO_ROW};
 }
 
-/* Writes the shapes of Seg(s, t) of the given kind into out (room for t - s + 2) in the
- * order that breaks ties: base or chain, the leaves by j, then the plain-loss leaf.
+/* Writes the first `room` shapes of Seg(s, t) of the given kind into out (all of them fit
+ * in t - s + 2) in the order that breaks ties: base or chain, the leaves by j, then the
+ * plain-loss leaf. The first is the one that stores everything it can.
  * `grad` is what is held on entry besides x_s: y_{t+1} (usual), y_L (after the loss; x_L
  * is then held too, outside the count, see docs/planners.md), nothing (plain loss: x_L is
  * made inside and stays, so whatever runs after it holds x_L's `kept` units). */
 static size_t shapes_of(const ck_chain *c, const unit_sizes *z, size_t s, size_t t,
-                        ck_seg_kind kind, dp_shape *out)
+                        ck_seg_kind kind, size_t room, dp_shape *out)
 {
     size_t L = z->L, n = 0;
     bool plain = kind == CK_SEG_PLAIN_LOSS;
     uint64_t grad = kind == CK_SEG_USUAL ? later_grad(z, t) : plain ? 0 : z->x[L];
     uint64_t kept = plain ? z->x[L] : 0;
     if (s == t && !plain) {
-        out[n++] = base_shape(c, z, s, grad, kind == CK_SEG_USUAL && s + 1 == L);
+        if (room > 0)
+            out[n++] = base_shape(c, z, s, grad, kind == CK_SEG_USUAL && s + 1 == L);
         return n;
     }
-    if (s < t) {
+    if (s < t && room > 0) {
         uint64_t fwd = sat_add(sat_add(grad, z->xbar[s]), z->ftmp[s]);
         out[n++] = (dp_shape){0, c->stages[s].fwd_time + c->stages[s].bwd_time,
                               max2(fwd, sat_add(backward_peak(z, s), kept)),
-                              row_of(L, s + 1, t, kind), NO_ROW, z->xbar[s], 0};
+                              row_of(L, s + 1, t, kind), NO_ROW, z->xbar[s], 0, NO_ROW};
     }
     uint64_t fwd = 0;
     double fwd_time = 0;
-    for (size_t j = s + 1; j <= t + plain; j++) {
+    for (size_t j = s + 1; j <= t + plain && n < room; j++) {
         fwd = max2(fwd, advance_peak(z, s, j - 1, grad));
         fwd_time += c->stages[j - 1].fwd_time;
         if (j <= t) {
             out[n++] = (dp_shape){j, fwd_time, fwd, row_of(L, j, t, kind),
-                                  row_of(L, s, j - 1, CK_SEG_USUAL), z->x[j], kept};
+                                  row_of(L, s, j - 1, CK_SEG_USUAL), z->x[j], kept,
+                                  by_s(L, s, j - 1)};
         } else {
             uint64_t loss = sat_add(sat_add(z->x[L], z->x[L]), z->loss_tmp);
             out[n++] = (dp_shape){L, fwd_time + c->loss_bwd_time, max2(fwd, loss),
-                                  row_of(L, s, t, CK_SEG_AFTER_LOSS), NO_ROW, z->x[L], 0};
+                                  row_of(L, s, t, CK_SEG_AFTER_LOSS), NO_ROW, z->x[L], 0, NO_ROW};
         }
     }
     return n;
 }
 
-/* Calls fill on every row, each after the rows it reads (theirs are shorter, or the
- * after-the-loss row of the same stages), polling stop once a diagonal: at most a few
- * tens of milliseconds apart. */
+/* Calls fill on every row, each after the rows it reads: column by column (t), each from
+ * its shortest row up (s = t down to 0), so that the right parts a row reads, in its own
+ * column, were written just before; the last column also has the rows after the loss
+ * and with the plain loss. Polls stop once a column: at most a few tens of milliseconds
+ * apart. */
 static int fill_rows(size_t L, const atomic_int *stop, void *ctx,
                      void (*fill)(void *ctx, size_t s, size_t t, ck_seg_kind kind), ck_err *err)
 {
     int rc = CK_OK;
-    for (size_t d = 0; d < L && (rc = ck_err_check_stop(stop, err)) == CK_OK; d++) {
-        for (size_t s = 0, t = d; t < L; s++, t++)
+    for (size_t t = 0; t < L && (rc = ck_err_check_stop(stop, err)) == CK_OK; t++)
+        for (size_t s = t + 1; s-- > 0;) {
             fill(ctx, s, t, CK_SEG_USUAL);
-        fill(ctx, L - 1 - d, L - 1, CK_SEG_AFTER_LOSS);
-        fill(ctx, L - 1 - d, L - 1, CK_SEG_PLAIN_LOSS);
-    }
+            if (t + 1 == L) {
+                fill(ctx, s, t, CK_SEG_AFTER_LOSS);
+                fill(ctx, s, t, CK_SEG_PLAIN_LOSS);
+            }
+        }
     return rc;
 }
 
@@ -201,7 +216,7 @@ typedef struct {
 static void min_peak_row(void *ctx, size_t s, size_t t, ck_seg_kind kind)
 {
     min_peak_table *mp = ctx;
-    size_t n = shapes_of(mp->c, mp->z, s, t, kind, mp->shapes), here = row_of(mp->z->L, s, t, kind);
+    size_t n = shapes_of(mp->c, mp->z, s, t, kind, SIZE_MAX, mp->shapes), here = row_of(mp->z->L, s, t, kind);
     uint64_t best = UINT64_MAX;
     double best_time = INFINITY;
     uint32_t best_leaf = 0;
@@ -249,73 +264,195 @@ static ck_seg_kind min_peak_top(const min_peak_table *mp, uint64_t *peak)
 }
 
 /* The fastest time of each subproblem within m units, 0 <= m <= slots (INFINITY when none
- * fits): one row of slots + 1 entries per subproblem. Shapes are not stored: the way down
- * finds them again (time_decide), at most 2L subproblems. */
+ * fits). A row holds only the memory values [lo, hi] that can matter:
+ * - below lo no schedule reaches it: what Seg(s, t) is run with is the budget less what
+ *   the subproblems around it hold, and they hold at most x̄_1 .. x̄_s and x_L (reach);
+ * - from hi on the time no longer improves: hi is the peak of the shape that stores
+ *   everything it can (chains down to a base, or to the plain-loss leaf of the last stage),
+ *   the least time of the row (saturation). A row is read at min(m, hi).
+ * Shapes are not stored: the way down finds them again (time_decide), at most 2L
+ * subproblems. */
+typedef struct {
+    size_t offset; /* into values */
+    uint32_t lo, hi;
+    double last;   /* the value at hi */
+} row_meta;
+
 typedef struct {
     const ck_chain *c;
     const unit_sizes *z;
     size_t width;
-    double *time;
-    double *zero;     /* a row of zeros: a part that a shape does not have */
-    dp_shape *shapes; /* room for L + 1 */
+    row_meta *meta;    /* per row */
+    row_meta *by_s;    /* the usual rows' again, in by_s order: shapes read left parts so */
+    double *values;
+    double *zero;       /* width zeros: the part a shape does not have, and constant parts */
+    dp_shape *shapes;   /* room for L + 1 */
 } time_table;
 
-static const double *part_row(const time_table *tt, size_t row)
+/* Sets every row's lo, hi and offset, rows in the order fill_rows writes them. */
+typedef struct {
+    time_table *tt;
+    uint64_t *held; /* x̄_1 .. x̄_s, summed, per s */
+    uint64_t *sat;  /* per row */
+    uint64_t total; /* values so far */
+} layout;
+
+static void layout_row(void *ctx, size_t s, size_t t, ck_seg_kind kind)
 {
-    return row == NO_ROW ? tt->zero : tt->time + row * tt->width;
+    layout *ly = ctx;
+    time_table *tt = ly->tt;
+    const unit_sizes *z = tt->z;
+    size_t L = z->L, r = row_of(L, s, t, kind);
+    uint64_t w = tt->width;
+    dp_shape first;
+    shapes_of(tt->c, z, s, t, kind, 1, &first);
+    ly->sat[r] = first.right == NO_ROW ? first.peak
+                                       : max2(first.peak, sat_add(first.right_shift, ly->sat[first.right]));
+    uint64_t most = sat_add(ly->held[s], kind == CK_SEG_PLAIN_LOSS ? 0 : z->x[L]);
+    uint64_t lo = most < w - 1 ? w - 1 - most : 0, hi = max2(lo, ly->sat[r]);
+    row_meta *mt = &tt->meta[r];
+    *mt = (row_meta){(size_t)ly->total, (uint32_t)lo, (uint32_t)(hi < w - 1 ? hi : w - 1), 0};
+    ly->total += mt->hi - lo + 1;
+}
+
+/* Room for row values: the sum of hi - lo + 1; UINT64_MAX when out of memory. */
+static uint64_t time_layout(time_table *tt)
+{
+    size_t L = tt->z->L;
+    layout ly = {tt, malloc((L + 1) * sizeof *ly.held), malloc(row_count(L) * sizeof *ly.sat), 0};
+    if (ly.held && ly.sat) {
+        ly.held[0] = 0;
+        for (size_t s = 0; s < L; s++)
+            ly.held[s + 1] = sat_add(ly.held[s], tt->z->xbar[s]);
+        fill_rows(L, NULL, &ly, layout_row, NULL);
+    } else {
+        ly.total = UINT64_MAX;
+    }
+    free(ly.held);
+    free(ly.sat);
+    return ly.total;
+}
+
+/* Row r read at m >= its lo: its value at min(m, hi). */
+static double time_at(const time_table *tt, size_t r, uint64_t m)
+{
+    if (r == NO_ROW)
+        return 0;
+    const row_meta *mt = &tt->meta[r];
+    return tt->values[mt->offset + ((m < mt->hi ? m : mt->hi) - mt->lo)];
 }
 
 /* Memory values in a block of the relaxation; the bound is checked once a block. */
 #define RELAX_BLOCK 32
+/* Lanes of the innermost loop, written out so that compilers vectorise it at -O2. */
+#define RELAX_LANES 4
 
-/* row[m] = min(row[m], the shape's time at m) for every m at which it fits. Rows do not
- * increase with m, so once row[m] is at most the shape's least time (its parts' times at
- * the most memory, summed as everywhere: rounding is monotonic) no larger m can gain. */
-static void relax(const time_table *tt, double *restrict row, const dp_shape *h)
+/* out[i] = min(out[i], ((time + right[i]) + left[i]) + extra) for i < n, until out[i] is at
+ * most `least` at a block's start: outs do not increase with i and no candidate is below
+ * least, so nothing after can gain. False when it stopped there. */
+static bool relax_run(double *restrict out, size_t n, double time, const double *restrict right,
+                      const double *restrict left, double extra, double least)
 {
-    size_t w = tt->width;
-    uint64_t from = max2(h->peak, max2(h->right_shift, h->left_shift));
-    if (from >= w)
-        return;
-    const double *restrict right = part_row(tt, h->right) + (from - h->right_shift);
-    const double *restrict left = part_row(tt, h->left) + (from - h->left_shift);
-    size_t n = w - from;
-    double time = h->time, least = (time + right[n - 1]) + left[n - 1];
-    row += from;
-    for (size_t b = 0; b < n && row[b] > least; b += RELAX_BLOCK) {
-        size_t e = b + RELAX_BLOCK < n ? b + RELAX_BLOCK : n;
-        for (size_t m = b; m < e; m++) {
-            double v = (time + right[m]) + left[m];
-            row[m] = v < row[m] ? v : row[m];
+    for (size_t b = 0; b < n; b += RELAX_BLOCK) {
+        if (out[b] <= least)
+            return false;
+        size_t e = b + RELAX_BLOCK < n ? b + RELAX_BLOCK : n, i = b;
+        for (; i + RELAX_LANES <= e; i += RELAX_LANES) {
+            double v[RELAX_LANES];
+            for (size_t k = 0; k < RELAX_LANES; k++)
+                v[k] = ((time + right[i + k]) + left[i + k]) + extra;
+            for (size_t k = 0; k < RELAX_LANES; k++)
+                out[i + k] = v[k] < out[i + k] ? v[k] : out[i + k];
         }
+        for (; i < e; i++) {
+            double v = ((time + right[i]) + left[i]) + extra;
+            out[i] = v < out[i] ? v : out[i];
+        }
+    }
+    return true;
+}
+
+/* A part of a shape over the memory values [from, to] of its row: its values where it is
+ * below its hi, then its saturated value. `until` is the last m at which it still varies. */
+typedef struct {
+    const double *values; /* at m, values[m - from] */
+    double last;
+    uint64_t until;
+} part_view;
+
+static part_view part_of(const time_table *tt, const row_meta *mt, uint64_t shift, uint64_t from)
+{
+    if (!mt)
+        return (part_view){tt->zero, 0, 0};
+    /* from - shift >= lo: the subproblems around this one hold no more than lo allows */
+    return (part_view){tt->values + mt->offset + (from - shift - mt->lo), mt->last, mt->hi + shift};
+}
+
+/* row = min(row, the shape's time) over the row's memory values at which the shape fits:
+ * (time + right) + left summed as time_decide sums it, in pieces where each part varies or
+ * is constant. The shape's least time is at the most memory (rounding is monotonic). */
+static void relax(const time_table *tt, const row_meta *mt, const dp_shape *h)
+{
+    uint64_t lo = mt->lo, hi = mt->hi;
+    uint64_t from = max2(lo, max2(h->peak, max2(h->right_shift, h->left_shift)));
+    if (from > hi)
+        return;
+    part_view right = part_of(tt, h->right == NO_ROW ? NULL : &tt->meta[h->right], h->right_shift, from);
+    part_view left = part_of(tt, h->left == NO_ROW ? NULL : &tt->by_s[h->left_by_s], h->left_shift, from);
+    double least = (h->time + right.last) + left.last;
+    double *row = tt->values + mt->offset + (from - lo);
+    uint64_t m = from;
+    while (m <= hi) {
+        bool r_flat = m > right.until, l_flat = m > left.until;
+        uint64_t end = hi;
+        if (!r_flat && right.until < end)
+            end = right.until;
+        if (!l_flat && left.until < end)
+            end = left.until;
+        size_t n = (size_t)(end - m + 1), at = (size_t)(m - from);
+        bool more = relax_run(row + at, n, r_flat ? h->time + right.last : h->time,
+                              r_flat ? tt->zero : right.values + at, l_flat ? tt->zero : left.values + at,
+                              l_flat ? left.last : 0, least);
+        if (!more)
+            return;
+        m = end + 1;
     }
 }
 
 static void time_row(void *ctx, size_t s, size_t t, ck_seg_kind kind)
 {
     time_table *tt = ctx;
-    double *row = tt->time + row_of(tt->z->L, s, t, kind) * tt->width;
-    for (size_t m = 0; m < tt->width; m++)
-        row[m] = INFINITY;
-    size_t n = shapes_of(tt->c, tt->z, s, t, kind, tt->shapes);
+    size_t L = tt->z->L;
+    row_meta *mt = &tt->meta[row_of(L, s, t, kind)];
+    double *row = tt->values + mt->offset;
+    for (uint64_t m = mt->lo; m <= mt->hi; m++)
+        row[m - mt->lo] = INFINITY;
+    size_t n = shapes_of(tt->c, tt->z, s, t, kind, SIZE_MAX, tt->shapes);
     for (size_t k = 0; k < n; k++)
-        relax(tt, row, &tt->shapes[k]);
+        relax(tt, mt, &tt->shapes[k]);
+    mt->last = row[mt->hi - mt->lo];
+    if (kind == CK_SEG_USUAL)
+        tt->by_s[by_s(L, s, t)] = *mt;
 }
 
-/* The first shape whose time at m is the least: what the fill computed, summed alike. */
+/* The first shape whose time at min(m, hi) is the least: what the fill computed, summed
+ * alike. Its parts get what they need there, never more than m allows. */
 static void time_decide(void *ctx, size_t s, size_t t, ck_seg_kind kind, uint64_t m,
                         ck_seg_choice *out)
 {
     time_table *tt = ctx;
-    size_t n = shapes_of(tt->c, tt->z, s, t, kind, tt->shapes);
+    const row_meta *mt = &tt->meta[row_of(tt->z->L, s, t, kind)];
+    if (m > mt->hi)
+        m = mt->hi;
+    size_t n = shapes_of(tt->c, tt->z, s, t, kind, SIZE_MAX, tt->shapes);
     double best = INFINITY;
     *out = (ck_seg_choice){0};
     for (size_t k = 0; k < n; k++) {
         const dp_shape *h = &tt->shapes[k];
         if (m < h->peak || m < h->right_shift || m < h->left_shift)
             continue;
-        double v = (h->time + part_row(tt, h->right)[m - h->right_shift]) +
-                   part_row(tt, h->left)[m - h->left_shift];
+        double v = (h->time + time_at(tt, h->right, m - h->right_shift)) +
+                   time_at(tt, h->left, m - h->left_shift);
         if (v < best) {
             best = v;
             *out = (ck_seg_choice){h->leaf, m - h->right_shift, m - h->left_shift};
@@ -323,21 +460,48 @@ static void time_decide(void *ctx, size_t s, size_t t, ck_seg_kind kind, uint64_
     }
 }
 
-/* Refuses tables above DP_TABLE_LIMIT: the time table (a double per subproblem and memory
- * value) plus the minimum-peak one. */
-static int check_table_size(size_t L, uint64_t width, ck_err *err)
+static void time_free(time_table *tt)
 {
-    uint64_t rows = (uint64_t)row_count(L), entries, bytes, peak_bytes;
-    bool ok = ck_size_mul(rows + 1, width, &entries) &&
-              ck_size_mul(entries, sizeof(double), &bytes) &&
-              ck_size_mul(rows, sizeof(uint64_t) + sizeof(double) + sizeof(uint32_t), &peak_bytes) &&
-              ck_size_add(bytes, peak_bytes, &bytes);
+    free(tt->meta);
+    free(tt->by_s);
+    free(tt->values);
+    free(tt->zero);
+    free(tt->shapes);
+}
+
+/* Refuses tables above DP_TABLE_LIMIT: the time table's values and row bounds plus the
+ * minimum-peak table. */
+static int check_table_size(size_t L, uint64_t width, uint64_t values, ck_err *err)
+{
+    uint64_t rows = (uint64_t)row_count(L), bytes, per_row;
+    bool ok = values != UINT64_MAX && ck_size_mul(values + width, sizeof(double), &bytes) &&
+              ck_size_mul(rows, 2 * sizeof(row_meta) + sizeof(uint64_t) + sizeof(double) +
+                                    sizeof(uint32_t), &per_row) &&
+              ck_size_add(bytes, per_row, &bytes);
     if (ok && bytes <= DP_TABLE_LIMIT)
         return CK_OK;
     return ck_err_fail(err, CK_ERR_INPUT,
                    "dp: %zu stages with %llu memory slots need a table of more than 1 GiB; "
                    "use fewer --slots or --granularity block",
                    L, (unsigned long long)(width - 1));
+}
+
+/* Lays out tt and checks its size, before anything long runs. */
+static int time_alloc(time_table *tt, ck_err *err)
+{
+    size_t L = tt->z->L, rows = row_count(L);
+    tt->meta = malloc(rows * sizeof *tt->meta);
+    tt->by_s = malloc(L * (L + 1) / 2 * sizeof *tt->by_s);
+    tt->zero = calloc(tt->width, sizeof *tt->zero);
+    tt->shapes = malloc((L + 1) * sizeof *tt->shapes);
+    if (!tt->meta || !tt->by_s || !tt->zero || !tt->shapes)
+        return ck_err_oom(err);
+    uint64_t values = time_layout(tt);
+    int rc = check_table_size(L, tt->width, values, err);
+    if (rc != CK_OK)
+        return rc;
+    tt->values = malloc((size_t)values * sizeof *tt->values);
+    return tt->values ? CK_OK : ck_err_oom(err);
 }
 
 static void min_peak_free(min_peak_table *mp)
@@ -360,21 +524,16 @@ static int min_peak_alloc(min_peak_table *mp, const ck_chain *c, const unit_size
     return ck_err_oom(err);
 }
 
-/* The fastest schedule within the top row's last slot, if one fits: the usual kind or the
+/* The fastest schedule within the budget's slots, if one fits: the usual kind or the
  * plain loss, whichever is faster (the usual one among equals). */
 static int time_plan(time_table *tt, const atomic_int *stop, ck_schedule *out, ck_err *err)
 {
-    size_t L = tt->z->L, w = tt->width, rows = row_count(L);
-    tt->time = malloc(rows * w * sizeof *tt->time);
-    tt->zero = calloc(w, sizeof *tt->zero);
-    tt->shapes = malloc((L + 1) * sizeof *tt->shapes);
-    if (!tt->time || !tt->zero || !tt->shapes)
-        return ck_err_oom(err);
+    size_t L = tt->z->L, w = tt->width;
     int rc = fill_rows(L, stop, tt, time_row, err);
     if (rc != CK_OK)
         return rc;
-    double usual = tt->time[row_of(L, 0, L - 1, CK_SEG_USUAL) * w + w - 1];
-    double plain = tt->time[row_of(L, 0, L - 1, CK_SEG_PLAIN_LOSS) * w + w - 1];
+    double usual = time_at(tt, row_of(L, 0, L - 1, CK_SEG_USUAL), w - 1);
+    double plain = time_at(tt, row_of(L, 0, L - 1, CK_SEG_PLAIN_LOSS), w - 1);
     if (!isfinite(usual) && !isfinite(plain))
         return CK_ERR_INFEASIBLE;
     ck_seg_kind kind = plain < usual ? CK_SEG_PLAIN_LOSS : CK_SEG_USUAL;
@@ -423,16 +582,12 @@ static int plan_dp(const ck_chain *c, uint64_t budget, const ck_planner_opts *op
 {
     if (opts->slots == 0)
         return ck_err_fail(err, CK_ERR_INPUT, "dp: --slots must be at least 1");
-    size_t L = c->n_stages;
     uint64_t avail = budget > c->input_bytes ? budget - c->input_bytes : 0;
     uint64_t unit = avail > opts->slots ? ck_size_ceil_div(avail, opts->slots) : 1;
     uint64_t slots = avail / unit;
     result->memory_unit = unit;
-    int rc = check_table_size(L, slots + 1, err);
-    if (rc != CK_OK)
-        return rc;
     unit_sizes bytes, units;
-    rc = sizes_init(&bytes, c, 1, err);
+    int rc = sizes_init(&bytes, c, 1, err);
     if (rc != CK_OK)
         return rc;
     rc = sizes_init(&units, c, unit, err);
@@ -441,15 +596,15 @@ static int plan_dp(const ck_chain *c, uint64_t budget, const ck_planner_opts *op
         return rc;
     }
     min_peak_table mp;
-    time_table tt = {c, &units, slots + 1, NULL, NULL, NULL};
-    rc = min_peak_alloc(&mp, c, &bytes, err);
+    time_table tt = {.c = c, .z = &units, .width = slots + 1};
+    rc = time_alloc(&tt, err);
+    if (rc == CK_OK)
+        rc = min_peak_alloc(&mp, c, &bytes, err);
     if (rc == CK_OK) {
         rc = plan_tables(c, budget, opts->stop, &mp, &tt, result, min_budget, err);
         min_peak_free(&mp);
     }
-    free(tt.time);
-    free(tt.zero);
-    free(tt.shapes);
+    time_free(&tt);
     sizes_free(&bytes);
     sizes_free(&units);
     return rc;

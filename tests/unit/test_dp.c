@@ -1,9 +1,11 @@
 #include <math.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "planner/plan_dp.h"
 #include "planner/planner.h"
+#include "planner/size.h"
 #include "tests/unit/brute.h"
 #include "tests/unit/chaingen.h"
 #include "tests/unit/check_main.h"
@@ -220,6 +222,73 @@ START_TEST(coarse_slots_fit_and_are_not_faster)
 }
 END_TEST
 
+/* c with every size in units of u bytes, rounded up, as dp counts them. */
+static void round_to_units(ck_chain *c, uint64_t u)
+{
+    c->input_bytes = ck_size_ceil_div(c->input_bytes, u);
+    c->loss_bwd_tmp_bytes = ck_size_ceil_div(c->loss_bwd_tmp_bytes, u);
+    for (size_t i = 0; i < c->n_stages; i++) {
+        ck_stage *st = &c->stages[i];
+        st->out_bytes = ck_size_ceil_div(st->out_bytes, u);
+        st->saved_bytes = ck_size_ceil_div(st->saved_bytes, u);
+        st->fwd_tmp_bytes = ck_size_ceil_div(st->fwd_tmp_bytes, u);
+        st->bwd_tmp_bytes = ck_size_ceil_div(st->bwd_tmp_bytes, u);
+    }
+}
+
+/* In units, dp is exact: its time at a coarse budget is the brute force's best on the chain
+ * whose sizes are rounded up to units, within the budget's whole units above x_0 (and
+ * when none fits there, dp falls back to its minimum-peak schedule in bytes). This holds
+ * the fill's shortcuts (rows kept only where reachable and until they stop improving,
+ * shapes skipped once they cannot gain) to the plain recurrence, heavy losses included. */
+START_TEST(coarse_slots_are_exact_in_units)
+{
+    ck_rng rng;
+    ck_rng_seed(&rng, 1913);
+    unsigned in_units = 0;
+    for (unsigned k = 0; k < 150; k++) {
+        ck_chain c, rounded;
+        ck_err err = {{0}};
+        ck_assert_int_eq(ck_chaingen_random(&c, 1 + k % 6, 1000, 10, &rng, &err), CK_OK);
+        if (k % 2)
+            c.loss_bwd_tmp_bytes = 1000 + ck_rng_below(&rng, 3000);
+        uint64_t top = ck_test_baseline(&c).peak_bytes;
+        for (unsigned trial = 0; trial < 8; trial++) {
+            uint64_t budget = top / 2 + ck_rng_below(&rng, top - top / 2 + 2);
+            uint32_t slots = 16 + (uint32_t)ck_rng_below(&rng, 100);
+            uint64_t avail = budget > c.input_bytes ? budget - c.input_bytes : 0;
+            uint64_t u = avail > slots ? ck_size_ceil_div(avail, slots) : 1;
+            rounded = c; /* sharing c's names; only its stages are its own */
+            rounded.stages = malloc(c.n_stages * sizeof *rounded.stages);
+            memcpy(rounded.stages, c.stages, c.n_stages * sizeof *rounded.stages);
+            round_to_units(&rounded, u);
+            ck_brute_set all;
+            ck_assert_msg(ck_brute_enumerate(&rounded, true, &all, &err) == CK_OK, "%s", err.msg);
+            double best = 0;
+            bool fits = ck_brute_best(&all, rounded.input_bytes + avail / u, &best);
+            ck_plan_result r;
+            ck_replay replay;
+            uint64_t min_budget = 0;
+            int rc = ck_test_plan(&ck_planner_dp, &c, budget, slots, &r, &replay, &min_budget, &err);
+            if (fits) {
+                ck_assert_msg(rc == CK_OK && r.memory_unit == u, "chain %u: %s", k, err.msg);
+                ck_assert_msg(same_time(replay.time, best), "chain %u budget %llu slots %u: dp %.17g, units %.17g",
+                              k, (unsigned long long)budget, slots, replay.time, best);
+                in_units++;
+            } else {
+                ck_assert(rc == CK_ERR_INFEASIBLE || r.memory_unit == 1);
+            }
+            ck_schedule_free(&r.schedule);
+            ck_brute_free(&all);
+            free(rounded.stages);
+        }
+        ck_chain_free(&c);
+    }
+    fprintf(stderr, "coarse slots: %u of 1200 plans in units\n", in_units);
+    ck_assert_uint_gt(in_units, 300);
+}
+END_TEST
+
 START_TEST(more_budget_is_never_slower)
 {
     ck_rng rng;
@@ -342,6 +411,7 @@ static Suite *dp_suite(void)
     tcase_add_test(tc, closed_form_peaks_match_the_actions);
     tcase_add_test(tc, hetero3_by_hand);
     tcase_add_test(tc, coarse_slots_fit_and_are_not_faster);
+    tcase_add_test(tc, coarse_slots_are_exact_in_units);
     tcase_add_test(tc, more_budget_is_never_slower);
     tcase_add_test(tc, hundred_stages_with_500_slots);
     tcase_add_test(tc, huge_budget_gives_store_everything);
