@@ -182,24 +182,33 @@ static size_t shapes_of(const ck_chain *c, const unit_sizes *z, size_t s, size_t
     return n;
 }
 
-/* Calls fill on every row, each after the rows it reads: column by column (t), each from
- * its shortest row up (s = t down to 0), so that the right parts a row reads, in its own
- * column, were written just before; the last column also has the rows after the loss
- * and with the plain loss. Polls stop once a column: at most a few tens of milliseconds
- * apart. */
+/* Columns (rows of equal t) filled together: see fill_rows. */
+#define FILL_COLUMNS 8
+
+/* Calls fill on every row, each after the rows it reads (shorter ones, and the row after
+ * the loss of the same stages): a few columns at a time, the rows starting at s from the
+ * last stage back, and in each s the columns left to right; the last column also has the
+ * rows after the loss and with the plain loss. The rows of one s in those columns read
+ * the same left parts (rows starting at s), and the next s reads the same columns' rows as
+ * right parts: both stay in the cache. Polls stop once a row. */
 static int fill_rows(size_t L, const atomic_int *stop, void *ctx,
                      void (*fill)(void *ctx, size_t s, size_t t, ck_seg_kind kind), ck_err *err)
 {
-    int rc = CK_OK;
-    for (size_t t = 0; t < L && (rc = ck_err_check_stop(stop, err)) == CK_OK; t++)
-        for (size_t s = t + 1; s-- > 0;) {
-            fill(ctx, s, t, CK_SEG_USUAL);
-            if (t + 1 == L) {
-                fill(ctx, s, t, CK_SEG_AFTER_LOSS);
-                fill(ctx, s, t, CK_SEG_PLAIN_LOSS);
+    for (size_t t0 = 0; t0 < L; t0 += FILL_COLUMNS) {
+        size_t t1 = t0 + FILL_COLUMNS < L ? t0 + FILL_COLUMNS : L;
+        for (size_t s = t1; s-- > 0;)
+            for (size_t t = s > t0 ? s : t0; t < t1; t++) {
+                int rc = ck_err_check_stop(stop, err);
+                if (rc != CK_OK)
+                    return rc;
+                fill(ctx, s, t, CK_SEG_USUAL);
+                if (t + 1 == L) {
+                    fill(ctx, s, t, CK_SEG_AFTER_LOSS);
+                    fill(ctx, s, t, CK_SEG_PLAIN_LOSS);
+                }
             }
-        }
-    return rc;
+    }
+    return CK_OK;
 }
 
 /* The smallest peak of each subproblem in bytes, exact, the time of that schedule (the
@@ -289,12 +298,11 @@ typedef struct {
     dp_shape *shapes;   /* room for L + 1 */
 } time_table;
 
-/* Sets every row's lo, hi and offset, rows in the order fill_rows writes them. */
+/* Sets every row's lo and hi, rows in the order fill_rows writes them. */
 typedef struct {
     time_table *tt;
     uint64_t *held; /* x̄_1 .. x̄_s, summed, per s */
     uint64_t *sat;  /* per row */
-    uint64_t total; /* values so far */
 } layout;
 
 static void layout_row(void *ctx, size_t s, size_t t, ck_seg_kind kind)
@@ -310,27 +318,30 @@ static void layout_row(void *ctx, size_t s, size_t t, ck_seg_kind kind)
                                        : max2(first.peak, sat_add(first.right_shift, ly->sat[first.right]));
     uint64_t most = sat_add(ly->held[s], kind == CK_SEG_PLAIN_LOSS ? 0 : z->x[L]);
     uint64_t lo = most < w - 1 ? w - 1 - most : 0, hi = max2(lo, ly->sat[r]);
-    row_meta *mt = &tt->meta[r];
-    *mt = (row_meta){(size_t)ly->total, (uint32_t)lo, (uint32_t)(hi < w - 1 ? hi : w - 1), 0};
-    ly->total += mt->hi - lo + 1;
+    tt->meta[r] = (row_meta){0, (uint32_t)lo, (uint32_t)(hi < w - 1 ? hi : w - 1), 0};
 }
 
-/* Room for row values: the sum of hi - lo + 1; UINT64_MAX when out of memory. */
+/* Sets every row's lo, hi and offset, rows placed in their order (a column's side by
+ * side); returns the room for their values, or UINT64_MAX when out of memory. */
 static uint64_t time_layout(time_table *tt)
 {
-    size_t L = tt->z->L;
-    layout ly = {tt, malloc((L + 1) * sizeof *ly.held), malloc(row_count(L) * sizeof *ly.sat), 0};
+    size_t L = tt->z->L, rows = row_count(L);
+    layout ly = {tt, malloc((L + 1) * sizeof *ly.held), malloc(rows * sizeof *ly.sat)};
+    uint64_t total = UINT64_MAX;
     if (ly.held && ly.sat) {
         ly.held[0] = 0;
         for (size_t s = 0; s < L; s++)
             ly.held[s + 1] = sat_add(ly.held[s], tt->z->xbar[s]);
         fill_rows(L, NULL, &ly, layout_row, NULL);
-    } else {
-        ly.total = UINT64_MAX;
+        total = 0;
+        for (size_t r = 0; r < rows; r++) {
+            tt->meta[r].offset = (size_t)total;
+            total += tt->meta[r].hi - tt->meta[r].lo + 1;
+        }
     }
     free(ly.held);
     free(ly.sat);
-    return ly.total;
+    return total;
 }
 
 /* Row r read at m >= its lo: its value at min(m, hi). */
@@ -343,13 +354,14 @@ static double time_at(const time_table *tt, size_t r, uint64_t m)
 }
 
 /* Memory values in a block of the relaxation; the bound is checked once a block. */
-#define RELAX_BLOCK 32
+#define RELAX_BLOCK 16
 /* Lanes of the innermost loop, written out so that compilers vectorise it at -O2. */
 #define RELAX_LANES 4
 
 /* out[i] = min(out[i], ((time + right[i]) + left[i]) + extra) for i < n, until out[i] is at
- * most `least` at a block's start: outs do not increase with i and no candidate is below
- * least, so nothing after can gain. False when it stopped there. */
+ * most `least` at a block's start: outs and candidates do not increase with i and no
+ * candidate is below least, so nothing after can gain. A block is skipped when its last
+ * candidate is not below its first out. False when it stopped. */
 static bool relax_run(double *restrict out, size_t n, double time, const double *restrict right,
                       const double *restrict left, double extra, double least)
 {
@@ -357,6 +369,10 @@ static bool relax_run(double *restrict out, size_t n, double time, const double 
         if (out[b] <= least)
             return false;
         size_t e = b + RELAX_BLOCK < n ? b + RELAX_BLOCK : n, i = b;
+        if (((time + right[e - 1]) + left[e - 1]) + extra >= out[b])
+            continue;
+        if (((time + right[e - 1]) + left[e - 1]) + extra >= out[b])
+            continue;
         for (; i + RELAX_LANES <= e; i += RELAX_LANES) {
             double v[RELAX_LANES];
             for (size_t k = 0; k < RELAX_LANES; k++)
