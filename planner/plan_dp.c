@@ -301,8 +301,11 @@ typedef struct {
 /* Sets every row's lo and hi, rows in the order fill_rows writes them. */
 typedef struct {
     time_table *tt;
-    uint64_t *held; /* x̄_1 .. x̄_s, summed, per s */
-    uint64_t *sat;  /* per row */
+    const uint64_t *least; /* per row, its smallest peak in bytes, or NULL */
+    uint64_t unit;
+    uint64_t *held;        /* x̄_1 .. x̄_s, summed, per s */
+    uint64_t *sat;         /* per row */
+    uint64_t *backward;    /* per row, the largest peak of its backwards, in units */
 } layout;
 
 static void layout_row(void *ctx, size_t s, size_t t, ck_seg_kind kind)
@@ -314,21 +317,27 @@ static void layout_row(void *ctx, size_t s, size_t t, ck_seg_kind kind)
     uint64_t w = tt->width;
     dp_shape first;
     shapes_of(tt->c, z, s, t, kind, 1, &first);
-    ly->sat[r] = first.right == NO_ROW ? first.peak
-                                       : max2(first.peak, sat_add(first.right_shift, ly->sat[first.right]));
+    bool part = first.right != NO_ROW;
+    ly->sat[r] = part ? max2(first.peak, sat_add(first.right_shift, ly->sat[first.right])) : first.peak;
+    ly->backward[r] = part ? max2(backward_peak(z, s), ly->backward[first.right]) : backward_peak(z, s);
     uint64_t most = sat_add(ly->held[s], kind == CK_SEG_PLAIN_LOSS ? 0 : z->x[L]);
-    uint64_t lo = most < w - 1 ? w - 1 - most : 0, hi = max2(lo, ly->sat[r]);
+    uint64_t reach = most < w - 1 ? w - 1 - most : 0;
+    /* in units, each size rounded up, no peak is below the peak in bytes over the unit; and
+     * every schedule runs the backward of every stage of the row */
+    uint64_t fits = ly->least ? ck_size_ceil_div(ly->least[r], ly->unit) : ly->backward[r];
+    uint64_t lo = max2(reach, fits < w - 1 ? fits : w - 1), hi = max2(lo, ly->sat[r]);
     tt->meta[r] = (row_meta){0, (uint32_t)lo, (uint32_t)(hi < w - 1 ? hi : w - 1), 0};
 }
 
 /* Sets every row's lo, hi and offset, rows placed in their order (a column's side by
  * side); returns the room for their values, or UINT64_MAX when out of memory. */
-static uint64_t time_layout(time_table *tt)
+static uint64_t time_layout(time_table *tt, const uint64_t *least, uint64_t unit)
 {
     size_t L = tt->z->L, rows = row_count(L);
-    layout ly = {tt, malloc((L + 1) * sizeof *ly.held), malloc(rows * sizeof *ly.sat)};
+    layout ly = {tt, least, unit, malloc((L + 1) * sizeof *ly.held), malloc(rows * sizeof *ly.sat),
+                 malloc(rows * sizeof *ly.backward)};
     uint64_t total = UINT64_MAX;
-    if (ly.held && ly.sat) {
+    if (ly.held && ly.sat && ly.backward) {
         ly.held[0] = 0;
         for (size_t s = 0; s < L; s++)
             ly.held[s + 1] = sat_add(ly.held[s], tt->z->xbar[s]);
@@ -341,27 +350,33 @@ static uint64_t time_layout(time_table *tt)
     }
     free(ly.held);
     free(ly.sat);
+    free(ly.backward);
     return total;
 }
 
-/* Row r read at m >= its lo: its value at min(m, hi). */
+/* Row r at m: INFINITY below its lo, its value at min(m, hi) from there. */
 static double time_at(const time_table *tt, size_t r, uint64_t m)
 {
     if (r == NO_ROW)
         return 0;
     const row_meta *mt = &tt->meta[r];
+    if (m < mt->lo)
+        return INFINITY;
     return tt->values[mt->offset + ((m < mt->hi ? m : mt->hi) - mt->lo)];
 }
 
 /* Memory values in a block of the relaxation; the bound is checked once a block. */
 #define RELAX_BLOCK 16
 /* Lanes of the innermost loop, written out so that compilers vectorise it at -O2. */
-#define RELAX_LANES 4
+#define RELAX_LANES 8
 
 /* out[i] = min(out[i], ((time + right[i]) + left[i]) + extra) for i < n, until out[i] is at
  * most `least` at a block's start: outs and candidates do not increase with i and no
  * candidate is below least, so nothing after can gain. A block is skipped when its last
  * candidate is not below its first out. False when it stopped. */
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
+__attribute__((target_clones("avx2", "default")))
+#endif
 static bool relax_run(double *restrict out, size_t n, double time, const double *restrict right,
                       const double *restrict left, double extra, double least)
 {
@@ -400,7 +415,7 @@ static part_view part_of(const time_table *tt, const row_meta *mt, uint64_t shif
 {
     if (!mt)
         return (part_view){tt->zero, 0, 0};
-    /* from - shift >= lo: the subproblems around this one hold no more than lo allows */
+    /* from - shift >= lo: relax starts where the part fits */
     return (part_view){tt->values + mt->offset + (from - shift - mt->lo), mt->last, mt->hi + shift};
 }
 
@@ -409,12 +424,15 @@ static part_view part_of(const time_table *tt, const row_meta *mt, uint64_t shif
  * is constant. The shape's least time is at the most memory (rounding is monotonic). */
 static void relax(const time_table *tt, const row_meta *mt, const dp_shape *h)
 {
+    const row_meta *rm = h->right == NO_ROW ? NULL : &tt->meta[h->right];
+    const row_meta *lm = h->left == NO_ROW ? NULL : &tt->by_s[h->left_by_s];
     uint64_t lo = mt->lo, hi = mt->hi;
     uint64_t from = max2(lo, max2(h->peak, max2(h->right_shift, h->left_shift)));
+    from = max2(from, max2(rm ? sat_add(rm->lo, h->right_shift) : 0, lm ? sat_add(lm->lo, h->left_shift) : 0));
     if (from > hi)
         return;
-    part_view right = part_of(tt, h->right == NO_ROW ? NULL : &tt->meta[h->right], h->right_shift, from);
-    part_view left = part_of(tt, h->left == NO_ROW ? NULL : &tt->by_s[h->left_by_s], h->left_shift, from);
+    part_view right = part_of(tt, rm, h->right_shift, from);
+    part_view left = part_of(tt, lm, h->left_shift, from);
     double least = (h->time + right.last) + left.last;
     double *row = tt->values + mt->offset + (from - lo);
     uint64_t m = from;
@@ -490,7 +508,7 @@ static void time_free(time_table *tt)
 static int check_table_size(size_t L, uint64_t width, uint64_t values, ck_err *err)
 {
     uint64_t rows = (uint64_t)row_count(L), bytes, per_row;
-    bool ok = values != UINT64_MAX && ck_size_mul(values + width, sizeof(double), &bytes) &&
+    bool ok = ck_size_mul(values + width, sizeof(double), &bytes) &&
               ck_size_mul(rows, 2 * sizeof(row_meta) + sizeof(uint64_t) + sizeof(double) +
                                     sizeof(uint32_t), &per_row) &&
               ck_size_add(bytes, per_row, &bytes);
@@ -502,20 +520,33 @@ static int check_table_size(size_t L, uint64_t width, uint64_t values, ck_err *e
                    L, (unsigned long long)(width - 1));
 }
 
-/* Lays out tt and checks its size, before anything long runs. */
-static int time_alloc(time_table *tt, ck_err *err)
+/* Lays out tt and checks its size: with least NULL, at once, from bounds of the rows'
+ * smallest peaks that cost nothing, to refuse what cannot fit before anything long runs;
+ * then with least, each row's smallest peak in bytes, to allocate. */
+static int time_layout_check(time_table *tt, const uint64_t *least, uint64_t unit, ck_err *err)
 {
     size_t L = tt->z->L, rows = row_count(L);
-    tt->meta = malloc(rows * sizeof *tt->meta);
-    tt->by_s = malloc(L * (L + 1) / 2 * sizeof *tt->by_s);
-    tt->zero = calloc(tt->width, sizeof *tt->zero);
-    tt->shapes = malloc((L + 1) * sizeof *tt->shapes);
-    if (!tt->meta || !tt->by_s || !tt->zero || !tt->shapes)
-        return ck_err_oom(err);
-    uint64_t values = time_layout(tt);
-    int rc = check_table_size(L, tt->width, values, err);
+    if (!tt->meta) {
+        tt->meta = malloc(rows * sizeof *tt->meta);
+        tt->by_s = malloc(L * (L + 1) / 2 * sizeof *tt->by_s);
+        if (!tt->meta || !tt->by_s)
+            return ck_err_oom(err);
+    }
+    uint64_t values = time_layout(tt, least, unit);
+    return values == UINT64_MAX ? ck_err_oom(err) : check_table_size(L, tt->width, values, err);
+}
+
+static int time_alloc(time_table *tt, const uint64_t *least, uint64_t unit, ck_err *err)
+{
+    size_t L = tt->z->L, rows = row_count(L);
+    int rc = time_layout_check(tt, least, unit, err);
     if (rc != CK_OK)
         return rc;
+    uint64_t values = tt->meta[rows - 1].offset + (tt->meta[rows - 1].hi - tt->meta[rows - 1].lo + 1);
+    tt->zero = calloc(tt->width, sizeof *tt->zero);
+    tt->shapes = malloc((L + 1) * sizeof *tt->shapes);
+    if (!tt->zero || !tt->shapes)
+        return ck_err_oom(err);
     tt->values = malloc((size_t)values * sizeof *tt->values);
     return tt->values ? CK_OK : ck_err_oom(err);
 }
@@ -569,7 +600,9 @@ static int plan_tables(const ck_chain *c, uint64_t budget, const atomic_int *sto
     ck_seg_kind least_kind = min_peak_top(mp, &least);
     bool fits = budget >= sat_add(c->input_bytes, least);
     if (fits) {
-        rc = time_plan(tt, stop, &result->schedule, err);
+        rc = time_alloc(tt, mp->peak, result->memory_unit, err);
+        if (rc == CK_OK)
+            rc = time_plan(tt, stop, &result->schedule, err);
         if (rc != CK_ERR_INFEASIBLE)
             return rc;
     }
@@ -613,7 +646,7 @@ static int plan_dp(const ck_chain *c, uint64_t budget, const ck_planner_opts *op
     }
     min_peak_table mp;
     time_table tt = {.c = c, .z = &units, .width = slots + 1};
-    rc = time_alloc(&tt, err);
+    rc = time_layout_check(&tt, NULL, unit, err);
     if (rc == CK_OK)
         rc = min_peak_alloc(&mp, c, &bytes, err);
     if (rc == CK_OK) {
