@@ -236,6 +236,39 @@ static void round_to_units(ck_chain *c, uint64_t u)
     }
 }
 
+/* dp on c at budget and slots against the brute force on c rounded to dp's unit; true when
+ * some schedule fits in units (else dp must fail or fall back to 1-byte units). */
+static bool check_in_units(const ck_chain *c, uint64_t budget, uint32_t slots, unsigned k)
+{
+    ck_err err = {{0}};
+    uint64_t avail = budget > c->input_bytes ? budget - c->input_bytes : 0;
+    uint64_t u = avail > slots ? ck_size_ceil_div(avail, slots) : 1;
+    ck_chain rounded = *c; /* sharing c's names; only its stages are its own */
+    rounded.stages = malloc(c->n_stages * sizeof *rounded.stages);
+    ck_assert(rounded.stages);
+    memcpy(rounded.stages, c->stages, c->n_stages * sizeof *rounded.stages);
+    round_to_units(&rounded, u);
+    ck_brute_set all;
+    ck_assert_msg(ck_brute_enumerate(&rounded, true, &all, &err) == CK_OK, "%s", err.msg);
+    double best = 0;
+    bool fits = ck_brute_best(&all, rounded.input_bytes + avail / u, &best);
+    ck_plan_result r;
+    ck_replay replay;
+    uint64_t min_budget = 0;
+    int rc = ck_test_plan(&ck_planner_dp, c, budget, slots, &r, &replay, &min_budget, &err);
+    if (fits) {
+        ck_assert_msg(rc == CK_OK && r.memory_unit == u, "chain %u: %s", k, err.msg);
+        ck_assert_msg(same_time(replay.time, best), "chain %u budget %llu slots %u: dp %.17g, units %.17g",
+                      k, (unsigned long long)budget, slots, replay.time, best);
+    } else {
+        ck_assert(rc == CK_ERR_INFEASIBLE || r.memory_unit == 1);
+    }
+    ck_schedule_free(&r.schedule);
+    ck_brute_free(&all);
+    free(rounded.stages);
+    return fits;
+}
+
 /* In units, dp is exact: its time at a coarse budget is the brute force's best on the chain
  * whose sizes are rounded up to units, within the budget's whole units above x_0 (and
  * when none fits there, dp falls back to its minimum-peak schedule in bytes). This holds
@@ -247,7 +280,7 @@ START_TEST(coarse_slots_are_exact_in_units)
     ck_rng_seed(&rng, 1913);
     unsigned in_units = 0;
     for (unsigned k = 0; k < 150; k++) {
-        ck_chain c, rounded;
+        ck_chain c;
         ck_err err = {{0}};
         ck_assert_int_eq(ck_chaingen_random(&c, 1 + k % 6, 1000, 10, &rng, &err), CK_OK);
         if (k % 2)
@@ -256,31 +289,7 @@ START_TEST(coarse_slots_are_exact_in_units)
         for (unsigned trial = 0; trial < 8; trial++) {
             uint64_t budget = top / 2 + ck_rng_below(&rng, top - top / 2 + 2);
             uint32_t slots = 16 + (uint32_t)ck_rng_below(&rng, 100);
-            uint64_t avail = budget > c.input_bytes ? budget - c.input_bytes : 0;
-            uint64_t u = avail > slots ? ck_size_ceil_div(avail, slots) : 1;
-            rounded = c; /* sharing c's names; only its stages are its own */
-            rounded.stages = malloc(c.n_stages * sizeof *rounded.stages);
-            memcpy(rounded.stages, c.stages, c.n_stages * sizeof *rounded.stages);
-            round_to_units(&rounded, u);
-            ck_brute_set all;
-            ck_assert_msg(ck_brute_enumerate(&rounded, true, &all, &err) == CK_OK, "%s", err.msg);
-            double best = 0;
-            bool fits = ck_brute_best(&all, rounded.input_bytes + avail / u, &best);
-            ck_plan_result r;
-            ck_replay replay;
-            uint64_t min_budget = 0;
-            int rc = ck_test_plan(&ck_planner_dp, &c, budget, slots, &r, &replay, &min_budget, &err);
-            if (fits) {
-                ck_assert_msg(rc == CK_OK && r.memory_unit == u, "chain %u: %s", k, err.msg);
-                ck_assert_msg(same_time(replay.time, best), "chain %u budget %llu slots %u: dp %.17g, units %.17g",
-                              k, (unsigned long long)budget, slots, replay.time, best);
-                in_units++;
-            } else {
-                ck_assert(rc == CK_ERR_INFEASIBLE || r.memory_unit == 1);
-            }
-            ck_schedule_free(&r.schedule);
-            ck_brute_free(&all);
-            free(rounded.stages);
+            in_units += check_in_units(&c, budget, slots, k);
         }
         ck_chain_free(&c);
     }
