@@ -43,7 +43,8 @@ static void plan_usage(FILE *out)
             "                        0) or not (exit 3); with --json as a ckplan-inference/1\n"
             "                        object on stdout; no file is written\n"
             "  --planner P           which planner (default dp; see below)\n"
-            "  --slots N             dp: memory resolution, the budget in N units (default %d)\n",
+            "  --slots N|exact       dp: memory resolution, the budget in N units (default %d);\n"
+            "                        exact: in bytes, refused (exit 2) where its table is too big\n",
             CK_DEFAULT_SLOTS);
     ck_options_workload_help(out);
     fprintf(out,
@@ -99,7 +100,6 @@ static int parse_args(int argc, char **argv, plan_args *a, ck_err *err)
     opterr = 0;
     optind = 1;
     int code, rc = CK_OK;
-    uint64_t slots;
     while (rc == CK_OK && (code = getopt_long(argc, argv, ":o:h", longs, NULL)) != -1) {
         switch (code) {
         case 'h':
@@ -119,8 +119,7 @@ static int parse_args(int argc, char **argv, plan_args *a, ck_err *err)
                                                 "sqrt or none)", optarg);
             break;
         case CK_OPT_SLOTS:
-            rc = ck_options_parse_count(optarg, "--slots", 1, 1000000, &slots, err);
-            a->planner_opts.slots = (uint32_t)slots;
+            rc = ck_options_parse_slots(optarg, &a->planner_opts, err);
             break;
         case CK_OPT_JSON:
             a->json = true;

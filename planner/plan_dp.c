@@ -283,18 +283,20 @@ static ck_seg_kind min_peak_top(const min_peak_table *mp, uint64_t *peak)
  * subproblems. */
 typedef struct {
     size_t offset; /* into values */
-    uint32_t lo, hi;
+    uint64_t lo, hi;
     double last;   /* the value at hi */
 } row_meta;
 
 typedef struct {
     const ck_chain *c;
     const unit_sizes *z;
-    size_t width;
+    size_t width;      /* memory values, 0 .. slots */
+    bool exact;        /* slots are bytes because --slots exact asked for them */
+    size_t longest;    /* the most values a row holds */
     row_meta *meta;    /* per row */
     row_meta *by_s;    /* the usual rows' again, in by_s order: shapes read left parts so */
     double *values;
-    double *zero;       /* width zeros: the part a shape does not have, and constant parts */
+    double *zero;       /* longest zeros: the part a shape does not have, and constant parts */
     dp_shape *shapes;   /* room for L + 1 */
 } time_table;
 
@@ -326,7 +328,7 @@ static void layout_row(void *ctx, size_t s, size_t t, ck_seg_kind kind)
      * every schedule runs the backward of every stage of the row */
     uint64_t fits = ly->least ? ck_size_ceil_div(ly->least[r], ly->unit) : ly->backward[r];
     uint64_t lo = max2(reach, fits < w - 1 ? fits : w - 1), hi = max2(lo, ly->sat[r]);
-    tt->meta[r] = (row_meta){0, (uint32_t)lo, (uint32_t)(hi < w - 1 ? hi : w - 1), 0};
+    tt->meta[r] = (row_meta){0, lo, hi < w - 1 ? hi : w - 1, 0};
 }
 
 /* Sets every row's lo, hi and offset, rows placed in their order (a column's side by
@@ -343,9 +345,12 @@ static uint64_t time_layout(time_table *tt, const uint64_t *least, uint64_t unit
             ly.held[s + 1] = sat_add(ly.held[s], tt->z->xbar[s]);
         fill_rows(L, NULL, &ly, layout_row, NULL);
         total = 0;
+        tt->longest = 0;
         for (size_t r = 0; r < rows; r++) {
+            uint64_t n = tt->meta[r].hi - tt->meta[r].lo + 1;
             tt->meta[r].offset = (size_t)total;
-            total += tt->meta[r].hi - tt->meta[r].lo + 1;
+            total = sat_add(total, n) < UINT64_MAX ? total + n : UINT64_MAX - 1;
+            tt->longest = (size_t)max2(tt->longest, n);
         }
     }
     free(ly.held);
@@ -505,19 +510,26 @@ static void time_free(time_table *tt)
 
 /* Refuses tables above DP_TABLE_LIMIT: the time table's values and row bounds plus the
  * minimum-peak table. */
-static int check_table_size(size_t L, uint64_t width, uint64_t values, ck_err *err)
+static int check_table_size(const time_table *tt, uint64_t values, ck_err *err)
 {
+    size_t L = tt->z->L;
     uint64_t rows = (uint64_t)row_count(L), bytes, per_row;
-    bool ok = ck_size_mul(values + width, sizeof(double), &bytes) &&
+    bool ok = ck_size_mul(sat_add(values, tt->longest), sizeof(double), &bytes) &&
               ck_size_mul(rows, 2 * sizeof(row_meta) + sizeof(uint64_t) + sizeof(double) +
                                     sizeof(uint32_t), &per_row) &&
               ck_size_add(bytes, per_row, &bytes);
     if (ok && bytes <= DP_TABLE_LIMIT)
         return CK_OK;
+    if (tt->exact)
+        return ck_err_fail(err, CK_ERR_INPUT,
+                       "dp: planning %zu stages exactly in bytes (--slots exact) with %llu bytes "
+                       "above the input needs a table of more than 1 GiB; use --slots N to plan "
+                       "in N memory units (default %d), or --granularity block",
+                       L, (unsigned long long)(tt->width - 1), CK_DEFAULT_SLOTS);
     return ck_err_fail(err, CK_ERR_INPUT,
                    "dp: %zu stages with %llu memory slots need a table of more than 1 GiB; "
                    "use fewer --slots or --granularity block",
-                   L, (unsigned long long)(width - 1));
+                   L, (unsigned long long)(tt->width - 1));
 }
 
 /* Lays out tt and checks its size: with least NULL, at once, from bounds of the rows'
@@ -533,7 +545,7 @@ static int time_layout_check(time_table *tt, const uint64_t *least, uint64_t uni
             return ck_err_oom(err);
     }
     uint64_t values = time_layout(tt, least, unit);
-    return values == UINT64_MAX ? ck_err_oom(err) : check_table_size(L, tt->width, values, err);
+    return values == UINT64_MAX ? ck_err_oom(err) : check_table_size(tt, values, err);
 }
 
 static int time_alloc(time_table *tt, const uint64_t *least, uint64_t unit, ck_err *err)
@@ -543,7 +555,7 @@ static int time_alloc(time_table *tt, const uint64_t *least, uint64_t unit, ck_e
     if (rc != CK_OK)
         return rc;
     uint64_t values = tt->meta[rows - 1].offset + (tt->meta[rows - 1].hi - tt->meta[rows - 1].lo + 1);
-    tt->zero = calloc(tt->width, sizeof *tt->zero);
+    tt->zero = calloc(tt->longest, sizeof *tt->zero);
     tt->shapes = malloc((L + 1) * sizeof *tt->shapes);
     if (!tt->zero || !tt->shapes)
         return ck_err_oom(err);
@@ -629,10 +641,12 @@ static int plan_tables(const ck_chain *c, uint64_t budget, const atomic_int *sto
 static int plan_dp(const ck_chain *c, uint64_t budget, const ck_planner_opts *opts,
                    ck_plan_result *result, uint64_t *min_budget, ck_err *err)
 {
-    if (opts->slots == 0)
+    if (opts->slots == 0 && !opts->exact)
         return ck_err_fail(err, CK_ERR_INPUT, "dp: --slots must be at least 1");
     uint64_t avail = budget > c->input_bytes ? budget - c->input_bytes : 0;
-    uint64_t unit = avail > opts->slots ? ck_size_ceil_div(avail, opts->slots) : 1;
+    if (avail == UINT64_MAX)
+        avail--; /* memory values 0 .. avail */
+    uint64_t unit = !opts->exact && avail > opts->slots ? ck_size_ceil_div(avail, opts->slots) : 1;
     uint64_t slots = avail / unit;
     result->memory_unit = unit;
     unit_sizes bytes, units;
@@ -645,7 +659,7 @@ static int plan_dp(const ck_chain *c, uint64_t budget, const ck_planner_opts *op
         return rc;
     }
     min_peak_table mp;
-    time_table tt = {.c = c, .z = &units, .width = slots + 1};
+    time_table tt = {.c = c, .z = &units, .width = slots + 1, .exact = opts->exact};
     rc = time_layout_check(&tt, NULL, unit, err);
     if (rc == CK_OK)
         rc = min_peak_alloc(&mp, c, &bytes, err);

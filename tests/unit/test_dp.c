@@ -298,6 +298,50 @@ START_TEST(coarse_slots_are_exact_in_units)
 }
 END_TEST
 
+/* --slots exact plans in bytes whatever the budget: on chains of sizes up to 1000, where
+ * 500 slots would be units of several bytes, it matches the brute force (in bytes) at
+ * every sampled budget, heavy losses included. */
+START_TEST(exact_bytes_match_the_brute_force)
+{
+    ck_rng rng;
+    ck_rng_seed(&rng, 1314);
+    for (unsigned k = 0; k < 120; k++) {
+        ck_chain c;
+        ck_err err = {{0}};
+        ck_assert_int_eq(ck_chaingen_random(&c, 1 + k % 6, 1000, 10, &rng, &err), CK_OK);
+        if (k % 2)
+            c.loss_bwd_tmp_bytes = 1000 + ck_rng_below(&rng, 3000);
+        ck_brute_set all;
+        ck_assert_msg(ck_brute_enumerate(&c, true, &all, &err) == CK_OK, "%s", err.msg);
+        uint64_t top = ck_test_baseline(&c).peak_bytes;
+        for (unsigned trial = 0; trial < 6; trial++) {
+            uint64_t budget = ck_rng_below(&rng, top + 2), least = 0;
+            double best = 0;
+            bool fits = ck_brute_best(&all, budget, &best);
+            ck_planner_opts opts = {.slots = CK_DEFAULT_SLOTS, .exact = true};
+            ck_plan_result r;
+            ck_planner_result_init(&r);
+            int rc = ck_planner_dp.plan(&c, budget, &opts, &r, &least, &err);
+            ck_replay replay;
+            if (fits) {
+                ck_assert_msg(rc == CK_OK, "chain %u budget %llu: %s", k, (unsigned long long)budget, err.msg);
+                ck_assert_int_eq(ck_schedule_replay(&c, &r.schedule, &replay, NULL, NULL, &err), CK_OK);
+                ck_assert(replay.peak_bytes <= budget);
+                ck_assert_msg(same_time(replay.time, best), "chain %u budget %llu: dp %.17g, brute %.17g",
+                              k, (unsigned long long)budget, replay.time, best);
+                ck_assert_uint_eq(r.memory_unit, 1);
+            } else {
+                ck_assert_int_eq(rc, CK_ERR_INFEASIBLE);
+                ck_assert_uint_eq(least, ck_brute_min_peak(&all));
+            }
+            ck_planner_result_free(&r);
+        }
+        ck_brute_free(&all);
+        ck_chain_free(&c);
+    }
+}
+END_TEST
+
 START_TEST(more_budget_is_never_slower)
 {
     ck_rng rng;
@@ -421,6 +465,7 @@ static Suite *dp_suite(void)
     tcase_add_test(tc, hetero3_by_hand);
     tcase_add_test(tc, coarse_slots_fit_and_are_not_faster);
     tcase_add_test(tc, coarse_slots_are_exact_in_units);
+    tcase_add_test(tc, exact_bytes_match_the_brute_force);
     tcase_add_test(tc, more_budget_is_never_slower);
     tcase_add_test(tc, hundred_stages_with_500_slots);
     tcase_add_test(tc, huge_budget_gives_store_everything);
