@@ -51,7 +51,8 @@ static void plan_usage(FILE *out)
             "                        bytes, alone on a line; no plan is written\n"
             "  --time-limit SECONDS  graphs: the most a planner that searches long (milp) may\n"
             "                        take\n"
-            "  --slots N             dp: memory resolution, the budget in N units (default %d)\n",
+            "  --slots N|exact       dp: memory resolution, the budget in N units (default %d);\n"
+            "                        exact: in bytes, refused (exit 2) where its table is too big\n",
             CK_DEFAULT_SLOTS);
     ck_options_workload_help(out);
     fprintf(out,
@@ -114,7 +115,7 @@ static int parse_args(int argc, char **argv, plan_args *a, ck_err *err)
     opterr = 0;
     optind = 1;
     int code, rc = CK_OK;
-    uint64_t slots;
+    uint64_t limit;
     while (rc == CK_OK && (code = getopt_long(argc, argv, ":o:h", longs, NULL)) != -1) {
         switch (code) {
         case 'h':
@@ -131,16 +132,15 @@ static int parse_args(int argc, char **argv, plan_args *a, ck_err *err)
             a->planner_name = optarg;
             break;
         case CK_OPT_SLOTS:
-            rc = ck_options_parse_count(optarg, "--slots", 1, 1000000, &slots, err);
-            a->planner_opts.slots = (uint32_t)slots;
+            rc = ck_options_parse_slots(optarg, &a->planner_opts, err);
             a->have_slots = true;
             break;
         case OPT_MIN_BUDGET:
             a->min_budget = true;
             break;
         case OPT_TIME_LIMIT:
-            rc = ck_options_parse_count(optarg, "--time-limit", 1, 1000000, &slots, err);
-            a->time_limit_s = (double)slots;
+            rc = ck_options_parse_count(optarg, "--time-limit", 1, 1000000, &limit, err);
+            a->time_limit_s = (double)limit;
             break;
         case CK_OPT_JSON:
             a->json = true;

@@ -54,7 +54,7 @@ static void sweep_usage(FILE *out)
             "                        below 2^53 (default 1)\n"
             "  --runs FILE           append the records to FILE (default %s);\n"
             "                        sweeps and runs at once may share one file\n"
-            "  --slots N             dp: memory resolution (default %d)\n",
+            "  --slots N|exact       dp: memory resolution (default %d), or exact: in bytes\n",
             DEFAULT_PLANNERS, DEFAULT_RUNS_FILE, CK_DEFAULT_SLOTS);
     ck_options_workload_help(out);
     fprintf(out, "  -h, --help            show this help\n"
@@ -191,7 +191,6 @@ static int parse_args(int argc, char **argv, sweep_args *a, ck_err *err)
     opterr = 0;
     optind = 1;
     int code;
-    uint64_t slots;
     while (rc == CK_OK && (code = getopt_long(argc, argv, ":h", longs, NULL)) != -1) {
         switch (code) {
         case 'h': sweep_usage(stdout); return CK_HELP_PRINTED;
@@ -207,8 +206,7 @@ static int parse_args(int argc, char **argv, sweep_args *a, ck_err *err)
         case OPT_SEED: rc = ck_options_parse_count(optarg, "--seed", 0, CK_EXACT_LIMIT - 1, &a->seed, err); break;
         case OPT_RUNS: a->runs_path = optarg; break;
         case CK_OPT_SLOTS:
-            rc = ck_options_parse_count(optarg, "--slots", 1, 1000000, &slots, err);
-            a->planner_opts.slots = (uint32_t)slots;
+            rc = ck_options_parse_slots(optarg, &a->planner_opts, err);
             break;
         default:
             rc = CK_IS_WORKLOAD_OPTION(code) ? ck_options_workload(code, optarg, &a->workload_opts, err)

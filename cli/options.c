@@ -160,6 +160,19 @@ void ck_options_model_help(FILE *out)
             "                        kernels keep log-sum-exp rows) or flash (the same)\n");
 }
 
+int ck_options_parse_slots(const char *text, ck_planner_opts *opts, ck_err *err)
+{
+    uint64_t slots;
+    if (strcmp(text, "exact") == 0) {
+        opts->exact = true;
+        return CK_OK;
+    }
+    int rc = ck_options_parse_count(text, "--slots", 1, 1000000, &slots, err);
+    opts->slots = (uint32_t)slots;
+    opts->exact = false;
+    return rc;
+}
+
 int ck_options_parse_count(const char *text, const char *flag, uint64_t min, uint64_t max, uint64_t *out,
                    ck_err *err)
 {

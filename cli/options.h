@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #include "planner/err.h"
+#include "planner/planner.h"
 #include "planner/workload.h"
 
 /* getopt_long codes of long-only options; the workload ones first. */
@@ -61,6 +62,9 @@ int ck_options_workload(int code, const char *arg, ck_workload_opts *o, ck_err *
 void ck_options_workload_help(FILE *out);
 /* The help lines of CK_MODEL_LONG_OPTIONS alone. */
 void ck_options_model_help(FILE *out);
+
+/* Parses --slots: a whole number of memory units for dp, or "exact" (1-byte units). */
+int ck_options_parse_slots(const char *text, ck_planner_opts *opts, ck_err *err);
 
 /* Parses a whole number in [min, max] given to option `flag`. */
 int ck_options_parse_count(const char *text, const char *flag, uint64_t min, uint64_t max, uint64_t *out,

@@ -619,7 +619,7 @@ int ck_runner_plan(const ck_workload *w, const ck_planner *planner, uint64_t bud
         .baseline_fits = out->baseline.peak_bytes <= out->activation_budget,
         .granularity = w->model ? ck_workload_granularity_name(wopts->granularity) : NULL,
         .time_unit = w->model ? "s" : NULL,
-        .slots = popts->slots,
+        .slots = popts->exact ? 0 : popts->slots,
         .costs_path = w->model ? wopts->costs_path : NULL,
         .cost_model = w->model && !wopts->costs_path ? &wopts->cost : NULL,
         .stage_map = {&w->chain, w->model, w->stage_first},

@@ -7,6 +7,7 @@
 typedef struct {
     bool close; /* B s only */
     size_t s, t;
+    ck_seg_kind kind;
     uint64_t value;
 } seg_task;
 
@@ -18,8 +19,8 @@ static bool push_forward(ck_schedule *out, ck_action_kind kind, size_t from, siz
     return ok;
 }
 
-int ck_persistent_emit(const ck_chain *c, ck_seg_decide decide, void *ctx, uint64_t value,
-                       ck_schedule *out, ck_err *err)
+int ck_persistent_emit(const ck_chain *c, ck_seg_decide decide, void *ctx, ck_seg_kind kind,
+                       uint64_t value, ck_schedule *out, ck_err *err)
 {
     size_t L = c->n_stages;
     /* The pending tasks cover disjoint ranges of stages, so there are at most L of them. */
@@ -27,28 +28,31 @@ int ck_persistent_emit(const ck_chain *c, ck_seg_decide decide, void *ctx, uint6
     if (!stack)
         return ck_err_oom(err);
     size_t depth = 0;
-    stack[depth++] = (seg_task){false, 0, L - 1, value};
+    stack[depth++] = (seg_task){false, 0, L - 1, kind, value};
     bool ok = true;
     while (ok && depth > 0) {
         seg_task task = stack[--depth];
         size_t s = task.s, t = task.t;
         if (task.close) {
             ok = ck_schedule_push(out, CK_B, s);
-        } else if (s == t) {
+        } else if (s == t && task.kind != CK_SEG_PLAIN_LOSS) {
             ok = ck_schedule_push(out, CK_F_ALL, s) &&
-                 (s + 1 < L || ck_schedule_push(out, CK_LOSS, 0)) &&
+                 (s + 1 < L || task.kind == CK_SEG_AFTER_LOSS || ck_schedule_push(out, CK_LOSS, 0)) &&
                  ck_schedule_push(out, CK_B, s);
         } else {
             ck_seg_choice ch;
-            decide(ctx, s, t, task.value, &ch);
+            decide(ctx, s, t, task.kind, task.value, &ch);
             if (ch.leaf == 0) {
                 ok = ck_schedule_push(out, CK_F_ALL, s);
-                stack[depth++] = (seg_task){true, s, s, 0};
-                stack[depth++] = (seg_task){false, s + 1, t, ch.right};
+                stack[depth++] = (seg_task){true, s, s, CK_SEG_USUAL, 0};
+                stack[depth++] = (seg_task){false, s + 1, t, task.kind, ch.right};
+            } else if (ch.leaf == L) {
+                ok = push_forward(out, CK_F_CK, s, L) && ck_schedule_push(out, CK_LOSS, 0);
+                stack[depth++] = (seg_task){false, s, t, CK_SEG_AFTER_LOSS, ch.right};
             } else {
                 ok = push_forward(out, CK_F_CK, s, ch.leaf);
-                stack[depth++] = (seg_task){false, s, ch.leaf - 1, ch.left};
-                stack[depth++] = (seg_task){false, ch.leaf, t, ch.right};
+                stack[depth++] = (seg_task){false, s, ch.leaf - 1, CK_SEG_USUAL, ch.left};
+                stack[depth++] = (seg_task){false, ch.leaf, t, task.kind, ch.right};
             }
         }
     }

@@ -8,7 +8,16 @@
  *   chain (s < t):  F_all s, Seg(s+1, t), B s
  *   leaf j (s < j <= t): F_ck s, F_none s+1 .. j-1, Seg(j, t), Seg(s, j-1)
  * A planner supplies the choice for every Seg with s < t, and may thread a value (memory
- * left for dp, snapshots left for revolve) from each subproblem to its parts. */
+ * left for dp, snapshots left for revolve) from each subproblem to its parts.
+ *
+ * Seg(s, L-1) has two more kinds, in which the loss reads the plain x_L (made by F_ck or
+ * F_none of stage L-1), which nothing frees afterwards:
+ *   plain loss: chain and leaf j as above, with the right part of the same kind, or the
+ *     plain-loss leaf (leaf L): F_ck s, F_none s+1 .. L-1, loss, then Seg(s, L-1) after
+ *     the loss;
+ *   after the loss: y_L and x_L are live on entry; base F_all s, B s (no loss), chain and
+ *     leaf j as above with the right part of the same kind.
+ * A left part Seg(s, j-1) is always of the usual kind. */
 #ifndef CK_PERSISTENT_H
 #define CK_PERSISTENT_H
 
@@ -19,18 +28,23 @@
 #include "planner/err.h"
 #include "planner/schedule.h"
 
+typedef enum { CK_SEG_USUAL, CK_SEG_PLAIN_LOSS, CK_SEG_AFTER_LOSS } ck_seg_kind;
+
 typedef struct {
-    size_t leaf;    /* 0: chain; otherwise the j of leaf j (s < j <= t, so never 0) */
+    size_t leaf;    /* 0: chain; otherwise the j of leaf j (s < j <= t, so never 0), or L:
+                       the plain-loss leaf */
     uint64_t right; /* value handed to Seg(s+1, t) (chain) or Seg(j, t) (leaf) */
     uint64_t left;  /* leaf only: value handed to Seg(s, j-1) */
 } ck_seg_choice;
 
-/* Fills *out with the shape of Seg(s, t), s < t, given the value threaded down to it. */
-typedef void (*ck_seg_decide)(void *ctx, size_t s, size_t t, uint64_t value, ck_seg_choice *out);
+/* Fills *out with the shape of Seg(s, t) of the given kind, s < t or kind plain loss, given
+ * the value threaded down to it. */
+typedef void (*ck_seg_decide)(void *ctx, size_t s, size_t t, ck_seg_kind kind, uint64_t value,
+                              ck_seg_choice *out);
 
-/* Appends the whole schedule Seg(0, L-1) to out (value is the top-level one). Runs
- * without recursion, so chains of any length fit on the stack. */
-int ck_persistent_emit(const ck_chain *c, ck_seg_decide decide, void *ctx, uint64_t value,
-                       ck_schedule *out, ck_err *err);
+/* Appends the whole schedule Seg(0, L-1) of the given kind to out (value is the top-level
+ * one). Runs without recursion, so chains of any length fit on the stack. */
+int ck_persistent_emit(const ck_chain *c, ck_seg_decide decide, void *ctx, ck_seg_kind kind,
+                       uint64_t value, ck_schedule *out, ck_err *err);
 
 #endif

@@ -43,7 +43,9 @@ static bool add_details(cJSON *root, const ck_plan_doc *d)
              ck_json_add_number(cost, "gemm_flops", d->cost_model->gemm_flops) &&
              ck_json_add_number(cost, "mem_bandwidth", d->cost_model->mem_bandwidth);
     if (ok && r->memory_unit > 0)
-        ok = add_u64(details, "memory_unit_bytes", r->memory_unit) && add_u64(details, "slots", d->slots);
+        ok = add_u64(details, "memory_unit_bytes", r->memory_unit) &&
+             (d->slots ? add_u64(details, "slots", d->slots)
+                       : cJSON_AddStringToObject(details, "slots", "exact") != NULL);
     if (ok && d->device)
         ok = cJSON_AddStringToObject(details, "device", d->device) != NULL;
     return ok;

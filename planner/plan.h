@@ -38,7 +38,7 @@ typedef struct {
     bool baseline_fits;      /* the budget holds the baseline, so it is the plan */
     const char *granularity; /* NULL for a chain file */
     const char *time_unit;   /* "s" for models; NULL when the chain's own unit */
-    uint32_t slots;          /* dp only */
+    uint32_t slots;          /* dp only; 0 for --slots exact */
     const char *costs_path;  /* the profiled costs the times came from, or NULL */
     const ck_cost_model *cost_model; /* the roofline rates they came from, or NULL */
     ck_plan_stage_map stage_map;     /* chain NULL: no stage_info is written */

@@ -68,7 +68,8 @@ static int sizes_init(unit_sizes *z, const ck_chain *c, uint64_t unit, ck_err *e
 /* Peaks of the operations of each shape, counting only the subproblem's own memory (x_s is
  * outside it). All sums saturate: a saturated peak exceeds every budget. */
 
-/* y_{t+1}, live from the start of Seg(s, t) until its F_all t; absent for the last stage. */
+/* y_{t+1}, live from the start of a usual Seg(s, t) until its F_all t; absent for the last
+ * stage, whose gradient the loss makes. */
 static uint64_t later_grad(const unit_sizes *z, size_t t)
 {
     return t + 1 < z->L ? z->x[t + 1] : 0;
@@ -80,177 +81,522 @@ static uint64_t backward_peak(const unit_sizes *z, size_t s)
     return sat_add(sat_add(z->xbar[s], z->x[s + 1]), sat_add(z->x[s], z->btmp[s]));
 }
 
-static uint64_t base_peak(const unit_sizes *z, size_t s)
+/* The forward of stage k in a leaf of a subproblem entered with `grad` held: F_ck s holds
+ * x_{s+1}; F_none k holds x_k and x_{k+1} until it frees x_k. */
+static uint64_t advance_peak(const unit_sizes *z, size_t s, size_t k, uint64_t grad)
 {
-    uint64_t fwd = sat_add(sat_add(later_grad(z, s), z->xbar[s]), z->ftmp[s]);
-    uint64_t peak = max2(fwd, backward_peak(z, s));
-    if (s + 1 == z->L)
-        peak = max2(peak, sat_add(sat_add(z->xbar[s], z->x[s + 1]), z->loss_tmp));
-    return peak;
-}
-
-/* F_all s and B s of a chain; Seg(s+1, t) runs between them with x̄_{s+1} held. */
-static uint64_t chain_peak(const unit_sizes *z, size_t s, size_t t)
-{
-    uint64_t fwd = sat_add(sat_add(later_grad(z, t), z->xbar[s]), z->ftmp[s]);
-    return max2(fwd, backward_peak(z, s));
-}
-
-/* The k-th forward of a leaf of Seg(s, t): F_ck s holds x_{s+1}; F_none k holds x_k and
- * x_{k+1} until it frees x_k. */
-static uint64_t advance_peak(const unit_sizes *z, size_t s, size_t k, size_t t)
-{
-    uint64_t held = sat_add(later_grad(z, t), z->x[k + 1]);
+    uint64_t held = sat_add(grad, z->x[k + 1]);
     return sat_add(k == s ? held : sat_add(held, z->x[k]), z->ftmp[k]);
 }
 
-static double base_time(const ck_chain *c, size_t s)
-{
-    double loss = s + 1 == c->n_stages ? c->loss_bwd_time : 0;
-    return c->stages[s].fwd_time + loss + c->stages[s].bwd_time;
-}
-
-/* Seg(s, t) is row s + t(t+1)/2 of a triangle; rows of equal t are contiguous. */
+/* Subproblems are rows: the usual Seg(s, t) at s + t(t+1)/2 (rows of equal t are
+ * contiguous), then Seg(s, L-1) after the loss, then Seg(s, L-1) with the plain loss. */
 static size_t pair_index(size_t s, size_t t)
 {
     return t * (t + 1) / 2 + s;
 }
 
-/* The smallest peak of Seg(s, t) in bytes, exact, the time of that schedule (the faster
- * among equal peaks) and its shape. */
+static size_t row_count(size_t L)
+{
+    return L * (L + 1) / 2 + 2 * L;
+}
+
+static size_t row_of(size_t L, size_t s, size_t t, ck_seg_kind kind)
+{
+    if (kind == CK_SEG_USUAL)
+        return pair_index(s, t);
+    return L * (L + 1) / 2 + (kind == CK_SEG_AFTER_LOSS ? 0 : L) + s;
+}
+
+/* The usual Seg(s, t) among usual rows ordered by s, then t: how a shape's left parts,
+ * Seg(s, j-1) for j = s+1 .. t, follow each other. */
+static size_t by_s(size_t L, size_t s, size_t t)
+{
+    return s * (2 * L - s + 1) / 2 + (t - s);
+}
+
+#define NO_ROW SIZE_MAX
+
+/* One shape of a subproblem: its own operations (their time, and their largest peak inside
+ * the subproblem) and its parts, each a row run with `shift` units fewer than the shape
+ * has. The shape's time is (time + right) + left, summed in that order everywhere. */
 typedef struct {
+    size_t leaf; /* as ck_seg_choice.leaf */
+    double time;
+    uint64_t peak;
+    size_t right, left; /* rows, or NO_ROW */
+    uint64_t right_shift, left_shift;
+    size_t left_by_s; /* the left part's place among usual rows ordered by s, then t */
+} dp_shape;
+
+/* The base of Seg(s, s): F_all s, the loss if it is the usual last stage, B s. */
+static dp_shape base_shape(const ck_chain *c, const unit_sizes *z, size_t s, uint64_t grad,
+                           bool loss)
+{
+    uint64_t peak = max2(sat_add(sat_add(grad, z->xbar[s]), z->ftmp[s]), backward_peak(z, s));
+    if (loss)
+        peak = max2(peak, sat_add(sat_add(z->xbar[s], z->x[s + 1]), z->loss_tmp));
+    double time = c->stages[s].fwd_time + (loss ? c->loss_bwd_time : 0) + c->stages[s].bwd_time;
+    return (dp_shape){0, time, peak, NO_ROW, NO_ROW, 0, 0, NO_ROW};
+}
+
+/* Writes the first `room` shapes of Seg(s, t) of the given kind into out (all of them fit
+ * in t - s + 2) in the order that breaks ties: base or chain, the leaves by j, then the
+ * plain-loss leaf. The first is the one that stores everything it can.
+ * `grad` is what is held on entry besides x_s: y_{t+1} (usual), y_L (after the loss; x_L
+ * is then held too, outside the count, see docs/planners.md), nothing (plain loss: x_L is
+ * made inside and stays, so whatever runs after it holds x_L's `kept` units). */
+static size_t shapes_of(const ck_chain *c, const unit_sizes *z, size_t s, size_t t,
+                        ck_seg_kind kind, size_t room, dp_shape *out)
+{
+    size_t L = z->L, n = 0;
+    bool plain = kind == CK_SEG_PLAIN_LOSS;
+    uint64_t grad = kind == CK_SEG_USUAL ? later_grad(z, t) : plain ? 0 : z->x[L];
+    uint64_t kept = plain ? z->x[L] : 0;
+    if (s == t && !plain) {
+        if (room > 0)
+            out[n++] = base_shape(c, z, s, grad, kind == CK_SEG_USUAL && s + 1 == L);
+        return n;
+    }
+    if (s < t && room > 0) {
+        uint64_t fwd = sat_add(sat_add(grad, z->xbar[s]), z->ftmp[s]);
+        out[n++] = (dp_shape){0, c->stages[s].fwd_time + c->stages[s].bwd_time,
+                              max2(fwd, sat_add(backward_peak(z, s), kept)),
+                              row_of(L, s + 1, t, kind), NO_ROW, z->xbar[s], 0, NO_ROW};
+    }
+    uint64_t fwd = 0;
+    double fwd_time = 0;
+    for (size_t j = s + 1; j <= t + plain && n < room; j++) {
+        fwd = max2(fwd, advance_peak(z, s, j - 1, grad));
+        fwd_time += c->stages[j - 1].fwd_time;
+        if (j <= t) {
+            out[n++] = (dp_shape){j, fwd_time, fwd, row_of(L, j, t, kind),
+                                  row_of(L, s, j - 1, CK_SEG_USUAL), z->x[j], kept,
+                                  by_s(L, s, j - 1)};
+        } else {
+            uint64_t loss = sat_add(sat_add(z->x[L], z->x[L]), z->loss_tmp);
+            out[n++] = (dp_shape){L, fwd_time + c->loss_bwd_time, max2(fwd, loss),
+                                  row_of(L, s, t, CK_SEG_AFTER_LOSS), NO_ROW, z->x[L], 0, NO_ROW};
+        }
+    }
+    return n;
+}
+
+/* Columns (rows of equal t) filled together: see fill_rows. */
+#define FILL_COLUMNS 8
+
+/* Calls fill on every row, each after the rows it reads (shorter ones, and the row after
+ * the loss of the same stages): a few columns at a time, the rows starting at s from the
+ * last stage back, and in each s the columns left to right; the last column also has the
+ * rows after the loss and with the plain loss. The rows of one s in those columns read
+ * the same left parts (rows starting at s), and the next s reads the same columns' rows as
+ * right parts: both stay in the cache. Polls stop once a row. */
+static int fill_rows(size_t L, const atomic_int *stop, void *ctx,
+                     void (*fill)(void *ctx, size_t s, size_t t, ck_seg_kind kind), ck_err *err)
+{
+    for (size_t t0 = 0; t0 < L; t0 += FILL_COLUMNS) {
+        size_t t1 = t0 + FILL_COLUMNS < L ? t0 + FILL_COLUMNS : L;
+        for (size_t s = t1; s-- > 0;)
+            for (size_t t = s > t0 ? s : t0; t < t1; t++) {
+                int rc = ck_err_check_stop(stop, err);
+                if (rc != CK_OK)
+                    return rc;
+                fill(ctx, s, t, CK_SEG_USUAL);
+                if (t + 1 == L) {
+                    fill(ctx, s, t, CK_SEG_AFTER_LOSS);
+                    fill(ctx, s, t, CK_SEG_PLAIN_LOSS);
+                }
+            }
+    }
+    return CK_OK;
+}
+
+/* The smallest peak of each subproblem in bytes, exact, the time of that schedule (the
+ * faster among equal peaks) and its shape's leaf. */
+typedef struct {
+    const ck_chain *c;
     const unit_sizes *z;
     uint64_t *peak;
     double *time;
     uint32_t *leaf;
+    dp_shape *shapes; /* room for L + 1 */
 } min_peak_table;
 
-/* Both fills poll stop once a diagonal: at most a few tens of milliseconds apart. */
-static int min_peak_fill(min_peak_table *mp, const ck_chain *c, const atomic_int *stop, ck_err *err)
+static void min_peak_row(void *ctx, size_t s, size_t t, ck_seg_kind kind)
 {
-    const unit_sizes *z = mp->z;
-    size_t L = z->L;
-    int rc = CK_OK;
-    for (size_t d = 0; d < L && (rc = ck_err_check_stop(stop, err)) == CK_OK; d++)
-        for (size_t s = 0, t = d; t < L; s++, t++) {
-            size_t here = pair_index(s, t);
-            if (d == 0) {
-                mp->peak[here] = base_peak(z, s);
-                mp->time[here] = base_time(c, s);
-                mp->leaf[here] = 0;
-                continue;
-            }
-            size_t sub = pair_index(s + 1, t);
-            uint64_t best = max2(chain_peak(z, s, t), sat_add(z->xbar[s], mp->peak[sub]));
-            double best_time = c->stages[s].fwd_time + c->stages[s].bwd_time + mp->time[sub];
-            uint32_t best_leaf = 0;
-            uint64_t fwd = 0;
-            double fwd_time = 0;
-            for (size_t j = s + 1; j <= t; j++) {
-                fwd = max2(fwd, advance_peak(z, s, j - 1, t));
-                fwd_time += c->stages[j - 1].fwd_time;
-                size_t right = pair_index(j, t), left = pair_index(s, j - 1);
-                uint64_t peak = max2(max2(fwd, sat_add(z->x[j], mp->peak[right])), mp->peak[left]);
-                double time = fwd_time + mp->time[right] + mp->time[left];
-                if (peak < best || (peak == best && time < best_time)) {
-                    best = peak;
-                    best_time = time;
-                    best_leaf = (uint32_t)j;
-                }
-            }
-            mp->peak[here] = best;
-            mp->time[here] = best_time;
-            mp->leaf[here] = best_leaf;
+    min_peak_table *mp = ctx;
+    size_t n = shapes_of(mp->c, mp->z, s, t, kind, SIZE_MAX, mp->shapes), here = row_of(mp->z->L, s, t, kind);
+    uint64_t best = UINT64_MAX;
+    double best_time = INFINITY;
+    uint32_t best_leaf = 0;
+    for (size_t k = 0; k < n; k++) {
+        const dp_shape *h = &mp->shapes[k];
+        uint64_t peak = h->peak;
+        double time = h->time;
+        if (h->right != NO_ROW) {
+            peak = max2(peak, sat_add(h->right_shift, mp->peak[h->right]));
+            time += mp->time[h->right];
         }
-    return rc;
+        if (h->left != NO_ROW) {
+            peak = max2(peak, sat_add(h->left_shift, mp->peak[h->left]));
+            time += mp->time[h->left];
+        }
+        if (k == 0 || peak < best || (peak == best && time < best_time)) {
+            best = peak;
+            best_time = time;
+            best_leaf = (uint32_t)h->leaf;
+        }
+    }
+    mp->peak[here] = best;
+    mp->time[here] = best_time;
+    mp->leaf[here] = best_leaf;
 }
 
-static void min_peak_decide(void *ctx, size_t s, size_t t, uint64_t value, ck_seg_choice *out)
+static void min_peak_decide(void *ctx, size_t s, size_t t, ck_seg_kind kind, uint64_t value,
+                            ck_seg_choice *out)
 {
     (void)value;
     const min_peak_table *mp = ctx;
-    *out = (ck_seg_choice){.leaf = mp->leaf[pair_index(s, t)]};
+    *out = (ck_seg_choice){.leaf = mp->leaf[row_of(mp->z->L, s, t, kind)]};
 }
 
-/* The fastest time of Seg(s, t) within m units, 0 <= m <= slots (INFINITY when none fits),
- * and its shape: one row of slots + 1 entries per subproblem. */
+/* The kind of the whole problem's best schedule: the usual one unless the plain loss
+ * is better (smaller, or equal and faster). */
+static ck_seg_kind min_peak_top(const min_peak_table *mp, uint64_t *peak)
+{
+    size_t L = mp->z->L, usual = row_of(L, 0, L - 1, CK_SEG_USUAL),
+           plain = row_of(L, 0, L - 1, CK_SEG_PLAIN_LOSS);
+    bool p = mp->peak[plain] < mp->peak[usual] ||
+             (mp->peak[plain] == mp->peak[usual] && mp->time[plain] < mp->time[usual]);
+    *peak = mp->peak[p ? plain : usual];
+    return p ? CK_SEG_PLAIN_LOSS : CK_SEG_USUAL;
+}
+
+/* The fastest time of each subproblem within m units, 0 <= m <= slots (INFINITY when none
+ * fits). A row holds only the memory values [lo, hi] that can matter:
+ * - below lo no schedule reaches it: what Seg(s, t) is run with is the budget less what
+ *   the subproblems around it hold, and they hold at most x̄_1 .. x̄_s and x_L (reach);
+ * - from hi on the time no longer improves: hi is the peak of the shape that stores
+ *   everything it can (chains down to a base, or to the plain-loss leaf of the last stage),
+ *   the least time of the row (saturation). A row is read at min(m, hi).
+ * Shapes are not stored: the way down finds them again (time_decide), at most 2L
+ * subproblems. */
 typedef struct {
+    size_t offset; /* into values */
+    uint64_t lo, hi;
+    double last;   /* the value at hi */
+} row_meta;
+
+typedef struct {
+    const ck_chain *c;
     const unit_sizes *z;
-    size_t width;
-    double *time;
-    uint32_t *leaf;
+    size_t width;      /* memory values, 0 .. slots */
+    bool exact;        /* slots are bytes because --slots exact asked for them */
+    size_t longest;    /* the most values a row holds */
+    row_meta *meta;    /* per row */
+    row_meta *by_s;    /* the usual rows' again, in by_s order: shapes read left parts so */
+    double *values;
+    double *zero;       /* longest zeros: the part a shape does not have, and constant parts */
+    dp_shape *shapes;   /* room for L + 1 */
 } time_table;
 
-static int time_fill(time_table *tt, const ck_chain *c, const atomic_int *stop, ck_err *err)
+/* Sets every row's lo and hi, rows in the order fill_rows writes them. */
+typedef struct {
+    time_table *tt;
+    const uint64_t *least; /* per row, its smallest peak in bytes, or NULL */
+    uint64_t unit;
+    uint64_t *held;        /* x̄_1 .. x̄_s, summed, per s */
+    uint64_t *sat;         /* per row */
+    uint64_t *backward;    /* per row, the largest peak of its backwards, in units */
+} layout;
+
+static void layout_row(void *ctx, size_t s, size_t t, ck_seg_kind kind)
 {
+    layout *ly = ctx;
+    time_table *tt = ly->tt;
     const unit_sizes *z = tt->z;
-    size_t L = z->L, w = tt->width;
-    int rc = CK_OK;
-    for (size_t d = 0; d < L && (rc = ck_err_check_stop(stop, err)) == CK_OK; d++)
-        for (size_t s = 0, t = d; t < L; s++, t++) {
-            double *row = tt->time + pair_index(s, t) * w;
-            uint32_t *leaf = tt->leaf + pair_index(s, t) * w;
-            for (size_t m = 0; m < w; m++)
-                leaf[m] = 0;
-            if (d == 0) {
-                uint64_t peak = base_peak(z, s);
-                for (size_t m = 0; m < w; m++)
-                    row[m] = m >= peak ? base_time(c, s) : INFINITY;
-                continue;
-            }
-            /* The chain's peak includes x̄_{s+1}, so m - x̄_{s+1} never wraps. */
-            const double *sub = tt->time + pair_index(s + 1, t) * w;
-            uint64_t peak = chain_peak(z, s, t);
-            double own = c->stages[s].fwd_time + c->stages[s].bwd_time;
-            for (size_t m = 0; m < w; m++)
-                row[m] = m >= peak ? own + sub[m - z->xbar[s]] : INFINITY;
-            uint64_t fwd = 0;
-            double fwd_time = 0;
-            for (size_t j = s + 1; j <= t; j++) {
-                fwd = max2(fwd, advance_peak(z, s, j - 1, t));
-                fwd_time += c->stages[j - 1].fwd_time;
-                /* The advance's peak includes x_j, so m - x_j never wraps either. */
-                const double *right = tt->time + pair_index(j, t) * w;
-                const double *left = tt->time + pair_index(s, j - 1) * w;
-                uint64_t xj = z->x[j];
-                for (size_t m = fwd; m < w; m++) {
-                    double time = fwd_time + right[m - xj] + left[m];
-                    if (time < row[m]) {
-                        row[m] = time;
-                        leaf[m] = (uint32_t)j;
-                    }
-                }
-            }
+    size_t L = z->L, r = row_of(L, s, t, kind);
+    uint64_t w = tt->width;
+    dp_shape first;
+    shapes_of(tt->c, z, s, t, kind, 1, &first);
+    bool part = first.right != NO_ROW;
+    ly->sat[r] = part ? max2(first.peak, sat_add(first.right_shift, ly->sat[first.right])) : first.peak;
+    ly->backward[r] = part ? max2(backward_peak(z, s), ly->backward[first.right]) : backward_peak(z, s);
+    uint64_t most = sat_add(ly->held[s], kind == CK_SEG_PLAIN_LOSS ? 0 : z->x[L]);
+    uint64_t reach = most < w - 1 ? w - 1 - most : 0;
+    /* in units, each size rounded up, no peak is below the peak in bytes over the unit; and
+     * every schedule runs the backward of every stage of the row */
+    uint64_t fits = ly->least ? ck_size_ceil_div(ly->least[r], ly->unit) : ly->backward[r];
+    uint64_t lo = max2(reach, fits < w - 1 ? fits : w - 1), hi = max2(lo, ly->sat[r]);
+    tt->meta[r] = (row_meta){0, lo, hi < w - 1 ? hi : w - 1, 0};
+}
+
+/* Sets every row's lo, hi and offset, rows placed in their order (a column's side by
+ * side); returns the room for their values, or UINT64_MAX when out of memory. */
+static uint64_t time_layout(time_table *tt, const uint64_t *least, uint64_t unit)
+{
+    size_t L = tt->z->L, rows = row_count(L);
+    layout ly = {tt, least, unit, malloc((L + 1) * sizeof *ly.held), malloc(rows * sizeof *ly.sat),
+                 malloc(rows * sizeof *ly.backward)};
+    uint64_t total = UINT64_MAX;
+    if (ly.held && ly.sat && ly.backward) {
+        ly.held[0] = 0;
+        for (size_t s = 0; s < L; s++)
+            ly.held[s + 1] = sat_add(ly.held[s], tt->z->xbar[s]);
+        fill_rows(L, NULL, &ly, layout_row, NULL);
+        total = 0;
+        tt->longest = 0;
+        for (size_t r = 0; r < rows; r++) {
+            uint64_t n = tt->meta[r].hi - tt->meta[r].lo + 1;
+            tt->meta[r].offset = (size_t)total;
+            total = sat_add(total, n) < UINT64_MAX ? total + n : UINT64_MAX - 1;
+            tt->longest = (size_t)max2(tt->longest, n);
         }
-    return rc;
+    }
+    free(ly.held);
+    free(ly.sat);
+    free(ly.backward);
+    return total;
 }
 
-static void time_decide(void *ctx, size_t s, size_t t, uint64_t m, ck_seg_choice *out)
+/* Row r at m: INFINITY below its lo, its value at min(m, hi) from there. */
+static double time_at(const time_table *tt, size_t r, uint64_t m)
 {
-    const time_table *tt = ctx;
-    size_t j = tt->leaf[pair_index(s, t) * tt->width + m];
-    if (j == 0)
-        *out = (ck_seg_choice){.leaf = 0, .right = m - tt->z->xbar[s]};
-    else
-        *out = (ck_seg_choice){.leaf = j, .right = m - tt->z->x[j], .left = m};
+    if (r == NO_ROW)
+        return 0;
+    const row_meta *mt = &tt->meta[r];
+    if (m < mt->lo)
+        return INFINITY;
+    return tt->values[mt->offset + ((m < mt->hi ? m : mt->hi) - mt->lo)];
 }
 
-/* Refuses tables above DP_TABLE_LIMIT: the time table (a double and a shape per
- * subproblem and memory value) plus the minimum-peak one. */
-static int check_table_size(size_t L, uint64_t width, ck_err *err)
+/* Memory values in a block of the relaxation; the bound is checked once a block. */
+#define RELAX_BLOCK 16
+/* Lanes of the innermost loop, written out so that compilers vectorise it at -O2. */
+#define RELAX_LANES 8
+
+/* out[i] = min(out[i], ((time + right[i]) + left[i]) + extra) for i < n, until out[i] is at
+ * most `least` at a block's start: outs and candidates do not increase with i and no
+ * candidate is below least, so nothing after can gain. A block is skipped when its last
+ * candidate is not below its first out. False when it stopped. */
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
+__attribute__((target_clones("avx2", "default")))
+#endif
+static bool relax_run(double *restrict out, size_t n, double time, const double *restrict right,
+                      const double *restrict left, double extra, double least)
 {
-    uint64_t twice_pairs, entries, bytes, peak_bytes;
-    bool ok = ck_size_mul(L, L + 1, &twice_pairs) && ck_size_mul(twice_pairs / 2, width, &entries) &&
-              ck_size_mul(entries, sizeof(double) + sizeof(uint32_t), &bytes) &&
-              ck_size_mul(twice_pairs / 2, sizeof(uint64_t) + sizeof(double) + sizeof(uint32_t),
-                     &peak_bytes) &&
-              ck_size_add(bytes, peak_bytes, &bytes);
+    for (size_t b = 0; b < n; b += RELAX_BLOCK) {
+        if (out[b] <= least)
+            return false;
+        size_t e = b + RELAX_BLOCK < n ? b + RELAX_BLOCK : n, i = b;
+        if (((time + right[e - 1]) + left[e - 1]) + extra >= out[b])
+            continue;
+        if (((time + right[e - 1]) + left[e - 1]) + extra >= out[b])
+            continue;
+        for (; i + RELAX_LANES <= e; i += RELAX_LANES) {
+            double v[RELAX_LANES];
+            for (size_t k = 0; k < RELAX_LANES; k++)
+                v[k] = ((time + right[i + k]) + left[i + k]) + extra;
+            for (size_t k = 0; k < RELAX_LANES; k++)
+                out[i + k] = v[k] < out[i + k] ? v[k] : out[i + k];
+        }
+        for (; i < e; i++) {
+            double v = ((time + right[i]) + left[i]) + extra;
+            out[i] = v < out[i] ? v : out[i];
+        }
+    }
+    return true;
+}
+
+/* A part of a shape over the memory values [from, to] of its row: its values where it is
+ * below its hi, then its saturated value. `until` is the last m at which it still varies. */
+typedef struct {
+    const double *values; /* at m, values[m - from] */
+    double last;
+    uint64_t until;
+} part_view;
+
+static part_view part_of(const time_table *tt, const row_meta *mt, uint64_t shift, uint64_t from)
+{
+    if (!mt)
+        return (part_view){tt->zero, 0, 0};
+    /* from - shift >= lo: relax starts where the part fits */
+    return (part_view){tt->values + mt->offset + (from - shift - mt->lo), mt->last, mt->hi + shift};
+}
+
+/* row = min(row, the shape's time) over the row's memory values at which the shape fits:
+ * (time + right) + left summed as time_decide sums it, in pieces where each part varies or
+ * is constant. The shape's least time is at the most memory (rounding is monotonic). */
+static void relax(const time_table *tt, const row_meta *mt, const dp_shape *h)
+{
+    const row_meta *rm = h->right == NO_ROW ? NULL : &tt->meta[h->right];
+    const row_meta *lm = h->left == NO_ROW ? NULL : &tt->by_s[h->left_by_s];
+    uint64_t lo = mt->lo, hi = mt->hi;
+    uint64_t from = max2(lo, max2(h->peak, max2(h->right_shift, h->left_shift)));
+    from = max2(from, max2(rm ? sat_add(rm->lo, h->right_shift) : 0, lm ? sat_add(lm->lo, h->left_shift) : 0));
+    if (from > hi)
+        return;
+    part_view right = part_of(tt, rm, h->right_shift, from);
+    part_view left = part_of(tt, lm, h->left_shift, from);
+    double least = (h->time + right.last) + left.last;
+    double *row = tt->values + mt->offset + (from - lo);
+    uint64_t m = from;
+    while (m <= hi) {
+        bool r_flat = m > right.until, l_flat = m > left.until;
+        uint64_t end = hi;
+        if (!r_flat && right.until < end)
+            end = right.until;
+        if (!l_flat && left.until < end)
+            end = left.until;
+        size_t n = (size_t)(end - m + 1), at = (size_t)(m - from);
+        bool more = relax_run(row + at, n, r_flat ? h->time + right.last : h->time,
+                              r_flat ? tt->zero : right.values + at, l_flat ? tt->zero : left.values + at,
+                              l_flat ? left.last : 0, least);
+        if (!more)
+            return;
+        m = end + 1;
+    }
+}
+
+static void time_row(void *ctx, size_t s, size_t t, ck_seg_kind kind)
+{
+    time_table *tt = ctx;
+    size_t L = tt->z->L;
+    row_meta *mt = &tt->meta[row_of(L, s, t, kind)];
+    double *row = tt->values + mt->offset;
+    for (uint64_t m = mt->lo; m <= mt->hi; m++)
+        row[m - mt->lo] = INFINITY;
+    size_t n = shapes_of(tt->c, tt->z, s, t, kind, SIZE_MAX, tt->shapes);
+    for (size_t k = 0; k < n; k++)
+        relax(tt, mt, &tt->shapes[k]);
+    mt->last = row[mt->hi - mt->lo];
+    if (kind == CK_SEG_USUAL)
+        tt->by_s[by_s(L, s, t)] = *mt;
+}
+
+/* The first shape whose time at min(m, hi) is the least: what the fill computed, summed
+ * alike. Its parts get what they need there, never more than m allows. */
+static void time_decide(void *ctx, size_t s, size_t t, ck_seg_kind kind, uint64_t m,
+                        ck_seg_choice *out)
+{
+    time_table *tt = ctx;
+    const row_meta *mt = &tt->meta[row_of(tt->z->L, s, t, kind)];
+    if (m > mt->hi)
+        m = mt->hi;
+    size_t n = shapes_of(tt->c, tt->z, s, t, kind, SIZE_MAX, tt->shapes);
+    double best = INFINITY;
+    *out = (ck_seg_choice){0};
+    for (size_t k = 0; k < n; k++) {
+        const dp_shape *h = &tt->shapes[k];
+        if (m < h->peak || m < h->right_shift || m < h->left_shift)
+            continue;
+        double v = (h->time + time_at(tt, h->right, m - h->right_shift)) +
+                   time_at(tt, h->left, m - h->left_shift);
+        if (v < best) {
+            best = v;
+            *out = (ck_seg_choice){h->leaf, m - h->right_shift, m - h->left_shift};
+        }
+    }
+}
+
+static void time_free(time_table *tt)
+{
+    free(tt->meta);
+    free(tt->by_s);
+    free(tt->values);
+    free(tt->zero);
+    free(tt->shapes);
+}
+
+/* Refuses tables above DP_TABLE_LIMIT: the time table's values and row bounds plus the
+ * minimum-peak table. */
+static int check_table_size(const time_table *tt, uint64_t values, ck_err *err)
+{
+    size_t L = tt->z->L;
+    uint64_t rows = (uint64_t)row_count(L), bytes, per_row;
+    bool ok = ck_size_mul(sat_add(values, tt->longest), sizeof(double), &bytes) &&
+              ck_size_mul(rows, 2 * sizeof(row_meta) + sizeof(uint64_t) + sizeof(double) +
+                                    sizeof(uint32_t), &per_row) &&
+              ck_size_add(bytes, per_row, &bytes);
     if (ok && bytes <= DP_TABLE_LIMIT)
         return CK_OK;
+    if (tt->exact)
+        return ck_err_fail(err, CK_ERR_INPUT,
+                       "dp: planning %zu stages exactly in bytes (--slots exact) with %llu bytes "
+                       "above the input needs a table of more than 1 GiB; use --slots N to plan "
+                       "in N memory units (default %d), or --granularity block",
+                       L, (unsigned long long)(tt->width - 1), CK_DEFAULT_SLOTS);
     return ck_err_fail(err, CK_ERR_INPUT,
                    "dp: %zu stages with %llu memory slots need a table of more than 1 GiB; "
                    "use fewer --slots or --granularity block",
-                   L, (unsigned long long)(width - 1));
+                   L, (unsigned long long)(tt->width - 1));
+}
+
+/* Lays out tt and checks its size: with least NULL, at once, from bounds of the rows'
+ * smallest peaks that cost nothing, to refuse what cannot fit before anything long runs;
+ * then with least, each row's smallest peak in bytes, to allocate. */
+static int time_layout_check(time_table *tt, const uint64_t *least, uint64_t unit, ck_err *err)
+{
+    size_t L = tt->z->L, rows = row_count(L);
+    if (!tt->meta) {
+        tt->meta = malloc(rows * sizeof *tt->meta);
+        tt->by_s = malloc(L * (L + 1) / 2 * sizeof *tt->by_s);
+        if (!tt->meta || !tt->by_s)
+            return ck_err_oom(err);
+    }
+    uint64_t values = time_layout(tt, least, unit);
+    return values == UINT64_MAX ? ck_err_oom(err) : check_table_size(tt, values, err);
+}
+
+static int time_alloc(time_table *tt, const uint64_t *least, uint64_t unit, ck_err *err)
+{
+    size_t L = tt->z->L, rows = row_count(L);
+    int rc = time_layout_check(tt, least, unit, err);
+    if (rc != CK_OK)
+        return rc;
+    uint64_t values = tt->meta[rows - 1].offset + (tt->meta[rows - 1].hi - tt->meta[rows - 1].lo + 1);
+    tt->zero = calloc(tt->longest, sizeof *tt->zero);
+    tt->shapes = malloc((L + 1) * sizeof *tt->shapes);
+    if (!tt->zero || !tt->shapes)
+        return ck_err_oom(err);
+    tt->values = malloc((size_t)values * sizeof *tt->values);
+    return tt->values ? CK_OK : ck_err_oom(err);
+}
+
+static void min_peak_free(min_peak_table *mp)
+{
+    free(mp->peak);
+    free(mp->time);
+    free(mp->leaf);
+    free(mp->shapes);
+}
+
+static int min_peak_alloc(min_peak_table *mp, const ck_chain *c, const unit_sizes *bytes, ck_err *err)
+{
+    size_t rows = row_count(c->n_stages);
+    *mp = (min_peak_table){c, bytes, malloc(rows * sizeof *mp->peak), malloc(rows * sizeof *mp->time),
+                           malloc(rows * sizeof *mp->leaf),
+                           malloc((c->n_stages + 1) * sizeof *mp->shapes)};
+    if (mp->peak && mp->time && mp->leaf && mp->shapes)
+        return CK_OK;
+    min_peak_free(mp);
+    return ck_err_oom(err);
+}
+
+/* The fastest schedule within the budget's slots, if one fits: the usual kind or the
+ * plain loss, whichever is faster (the usual one among equals). */
+static int time_plan(time_table *tt, const atomic_int *stop, ck_schedule *out, ck_err *err)
+{
+    size_t L = tt->z->L, w = tt->width;
+    int rc = fill_rows(L, stop, tt, time_row, err);
+    if (rc != CK_OK)
+        return rc;
+    double usual = time_at(tt, row_of(L, 0, L - 1, CK_SEG_USUAL), w - 1);
+    double plain = time_at(tt, row_of(L, 0, L - 1, CK_SEG_PLAIN_LOSS), w - 1);
+    if (!isfinite(usual) && !isfinite(plain))
+        return CK_ERR_INFEASIBLE;
+    ck_seg_kind kind = plain < usual ? CK_SEG_PLAIN_LOSS : CK_SEG_USUAL;
+    return ck_persistent_emit(tt->c, time_decide, tt, kind, w - 1, out, err);
 }
 
 /* The fastest schedule in tt's slots if there is one, else the minimum-peak schedule (with
@@ -259,24 +605,22 @@ static int plan_tables(const ck_chain *c, uint64_t budget, const atomic_int *sto
                        min_peak_table *mp, time_table *tt, ck_plan_result *result,
                        uint64_t *min_budget, ck_err *err)
 {
-    size_t L = c->n_stages, pairs = L * (L + 1) / 2, top = pair_index(0, L - 1);
-    int rc = min_peak_fill(mp, c, stop, err);
+    int rc = fill_rows(c->n_stages, stop, mp, min_peak_row, err);
     if (rc != CK_OK)
         return rc;
-    bool fits = budget >= sat_add(c->input_bytes, mp->peak[top]);
+    uint64_t least;
+    ck_seg_kind least_kind = min_peak_top(mp, &least);
+    bool fits = budget >= sat_add(c->input_bytes, least);
     if (fits) {
-        tt->time = malloc(pairs * tt->width * sizeof *tt->time);
-        tt->leaf = malloc(pairs * tt->width * sizeof *tt->leaf);
-        if (!tt->time || !tt->leaf)
-            return ck_err_oom(err);
-        if ((rc = time_fill(tt, c, stop, err)) != CK_OK)
+        rc = time_alloc(tt, mp->peak, result->memory_unit, err);
+        if (rc == CK_OK)
+            rc = time_plan(tt, stop, &result->schedule, err);
+        if (rc != CK_ERR_INFEASIBLE)
             return rc;
-        if (isfinite(tt->time[top * tt->width + tt->width - 1]))
-            return ck_persistent_emit(c, time_decide, tt, tt->width - 1, &result->schedule, err);
     }
     /* Either the budget is below the smallest peak, or rounding sizes up to units lost all
      * the schedules that fit in bytes: the minimum-peak schedule answers both. */
-    rc = ck_persistent_emit(c, min_peak_decide, mp, 0, &result->schedule, err);
+    rc = ck_persistent_emit(c, min_peak_decide, mp, least_kind, 0, &result->schedule, err);
     if (rc != CK_OK)
         return rc;
     if (fits) {
@@ -297,18 +641,16 @@ static int plan_tables(const ck_chain *c, uint64_t budget, const atomic_int *sto
 static int plan_dp(const ck_chain *c, uint64_t budget, const ck_planner_opts *opts,
                    ck_plan_result *result, uint64_t *min_budget, ck_err *err)
 {
-    if (opts->slots == 0)
+    if (opts->slots == 0 && !opts->exact)
         return ck_err_fail(err, CK_ERR_INPUT, "dp: --slots must be at least 1");
-    size_t L = c->n_stages;
     uint64_t avail = budget > c->input_bytes ? budget - c->input_bytes : 0;
-    uint64_t unit = avail > opts->slots ? ck_size_ceil_div(avail, opts->slots) : 1;
+    if (avail == UINT64_MAX)
+        avail--; /* memory values 0 .. avail */
+    uint64_t unit = !opts->exact && avail > opts->slots ? ck_size_ceil_div(avail, opts->slots) : 1;
     uint64_t slots = avail / unit;
     result->memory_unit = unit;
-    int rc = check_table_size(L, slots + 1, err);
-    if (rc != CK_OK)
-        return rc;
     unit_sizes bytes, units;
-    rc = sizes_init(&bytes, c, 1, err);
+    int rc = sizes_init(&bytes, c, 1, err);
     if (rc != CK_OK)
         return rc;
     rc = sizes_init(&units, c, unit, err);
@@ -316,19 +658,16 @@ static int plan_dp(const ck_chain *c, uint64_t budget, const ck_planner_opts *op
         sizes_free(&bytes);
         return rc;
     }
-    size_t pairs = L * (L + 1) / 2;
-    min_peak_table mp = {&bytes, malloc(pairs * sizeof *mp.peak), malloc(pairs * sizeof *mp.time),
-                         malloc(pairs * sizeof *mp.leaf)};
-    time_table tt = {&units, slots + 1, NULL, NULL};
-    if (!mp.peak || !mp.time || !mp.leaf)
-        rc = ck_err_oom(err);
-    else
+    min_peak_table mp;
+    time_table tt = {.c = c, .z = &units, .width = slots + 1, .exact = opts->exact};
+    rc = time_layout_check(&tt, NULL, unit, err);
+    if (rc == CK_OK)
+        rc = min_peak_alloc(&mp, c, &bytes, err);
+    if (rc == CK_OK) {
         rc = plan_tables(c, budget, opts->stop, &mp, &tt, result, min_budget, err);
-    free(mp.peak);
-    free(mp.time);
-    free(mp.leaf);
-    free(tt.time);
-    free(tt.leaf);
+        min_peak_free(&mp);
+    }
+    time_free(&tt);
     sizes_free(&bytes);
     sizes_free(&units);
     return rc;
@@ -340,17 +679,17 @@ int ck_plan_dp_min_peak(const ck_chain *c, uint64_t *peak, ck_schedule *out, ck_
     int rc = sizes_init(&bytes, c, 1, err);
     if (rc != CK_OK)
         return rc;
-    size_t pairs = c->n_stages * (c->n_stages + 1) / 2;
-    min_peak_table mp = {&bytes, malloc(pairs * sizeof *mp.peak), malloc(pairs * sizeof *mp.time),
-                         malloc(pairs * sizeof *mp.leaf)};
-    rc = mp.peak && mp.time && mp.leaf ? min_peak_fill(&mp, c, NULL, err) : ck_err_oom(err);
+    min_peak_table mp;
+    rc = min_peak_alloc(&mp, c, &bytes, err);
     if (rc == CK_OK) {
-        *peak = sat_add(c->input_bytes, mp.peak[pair_index(0, c->n_stages - 1)]);
-        rc = ck_persistent_emit(c, min_peak_decide, &mp, 0, out, err);
+        rc = fill_rows(c->n_stages, NULL, &mp, min_peak_row, err);
+        if (rc == CK_OK) {
+            ck_seg_kind kind = min_peak_top(&mp, peak);
+            *peak = sat_add(c->input_bytes, *peak);
+            rc = ck_persistent_emit(c, min_peak_decide, &mp, kind, 0, out, err);
+        }
+        min_peak_free(&mp);
     }
-    free(mp.peak);
-    free(mp.time);
-    free(mp.leaf);
     sizes_free(&bytes);
     return rc;
 }

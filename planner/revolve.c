@@ -77,9 +77,11 @@ uint64_t ck_revolve_split(uint64_t n, uint64_t c)
 }
 
 /* The value threaded through subproblems is the number of snapshots, x_s's included. */
-static void revolve_decide(void *ctx, size_t s, size_t t, uint64_t snapshots, ck_seg_choice *out)
+static void revolve_decide(void *ctx, size_t s, size_t t, ck_seg_kind kind, uint64_t snapshots,
+                           ck_seg_choice *out)
 {
     (void)ctx;
+    (void)kind; /* revolve plans usual subproblems only */
     uint64_t n = t - s + 1;
     if (snapshots == 1)
         *out = (ck_seg_choice){.leaf = t, .right = 1, .left = 1};
@@ -90,7 +92,7 @@ static void revolve_decide(void *ctx, size_t s, size_t t, uint64_t snapshots, ck
 
 int ck_revolve_schedule(const ck_chain *c, uint64_t snapshots, ck_schedule *out, ck_err *err)
 {
-    return ck_persistent_emit(c, revolve_decide, NULL, snapshots, out, err);
+    return ck_persistent_emit(c, revolve_decide, NULL, CK_SEG_USUAL, snapshots, out, err);
 }
 
 uint64_t ck_revolve_schedule_length(uint64_t L, uint64_t snapshots)

@@ -15,34 +15,10 @@ planners=(revolve chen dp sqrt)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-# A chain of L stages with sizes of 1 to 8 MiB (saved = out plus 0 to 8 MiB) and times of
-# 1.00 to 3.00, seeded by L; prints the budget, 40% of the store-everything peak.
+# A chain of L stages (tests/bench/hetero_chain.py); prints the budget, 40% of the
+# store-everything peak.
 make_chain() {
-    python3 - "$1" "$2" <<'PY'
-import json, random, sys
-L, path = int(sys.argv[1]), sys.argv[2]
-rng, mib = random.Random(L), 1 << 20
-stages = []
-for i in range(L):
-    out = rng.randint(1, 8) * mib
-    stages.append({"name": f"s{i}", "fwd_time": round(rng.uniform(1, 3), 2),
-                   "bwd_time": round(rng.uniform(1, 3), 2), "out_bytes": out,
-                   "saved_bytes": out + rng.randint(0, 8) * mib,
-                   "fwd_tmp_bytes": rng.randint(0, 2) * mib, "bwd_tmp_bytes": rng.randint(0, 2) * mib})
-chain = {"format": "ckplan-chain/1", "name": f"scale-{L}", "input_bytes": mib, "stages": stages}
-json.dump(chain, open(path, "w"))
-# the store-everything schedule's replayed peak (chain-model.md, section 2)
-held = peak = mib
-for s in stages:
-    held += s["saved_bytes"]
-    peak = max(peak, held + s["fwd_tmp_bytes"])
-peak = max(peak, held + stages[-1]["out_bytes"])
-outs = [mib] + [s["out_bytes"] for s in stages]
-for i in reversed(range(L)):
-    peak = max(peak, held + outs[i] + stages[i]["bwd_tmp_bytes"])
-    held += outs[i] - stages[i]["saved_bytes"] - outs[i + 1]
-print(peak * 2 // 5)
-PY
+    python3 "$(dirname "$0")/hetero_chain.py" "$1" "$2" 40
 }
 
 echo "### Planner scaling with the number of stages"

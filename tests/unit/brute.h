@@ -1,7 +1,8 @@
 /* brute: every persistent schedule of a small chain, written out operation by operation
  * and replayed. It knows only the shapes of persistent.h's comment (base, chain, leaf j,
- * recursively) and ck_schedule_replay, none of the dp planner's formulas, so the two can
- * check each other. The count grows fast (394 schedules for 6 stages); keep L <= 7. */
+ * recursively, and the kinds of Seg(s, L-1) whose loss reads the plain x_L) and
+ * ck_schedule_replay, none of the dp planner's formulas, so the two can check each other.
+ * The count grows fast (394 usual schedules for 6 stages); keep L <= 7. */
 #ifndef CK_BRUTE_H
 #define CK_BRUTE_H
 
@@ -22,7 +23,9 @@ typedef struct {
     size_t n;
 } ck_brute_set;
 
-int ck_brute_enumerate(const ck_chain *c, ck_brute_set *out, ck_err *err);
+/* Every persistent schedule of c; with plain_loss false only the usual kind (the loss
+ * reads x̄_L), the class dp planned before the plain loss. */
+int ck_brute_enumerate(const ck_chain *c, bool plain_loss, ck_brute_set *out, ck_err *err);
 void ck_brute_free(ck_brute_set *set);
 
 /* The smallest time among schedules with peak <= budget; false if there is none. */

@@ -1,8 +1,11 @@
 #include <math.h>
+#include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "planner/plan_dp.h"
 #include "planner/planner.h"
+#include "planner/size.h"
 #include "tests/unit/brute.h"
 #include "tests/unit/chaingen.h"
 #include "tests/unit/check_main.h"
@@ -14,12 +17,16 @@ static bool same_time(double a, double b)
 }
 
 /* Checks dp against the brute force on c at every budget from 0 to a little above the
- * store-everything peak, with enough slots for 1-byte units. */
-static void check_exact(const ck_chain *c, unsigned chain_no)
+ * store-everything peak, with enough slots for 1-byte units. Returns the number of those
+ * budgets at which the usual schedules alone (the loss reading x̄_L) are slower than the
+ * best, or fit nowhere while another schedule fits. */
+static unsigned check_exact(const ck_chain *c, unsigned chain_no)
 {
     ck_err err = {{0}};
-    ck_brute_set all;
-    ck_assert_msg(ck_brute_enumerate(c, &all, &err) == CK_OK, "%s", err.msg);
+    ck_brute_set all, usual;
+    ck_assert_msg(ck_brute_enumerate(c, true, &all, &err) == CK_OK, "%s", err.msg);
+    ck_assert_msg(ck_brute_enumerate(c, false, &usual, &err) == CK_OK, "%s", err.msg);
+    unsigned usual_loses = 0;
     uint64_t least = ck_brute_min_peak(&all);
     uint64_t top = ck_test_baseline(c).peak_bytes + 3;
     for (uint64_t budget = 0; budget <= top; budget++) {
@@ -28,6 +35,9 @@ static void check_exact(const ck_chain *c, unsigned chain_no)
         uint64_t min_budget = 0;
         double best = 0;
         bool feasible = ck_brute_best(&all, budget, &best);
+        double best_usual = 0;
+        if (feasible && (!ck_brute_best(&usual, budget, &best_usual) || !same_time(best_usual, best)))
+            usual_loses++;
         int rc = ck_test_plan(&ck_planner_dp, c, budget, (uint32_t)budget + 1, &r, &replay,
                               &min_budget, &err);
         if (feasible) {
@@ -47,7 +57,34 @@ static void check_exact(const ck_chain *c, unsigned chain_no)
         ck_schedule_free(&r.schedule);
     }
     ck_brute_free(&all);
+    ck_brute_free(&usual);
+    return usual_loses;
 }
+
+/* PyTorch's cross-entropy holds three logits-sized tensors: with a loss that holds much
+ * memory, computing it from the plain x_L and recomputing the last stage afterwards is
+ * often the only way to fit, or the fastest. dp must find those schedules: it matches the
+ * brute force at every budget, and the usual schedules alone lose at many of them. */
+START_TEST(heavy_losses_take_the_plain_output)
+{
+    ck_rng rng;
+    ck_rng_seed(&rng, 1311);
+    unsigned points = 0, usual_loses = 0;
+    for (unsigned k = 0; k < 240; k++) {
+        ck_chain c;
+        ck_err err = {{0}};
+        ck_assert_int_eq(ck_chaingen_random(&c, 1 + k % 6, 10, 10, &rng, &err), CK_OK);
+        c.loss_bwd_tmp_bytes = 10 + ck_rng_below(&rng, 31);
+        c.loss_bwd_time = (double)ck_rng_below(&rng, 30) / 10;
+        points += (unsigned)ck_test_baseline(&c).peak_bytes + 4;
+        usual_loses += check_exact(&c, k);
+        ck_chain_free(&c);
+    }
+    fprintf(stderr, "heavy losses: the usual schedules lose at %u of %u budgets\n", usual_loses,
+            points);
+    ck_assert_uint_gt(usual_loses, points / 20);
+}
+END_TEST
 
 START_TEST(matches_brute_force_on_random_chains)
 {
@@ -158,7 +195,7 @@ START_TEST(coarse_slots_fit_and_are_not_faster)
         ck_err err = {{0}};
         ck_assert_int_eq(ck_chaingen_random(&c, 1 + k % 6, 1000, 10, &rng, &err), CK_OK);
         ck_brute_set all;
-        ck_assert_msg(ck_brute_enumerate(&c, &all, &err) == CK_OK, "%s", err.msg);
+        ck_assert_msg(ck_brute_enumerate(&c, true, &all, &err) == CK_OK, "%s", err.msg);
         uint64_t least = ck_brute_min_peak(&all), top = ck_test_baseline(&c).peak_bytes;
         for (unsigned trial = 0; trial < 10; trial++) {
             uint64_t budget = least + ck_rng_below(&rng, top - least + 2);
@@ -182,6 +219,126 @@ START_TEST(coarse_slots_fit_and_are_not_faster)
     /* Many trials must have planned in coarse units rather than fallen back to the
      * minimum-peak schedule (951 of the 2000 with these seeds). */
     ck_assert_uint_gt(coarse, 800);
+}
+END_TEST
+
+/* c with every size in units of u bytes, rounded up, as dp counts them. */
+static void round_to_units(ck_chain *c, uint64_t u)
+{
+    c->input_bytes = ck_size_ceil_div(c->input_bytes, u);
+    c->loss_bwd_tmp_bytes = ck_size_ceil_div(c->loss_bwd_tmp_bytes, u);
+    for (size_t i = 0; i < c->n_stages; i++) {
+        ck_stage *st = &c->stages[i];
+        st->out_bytes = ck_size_ceil_div(st->out_bytes, u);
+        st->saved_bytes = ck_size_ceil_div(st->saved_bytes, u);
+        st->fwd_tmp_bytes = ck_size_ceil_div(st->fwd_tmp_bytes, u);
+        st->bwd_tmp_bytes = ck_size_ceil_div(st->bwd_tmp_bytes, u);
+    }
+}
+
+/* dp on c at budget and slots against the brute force on c rounded to dp's unit; true when
+ * some schedule fits in units (else dp must fail or fall back to 1-byte units). */
+static bool check_in_units(const ck_chain *c, uint64_t budget, uint32_t slots, unsigned k)
+{
+    ck_err err = {{0}};
+    uint64_t avail = budget > c->input_bytes ? budget - c->input_bytes : 0;
+    uint64_t u = avail > slots ? ck_size_ceil_div(avail, slots) : 1;
+    ck_chain rounded = *c; /* sharing c's names; only its stages are its own */
+    rounded.stages = malloc(c->n_stages * sizeof *rounded.stages);
+    ck_assert(rounded.stages);
+    memcpy(rounded.stages, c->stages, c->n_stages * sizeof *rounded.stages);
+    round_to_units(&rounded, u);
+    ck_brute_set all;
+    ck_assert_msg(ck_brute_enumerate(&rounded, true, &all, &err) == CK_OK, "%s", err.msg);
+    double best = 0;
+    bool fits = ck_brute_best(&all, rounded.input_bytes + avail / u, &best);
+    ck_plan_result r;
+    ck_replay replay;
+    uint64_t min_budget = 0;
+    int rc = ck_test_plan(&ck_planner_dp, c, budget, slots, &r, &replay, &min_budget, &err);
+    if (fits) {
+        ck_assert_msg(rc == CK_OK && r.memory_unit == u, "chain %u: %s", k, err.msg);
+        ck_assert_msg(same_time(replay.time, best), "chain %u budget %llu slots %u: dp %.17g, units %.17g",
+                      k, (unsigned long long)budget, slots, replay.time, best);
+    } else {
+        ck_assert(rc == CK_ERR_INFEASIBLE || r.memory_unit == 1);
+    }
+    ck_schedule_free(&r.schedule);
+    ck_brute_free(&all);
+    free(rounded.stages);
+    return fits;
+}
+
+/* In units, dp is exact: its time at a coarse budget is the brute force's best on the chain
+ * whose sizes are rounded up to units, within the budget's whole units above x_0 (and
+ * when none fits there, dp falls back to its minimum-peak schedule in bytes). This holds
+ * the fill's shortcuts (rows kept only where reachable and until they stop improving,
+ * shapes skipped once they cannot gain) to the plain recurrence, heavy losses included. */
+START_TEST(coarse_slots_are_exact_in_units)
+{
+    ck_rng rng;
+    ck_rng_seed(&rng, 1913);
+    unsigned in_units = 0;
+    for (unsigned k = 0; k < 150; k++) {
+        ck_chain c;
+        ck_err err = {{0}};
+        ck_assert_int_eq(ck_chaingen_random(&c, 1 + k % 6, 1000, 10, &rng, &err), CK_OK);
+        if (k % 2)
+            c.loss_bwd_tmp_bytes = 1000 + ck_rng_below(&rng, 3000);
+        uint64_t top = ck_test_baseline(&c).peak_bytes;
+        for (unsigned trial = 0; trial < 8; trial++) {
+            uint64_t budget = top / 2 + ck_rng_below(&rng, top - top / 2 + 2);
+            uint32_t slots = 16 + (uint32_t)ck_rng_below(&rng, 100);
+            in_units += check_in_units(&c, budget, slots, k);
+        }
+        ck_chain_free(&c);
+    }
+    fprintf(stderr, "coarse slots: %u of 1200 plans in units\n", in_units);
+    ck_assert_uint_gt(in_units, 300);
+}
+END_TEST
+
+/* --slots exact plans in bytes whatever the budget: on chains of sizes up to 1000, where
+ * 500 slots would be units of several bytes, it matches the brute force (in bytes) at
+ * every sampled budget, heavy losses included. */
+START_TEST(exact_bytes_match_the_brute_force)
+{
+    ck_rng rng;
+    ck_rng_seed(&rng, 1314);
+    for (unsigned k = 0; k < 120; k++) {
+        ck_chain c;
+        ck_err err = {{0}};
+        ck_assert_int_eq(ck_chaingen_random(&c, 1 + k % 6, 1000, 10, &rng, &err), CK_OK);
+        if (k % 2)
+            c.loss_bwd_tmp_bytes = 1000 + ck_rng_below(&rng, 3000);
+        ck_brute_set all;
+        ck_assert_msg(ck_brute_enumerate(&c, true, &all, &err) == CK_OK, "%s", err.msg);
+        uint64_t top = ck_test_baseline(&c).peak_bytes;
+        for (unsigned trial = 0; trial < 6; trial++) {
+            uint64_t budget = ck_rng_below(&rng, top + 2), least = 0;
+            double best = 0;
+            bool fits = ck_brute_best(&all, budget, &best);
+            ck_planner_opts opts = {.slots = CK_DEFAULT_SLOTS, .exact = true};
+            ck_plan_result r;
+            ck_planner_result_init(&r);
+            int rc = ck_planner_dp.plan(&c, budget, &opts, &r, &least, &err);
+            ck_replay replay;
+            if (fits) {
+                ck_assert_msg(rc == CK_OK, "chain %u budget %llu: %s", k, (unsigned long long)budget, err.msg);
+                ck_assert_int_eq(ck_schedule_replay(&c, &r.schedule, &replay, NULL, NULL, &err), CK_OK);
+                ck_assert(replay.peak_bytes <= budget);
+                ck_assert_msg(same_time(replay.time, best), "chain %u budget %llu: dp %.17g, brute %.17g",
+                              k, (unsigned long long)budget, replay.time, best);
+                ck_assert_uint_eq(r.memory_unit, 1);
+            } else {
+                ck_assert_int_eq(rc, CK_ERR_INFEASIBLE);
+                ck_assert_uint_eq(least, ck_brute_min_peak(&all));
+            }
+            ck_planner_result_free(&r);
+        }
+        ck_brute_free(&all);
+        ck_chain_free(&c);
+    }
 }
 END_TEST
 
@@ -303,9 +460,12 @@ static Suite *dp_suite(void)
     TCase *tc = tcase_create("dp");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, matches_brute_force_on_random_chains);
+    tcase_add_test(tc, heavy_losses_take_the_plain_output);
     tcase_add_test(tc, closed_form_peaks_match_the_actions);
     tcase_add_test(tc, hetero3_by_hand);
     tcase_add_test(tc, coarse_slots_fit_and_are_not_faster);
+    tcase_add_test(tc, coarse_slots_are_exact_in_units);
+    tcase_add_test(tc, exact_bytes_match_the_brute_force);
     tcase_add_test(tc, more_budget_is_never_slower);
     tcase_add_test(tc, hundred_stages_with_500_slots);
     tcase_add_test(tc, huge_budget_gives_store_everything);
