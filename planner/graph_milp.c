@@ -424,58 +424,24 @@ static bool stages_from_schedule(const ck_graph *g, const ck_graph_schedule *w, 
     return ok && next == n;
 }
 
-/* Gives CBC the stages as its first solution, every column set. */
-static int mip_start(Cbc_Model *cbc, const layout *L, const ck_graph *g, const stages *st,
-                     double unit, ck_err *err)
-{
-    size_t n = st->n;
-    double *x = calloc(L->n_cols, sizeof *x);
-    int *idx = malloc(L->n_cols * sizeof *idx);
-    if (!x || !idx) {
-        free(x);
-        free(idx);
-        return ck_err_oom(err);
-    }
-    for (size_t t = 0; t < n; t++) {
-        double u = 0;
-        for (size_t i = 0; i < t; i++) {
-            x[col_s(L, t, i)] = st->s[t * n + i];
-            u += st->s[t * n + i] * (double)g->nodes[i].bytes / unit;
-        }
-        for (size_t k = 0; k <= t; k++) {
-            bool r = st->r[t * n + k];
-            x[col_r(L, t, k)] = r;
-            u += r * (double)g->nodes[k].bytes / unit;
-            x[col_u(L, t, k)] = u;
-            for (size_t p = 0; p <= g->nodes[k].n_inputs; p++) {
-                bool f = r && frees_after(g, st, t, k, freeable(g, k, p));
-                x[col_free(L, t, k, p)] = f;
-                u -= f * (double)g->nodes[freeable(g, k, p)].bytes / unit;
-            }
-        }
-    }
-    for (size_t c = 0; c < L->n_cols; c++)
-        idx[c] = (int)c;
-    Cbc_setMIPStartI(cbc, (int)L->n_cols, idx, x);
-    free(x);
-    free(idx);
-    return CK_OK;
-}
-
-/* Passes the warm start on when its stages' schedule replays valid within the budget; a
- * start outside the class, or over the budget, is left out. */
-static int warm_start(Cbc_Model *cbc, const layout *L, const ck_graph *g,
-                      const ck_graph_schedule *w, uint64_t budget, double unit, ck_err *err)
+/* The warm start as a schedule of the class (its stages' schedule) when that replays valid
+ * within the budget: *out (empty otherwise) and its replay. CBC is told to look only for
+ * faster schedules (its cutoff), and the planner returns this one when CBC finds none.
+ * Not CBC's own MIP start: CBC 2.10.8 crashes (CglPreProcess::postProcess) when its time
+ * limit ends during preprocessing with a MIP start given, and preprocessing is what makes it
+ * fast on these programs. A start outside the class, or over the budget, is left out. */
+static int warm_start(Cbc_Model *cbc, const ck_graph *g, const ck_graph_schedule *w,
+                      uint64_t budget, double cost_scale, ck_graph_schedule *out,
+                      ck_graph_replay *rp, ck_err *err)
 {
     stages st;
-    ck_graph_schedule canon = {0};
-    ck_graph_replay rp;
     int rc = stages_make(&st, g->n_nodes, err);
     if (rc == CK_OK && stages_from_schedule(g, w, &st) &&
-        (rc = stages_schedule(g, &st, &canon, err)) == CK_OK &&
-        ck_graph_replay_schedule(g, &canon, &rp, NULL) == CK_OK && rp.peak_bytes <= budget)
-        rc = mip_start(cbc, L, g, &st, unit, err);
-    ck_graph_schedule_free(&canon);
+        (rc = stages_schedule(g, &st, out, err)) == CK_OK &&
+        ck_graph_replay_schedule(g, out, rp, NULL) == CK_OK && rp->peak_bytes <= budget)
+        Cbc_setCutoff(cbc, rp->time / cost_scale);
+    else
+        ck_graph_schedule_free(out);
     stages_free(&st);
     return rc;
 }
@@ -494,28 +460,30 @@ static void solve(Cbc_Model *cbc, const ck_graph_planner_opts *opts)
     Cbc_solve(cbc);
 }
 
-/* What CBC's run ended with: the status word, or the failure when it has no schedule. */
-static int outcome(Cbc_Model *cbc, const ck_graph_planner_opts *opts, const char **status,
-                   ck_err *err)
+/* What CBC's run ended with: the status word, and whether its own best schedule is the
+ * answer (else the warm start is); the failure when there is neither. With a warm start,
+ * CBC's "infeasible" means that nothing is faster than the warm start. */
+static int outcome(Cbc_Model *cbc, const ck_graph_planner_opts *opts, bool warm,
+                   const char **status, bool *own, ck_err *err)
 {
-    bool found = Cbc_bestSolution(cbc) != NULL;
+    bool infeasible = Cbc_isProvenInfeasible(cbc), timed = Cbc_isSecondsLimitReached(cbc);
+    *own = Cbc_bestSolution(cbc) != NULL;
     if (Cbc_status(cbc) == 5 || Cbc_secondaryStatus(cbc) == 5)
         return ck_err_fail(err, CK_INTERRUPTED, "interrupted");
-    if (Cbc_isProvenOptimal(cbc) && found)
-        *status = "optimal";
-    else if (Cbc_isProvenInfeasible(cbc))
+    if (*own || warm) {
+        bool optimal = *own ? Cbc_isProvenOptimal(cbc) : infeasible;
+        *status = optimal ? "optimal" : timed ? "time limit" : "feasible";
+        return CK_OK;
+    }
+    if (infeasible)
         return ck_err_fail(err, CK_ERR_INFEASIBLE,
                            "milp: CBC proved that no schedule of Checkmate's class fits");
-    else if (!found && Cbc_isSecondsLimitReached(cbc))
+    if (timed)
         return ck_err_fail(err, CK_ERR_RUNTIME,
                            "milp: CBC found no schedule within the time limit of %g s",
                            opts->time_limit_s);
-    else if (!found)
-        return ck_err_fail(err, CK_ERR_RUNTIME, "milp: CBC stopped without a schedule (status %d/%d)",
-                           Cbc_status(cbc), Cbc_secondaryStatus(cbc));
-    else
-        *status = Cbc_isSecondsLimitReached(cbc) ? "time limit" : "feasible";
-    return CK_OK;
+    return ck_err_fail(err, CK_ERR_RUNTIME, "milp: CBC stopped without a schedule (status %d/%d)",
+                       Cbc_status(cbc), Cbc_secondaryStatus(cbc));
 }
 
 /* The schedule of CBC's best solution (binaries rounded), replayed: its peak must be within
@@ -576,32 +544,49 @@ static double cost_scale(const ck_graph *g)
     return most > 0 ? ldexp(1, e) : 1;
 }
 
+/* CBC's bound in the graph's time, within [0, time]: none below 0 (no cost is negative), and
+ * the warm start's own time when CBC proved nothing faster. */
+static double bound_of(Cbc_Model *cbc, bool own, double scale, double time)
+{
+    if (!own && Cbc_isProvenInfeasible(cbc))
+        return time;
+    double bound = Cbc_getBestPossibleObjValue(cbc) * scale;
+    return isfinite(bound) ? fmax(0, fmin(bound, time)) : 0;
+}
+
 /* Builds the program, warm-starts, solves and decodes: result's schedule, status, bound. */
 static int solve_graph(const ck_graph *g, uint64_t budget, const ck_graph_planner_opts *opts,
                        ck_graph_plan_result *result, ck_err *err)
 {
     layout L = {0};
     ck_graph_replay rp;
+    ck_graph_schedule warm = {0};
     double unit = fmax(1, (double)budget / MEMORY_STEPS);
     scaling o = {.unit = unit, .budget_units = (double)budget / unit, .cost_scale = cost_scale(g)};
+    bool own = false;
     Cbc_Model *cbc = Cbc_newModel();
     int rc = cbc ? layout_make(g, &L, err) : ck_err_oom(err);
     if (rc == CK_OK)
         rc = build(cbc, &L, g, &o, err);
     if (rc == CK_OK && opts && opts->warm_start)
-        rc = warm_start(cbc, &L, g, opts->warm_start, budget, unit, err);
+        rc = warm_start(cbc, g, opts->warm_start, budget, o.cost_scale, &warm, &rp, err);
     if (rc == CK_OK)
         rc = ck_err_check_stop(opts ? opts->stop : NULL, err);
     if (rc == CK_OK) {
         solve(cbc, opts);
-        rc = outcome(cbc, opts, &result->status, err);
+        rc = outcome(cbc, opts, warm.n > 0, &result->status, &own, err);
     }
-    if (rc == CK_OK)
+    if (rc == CK_OK && own)
         rc = decode(cbc, &L, g, budget, &result->schedule, &rp, err);
+    else if (rc == CK_OK) {
+        result->schedule = warm;
+        warm = (ck_graph_schedule){0};
+    }
     if (rc == CK_OK) {
-        result->bound = fmin(Cbc_getBestPossibleObjValue(cbc) * o.cost_scale, rp.time);
+        result->bound = bound_of(cbc, own, o.cost_scale, rp.time);
         result->gap = rp.time > 0 ? (rp.time - result->bound) / rp.time : 0;
     }
+    ck_graph_schedule_free(&warm);
     if (cbc)
         Cbc_deleteModel(cbc);
     layout_free(&L);
