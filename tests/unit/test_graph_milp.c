@@ -82,7 +82,7 @@ START_TEST(matches_brute_force_on_random_graphs)
 {
     ck_rng rng;
     ck_rng_seed(&rng, 13);
-    for (unsigned k = 0; k < 36; k++) {
+    for (unsigned k = 0; k < 24; k++) {
         ck_graph g;
         ck_err err;
         ck_assert_int_eq(ck_graphgen_random(&g, 3 + k % 3, 8, &rng, &err), CK_OK);
@@ -92,11 +92,198 @@ START_TEST(matches_brute_force_on_random_graphs)
 }
 END_TEST
 
-TCase *milp_tcase(void)
+/* Bytes in the gigabytes, budgets to the byte: a budget one byte below a schedule's peak must
+ * refuse it although the two differ by 1e-10 of the budget, below CBC's tolerances. */
+START_TEST(exact_to_the_byte_at_tens_of_gigabytes)
+{
+    ck_rng rng, again;
+    ck_rng_seed(&rng, 1013);
+    for (unsigned k = 0; k < 6; k++) {
+        ck_graph g, big;
+        ck_err err;
+        again = rng;
+        ck_assert_int_eq(ck_graphgen_random(&g, 3 + k % 3, 8, &rng, &err), CK_OK);
+        ck_assert_int_eq(ck_graphgen_random(&big, 3 + k % 3, 8, &again, &err), CK_OK);
+        for (size_t v = 0; v < big.n_nodes; v++)
+            big.nodes[v].bytes *= 2000000000;
+        check_graph(&g, &big, 2000000000, k);
+        ck_graph_free(&g);
+        ck_graph_free(&big);
+    }
+}
+END_TEST
+
+/* A graph where some schedule fits a smaller budget than any of Checkmate's class: milp
+ * says infeasible there, and names the class. */
+START_TEST(infeasible_where_only_schedules_outside_the_class_fit)
+{
+    ck_rng rng;
+    ck_rng_seed(&rng, 7);
+    for (unsigned k = 0;; k++) {
+        ck_graph g;
+        ck_err err;
+        uint64_t all, staged;
+        ck_assert_uint_lt(k, 3000);
+        ck_assert_int_eq(ck_graphgen_random(&g, 3 + k % 3, 8, &rng, &err), CK_OK);
+        ck_assert_int_eq(ck_graph_brute_min_peak(&g, CK_GRAPH_BRUTE_ALL, &all, &err), CK_OK);
+        ck_assert_int_eq(ck_graph_brute_min_peak(&g, CK_GRAPH_BRUTE_STAGED, &staged, &err), CK_OK);
+        if (all < staged) {
+            ck_graph_plan_result r;
+            uint64_t min_budget;
+            ck_assert_int_eq(ck_graph_planner_milp.plan(&g, staged - 1, NULL, &r, &min_budget, &err),
+                             CK_ERR_INFEASIBLE);
+            ck_assert_msg(strstr(err.msg, "Checkmate's class"), "%s", err.msg);
+            ck_assert_int_eq(ck_graph_planner_milp.plan(&g, staged, NULL, &r, &min_budget, &err),
+                             CK_OK);
+            ck_graph_schedule_free(&r.schedule);
+            ck_graph_free(&g);
+            return;
+        }
+        ck_graph_free(&g);
+    }
+}
+END_TEST
+
+static ck_graph_plan_result plan_ok(const ck_graph *g, uint64_t budget,
+                                    const ck_graph_planner_opts *opts)
+{
+    ck_graph_plan_result r;
+    ck_err err;
+    uint64_t min_budget;
+    ck_assert_msg(ck_graph_planner_milp.plan(g, budget, opts, &r, &min_budget, &err) == CK_OK,
+                  "%s", err.msg);
+    ck_assert_uint_le(replay_of(g, &r.schedule).peak_bytes, budget);
+    return r;
+}
+
+/* Warm-started from its own schedule at the least budget (which fits every larger one, and
+ * is the optimum at some), milp still finds the optimum and proves it; from a schedule
+ * outside the class (a compute after the last stage) too, which it leaves out. */
+START_TEST(warm_starts_keep_it_exact)
+{
+    ck_rng rng;
+    ck_rng_seed(&rng, 31);
+    for (unsigned k = 0; k < 6; k++) {
+        ck_graph g;
+        ck_err err;
+        uint64_t least;
+        ck_assert_int_eq(ck_graphgen_random(&g, 3 + k % 3, 8, &rng, &err), CK_OK);
+        ck_assert_int_eq(ck_graph_brute_min_peak(&g, CK_GRAPH_BRUTE_STAGED, &least, &err), CK_OK);
+        ck_graph_plan_result first = plan_ok(&g, least, NULL);
+        ck_graph_schedule outside;
+        ck_assert_int_eq(ck_graph_schedule_baseline(&g, &outside, &err), CK_OK);
+        ck_assert(ck_graph_schedule_push(&outside, CK_GRAPH_COMPUTE, 0));
+        uint64_t top = baseline(&g).peak_bytes + g.nodes[0].bytes;
+        ck_assert_uint_le(replay_of(&g, &outside).peak_bytes, top);
+        for (uint64_t b = least; b <= top; b++)
+            for (int w = 0; w < 2; w++) {
+                ck_graph_planner_opts opts = {.warm_start = w ? &outside : &first.schedule};
+                ck_graph_plan_result r = plan_ok(&g, b, &opts);
+                double best;
+                ck_assert_int_eq(ck_graph_brute_best(&g, CK_GRAPH_BRUTE_STAGED, b, &best, &err),
+                                 CK_OK);
+                ck_assert_msg(same_time(replay_of(&g, &r.schedule).time, best),
+                              "graph %u budget %llu warm %d", k, (unsigned long long)b, w);
+                ck_assert_str_eq(r.status, "optimal");
+                ck_assert(same_time(r.bound, best));
+                ck_graph_schedule_free(&r.schedule);
+            }
+        ck_graph_schedule_free(&outside);
+        ck_graph_schedule_free(&first.schedule);
+        ck_graph_free(&g);
+    }
+}
+END_TEST
+
+/* With no time to search, a warm start is the answer (never anything slower), and without
+ * one there is none: milp does not call either optimal unless CBC proved it. */
+START_TEST(time_limit_keeps_the_warm_start)
+{
+    ck_rng rng;
+    ck_rng_seed(&rng, 77);
+    ck_graph g;
+    ck_err err;
+    ck_assert_int_eq(ck_graphgen_random(&g, 8, 8, &rng, &err), CK_OK);
+    ck_graph_schedule base;
+    ck_assert_int_eq(ck_graph_schedule_baseline(&g, &base, &err), CK_OK);
+    ck_graph_replay br = replay_of(&g, &base);
+    ck_graph_planner_opts opts = {.time_limit_s = 1e-6, .warm_start = &base};
+    ck_graph_plan_result r = plan_ok(&g, br.peak_bytes, &opts);
+    ck_assert_double_le(replay_of(&g, &r.schedule).time, br.time);
+    ck_assert_msg(!strcmp(r.status, "time limit") || !strcmp(r.status, "optimal"), "%s", r.status);
+    ck_graph_schedule_free(&r.schedule);
+    opts.warm_start = NULL;
+    uint64_t min_budget;
+    ck_assert_int_eq(ck_graph_planner_milp.plan(&g, br.peak_bytes, &opts, &r, &min_budget, &err),
+                     CK_ERR_RUNTIME);
+    ck_assert_msg(strstr(err.msg, "time limit"), "%s", err.msg);
+    ck_assert_uint_eq(r.schedule.n, 0);
+    ck_graph_schedule_free(&base);
+    ck_graph_free(&g);
+}
+END_TEST
+
+START_TEST(stops_when_asked)
+{
+    ck_rng rng;
+    ck_rng_seed(&rng, 3);
+    ck_graph g;
+    ck_err err;
+    ck_assert_int_eq(ck_graphgen_random(&g, 4, 8, &rng, &err), CK_OK);
+    atomic_int stop = 1;
+    ck_graph_planner_opts opts = {.stop = &stop};
+    ck_graph_plan_result r;
+    uint64_t min_budget;
+    ck_assert_int_eq(ck_graph_planner_milp.plan(&g, UINT64_MAX / 2, &opts, &r, &min_budget, &err),
+                     CK_INTERRUPTED);
+    ck_assert_uint_eq(r.schedule.n, 0);
+    ck_graph_free(&g);
+}
+END_TEST
+
+/* ckplan's stdout is data: CBC must write nothing there. */
+START_TEST(cbc_writes_nothing_to_stdout)
+{
+    ck_rng rng;
+    ck_rng_seed(&rng, 5);
+    ck_graph g;
+    ck_err err;
+    ck_assert_int_eq(ck_graphgen_random(&g, 5, 8, &rng, &err), CK_OK);
+    fflush(stdout);
+    FILE *capture = tmpfile();
+    ck_assert_ptr_nonnull(capture);
+    int saved = dup(STDOUT_FILENO);
+    ck_assert_int_ge(saved, 0);
+    ck_assert_int_ge(dup2(fileno(capture), STDOUT_FILENO), 0);
+    ck_graph_planner_opts opts = {.time_limit_s = 10};
+    ck_graph_plan_result r;
+    uint64_t min_budget;
+    int rc = ck_graph_planner_milp.plan(&g, baseline(&g).peak_bytes * 3 / 4, &opts, &r, &min_budget,
+                                        &err);
+    fflush(stdout);
+    dup2(saved, STDOUT_FILENO);
+    close(saved);
+    ck_assert_int_eq(fseek(capture, 0, SEEK_END), 0);
+    long written = ftell(capture);
+    fclose(capture);
+    ck_assert_msg(rc == CK_OK || rc == CK_ERR_INFEASIBLE, "%s", err.msg);
+    ck_assert_int_eq(written, 0);
+    ck_graph_schedule_free(&r.schedule);
+    ck_graph_free(&g);
+}
+END_TEST
+
+static TCase *milp_tcase(void)
 {
     TCase *tc = tcase_create("milp");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, matches_brute_force_on_random_graphs);
+    tcase_add_test(tc, exact_to_the_byte_at_tens_of_gigabytes);
+    tcase_add_test(tc, infeasible_where_only_schedules_outside_the_class_fit);
+    tcase_add_test(tc, warm_starts_keep_it_exact);
+    tcase_add_test(tc, time_limit_keeps_the_warm_start);
+    tcase_add_test(tc, stops_when_asked);
+    tcase_add_test(tc, cbc_writes_nothing_to_stdout);
     return tc;
 }
 
