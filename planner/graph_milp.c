@@ -9,10 +9,14 @@
 
 /* CBC stops when its best schedule is within this fraction of its bound. */
 #define RELATIVE_GAP 1e-6
-/* Memory is counted in units of budget / MEMORY_STEPS bytes (at least one byte): CBC's
- * absolute feasibility tolerance of 1e-7 is then about a byte at a 100 GB budget, and no
- * coefficient is much above MEMORY_STEPS. The replay decides in the end. */
-#define MEMORY_STEPS 8192.0
+/* Memory is counted in units of budget / MEMORY_STEPS bytes (at least one byte): no
+ * coefficient is much above MEMORY_STEPS. Every peak is a multiple of G, the greatest common
+ * divisor of the nodes' bytes (128 or more on Checkmate's graphs), so U's bound is the
+ * budget rounded down to a multiple of G, plus G / 2: schedules that fit stay inside it,
+ * and those that do not outside, by G / 2 bytes, well beyond CBC's tolerances (measured
+ * here: it accepts about 1e-6 of a unit over a bound, which at a 30 GB budget is half a
+ * byte). The replay decides in the end. */
+#define MEMORY_STEPS 65536.0
 
 /* The variables of stage t (0 <= t < n) and where they are among CBC's columns:
  *   R[t][i], i <= t: node i is computed in stage t (R[t][t] = 1);
@@ -532,6 +536,16 @@ static uint64_t most_needed(const ck_graph *g, size_t *node)
     return most;
 }
 
+/* The greatest common divisor of the nodes' bytes (1 when all are 0). */
+static uint64_t bytes_gcd(const ck_graph *g)
+{
+    uint64_t G = 0;
+    for (size_t v = 0; v < g->n_nodes; v++)
+        for (uint64_t b = g->nodes[v].bytes, r; b; G = b, b = r)
+            r = G % b;
+    return G ? G : 1;
+}
+
 /* A power of two at least the largest cost (exact to divide by), so that the objective's
  * coefficients lie in [0, 1] whatever the graph's unit of time. */
 static double cost_scale(const ck_graph *g)
@@ -562,7 +576,9 @@ static int solve_graph(const ck_graph *g, uint64_t budget, const ck_graph_planne
     ck_graph_replay rp;
     ck_graph_schedule warm = {0};
     double unit = fmax(1, (double)budget / MEMORY_STEPS);
-    scaling o = {.unit = unit, .budget_units = (double)budget / unit, .cost_scale = cost_scale(g)};
+    uint64_t G = bytes_gcd(g);
+    double bound = (double)(budget / G * G) + (double)G / 2;
+    scaling o = {.unit = unit, .budget_units = bound / unit, .cost_scale = cost_scale(g)};
     bool own = false;
     Cbc_Model *cbc = Cbc_newModel();
     int rc = cbc ? layout_make(g, &L, err) : ck_err_oom(err);

@@ -47,11 +47,11 @@ static int load(bench_graph *b, ck_err *err)
     return rc;
 }
 
-/* Bisection to 0.02% of the baseline's peak. */
+/* Bisection to 0.1% of the baseline's peak. */
 static void least_budget(bench_graph *b, double probe_s)
 {
     ck_graph_planner_opts opts = {.time_limit_s = probe_s};
-    uint64_t step = b->base.peak_bytes / 5000;
+    uint64_t step = b->base.peak_bytes / 1000;
     double start = ck_clock_seconds();
     b->lo = 0;
     b->hi = b->base.peak_bytes;

@@ -32,18 +32,19 @@ static ck_graph_replay baseline(const ck_graph *g)
     return r;
 }
 
-/* milp on g at budget * scale (every byte of g taken scale times), against the brute force
- * of Checkmate's class at budget: the same time, proven optimal, replayed within the
- * budget; or infeasible, exactly where the brute force finds nothing. */
-static void check_budget(const ck_graph *g, const ck_graph *scaled, uint64_t scale,
-                         uint64_t budget, unsigned graph_no)
+/* milp on `scaled` (g with every byte taken some number of times) at big_budget, against the
+ * brute force of Checkmate's class on g at budget (the same schedules fit): the same time,
+ * proven optimal, replayed within the budget; or infeasible, exactly where the brute force
+ * finds nothing. */
+static void check_budget(const ck_graph *g, const ck_graph *scaled, uint64_t budget,
+                         uint64_t big_budget, unsigned graph_no)
 {
     ck_err err = {{0}}, berr;
     ck_graph_plan_result r;
     uint64_t min_budget = 1;
     double best = 0;
     int want = ck_graph_brute_best(g, CK_GRAPH_BRUTE_STAGED, budget, &best, &berr);
-    int rc = ck_graph_planner_milp.plan(scaled, budget * scale, NULL, &r, &min_budget, &err);
+    int rc = ck_graph_planner_milp.plan(scaled, big_budget, NULL, &r, &min_budget, &err);
     ck_assert_msg(rc == want, "graph %u budget %llu: milp %d (%s), brute force %d", graph_no,
                   (unsigned long long)budget, rc, err.msg, want);
     if (rc != CK_OK) {
@@ -53,7 +54,7 @@ static void check_budget(const ck_graph *g, const ck_graph *scaled, uint64_t sca
         return;
     }
     ck_graph_replay rp = replay_of(scaled, &r.schedule);
-    ck_assert_msg(rp.peak_bytes <= budget * scale, "graph %u budget %llu: peak %llu", graph_no,
+    ck_assert_msg(rp.peak_bytes <= big_budget, "graph %u budget %llu: peak %llu", graph_no,
                   (unsigned long long)budget, (unsigned long long)rp.peak_bytes);
     ck_assert_msg(same_time(rp.time, best), "graph %u budget %llu: milp %.17g, brute force %.17g",
                   graph_no, (unsigned long long)budget, rp.time, best);
@@ -63,7 +64,8 @@ static void check_budget(const ck_graph *g, const ck_graph *scaled, uint64_t sca
     ck_graph_schedule_free(&r.schedule);
 }
 
-/* Every budget from one below the least peak of all schedules to the baseline's peak. */
+/* Every budget from one below the least peak of all schedules to the baseline's peak; on a
+ * scaled graph, each also one byte below (where only the schedules of one unit less fit). */
 static void check_graph(const ck_graph *g, const ck_graph *scaled, uint64_t scale, unsigned no)
 {
     ck_err err;
@@ -74,8 +76,11 @@ static void check_graph(const ck_graph *g, const ck_graph *scaled, uint64_t scal
     ck_assert_uint_le(least_all, least_staged);
     uint64_t top = baseline(g).peak_bytes;
     ck_assert_uint_ge(top, least_staged);
-    for (uint64_t b = least_all - 1; b <= top; b++)
-        check_budget(g, scaled, scale, b, no);
+    for (uint64_t b = least_all - 1; b <= top; b++) {
+        check_budget(g, scaled, b, b * scale, no);
+        if (scale > 1)
+            check_budget(g, scaled, b - 1, b * scale - 1, no);
+    }
 }
 
 START_TEST(matches_brute_force_on_random_graphs)
