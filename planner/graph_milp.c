@@ -592,6 +592,8 @@ static int solve_graph(const ck_graph *g, uint64_t budget, const ck_graph_planne
         solve(cbc, opts);
         rc = outcome(cbc, opts, warm.n > 0, &result->status, &own, err);
     }
+    if (rc == CK_OK)
+        rc = ck_err_check_stop(opts ? opts->stop : NULL, err);
     if (rc == CK_OK && own)
         rc = decode(cbc, &L, g, budget, &result->schedule, &rp, err);
     else if (rc == CK_OK) {

@@ -2,7 +2,9 @@
 # The milp planner on the seven Checkmate training graphs: prints a Markdown section with
 # the command and milp's time, wall time, status and proven gap at 0.9x and 0.7x the
 # no-rematerialization peak and at the least budget any schedule can have
-# (tests/bench/bench_graphs.c does the work; every figure there is replayed).
+# (tests/bench/bench_graphs.c does the work; every figure there is replayed), then how often
+# Checkmate's class misses the optimum of all schedules on small random graphs
+# (tests/bench/graph_class.c, built next to BENCH_GRAPHS).
 # usage: graphs.sh [BENCH_GRAPHS [GRAPH_DIR]]   (defaults: build/bench/bench_graphs,
 # ../shared/graphs/checkmate; GRAPHS_TIME_LIMIT seconds a solve, default 60)
 set -euo pipefail
@@ -26,3 +28,9 @@ start=$(date +%s)
 "$bench" "$limit" "${files[@]}"
 echo
 echo "Whole run: $(( $(date +%s) - start )) s."
+echo
+echo "### Checkmate's class against all schedules"
+echo
+echo "\`$(dirname "$bench")/graph_class 3000 7\`:"
+echo
+"$(dirname "$bench")/graph_class" 3000 7
