@@ -83,14 +83,33 @@ static void check_graph(const ck_graph *g, const ck_graph *scaled, uint64_t scal
     }
 }
 
+static ck_graph graph_from(ck_rng *rng, size_t forward)
+{
+    ck_graph g;
+    ck_err err;
+    ck_assert_msg(ck_graphgen_random(&g, forward, 8, rng, &err) == CK_OK, "%s", err.msg);
+    return g;
+}
+
+/* The k-th random graph of a test: 3, 4 or 5 forward nodes in turn (6 to 10 nodes). */
+static ck_graph random_graph(ck_rng *rng, unsigned k)
+{
+    return graph_from(rng, 3 + k % 3);
+}
+
+static ck_graph seeded_graph(uint64_t seed, size_t forward)
+{
+    ck_rng rng;
+    ck_rng_seed(&rng, seed);
+    return graph_from(&rng, forward);
+}
+
 START_TEST(matches_brute_force_on_random_graphs)
 {
     ck_rng rng;
     ck_rng_seed(&rng, 13);
     for (unsigned k = 0; k < 24; k++) {
-        ck_graph g;
-        ck_err err;
-        ck_assert_int_eq(ck_graphgen_random(&g, 3 + k % 3, 8, &rng, &err), CK_OK);
+        ck_graph g = random_graph(&rng, k);
         check_graph(&g, &g, 1, k);
         ck_graph_free(&g);
     }
@@ -104,11 +123,8 @@ START_TEST(exact_to_the_byte_at_tens_of_gigabytes)
     ck_rng rng, again;
     ck_rng_seed(&rng, 1013);
     for (unsigned k = 0; k < 6; k++) {
-        ck_graph g, big;
-        ck_err err;
         again = rng;
-        ck_assert_int_eq(ck_graphgen_random(&g, 3 + k % 3, 8, &rng, &err), CK_OK);
-        ck_assert_int_eq(ck_graphgen_random(&big, 3 + k % 3, 8, &again, &err), CK_OK);
+        ck_graph g = random_graph(&rng, k), big = random_graph(&again, k);
         for (size_t v = 0; v < big.n_nodes; v++)
             big.nodes[v].bytes *= 2000000000;
         check_graph(&g, &big, 2000000000, k);
@@ -125,11 +141,10 @@ START_TEST(infeasible_where_only_schedules_outside_the_class_fit)
     ck_rng rng;
     ck_rng_seed(&rng, 7);
     for (unsigned k = 0;; k++) {
-        ck_graph g;
         ck_err err;
         uint64_t all, staged;
         ck_assert_uint_lt(k, 3000);
-        ck_assert_int_eq(ck_graphgen_random(&g, 3 + k % 3, 8, &rng, &err), CK_OK);
+        ck_graph g = random_graph(&rng, k);
         ck_assert_int_eq(ck_graph_brute_min_peak(&g, CK_GRAPH_BRUTE_ALL, &all, &err), CK_OK);
         ck_assert_int_eq(ck_graph_brute_min_peak(&g, CK_GRAPH_BRUTE_STAGED, &staged, &err), CK_OK);
         if (all < staged) {
@@ -169,10 +184,9 @@ START_TEST(warm_starts_keep_it_exact)
     ck_rng rng;
     ck_rng_seed(&rng, 31);
     for (unsigned k = 0; k < 6; k++) {
-        ck_graph g;
         ck_err err;
         uint64_t least;
-        ck_assert_int_eq(ck_graphgen_random(&g, 3 + k % 3, 8, &rng, &err), CK_OK);
+        ck_graph g = random_graph(&rng, k);
         ck_assert_int_eq(ck_graph_brute_min_peak(&g, CK_GRAPH_BRUTE_STAGED, &least, &err), CK_OK);
         ck_graph_plan_result first = plan_ok(&g, least, NULL);
         ck_graph_schedule outside;
@@ -204,11 +218,8 @@ END_TEST
  * one there is none: milp does not call either optimal unless CBC proved it. */
 START_TEST(time_limit_keeps_the_warm_start)
 {
-    ck_rng rng;
-    ck_rng_seed(&rng, 77);
-    ck_graph g;
+    ck_graph g = seeded_graph(77, 8);
     ck_err err;
-    ck_assert_int_eq(ck_graphgen_random(&g, 8, 8, &rng, &err), CK_OK);
     ck_graph_schedule base;
     ck_assert_int_eq(ck_graph_schedule_baseline(&g, &base, &err), CK_OK);
     ck_graph_replay br = replay_of(&g, &base);
@@ -230,11 +241,8 @@ END_TEST
 
 START_TEST(stops_when_asked)
 {
-    ck_rng rng;
-    ck_rng_seed(&rng, 3);
-    ck_graph g;
+    ck_graph g = seeded_graph(3, 4);
     ck_err err;
-    ck_assert_int_eq(ck_graphgen_random(&g, 4, 8, &rng, &err), CK_OK);
     atomic_int stop = 1;
     ck_graph_planner_opts opts = {.stop = &stop};
     ck_graph_plan_result r;
@@ -249,11 +257,8 @@ END_TEST
 /* ckplan's stdout is data: CBC must write nothing there. */
 START_TEST(cbc_writes_nothing_to_stdout)
 {
-    ck_rng rng;
-    ck_rng_seed(&rng, 5);
-    ck_graph g;
+    ck_graph g = seeded_graph(5, 5);
     ck_err err;
-    ck_assert_int_eq(ck_graphgen_random(&g, 5, 8, &rng, &err), CK_OK);
     fflush(stdout);
     FILE *capture = tmpfile();
     ck_assert_ptr_nonnull(capture);
