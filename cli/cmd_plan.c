@@ -9,11 +9,13 @@
 #include "cli/chart.h"
 #include "cli/files.h"
 #include "cli/forward.h"
+#include "cli/graphplan.h"
 #include "cli/interrupt.h"
 #include "cli/human.h"
 #include "cli/options.h"
 #include "cli/runner.h"
 #include "planner/device.h"
+#include "planner/graph_planners.h"
 #include "planner/json.h"
 #include "planner/plan.h"
 #include "planner/planner.h"
@@ -30,7 +32,9 @@ static void plan_usage(FILE *out)
             "Chooses which activations of a training step to keep and which to recompute so\n"
             "that the step fits in SIZE bytes, writes the plan and prints a summary. MODEL is\n"
             "an op-graph model (ckplan-model/1), a chain file (ckplan-chain/1), or a Hugging\n"
-            "Face config.json or the directory holding one (see 'ckplan import --help').\n"
+            "Face config.json or the directory holding one (see 'ckplan import --help'), or\n"
+            "a Checkmate training graph (networkx node-link JSON: nodes and links), which is\n"
+            "planned node by node into a graph plan (docs/plan-format.md, \"Graph plans\").\n"
             "\n"
             "  --budget SIZE         memory for the whole step: bytes, or a number with a unit:\n"
             "                        K M G T or KiB MiB GiB TiB (powers of 1024), KB MB GB TB\n"
@@ -42,7 +46,11 @@ static void plan_usage(FILE *out)
             "                        the forward's largest transient, and whether they fit (exit\n"
             "                        0) or not (exit 3); with --json as a ckplan-inference/1\n"
             "                        object on stdout; no file is written\n"
-            "  --planner P           which planner (default dp; see below)\n"
+            "  --planner P           which planner (default dp, for graphs fast; see below)\n"
+            "  --min-budget          graphs: print the planner's smallest feasible budget, in\n"
+            "                        bytes, alone on a line; no plan is written\n"
+            "  --time-limit SECONDS  graphs: the most a planner that searches long (milp) may\n"
+            "                        take\n"
             "  --slots N             dp: memory resolution, the budget in N units (default %d)\n",
             CK_DEFAULT_SLOTS);
     ck_options_workload_help(out);
@@ -56,6 +64,9 @@ static void plan_usage(FILE *out)
             DEFAULT_PLAN_FILE);
     for (const ck_planner *const *p = ck_planners; *p; p++)
         fprintf(out, "  %-8s %s\n", (*p)->name, (*p)->summary);
+    fprintf(out, "\ngraph planners (the model options, --slots, --svg and --inference do not apply):\n");
+    for (const ck_graph_planner *const *p = ck_graph_planners; *p; p++)
+        fprintf(out, "  %-8s %s\n", (*p)->name, (*p)->summary);
     fprintf(out, "\n"
                  "Static memory (parameters, gradients, optimizer state) is not activations:\n"
                  "checkpointing cannot reduce it, and the planners get what the budget leaves.\n"
@@ -63,14 +74,16 @@ static void plan_usage(FILE *out)
                  "cannot be met (the smallest budget that can is printed).\n");
 }
 
-enum { OPT_INFERENCE = CK_OPT_SVG + 1 };
+enum { OPT_INFERENCE = CK_OPT_SVG + 1, OPT_MIN_BUDGET, OPT_TIME_LIMIT };
 
 typedef struct {
     const char *model_path;
     const char *output, *svg;
+    const char *planner_name; /* NULL: the default for the kind of MODEL */
     const ck_planner *planner;
     uint64_t budget;
-    bool have_budget, json, inference;
+    bool have_budget, json, inference, min_budget, have_slots;
+    double time_limit_s;
     ck_planner_opts planner_opts;
     ck_workload_opts workload_opts;
 } plan_args;
@@ -85,6 +98,8 @@ static int parse_args(int argc, char **argv, plan_args *a, ck_err *err)
         {"slots", required_argument, NULL, CK_OPT_SLOTS},
         {"json", no_argument, NULL, CK_OPT_JSON},
         {"inference", no_argument, NULL, OPT_INFERENCE},
+        {"min-budget", no_argument, NULL, OPT_MIN_BUDGET},
+        {"time-limit", required_argument, NULL, OPT_TIME_LIMIT},
         {"svg", required_argument, NULL, CK_OPT_SVG},
         {"output", required_argument, NULL, 'o'},
         {"help", no_argument, NULL, 'h'},
@@ -92,7 +107,6 @@ static int parse_args(int argc, char **argv, plan_args *a, ck_err *err)
     };
     memset(a, 0, sizeof *a);
     a->output = DEFAULT_PLAN_FILE;
-    a->planner = ck_planner_find("dp");
     a->planner_opts.slots = CK_DEFAULT_SLOTS;
     a->planner_opts.stop = ck_interrupt_flag();
     ck_workload_opts_default(&a->workload_opts);
@@ -113,14 +127,19 @@ static int parse_args(int argc, char **argv, plan_args *a, ck_err *err)
             a->have_budget = true;
             break;
         case CK_OPT_PLANNER:
-            a->planner = ck_planner_find(optarg);
-            if (!a->planner)
-                rc = ck_err_fail(err, CK_ERR_INPUT, "--planner: no planner '%s' (dp, revolve, chen, "
-                                                "sqrt or none)", optarg);
+            a->planner_name = optarg;
             break;
         case CK_OPT_SLOTS:
             rc = ck_options_parse_count(optarg, "--slots", 1, 1000000, &slots, err);
             a->planner_opts.slots = (uint32_t)slots;
+            a->have_slots = true;
+            break;
+        case OPT_MIN_BUDGET:
+            a->min_budget = true;
+            break;
+        case OPT_TIME_LIMIT:
+            rc = ck_options_parse_count(optarg, "--time-limit", 1, 1000000, &slots, err);
+            a->time_limit_s = (double)slots;
             break;
         case CK_OPT_JSON:
             a->json = true;
@@ -143,13 +162,43 @@ static int parse_args(int argc, char **argv, plan_args *a, ck_err *err)
                                                            "MODEL --budget SIZE (see --help)"
                                                          : "plan: more than one MODEL given (%s)",
                        optind < argc ? argv[optind + 1] : "");
-    if (!a->have_budget && !a->workload_opts.device)
+    if (!a->have_budget && !a->workload_opts.device && !a->min_budget)
         return ck_err_fail(err, CK_ERR_INPUT, "plan: --budget SIZE is required, or --device NAME "
                                           "(e.g. --budget 8G, --device h100-80gb)");
-    if (!a->have_budget)
+    if (!a->have_budget && a->workload_opts.device)
         a->budget = ck_device_budget(a->workload_opts.device);
     a->model_path = argv[optind];
     return CK_OK;
+}
+
+/* A chain or model: the chain planner, and no graph-only option. */
+static int check_chain_args(plan_args *a, ck_err *err)
+{
+    a->planner = ck_planner_find(a->planner_name ? a->planner_name : "dp");
+    if (!a->planner)
+        return ck_err_fail(err, CK_ERR_INPUT, "--planner: no planner '%s' (dp, revolve, chen, sqrt or "
+                           "none; graph planners are for Checkmate graphs)", a->planner_name);
+    if (a->min_budget || a->time_limit_s > 0)
+        return ck_err_fail(err, CK_ERR_INPUT, "plan: %s is for Checkmate graphs; %s is not one",
+                           a->min_budget ? "--min-budget" : "--time-limit", a->model_path);
+    return CK_OK;
+}
+
+/* MODEL is a Checkmate graph: planned by cli/graphplan. */
+static int plan_graph(const plan_args *a)
+{
+    ck_err err;
+    if (a->svg || a->inference || a->have_slots || a->workload_opts.device)
+        return ck_main_report(ck_err_fail(&err, CK_ERR_INPUT, "plan: %s does not apply to a "
+                                          "Checkmate graph (%s)", a->svg ? "--svg" : a->inference ?
+                                          "--inference" : a->have_slots ? "--slots" : "--device",
+                                          a->model_path), err.msg);
+    ck_graphplan_args ga = {
+        .graph_path = a->model_path, .output = a->output, .planner = a->planner_name,
+        .budget = a->budget, .json = a->json, .min_budget = a->min_budget,
+        .time_limit_s = a->time_limit_s,
+    };
+    return ck_graphplan_plan(&ga);
 }
 
 static void format_time(double t, bool seconds, char *buf, size_t len)
@@ -386,6 +435,11 @@ int ck_cmd_plan(int argc, char **argv)
     const ck_named_file out[] = {{a.output, "-o"}, {a.svg, "--svg"}};
     if (rc == CK_OK)
         rc = CK_CHECK_OUTPUTS_APART("plan", in, out, &err);
+    if (rc != CK_OK)
+        return ck_main_report(rc, err.msg);
+    if (ck_graphplan_is_graph_file(a.model_path))
+        return plan_graph(&a);
+    rc = check_chain_args(&a, &err);
     if (rc != CK_OK)
         return ck_main_report(rc, err.msg);
     ck_workload w;

@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "cli/files.h"
+#include "cli/graphplan.h"
 #include "cli/options.h"
 #include "cli/runner.h"
 #include "planner/size.h"
@@ -25,6 +26,10 @@ static void run_usage(FILE *out)
             "the store-everything baseline and once with the plan's schedule, and reports the\n"
             "predicted against the measured memory and time. PLAN defaults to %s.\n"
             "A chain file's stages run as synthetic work of the declared sizes and times.\n"
+            "A graph plan (of a Checkmate graph) is replayed, not executed: run loads the\n"
+            "graph, checks its sha256, replays the schedule under the graph rules and checks\n"
+            "the plan file's figures against the replay (exit 1 if they differ); the other\n"
+            "options do not apply to it.\n"
             "\n"
             "  --verify          check that the plan's loss and every gradient equal the\n"
             "                    baseline's bit for bit, that its tracked activation peak\n"
@@ -124,6 +129,8 @@ int ck_cmd_run(int argc, char **argv)
     if (rc != CK_OK)
         return ck_main_report(rc, err.msg);
 
+    if (ck_graphplan_is_graph_plan(a.plan_path))
+        return ck_graphplan_run(a.plan_path, a.quiet);
     ck_plan_file plan;
     char plan_sha[65];
     rc = ck_runner_read_plan(a.plan_path, &plan, plan_sha, &err);

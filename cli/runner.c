@@ -191,7 +191,7 @@ static bool is_regular_file(const char *path)
  * name their files as `ckplan plan` was given them, from the directory it ran in, so a
  * path that is no file beside the plan but is one from here is taken from here. NULL when
  * out of memory. */
-static char *plan_relative(const char *plan_path, const char *path)
+char *ck_runner_plan_relative(const char *plan_path, const char *path)
 {
     const char *slash = strrchr(plan_path, '/');
     if (path[0] == '/' || !slash)
@@ -223,7 +223,7 @@ static int apply_plan_costs(const char *plan_path, const char *label, const ck_p
 {
     if (!p->costs_path || !w->model)
         return CK_OK;
-    char *costs = plan_relative(plan_path, p->costs_path);
+    char *costs = ck_runner_plan_relative(plan_path, p->costs_path);
     if (!costs)
         return ck_err_oom(err);
     opts->costs_path = costs;
@@ -260,7 +260,7 @@ int ck_runner_load_plan_model(const char *plan_path, const char *label, const ck
     if (p->has_cost_model)
         opts.cost = p->cost_model;
     opts.model = p->model_opts;
-    char *model = plan_relative(plan_path, p->model_path);
+    char *model = ck_runner_plan_relative(plan_path, p->model_path);
     if (!model)
         return ck_err_oom(err);
     int rc = ck_workload_load(model, &opts, w, err);

@@ -41,6 +41,10 @@ void ck_runner_planned_free(ck_planned *p);
  * when sha256 is non-NULL (65 bytes), the SHA-256 of its bytes in hexadecimal. */
 int ck_runner_read_plan(const char *path, ck_plan_file *out, char *sha256, ck_err *err);
 
+/* The file a plan names at `path`: a relative path is relative to the plan's directory,
+ * unless no such file is there and one is here. NULL when out of memory; caller frees. */
+char *ck_runner_plan_relative(const char *plan_path, const char *path);
+
 /* Loads the model plan p names into *w, derived as the plan says (granularity; times from
  * its roofline rates, the default ones when it does not say, or from its costs file; a
  * relative path is looked for beside plan_path first), and checks that it is the one

@@ -13,8 +13,8 @@
 bool ck_graph_is_checkmate(const cJSON *root)
 {
     return cJSON_IsObject(root) && !cJSON_GetObjectItemCaseSensitive(root, "format") &&
-           cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(root, "nodes")) &&
-           cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(root, "links"));
+           (cJSON_GetObjectItemCaseSensitive(root, "nodes") ||
+            cJSON_GetObjectItemCaseSensitive(root, "links"));
 }
 
 void ck_graph_free(ck_graph *g)
@@ -407,4 +407,17 @@ int ck_graph_schedule_baseline(const ck_graph *g, ck_graph_schedule *out, ck_err
         return CK_OK;
     ck_graph_schedule_free(out);
     return ck_err_oom(err);
+}
+
+void ck_graph_plan_result_init(ck_graph_plan_result *r)
+{
+    memset(r, 0, sizeof *r);
+    r->bound = NAN;
+    r->gap = NAN;
+}
+
+void ck_graph_plan_result_free(ck_graph_plan_result *r)
+{
+    ck_graph_schedule_free(&r->schedule);
+    ck_graph_plan_result_init(r);
 }

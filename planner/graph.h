@@ -48,8 +48,9 @@ typedef struct {
  * with the JSON path of what is wrong. Ids must be 0 .. n-1 and every link go from a lower
  * id to a higher one. */
 int ck_graph_from_checkmate(const cJSON *root, const char *file, ck_graph *out, ck_err *err);
-/* Whether a parsed document is a Checkmate graph: an object with `nodes` and `links` arrays
- * and no `format` (every ckplan format has one). */
+/* Whether a parsed document is meant as a Checkmate graph: an object with no `format`
+ * (every ckplan format has one) and a `nodes` or `links` member; whether it is a valid one
+ * is ck_graph_from_checkmate's to say. */
 bool ck_graph_is_checkmate(const cJSON *root);
 /* Completes a graph built node by node (name, backward, cost, bytes, inputs; each array
  * malloc'ed, the graph's own): checks what the loader checks with JSON paths (inputs below
@@ -108,6 +109,10 @@ typedef struct {
     double bound;       /* milp: CBC's proven lower bound on the time; NAN when none */
     double gap;         /* milp: (time - bound) / time; NAN when none */
 } ck_graph_plan_result;
+
+/* Empties r: no schedule, status NULL, bound and gap NAN. */
+void ck_graph_plan_result_init(ck_graph_plan_result *r);
+void ck_graph_plan_result_free(ck_graph_plan_result *r);
 
 typedef struct {
     const char *name;

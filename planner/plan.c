@@ -272,7 +272,7 @@ static int get_finite(const cJSON *obj, const char *key, double *out, const char
                    key, got);
 }
 
-static int read_predicted(const cJSON *root, const char *file, ck_plan_figures *f, ck_err *err)
+int ck_plan_predicted_from_json(const cJSON *root, const char *file, ck_plan_figures *f, ck_err *err)
 {
     const char *p = "predicted";
     const cJSON *pred = cJSON_GetObjectItemCaseSensitive(root, p);
@@ -332,7 +332,7 @@ static int read_details(const cJSON *root, const char *file, ck_plan_file *out, 
     return rc;
 }
 
-static int check_sha256(const char *sha, const char *file, ck_err *err)
+int ck_plan_check_sha256(const char *sha, const char *file, ck_err *err)
 {
     size_t n = 0;
     while (isxdigit((unsigned char)sha[n]))
@@ -391,13 +391,17 @@ int ck_plan_from_json(const cJSON *root, const char *file, ck_plan_file *out, ck
     const cJSON *model = NULL, *schedule = NULL;
     uint64_t stages = 0;
     int rc = ck_json_expect_format(root, formats, file, "", &format, err);
+    if (rc == CK_OK && cJSON_GetObjectItemCaseSensitive(root, "kind"))
+        rc = ck_err_fail(err, CK_ERR_INPUT, "%s: kind: a graph plan (\"kind\": \"graph\"), made from a "
+                         "Checkmate graph: only 'ckplan run' reads those (it replays them); this "
+                         "command takes plans of models and chain files", file);
     if (rc == CK_OK) rc = ck_json_get_string(root, "planner", true, &planner, file, "", err);
     if (rc == CK_OK && !(model = cJSON_GetObjectItemCaseSensitive(root, "model")))
         rc = ck_err_fail(err, CK_ERR_INPUT, "%s: model: missing (expected an object)", file);
     if (rc == CK_OK) rc = ck_json_expect_object(model, model_keys, file, "model", err);
     if (rc == CK_OK) rc = ck_json_get_string(model, "path", true, &path, file, "model", err);
     if (rc == CK_OK) rc = ck_json_get_string(model, "sha256", true, &sha, file, "model", err);
-    if (rc == CK_OK) rc = check_sha256(sha, file, err);
+    if (rc == CK_OK) rc = ck_plan_check_sha256(sha, file, err);
     if (rc == CK_OK) rc = read_model_opts(model, file, out, err);
     if (rc == CK_OK) rc = ck_json_get_u64(model, "parameters", false, &out->parameters, file, "model", err);
     out->has_parameters = rc == CK_OK && cJSON_GetObjectItemCaseSensitive(model, "parameters");
@@ -407,7 +411,7 @@ int ck_plan_from_json(const cJSON *root, const char *file, ck_plan_file *out, ck
         rc = ck_err_fail(err, CK_ERR_INPUT, "%s: stages: expected at least 1, got 0", file);
     if (rc == CK_OK) /* the limit in force, so that what plan wrote under it, run reads */
         rc = ck_chain_check_length((size_t)stages, file, "stages", err);
-    if (rc == CK_OK) rc = read_predicted(root, file, &out->predicted, err);
+    if (rc == CK_OK) rc = ck_plan_predicted_from_json(root, file, &out->predicted, err);
     if (rc == CK_OK) rc = ck_json_get_array(root, "schedule", true, &schedule, file, "", err);
     if (rc == CK_OK) rc = read_details(root, file, out, err);
     if (rc == CK_OK) rc = dup_string(planner, &out->planner, err);

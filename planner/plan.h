@@ -109,4 +109,9 @@ cJSON *ck_plan_to_json(const ck_plan_doc *d);
 int ck_plan_from_json(const cJSON *root, const char *file, ck_plan_file *out, ck_err *err);
 void ck_plan_file_free(ck_plan_file *p);
 
+/* The `predicted` object of root into *f, every field checked (graph plans have the same). */
+int ck_plan_predicted_from_json(const cJSON *root, const char *file, ck_plan_figures *f, ck_err *err);
+/* CK_OK when sha (model.sha256) is 64 hexadecimal digits. */
+int ck_plan_check_sha256(const char *sha, const char *file, ck_err *err);
+
 #endif

@@ -296,14 +296,16 @@ END_TEST
 
 START_TEST(detects_checkmate_documents)
 {
-    const char *yes = "{\"nodes\": [], \"links\": []}";
-    const char *no[] = {"{\"format\": \"x\", \"nodes\": [], \"links\": []}", "{\"nodes\": []}",
-                        "{\"nodes\": {}, \"links\": []}", "[]"};
+    const char *yes[] = {"{\"nodes\": [], \"links\": []}", "{\"nodes\": []}", "{\"links\": 1}"};
+    const char *no[] = {"{\"format\": \"x\", \"nodes\": [], \"links\": []}", "{\"model_type\": 1}", "[]",
+                        "{\"format\": \"ckplan-model/1\", \"nodes\": []}"};
     cJSON *root;
     ck_err err;
-    ck_assert_int_eq(ck_json_parse("y", yes, strlen(yes), &root, &err), CK_OK);
-    ck_assert(ck_graph_is_checkmate(root));
-    cJSON_Delete(root);
+    for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++) {
+        ck_assert_int_eq(ck_json_parse("y", yes[i], strlen(yes[i]), &root, &err), CK_OK);
+        ck_assert_msg(ck_graph_is_checkmate(root), "%s", yes[i]);
+        cJSON_Delete(root);
+    }
     for (size_t i = 0; i < sizeof no / sizeof no[0]; i++) {
         ck_assert_int_eq(ck_json_parse("n", no[i], strlen(no[i]), &root, &err), CK_OK);
         ck_assert_msg(!ck_graph_is_checkmate(root), "%s", no[i]);
