@@ -614,7 +614,7 @@ static int solve_graph(const ck_graph *g, uint64_t budget, const ck_graph_planne
 static int plan_milp(const ck_graph *g, uint64_t budget, const ck_graph_planner_opts *opts,
                      ck_graph_plan_result *result, uint64_t *min_budget, ck_err *err)
 {
-    *result = (ck_graph_plan_result){.bound = NAN, .gap = NAN};
+    ck_graph_plan_result_init(result);
     if (min_budget)
         *min_budget = 0;
     size_t node = 0;
@@ -625,16 +625,14 @@ static int plan_milp(const ck_graph *g, uint64_t budget, const ck_graph_planner_
                          "milp: computing node %zu (%s) needs %llu bytes resident, over the "
                          "budget of %llu", node, g->nodes[node].name, (unsigned long long)need,
                          (unsigned long long)budget);
-    if (rc == CK_OK && g->n_nodes == 0) {
+    if (rc == CK_OK && g->n_nodes == 0) { /* nothing to compute: CBC has no columns */
         *result = (ck_graph_plan_result){.status = "optimal", .bound = 0, .gap = 0};
         return CK_OK;
     }
     if (rc == CK_OK)
         rc = solve_graph(g, budget, opts, result, err);
-    if (rc != CK_OK) {
-        ck_graph_schedule_free(&result->schedule);
-        *result = (ck_graph_plan_result){.bound = NAN, .gap = NAN};
-    }
+    if (rc != CK_OK)
+        ck_graph_plan_result_free(result);
     return rc;
 }
 

@@ -254,6 +254,16 @@ START_TEST(stops_when_asked)
 }
 END_TEST
 
+START_TEST(an_empty_graph_is_planned_empty)
+{
+    ck_graph g = {.name = "", .loss = 0};
+    ck_graph_plan_result r = plan_ok(&g, 0, NULL);
+    ck_assert_uint_eq(r.schedule.n, 0);
+    ck_assert_str_eq(r.status, "optimal");
+    ck_assert(r.bound == 0 && r.gap == 0);
+}
+END_TEST
+
 /* ckplan's stdout is data: CBC must write nothing there. */
 START_TEST(cbc_writes_nothing_to_stdout)
 {
@@ -293,6 +303,7 @@ static TCase *milp_tcase(void)
     tcase_add_test(tc, warm_starts_keep_it_exact);
     tcase_add_test(tc, time_limit_keeps_the_warm_start);
     tcase_add_test(tc, stops_when_asked);
+    tcase_add_test(tc, an_empty_graph_is_planned_empty);
     tcase_add_test(tc, cbc_writes_nothing_to_stdout);
     return tc;
 }
