@@ -15,8 +15,9 @@
  * budget rounded down to a multiple of G, plus G / 2: schedules that fit stay inside it,
  * and those that do not outside, by G / 2 bytes, well beyond CBC's tolerances (measured
  * here: it accepts about 1e-6 of a unit over a bound, which at a 30 GB budget is half a
- * byte). The replay decides in the end. */
-#define MEMORY_STEPS 65536.0
+ * byte). The replay decides in the end. Finer units (budget / 65536) made Clp abort on an
+ * assertion (ClpNonLinearCost.cpp:1064, lowerValue <= upperValue) on SegNet at 0.9x. */
+#define MEMORY_STEPS 8192.0
 
 /* The variables of stage t (0 <= t < n) and where they are among CBC's columns:
  *   R[t][i], i <= t: node i is computed in stage t (R[t][t] = 1);
