@@ -14,8 +14,8 @@
  * divisor of the nodes' bytes (128 or more on Checkmate's graphs), so U's bound is the
  * budget rounded down to a multiple of G, plus G / 2: schedules that fit stay inside it,
  * and those that do not outside, by G / 2 bytes, well beyond CBC's tolerances (measured
- * here: it accepts about 1e-6 of a unit over a bound, which at a 30 GB budget is half a
- * byte). The replay decides in the end. Finer units (budget / 65536) made Clp abort on an
+ * here: it took 1.1e-6 of a unit over a bound as feasible; at a 30 GB budget a unit is
+ * 3.7 MB, so that is 4 bytes, and G / 2 is 64 bytes or more). The replay decides in the end. Finer units (budget / 65536) made Clp abort on an
  * assertion (ClpNonLinearCost.cpp:1064, lowerValue <= upperValue) on SegNet at 0.9x. */
 #define MEMORY_STEPS 8192.0
 
