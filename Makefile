@@ -4,7 +4,7 @@
 # root through apt-get, otherwise they print the command to run and stop).
 
 CC ?= cc
-PKGS := libcjson openblas
+PKGS := libcjson openblas cbc
 
 # SAN=1 builds with AddressSanitizer and UBSan, at -O1, in build-san/ (BUILD and OPT given
 # on the command line win).
@@ -245,7 +245,8 @@ demo: deps-build
 # tests), valgrind, clang with its sanitizer and libFuzzer runtime, and Debian's PyTorch
 # (python3-torch, for /usr/bin/python3 only: the outside referee of docs/pytorch.md).
 DEPS_BUILD := cmd:$(firstword $(CC)):$(if $(findstring clang,$(CC)),clang,gcc) \
-	cmd:pkg-config:pkg-config pc:libcjson:libcjson-dev pc:openblas:libopenblas-dev
+	cmd:pkg-config:pkg-config pc:libcjson:libcjson-dev pc:openblas:libopenblas-dev \
+	pc:cbc:coinor-libcbc-dev
 DEPS_TESTS := pc:check:check cmd:python3:python3 cmd:valgrind:valgrind cmd:clang:clang \
 	deb:libclang-rt-14-dev:libclang-rt-14-dev deb:python3-torch:python3-torch
 

@@ -1,0 +1,644 @@
+#include "planner/graph_milp.h"
+
+#include <coin/Cbc_C_Interface.h>
+#include <float.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* CBC stops when its best schedule is within this fraction of its bound. */
+#define RELATIVE_GAP 1e-6
+/* Memory is counted in units of budget / MEMORY_STEPS bytes (at least one byte): no
+ * coefficient is much above MEMORY_STEPS. Every peak is a multiple of G, the greatest common
+ * divisor of the nodes' bytes (128 or more on Checkmate's graphs), so U's bound is the
+ * budget rounded down to a multiple of G, plus G / 2: schedules that fit stay inside it,
+ * and those that do not outside, by G / 2 bytes, well beyond CBC's tolerances (measured
+ * here: it took 1.1e-6 of a unit over a bound as feasible; at a 30 GB budget a unit is
+ * 3.7 MB, so that is 4 bytes, and G / 2 is 64 bytes or more). The replay decides in the end. Finer units (budget / 65536) made Clp abort on an
+ * assertion (ClpNonLinearCost.cpp:1064, lowerValue <= upperValue) on SegNet at 0.9x. */
+#define MEMORY_STEPS 8192.0
+
+/* The variables of stage t (0 <= t < n) and where they are among CBC's columns:
+ *   R[t][i], i <= t: node i is computed in stage t (R[t][t] = 1);
+ *   S[t][i], i < t: node i is resident when stage t starts;
+ *   U[t][k], k <= t: bytes resident right after stage t's turn to compute k;
+ *   FREE[t][k][p], k <= t, p <= n_inputs(k): the p-th input of k (p = n_inputs: k itself)
+ *   is freed right after k is computed in stage t. */
+typedef struct {
+    size_t n, n_r, n_s, n_u, n_free, n_cols;
+    size_t off_s, off_u, off_free; /* the first column of each block (R's is 0) */
+    size_t *cum;   /* cum[k]: FREE variables of nodes below k in a stage, n + 1 entries */
+    size_t *start; /* start[t]: FREE variables of the stages below t */
+} layout;
+
+static size_t col_r(const layout *L, size_t t, size_t i)
+{
+    (void)L;
+    return t * (t + 1) / 2 + i;
+}
+
+static size_t col_s(const layout *L, size_t t, size_t i)
+{
+    return L->off_s + t * (t - 1) / 2 + i;
+}
+
+static size_t col_u(const layout *L, size_t t, size_t k)
+{
+    return L->off_u + t * (t + 1) / 2 + k;
+}
+
+static size_t col_free(const layout *L, size_t t, size_t k, size_t p)
+{
+    return L->off_free + L->start[t] + L->cum[k] + p;
+}
+
+/* The p-th node k may free after it is computed: its inputs, then itself. */
+static size_t freeable(const ck_graph *g, size_t k, size_t p)
+{
+    return p < g->nodes[k].n_inputs ? g->nodes[k].inputs[p] : k;
+}
+
+static int layout_make(const ck_graph *g, layout *L, ck_err *err)
+{
+    size_t n = g->n_nodes;
+    *L = (layout){.n = n, .n_r = n * (n + 1) / 2, .n_s = n * (n - 1) / 2, .n_u = n * (n + 1) / 2};
+    L->cum = malloc((n + 1) * sizeof *L->cum);
+    L->start = malloc((n + 1) * sizeof *L->start);
+    if (!L->cum || !L->start)
+        return ck_err_oom(err);
+    L->cum[0] = L->start[0] = 0;
+    for (size_t k = 0; k < n; k++) {
+        L->cum[k + 1] = L->cum[k] + g->nodes[k].n_inputs + 1;
+        L->start[k + 1] = L->start[k] + L->cum[k + 1];
+    }
+    L->n_free = L->start[n];
+    L->off_s = L->n_r;
+    L->off_u = L->off_s + L->n_s;
+    L->off_free = L->off_u + L->n_u;
+    L->n_cols = L->off_free + L->n_free;
+    if (L->n_cols > INT_MAX / 4)
+        return ck_err_fail(err, CK_ERR_INPUT, "milp: %zu nodes make a program too large for CBC",
+                           n);
+    return CK_OK;
+}
+
+static void layout_free(layout *L)
+{
+    free(L->cum);
+    free(L->start);
+}
+
+/* The program's units: memory in units of `unit` bytes (the budget is budget_units of
+ * them), time in units of cost_scale. */
+typedef struct {
+    double unit, budget_units, cost_scale;
+} scaling;
+
+/* The constraint matrix, row by row (so that each column's rows come in order), and each
+ * row's bounds. */
+typedef struct {
+    int row, col;
+    double val;
+} entry;
+
+typedef struct {
+    double lo, hi;
+} bounds;
+
+typedef struct {
+    entry *e;
+    size_t nz, cap;
+    bounds *b;
+    size_t rows, rows_cap;
+    bool oom;
+} matrix;
+
+static bool grow(void **p, size_t *cap, size_t need, size_t size)
+{
+    if (need <= *cap)
+        return true;
+    size_t c = *cap ? *cap : 1024;
+    while (c < need)
+        c *= 2;
+    void *q = realloc(*p, c * size);
+    if (!q)
+        return false;
+    *p = q;
+    *cap = c;
+    return true;
+}
+
+static void row_begin(matrix *m, double lo, double hi)
+{
+    if (m->oom || !grow((void **)&m->b, &m->rows_cap, m->rows + 1, sizeof *m->b)) {
+        m->oom = true;
+        return;
+    }
+    m->b[m->rows++] = (bounds){lo, hi};
+}
+
+/* Adds coefficient v of column c to the row begun last. */
+static void row_add(matrix *m, size_t c, double v)
+{
+    if (m->oom || m->rows > INT_MAX || !grow((void **)&m->e, &m->cap, m->nz + 1, sizeof *m->e)) {
+        m->oom = true;
+        return;
+    }
+    m->e[m->nz++] = (entry){(int)(m->rows - 1), (int)c, v};
+}
+
+static void matrix_free(matrix *m)
+{
+    free(m->e);
+    free(m->b);
+}
+
+/* Stage t's order: a resident node is not computed again (R + S <= 1); a node computed in
+ * stage t finds each input computed before it in the stage or resident since its start;
+ * what stage t + 1 starts with was computed in stage t or kept through it. */
+static void rows_order(matrix *m, const layout *L, const ck_graph *g, size_t t)
+{
+    for (size_t i = 0; i < t; i++) {
+        row_begin(m, -DBL_MAX, 1);
+        row_add(m, col_r(L, t, i), 1);
+        row_add(m, col_s(L, t, i), 1);
+    }
+    for (size_t k = 0; k <= t; k++)
+        for (size_t p = 0; p < g->nodes[k].n_inputs; p++) {
+            size_t i = g->nodes[k].inputs[p];
+            row_begin(m, -DBL_MAX, 0);
+            row_add(m, col_r(L, t, k), 1);
+            row_add(m, col_r(L, t, i), -1);
+            row_add(m, col_s(L, t, i), -1);
+        }
+    for (size_t i = 0; t + 1 < L->n && i <= t; i++) {
+        row_begin(m, -DBL_MAX, 0);
+        row_add(m, col_s(L, t + 1, i), 1);
+        row_add(m, col_r(L, t, i), -1);
+        if (i < t)
+            row_add(m, col_s(L, t, i), -1);
+    }
+}
+
+/* FREE[t][k][p] only where stage t computes k, does not keep the node for stage t + 1 and
+ * computes none of the node's users after k (one row each: tighter than Checkmate's
+ * single big-M row). Nothing forces a FREE to 1: freeing lowers U, so CBC frees what it
+ * needs to, and the schedule frees every node after its last use anyway. */
+static void rows_free(matrix *m, const layout *L, const ck_graph *g, size_t t)
+{
+    for (size_t k = 0; k <= t; k++)
+        for (size_t p = 0; p <= g->nodes[k].n_inputs; p++) {
+            size_t i = freeable(g, k, p), f = col_free(L, t, k, p);
+            const ck_graph_node *v = &g->nodes[i];
+            row_begin(m, -DBL_MAX, 0);
+            row_add(m, f, 1);
+            row_add(m, col_r(L, t, k), -1);
+            if (t + 1 < L->n) {
+                row_begin(m, -DBL_MAX, 1);
+                row_add(m, f, 1);
+                row_add(m, col_s(L, t + 1, i), 1);
+            }
+            for (size_t u = 0; u < v->n_users && v->users[u] <= t; u++)
+                if (v->users[u] > k) {
+                    row_begin(m, -DBL_MAX, 1);
+                    row_add(m, f, 1);
+                    row_add(m, col_r(L, t, v->users[u]), 1);
+                }
+        }
+}
+
+/* U[t][0] = what stage t keeps + R[t][0] m_0; U[t][k] = U[t][k-1] - what is freed after
+ * k - 1 + R[t][k] m_k. Each U is at most the budget: the peak of the replay is the largest
+ * resident total right after a compute. */
+static void rows_memory(matrix *m, const layout *L, const ck_graph *g, size_t t, const scaling *o)
+{
+    double unit = o->unit;
+    for (size_t k = 0; k <= t; k++) {
+        row_begin(m, 0, 0);
+        row_add(m, col_u(L, t, k), 1);
+        row_add(m, col_r(L, t, k), -(double)g->nodes[k].bytes / unit);
+        if (k == 0) {
+            for (size_t i = 0; i < t; i++)
+                row_add(m, col_s(L, t, i), -(double)g->nodes[i].bytes / unit);
+            continue;
+        }
+        row_add(m, col_u(L, t, k - 1), -1);
+        for (size_t p = 0; p <= g->nodes[k - 1].n_inputs; p++)
+            row_add(m, col_free(L, t, k - 1, p),
+                    (double)g->nodes[freeable(g, k - 1, p)].bytes / unit);
+    }
+}
+
+/* Column bounds and objective: binaries but U, R[t][t] = 1, U at most the budget, the
+ * objective the time of every compute. */
+static int columns(const layout *L, const ck_graph *g, const scaling *o, double **lb, double **ub,
+                   double **obj, ck_err *err)
+{
+    *lb = calloc(L->n_cols, sizeof **lb);
+    *ub = malloc(L->n_cols * sizeof **ub);
+    *obj = calloc(L->n_cols, sizeof **obj);
+    if (!*lb || !*ub || !*obj)
+        return ck_err_oom(err);
+    for (size_t c = 0; c < L->n_cols; c++)
+        (*ub)[c] = 1;
+    for (size_t t = 0; t < L->n; t++) {
+        (*lb)[col_r(L, t, t)] = 1;
+        for (size_t i = 0; i <= t; i++) {
+            (*obj)[col_r(L, t, i)] = g->nodes[i].cost / o->cost_scale;
+            (*ub)[col_u(L, t, i)] = o->budget_units;
+        }
+    }
+    return CK_OK;
+}
+
+/* Hands the program to CBC in compressed columns (each column's rows in order, as they
+ * were added row by row). */
+static int load(Cbc_Model *cbc, const layout *L, const matrix *m, const double *lb,
+                const double *ub, const double *obj, ck_err *err)
+{
+    if (m->nz > INT_MAX || m->rows > INT_MAX)
+        return ck_err_fail(err, CK_ERR_INPUT, "milp: the program is too large for CBC");
+    CoinBigIndex *start = calloc(L->n_cols + 1, sizeof *start);
+    CoinBigIndex *next = malloc((L->n_cols + 1) * sizeof *next);
+    int *index = malloc((m->nz ? m->nz : 1) * sizeof *index);
+    double *value = malloc((m->nz ? m->nz : 1) * sizeof *value);
+    double *rlo = malloc((m->rows ? m->rows : 1) * sizeof *rlo);
+    double *rhi = malloc((m->rows ? m->rows : 1) * sizeof *rhi);
+    int rc = start && next && index && value && rlo && rhi ? CK_OK : ck_err_oom(err);
+    if (rc == CK_OK) {
+        for (size_t e = 0; e < m->nz; e++)
+            start[m->e[e].col + 1]++;
+        for (size_t c = 0; c < L->n_cols; c++)
+            start[c + 1] += start[c];
+        memcpy(next, start, (L->n_cols + 1) * sizeof *next);
+        for (size_t e = 0; e < m->nz; e++) {
+            CoinBigIndex at = next[m->e[e].col]++;
+            index[at] = m->e[e].row;
+            value[at] = m->e[e].val;
+        }
+        for (size_t r = 0; r < m->rows; r++) {
+            rlo[r] = m->b[r].lo;
+            rhi[r] = m->b[r].hi;
+        }
+        Cbc_loadProblem(cbc, (int)L->n_cols, (int)m->rows, start, index, value, lb, ub, obj, rlo,
+                        rhi);
+        for (size_t c = 0; c < L->n_cols; c++)
+            if (c < L->off_u || c >= L->off_free)
+                Cbc_setInteger(cbc, (int)c);
+    }
+    free(start);
+    free(next);
+    free(index);
+    free(value);
+    free(rlo);
+    free(rhi);
+    return rc;
+}
+
+/* The whole program of g under the budget, loaded into cbc. */
+static int build(Cbc_Model *cbc, const layout *L, const ck_graph *g, const scaling *o, ck_err *err)
+{
+    matrix m = {0};
+    double *lb = NULL, *ub = NULL, *obj = NULL;
+    for (size_t t = 0; t < L->n && !m.oom; t++) {
+        rows_order(&m, L, g, t);
+        rows_free(&m, L, g, t);
+        rows_memory(&m, L, g, t, o);
+    }
+    int rc = m.oom ? ck_err_oom(err) : columns(L, g, o, &lb, &ub, &obj, err);
+    if (rc == CK_OK)
+        rc = load(cbc, L, &m, lb, ub, obj, err);
+    matrix_free(&m);
+    free(lb);
+    free(ub);
+    free(obj);
+    return rc;
+}
+
+/* Which nodes each stage computes and starts with: r[t * n + i], s[t * n + i]. */
+typedef struct {
+    size_t n;
+    bool *r, *s;
+} stages;
+
+static int stages_make(stages *st, size_t n, ck_err *err)
+{
+    size_t cells = n ? n * n : 1;
+    st->n = n;
+    st->r = calloc(cells, sizeof *st->r);
+    st->s = calloc(cells, sizeof *st->s);
+    return st->r && st->s ? CK_OK : ck_err_oom(err);
+}
+
+static void stages_free(stages *st)
+{
+    free(st->r);
+    free(st->s);
+}
+
+/* Whether stage t frees node i right after computing k: stage t + 1 does not start with it
+ * and stage t computes none of its users after k. */
+static bool frees_after(const ck_graph *g, const stages *st, size_t t, size_t k, size_t i)
+{
+    size_t n = st->n;
+    if (t + 1 < n && st->s[(t + 1) * n + i])
+        return false;
+    const ck_graph_node *v = &g->nodes[i];
+    for (size_t u = 0; u < v->n_users && v->users[u] <= t; u++)
+        if (v->users[u] > k && st->r[t * n + v->users[u]])
+            return false;
+    return true;
+}
+
+/* The schedule of the stages: each stage computes its nodes in id order, frees each node
+ * after its last use in the stage unless the next stage starts with it, and at its end
+ * frees whatever else the next stage does not start with. */
+static int stages_schedule(const ck_graph *g, const stages *st, ck_graph_schedule *out,
+                           ck_err *err)
+{
+    size_t n = st->n;
+    bool *resident = calloc(n ? n : 1, sizeof *resident);
+    bool ok = resident != NULL;
+    for (size_t t = 0; ok && t < n; t++) {
+        for (size_t k = 0; ok && k <= t; k++) {
+            if (!st->r[t * n + k])
+                continue;
+            ok = ck_graph_schedule_push(out, CK_GRAPH_COMPUTE, k);
+            resident[k] = true;
+            for (size_t p = 0; ok && p <= g->nodes[k].n_inputs; p++) {
+                size_t i = freeable(g, k, p);
+                if (resident[i] && frees_after(g, st, t, k, i)) {
+                    ok = ck_graph_schedule_push(out, CK_GRAPH_FREE, i);
+                    resident[i] = false;
+                }
+            }
+        }
+        for (size_t i = 0; ok && i <= t; i++)
+            if (resident[i] && !(t + 1 < n && st->s[(t + 1) * n + i])) {
+                ok = ck_graph_schedule_push(out, CK_GRAPH_FREE, i);
+                resident[i] = false;
+            }
+    }
+    free(resident);
+    return ok ? CK_OK : ck_err_oom(err);
+}
+
+/* Whether stage t computes a user of i. */
+static bool used_in(const ck_graph *g, const stages *st, size_t t, size_t i)
+{
+    const ck_graph_node *v = &g->nodes[i];
+    for (size_t u = 0; u < v->n_users && v->users[u] <= t; u++)
+        if (st->r[t * st->n + v->users[u]])
+            return true;
+    return false;
+}
+
+/* The stages of schedule w when it lies in the class (first computations in id order, each
+ * stage's computes ascending); false otherwise. Each stage starts with what w has resident
+ * there that the stage reads or the next one starts with. */
+static bool stages_from_schedule(const ck_graph *g, const ck_graph_schedule *w, stages *st)
+{
+    size_t n = st->n, next = 0, last = SIZE_MAX;
+    bool *resident = calloc(n ? n : 1, sizeof *resident);
+    bool ok = resident != NULL;
+    for (size_t o = 0; ok && o < w->n; o++) {
+        size_t v = w->ops[o].node;
+        ok = v < n;
+        if (!ok || w->ops[o].kind == CK_GRAPH_FREE) {
+            if (ok)
+                resident[v] = false;
+            continue;
+        }
+        ok = next < n && v <= next && (last == SIZE_MAX || v > last);
+        if (ok && last == SIZE_MAX)
+            memcpy(st->s + next * n, resident, n * sizeof *resident);
+        if (!ok)
+            continue;
+        st->r[next * n + v] = resident[v] = true;
+        last = v == next ? SIZE_MAX : v;
+        next += v == next;
+    }
+    free(resident);
+    for (size_t t = n; ok && t-- > 1;)
+        for (size_t i = 0; i < t; i++) {
+            bool *s = &st->s[t * n + i];
+            *s = *s && !st->r[t * n + i] &&
+                 (used_in(g, st, t, i) || (t + 1 < n && st->s[(t + 1) * n + i]));
+        }
+    return ok && next == n;
+}
+
+/* The warm start as a schedule of the class (its stages' schedule) when that replays valid
+ * within the budget: *out (empty otherwise) and its replay. CBC is told to look only for
+ * faster schedules (its cutoff), and the planner returns this one when CBC finds none.
+ * Not CBC's own MIP start: CBC 2.10.8 crashes (CglPreProcess::postProcess) when its time
+ * limit ends during preprocessing with a MIP start given, and preprocessing is what makes it
+ * fast on these programs. A start outside the class, or over the budget, is left out. */
+static int warm_start(Cbc_Model *cbc, const ck_graph *g, const ck_graph_schedule *w,
+                      uint64_t budget, double cost_scale, ck_graph_schedule *out,
+                      ck_graph_replay *rp, ck_err *err)
+{
+    stages st;
+    int rc = stages_make(&st, g->n_nodes, err);
+    if (rc == CK_OK && stages_from_schedule(g, w, &st) &&
+        (rc = stages_schedule(g, &st, out, err)) == CK_OK &&
+        ck_graph_replay_schedule(g, out, rp, NULL) == CK_OK && rp->peak_bytes <= budget)
+        Cbc_setCutoff(cbc, rp->time / cost_scale);
+    else
+        ck_graph_schedule_free(out);
+    stages_free(&st);
+    return rc;
+}
+
+/* CBC, silent (ckplan's stdout is data), timed on the wall clock, stopping within
+ * RELATIVE_GAP of its bound. */
+static void solve(Cbc_Model *cbc, const ck_graph_planner_opts *opts)
+{
+    Cbc_setLogLevel(cbc, 0);
+    Cbc_setParameter(cbc, "log", "0");
+    Cbc_setParameter(cbc, "slog", "0");
+    Cbc_setParameter(cbc, "timeMode", "elapsed");
+    Cbc_setAllowableFractionGap(cbc, RELATIVE_GAP);
+    if (opts && opts->time_limit_s > 0)
+        Cbc_setMaximumSeconds(cbc, opts->time_limit_s);
+    Cbc_solve(cbc);
+}
+
+/* What CBC's run ended with: the status word, and whether its own best schedule is the
+ * answer (else the warm start is); the failure when there is neither. With a warm start,
+ * CBC's "infeasible" means that nothing is faster than the warm start. */
+static int outcome(Cbc_Model *cbc, const ck_graph_planner_opts *opts, bool warm,
+                   const char **status, bool *own, ck_err *err)
+{
+    bool infeasible = Cbc_isProvenInfeasible(cbc), timed = Cbc_isSecondsLimitReached(cbc);
+    *own = Cbc_bestSolution(cbc) != NULL;
+    if (Cbc_status(cbc) == 5 || Cbc_secondaryStatus(cbc) == 5)
+        return ck_err_fail(err, CK_INTERRUPTED, "interrupted");
+    if (*own || warm) {
+        bool optimal = *own ? Cbc_isProvenOptimal(cbc) : infeasible;
+        *status = optimal ? "optimal" : timed ? "time limit" : "feasible";
+        return CK_OK;
+    }
+    if (infeasible)
+        return ck_err_fail(err, CK_ERR_INFEASIBLE,
+                           "milp: CBC proved that no schedule of Checkmate's class fits");
+    if (timed)
+        return ck_err_fail(err, CK_ERR_RUNTIME,
+                           "milp: CBC found no schedule within the time limit of %g s",
+                           opts->time_limit_s);
+    return ck_err_fail(err, CK_ERR_RUNTIME, "milp: CBC stopped without a schedule (status %d/%d)",
+                       Cbc_status(cbc), Cbc_secondaryStatus(cbc));
+}
+
+/* The schedule of CBC's best solution (binaries rounded), replayed: its peak must be within
+ * the budget, whatever CBC's tolerances allowed. */
+static int decode(Cbc_Model *cbc, const layout *L, const ck_graph *g, uint64_t budget,
+                  ck_graph_schedule *out, ck_graph_replay *rp, ck_err *err)
+{
+    const double *x = Cbc_bestSolution(cbc);
+    size_t n = L->n;
+    stages st;
+    int rc = stages_make(&st, n, err);
+    for (size_t t = 0; rc == CK_OK && t < n; t++)
+        for (size_t i = 0; i <= t; i++) {
+            st.r[t * n + i] = x[col_r(L, t, i)] > 0.5;
+            st.s[t * n + i] = i < t && x[col_s(L, t, i)] > 0.5;
+        }
+    if (rc == CK_OK)
+        rc = stages_schedule(g, &st, out, err);
+    stages_free(&st);
+    ck_err why = {{0}};
+    if (rc == CK_OK && ck_graph_replay_schedule(g, out, rp, &why) != CK_OK)
+        return ck_err_fail(err, CK_ERR_RUNTIME, "milp: CBC's solution is no valid schedule: %s",
+                           why.msg);
+    if (rc == CK_OK && rp->peak_bytes > budget)
+        return ck_err_fail(err, CK_ERR_RUNTIME,
+                           "milp: CBC's solution replays to a peak of %llu bytes, over the budget "
+                           "of %llu (the solver's tolerances)",
+                           (unsigned long long)rp->peak_bytes, (unsigned long long)budget);
+    return rc;
+}
+
+/* The node whose compute needs the most memory (itself and its inputs resident), and how
+ * much: no schedule fits a smaller budget. */
+static uint64_t most_needed(const ck_graph *g, size_t *node)
+{
+    uint64_t most = 0;
+    for (size_t v = 0; v < g->n_nodes; v++) {
+        uint64_t need = g->nodes[v].bytes;
+        for (size_t p = 0; p < g->nodes[v].n_inputs; p++)
+            need += g->nodes[g->nodes[v].inputs[p]].bytes;
+        if (need > most) {
+            most = need;
+            *node = v;
+        }
+    }
+    return most;
+}
+
+/* The greatest common divisor of the nodes' bytes (1 when all are 0). */
+static uint64_t bytes_gcd(const ck_graph *g)
+{
+    uint64_t G = 0;
+    for (size_t v = 0; v < g->n_nodes; v++)
+        for (uint64_t b = g->nodes[v].bytes, r; b; G = b, b = r)
+            r = G % b;
+    return G ? G : 1;
+}
+
+/* A power of two at least the largest cost (exact to divide by), so that the objective's
+ * coefficients lie in [0, 1] whatever the graph's unit of time. */
+static double cost_scale(const ck_graph *g)
+{
+    double most = 0;
+    for (size_t v = 0; v < g->n_nodes; v++)
+        most = fmax(most, g->nodes[v].cost);
+    int e = 0;
+    frexp(most, &e);
+    return most > 0 ? ldexp(1, e) : 1;
+}
+
+/* CBC's bound in the graph's time, within [0, time]: none below 0 (no cost is negative), and
+ * the warm start's own time when CBC proved nothing faster. */
+static double bound_of(Cbc_Model *cbc, bool own, double scale, double time)
+{
+    if (!own && Cbc_isProvenInfeasible(cbc))
+        return time;
+    double bound = Cbc_getBestPossibleObjValue(cbc) * scale;
+    return isfinite(bound) ? fmax(0, fmin(bound, time)) : 0;
+}
+
+/* Builds the program, warm-starts, solves and decodes: result's schedule, status, bound. */
+static int solve_graph(const ck_graph *g, uint64_t budget, const ck_graph_planner_opts *opts,
+                       ck_graph_plan_result *result, ck_err *err)
+{
+    layout L = {0};
+    ck_graph_replay rp;
+    ck_graph_schedule warm = {0};
+    double unit = fmax(1, (double)budget / MEMORY_STEPS);
+    uint64_t G = bytes_gcd(g);
+    double bound = (double)(budget / G * G) + (double)G / 2;
+    scaling o = {.unit = unit, .budget_units = bound / unit, .cost_scale = cost_scale(g)};
+    bool own = false;
+    Cbc_Model *cbc = Cbc_newModel();
+    int rc = cbc ? layout_make(g, &L, err) : ck_err_oom(err);
+    if (rc == CK_OK)
+        rc = build(cbc, &L, g, &o, err);
+    if (rc == CK_OK && opts && opts->warm_start)
+        rc = warm_start(cbc, g, opts->warm_start, budget, o.cost_scale, &warm, &rp, err);
+    if (rc == CK_OK)
+        rc = ck_err_check_stop(opts ? opts->stop : NULL, err);
+    if (rc == CK_OK) {
+        solve(cbc, opts);
+        rc = outcome(cbc, opts, warm.n > 0, &result->status, &own, err);
+    }
+    if (rc == CK_OK)
+        rc = ck_err_check_stop(opts ? opts->stop : NULL, err);
+    if (rc == CK_OK && own)
+        rc = decode(cbc, &L, g, budget, &result->schedule, &rp, err);
+    else if (rc == CK_OK) {
+        result->schedule = warm;
+        warm = (ck_graph_schedule){0};
+    }
+    if (rc == CK_OK) {
+        result->bound = bound_of(cbc, own, o.cost_scale, rp.time);
+        result->gap = rp.time > 0 ? (rp.time - result->bound) / rp.time : 0;
+    }
+    ck_graph_schedule_free(&warm);
+    if (cbc)
+        Cbc_deleteModel(cbc);
+    layout_free(&L);
+    return rc;
+}
+
+static int plan_milp(const ck_graph *g, uint64_t budget, const ck_graph_planner_opts *opts,
+                     ck_graph_plan_result *result, uint64_t *min_budget, ck_err *err)
+{
+    ck_graph_plan_result_init(result);
+    if (min_budget)
+        *min_budget = 0;
+    size_t node = 0;
+    uint64_t need = most_needed(g, &node);
+    int rc = ck_err_check_stop(opts ? opts->stop : NULL, err);
+    if (rc == CK_OK && need > budget)
+        rc = ck_err_fail(err, CK_ERR_INFEASIBLE,
+                         "milp: computing node %zu (%s) needs %llu bytes resident, over the "
+                         "budget of %llu", node, g->nodes[node].name, (unsigned long long)need,
+                         (unsigned long long)budget);
+    if (rc == CK_OK && g->n_nodes == 0) { /* nothing to compute: CBC has no columns */
+        *result = (ck_graph_plan_result){.status = "optimal", .bound = 0, .gap = 0};
+        return CK_OK;
+    }
+    if (rc == CK_OK)
+        rc = solve_graph(g, budget, opts, result, err);
+    if (rc != CK_OK)
+        ck_graph_plan_result_free(result);
+    return rc;
+}
+
+const ck_graph_planner ck_graph_planner_milp = {
+    .name = "milp",
+    .summary = "exact over Checkmate's stages: Checkmate's MILP solved by COIN-OR CBC",
+    .plan = plan_milp,
+};
