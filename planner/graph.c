@@ -467,3 +467,19 @@ cJSON *ck_graph_to_checkmate(const ck_graph *g)
     cJSON_Delete(root);
     return NULL;
 }
+
+uint64_t ck_graph_least_peak(const ck_graph *g, size_t *node)
+{
+    uint64_t most = 0;
+    for (size_t v = 0; v < g->n_nodes; v++) {
+        uint64_t need = g->nodes[v].bytes + g->nodes[v].transient_bytes;
+        for (size_t p = 0; p < g->nodes[v].n_inputs; p++)
+            need += g->nodes[g->nodes[v].inputs[p]].bytes;
+        if (need > most || v == 0) {
+            most = need;
+            if (node)
+                *node = v;
+        }
+    }
+    return most;
+}

@@ -65,6 +65,10 @@ int ck_graph_finish(ck_graph *g, ck_err *err);
  * ckplan's optional node field transient_bytes where it is not 0); NULL when out of
  * memory. Sizes below 2^53 (ck_graph_finish) are exact as JSON numbers. */
 cJSON *ck_graph_to_checkmate(const ck_graph *g);
+/* No schedule peaks below any node's compute: the node, its inputs and its transient bytes
+ * together. The largest such total (below 2^53: ck_graph_finish), and in *node (when not
+ * NULL) the first node that needs it. */
+uint64_t ck_graph_least_peak(const ck_graph *g, size_t *node);
 /* Frees every node's name, inputs and users, the nodes and the name; g is zeroed. */
 void ck_graph_free(ck_graph *g);
 

@@ -564,19 +564,6 @@ static int search_from(sim *s, const unsigned char *start, goal down, outcome *n
     return rc;
 }
 
-/* No schedule holds less than a node with its inputs while it is computed. */
-static uint64_t lower_bound(const ck_graph *g)
-{
-    uint64_t most = 0;
-    for (size_t v = 0; v < g->n_nodes; v++) {
-        uint64_t sum = g->nodes[v].bytes + g->nodes[v].transient_bytes; /* below 2^53 */
-        for (size_t j = 0; j < g->nodes[v].n_inputs; j++)
-            sum += g->nodes[g->nodes[v].inputs[j]].bytes;
-        most = sum > most ? sum : most;
-    }
-    return most;
-}
-
 /* The lowest peak: the local search's, then lowered while a descent to a byte below it
  * succeeds (from storing everything, or from the lowest modes so far). It does not depend
  * on the budget asked for: the planner's smallest budget is this peak, and every budget
@@ -591,7 +578,7 @@ static int lowest_peak(sim *s, outcome *low, const atomic_int *stop, ck_err *err
     unsigned char *start = modes + n;
     int rc = lowest_peak_local(s, low, stop, err);
     memcpy(modes, s->mode, n);
-    uint64_t floor = lower_bound(s->g);
+    uint64_t floor = ck_graph_least_peak(s->g, NULL);
     s->work = 0; /* the descents have an allowance of their own */
     for (bool lower = true; lower && rc == CK_OK && low->peak > floor;) {
         lower = false; /* descents aimed a byte below, and at REFINE_STEPS budgets down to the floor */
@@ -669,7 +656,7 @@ static int search(sim *s, unsigned char *best, double *best_time, uint64_t *min_
         bool fits = false;
         s->work = 0;
         s->work_limit = WORK_PER_SEARCH;
-        if (lower_bound(s->g) <= s->budget)
+        if (ck_graph_least_peak(s->g, NULL) <= s->budget)
             rc = search_from(s, start, downs[i], &a, &fits, stop, err);
         if (fits && a.time < *best_time) {
             memcpy(best, s->mode, n);

@@ -210,7 +210,8 @@ static void rows_free(matrix *m, const layout *L, const ck_graph *g, size_t t)
 
 /* U[t][0] = what stage t keeps + R[t][0] m_0; U[t][k] = U[t][k-1] - what is freed after
  * k - 1 + R[t][k] m_k. Each U is at most the budget: the peak of the replay is the largest
- * resident total right after a compute. */
+ * resident total right after a compute, plus that node's transient bytes when it computes
+ * (U[t][k] + R[t][k] tr_k, a row of its own for the nodes that have any). */
 static void rows_memory(matrix *m, const layout *L, const ck_graph *g, size_t t, const scaling *o)
 {
     double unit = o->unit;
@@ -221,12 +222,17 @@ static void rows_memory(matrix *m, const layout *L, const ck_graph *g, size_t t,
         if (k == 0) {
             for (size_t i = 0; i < t; i++)
                 row_add(m, col_s(L, t, i), -(double)g->nodes[i].bytes / unit);
-            continue;
+        } else {
+            row_add(m, col_u(L, t, k - 1), -1);
+            for (size_t p = 0; p <= g->nodes[k - 1].n_inputs; p++)
+                row_add(m, col_free(L, t, k - 1, p),
+                        (double)g->nodes[freeable(g, k - 1, p)].bytes / unit);
         }
-        row_add(m, col_u(L, t, k - 1), -1);
-        for (size_t p = 0; p <= g->nodes[k - 1].n_inputs; p++)
-            row_add(m, col_free(L, t, k - 1, p),
-                    (double)g->nodes[freeable(g, k - 1, p)].bytes / unit);
+        if (g->nodes[k].transient_bytes) {
+            row_begin(m, -DBL_MAX, o->budget_units);
+            row_add(m, col_u(L, t, k), 1);
+            row_add(m, col_r(L, t, k), (double)g->nodes[k].transient_bytes / unit);
+        }
     }
 }
 
@@ -520,30 +526,15 @@ static int decode(Cbc_Model *cbc, const layout *L, const ck_graph *g, uint64_t b
     return rc;
 }
 
-/* The node whose compute needs the most memory (itself and its inputs resident), and how
- * much: no schedule fits a smaller budget. */
-static uint64_t most_needed(const ck_graph *g, size_t *node)
-{
-    uint64_t most = 0;
-    for (size_t v = 0; v < g->n_nodes; v++) {
-        uint64_t need = g->nodes[v].bytes;
-        for (size_t p = 0; p < g->nodes[v].n_inputs; p++)
-            need += g->nodes[g->nodes[v].inputs[p]].bytes;
-        if (need > most) {
-            most = need;
-            *node = v;
-        }
-    }
-    return most;
-}
-
-/* The greatest common divisor of the nodes' bytes (1 when all are 0). */
+/* The greatest common divisor of the nodes' bytes and transients (1 when all are 0). */
 static uint64_t bytes_gcd(const ck_graph *g)
 {
     uint64_t G = 0;
     for (size_t v = 0; v < g->n_nodes; v++)
-        for (uint64_t b = g->nodes[v].bytes, r; b; G = b, b = r)
-            r = G % b;
+        for (int pass = 0; pass < 2; pass++)
+            for (uint64_t b = pass ? g->nodes[v].transient_bytes : g->nodes[v].bytes, r; b;
+                 G = b, b = r)
+                r = G % b;
     return G ? G : 1;
 }
 
@@ -619,7 +610,7 @@ static int plan_milp(const ck_graph *g, uint64_t budget, const ck_graph_planner_
     if (min_budget)
         *min_budget = 0;
     size_t node = 0;
-    uint64_t need = most_needed(g, &node);
+    uint64_t need = ck_graph_least_peak(g, &node);
     int rc = ck_err_check_stop(opts ? opts->stop : NULL, err);
     if (rc == CK_OK && need > budget)
         rc = ck_err_fail(err, CK_ERR_INFEASIBLE,

@@ -2,8 +2,10 @@
 
 #include <string.h>
 
-const ck_graph_planner *const ck_graph_planners[] = {&ck_graph_planner_fast, &ck_graph_planner_none,
-                                                     NULL};
+#include "planner/graph_milp.h"
+
+const ck_graph_planner *const ck_graph_planners[] = {&ck_graph_planner_fast, &ck_graph_planner_milp,
+                                                     &ck_graph_planner_none, NULL};
 
 const ck_graph_planner *ck_graph_planners_find(const char *name)
 {

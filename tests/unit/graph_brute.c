@@ -82,7 +82,7 @@ static void compute(search *s, uint32_t resident, size_t v, double label, uint32
     for (size_t p = 0; p < nd->n_inputs; p++)
         if (!(resident >> nd->inputs[p] & 1))
             return;
-    uint64_t after = resident_bytes(s, resident | 1u << v);
+    uint64_t after = resident_bytes(s, resident | 1u << v) + nd->transient_bytes;
     if (after > s->budget)
         return;
     push(s, to, s->by_peak ? fmax(label, (double)after) : label + nd->cost);

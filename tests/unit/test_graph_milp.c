@@ -117,6 +117,22 @@ START_TEST(matches_brute_force_on_random_graphs)
 }
 END_TEST
 
+/* Nodes with transient bytes (a kernel's workspace, as in the graphs of models): the peak
+ * right after a compute adds them, in the MILP as in the brute force. */
+START_TEST(transients_match_brute_force)
+{
+    ck_rng rng;
+    ck_rng_seed(&rng, 29);
+    for (unsigned k = 0; k < 6; k++) {
+        ck_graph g = random_graph(&rng, k);
+        for (size_t v = 0; v < g.n_nodes; v++)
+            g.nodes[v].transient_bytes = ck_rng_below(&rng, 4) == 0 ? 1 + ck_rng_below(&rng, 6) : 0;
+        check_graph(&g, &g, 1, k);
+        ck_graph_free(&g);
+    }
+}
+END_TEST
+
 /* Bytes in the gigabytes, budgets to the byte: a budget one byte below a schedule's peak must
  * refuse it although the two differ by 1e-10 of the budget, below CBC's tolerances. */
 START_TEST(exact_to_the_byte_at_tens_of_gigabytes)
@@ -299,6 +315,7 @@ static TCase *milp_tcase(void)
     TCase *tc = tcase_create("milp");
     tcase_set_timeout(tc, 300);
     tcase_add_loop_test(tc, matches_brute_force_on_random_graphs, 0, 3);
+    tcase_add_test(tc, transients_match_brute_force);
     tcase_add_test(tc, exact_to_the_byte_at_tens_of_gigabytes);
     tcase_add_test(tc, infeasible_where_only_schedules_outside_the_class_fit);
     tcase_add_test(tc, warm_starts_keep_it_exact);
