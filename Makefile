@@ -164,7 +164,8 @@ $(BUILD)/bench/%: $(BUILD)/tests/bench/%.o $(TEST_SUPPORT_OBJ) $(BUILD)/libckpla
 # deps first, then a fresh make: pkg-config flags are read when make starts, so targets
 # that install dependencies must build in a second invocation.
 bench: deps
-	@$(MAKE) --no-print-directory ckplan $(BUILD)/bench/bench_planners $(BUILD)/bench/bench_kernels
+	@$(MAKE) --no-print-directory ckplan $(BUILD)/bench/bench_planners $(BUILD)/bench/bench_kernels \
+	  $(BUILD)/bench/bench_graphs $(BUILD)/bench/graph_class
 	@{ echo "# Benchmarks"; echo; \
 	  echo "Written by \`make bench\` on $$(date -u +%Y-%m-%d), on $$(nproc) cores of"; \
 	  echo "$$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1), build flags \`$(OPT)\`."; \
@@ -201,6 +202,22 @@ bench: deps
 	  tests/bench/loading.sh ./ckplan; echo; \
 	  tests/bench/planners_scale.sh ./ckplan; echo; \
 	  cat tests/bench/scale-before.md; \
+	  echo; echo "## dp at scale"; echo; \
+	  echo "dp with 500 memory slots on long heterogeneous chains (\`tests/bench/dp_scale.sh ./ckplan\`;"; \
+	  echo "target: 1,000 stages within 10 s and 1 GiB)."; echo; \
+	  tests/bench/dp_scale.sh ./ckplan; \
+	  echo; echo "## Training graphs: Checkmate's seven, planned node by node"; echo; \
+	  echo "The fast planner (the default for graphs) and milp (Checkmate's MILP, solved by COIN-OR"; \
+	  echo "CBC) at 0.9x and 0.7x each graph's no-rematerialization peak and at its smallest"; \
+	  echo "feasible budget (docs/planners.md, \"Graphs\"). Targets: fast within 2% of every proven"; \
+	  echo "optimum, under a second a plan."; echo; \
+	  tests/bench/graphs_fast.sh ./ckplan; echo; \
+	  tests/bench/graphs.sh $(BUILD)/bench/bench_graphs; \
+	  echo; echo "## Selective recompute: variants inside a block"; echo; \
+	  echo "Block-only dp, dp choosing each stage's variant (\`--variants\`), Megatron's full and"; \
+	  echo "selective recompute at equal budgets, and Korthikanti et al.'s per-layer counts"; \
+	  echo "(\`tests/bench/selective.sh ./ckplan\`)."; echo; \
+	  tests/bench/selective.sh ./ckplan; \
 	  echo; echo "## Lifetimes: gpt2-tiny and llama-tiny"; echo; \
 	  echo "Activation peaks measured by \`ckplan run\` (\`tests/bench/lifetimes.sh ./ckplan"; \
 	  echo "models/gpt2-tiny.json models/llama-tiny.json\`): the store-everything baseline, dp's"; \
