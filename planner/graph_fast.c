@@ -18,7 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "planner/graph_chain.h"
 #include "planner/graph_planners.h"
+#include "planner/planner.h"
 
 enum { RETAIN, REMAT_KEEP, REMAT, REMAT_FREE, N_MODES };
 
@@ -669,6 +671,60 @@ static int search(sim *s, unsigned char *best, double *best_time, uint64_t *min_
     return rc;
 }
 
+/* dp's schedule of c, the chain g is the graph of, as a graph schedule into *out when it fits
+ * the budget and takes less than *time (then updated). */
+static int dp_candidate(const ck_graph *g, const ck_chain *c, const ck_schedule *s,
+                        uint64_t budget, double *time, ck_graph_schedule *out, ck_err *err)
+{
+    ck_graph_schedule gs = {0};
+    ck_graph_replay r;
+    int rc = ck_graph_chain_schedule(g, c, s, &gs, err);
+    if (rc == CK_OK) rc = ck_graph_replay_schedule(g, &gs, &r, err);
+    if (rc == CK_OK && r.peak_bytes <= budget && r.time < *time) {
+        ck_graph_schedule_free(out);
+        *out = gs;
+        *time = r.time;
+        return CK_OK;
+    }
+    ck_graph_schedule_free(&gs);
+    return rc;
+}
+
+/* On the graph of a chain, dp's answer where it beats the search's (rc its status), so that
+ * fast is never worse than the chain planners there; dp's smallest budget where lower. */
+static int chain_dp(const ck_graph *g, uint64_t budget, const atomic_int *stop, int rc,
+                    ck_graph_plan_result *result, uint64_t *min_budget, ck_err *err)
+{
+    bool is_chain = false;
+    ck_chain c;
+    if (rc != CK_OK && rc != CK_ERR_INFEASIBLE)
+        return rc;
+    int crc = ck_graph_chain_of(g, &is_chain, &c, err);
+    if (crc != CK_OK || !is_chain)
+        return crc != CK_OK ? crc : rc;
+    ck_graph_replay mine;
+    double time = INFINITY;
+    if (rc == CK_OK && ck_graph_replay_schedule(g, &result->schedule, &mine, err) == CK_OK)
+        time = mine.time;
+    ck_planner_opts po = {.slots = CK_DEFAULT_SLOTS, .stop = stop};
+    ck_plan_result pr;
+    ck_replay replay;
+    uint64_t dp_min = 0;
+    ck_err why;
+    int drc = ck_planner_run(&c, &ck_planner_dp, budget, &po, &pr, &replay, &dp_min, &why);
+    if (drc == CK_OK && dp_candidate(g, &c, &pr.schedule, budget, &time, &result->schedule, err) != CK_OK)
+        drc = CK_ERR_RUNTIME;
+    if (drc == CK_OK && isfinite(time))
+        rc = CK_OK;
+    if (drc == CK_ERR_INFEASIBLE && dp_min && (!*min_budget || dp_min < *min_budget))
+        *min_budget = dp_min;
+    if (drc == CK_INTERRUPTED || drc == CK_ERR_RUNTIME)
+        rc = drc == CK_INTERRUPTED ? ck_err_fail(err, drc, "%s", why.msg) : drc;
+    ck_planner_result_free(&pr);
+    ck_chain_free(&c);
+    return rc;
+}
+
 static int plan_fast(const ck_graph *g, uint64_t budget, const ck_graph_planner_opts *opts,
                      ck_graph_plan_result *result, uint64_t *min_budget, ck_err *err)
 {
@@ -692,7 +748,7 @@ static int plan_fast(const ck_graph *g, uint64_t budget, const ck_graph_planner_
     }
     sim_free_all(&s);
     free(best);
-    return rc;
+    return chain_dp(g, budget, opts ? opts->stop : NULL, rc, result, min_budget, err);
 }
 
 const ck_graph_planner ck_graph_planner_fast = {
