@@ -1,11 +1,20 @@
 #include "planner/graph_milp.h"
 
 #include <coin/Cbc_C_Interface.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <float.h>
 #include <limits.h>
 #include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 /* CBC stops when its best schedule is within this fraction of its bound. */
 #define RELATIVE_GAP 1e-6
@@ -471,38 +480,127 @@ static void solve(Cbc_Model *cbc, const ck_graph_planner_opts *opts)
     Cbc_solve(cbc);
 }
 
-/* What CBC's run ended with: the status word, and whether its own best schedule is the
- * answer (else the warm start is); the failure when there is neither. With a warm start,
- * CBC's "infeasible" means that nothing is faster than the warm start. */
-static int outcome(Cbc_Model *cbc, const ck_graph_planner_opts *opts, bool warm,
-                   const char **status, bool *own, ck_err *err)
+static const char *const status_names[] = {"optimal", "time limit", "feasible", "solver failed"};
+
+static double monotonic_seconds(void)
 {
-    bool infeasible = Cbc_isProvenInfeasible(cbc), timed = Cbc_isSecondsLimitReached(cbc);
-    *own = Cbc_bestSolution(cbc) != NULL;
-    if (Cbc_status(cbc) == 5 || Cbc_secondaryStatus(cbc) == 5)
-        return ck_err_fail(err, CK_INTERRUPTED, "interrupted");
-    if (*own || warm) {
-        bool optimal = *own ? Cbc_isProvenOptimal(cbc) : infeasible;
-        *status = optimal ? "optimal" : timed ? "time limit" : "feasible";
-        return CK_OK;
-    }
-    if (infeasible)
-        return ck_err_fail(err, CK_ERR_INFEASIBLE,
-                           "milp: CBC proved that no schedule of Checkmate's class fits");
-    if (timed)
-        return ck_err_fail(err, CK_ERR_RUNTIME,
-                           "milp: CBC found no schedule within the time limit of %g s",
-                           opts->time_limit_s);
-    return ck_err_fail(err, CK_ERR_RUNTIME, "milp: CBC stopped without a schedule (status %d/%d)",
-                       Cbc_status(cbc), Cbc_secondaryStatus(cbc));
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* What a CBC run ended with, as the solving process sends it back: outcome's status and
+ * message, the status word (an index in status_names), whether CBC's own best schedule is
+ * the answer (its columns follow the reply) or the warm start is, and CBC's bound. */
+typedef struct {
+    int rc;
+    char msg[sizeof(ck_err)];
+    int status;
+    bool own, infeasible;
+    double best_bound; /* in the program's cost units */
+} cbc_reply;
+
+/* The reply to a finished run. With a warm start, CBC's "infeasible" means that nothing is
+ * faster than the warm start. */
+static void outcome(Cbc_Model *cbc, const ck_graph_planner_opts *opts, bool warm, cbc_reply *r)
+{
+    ck_err err = {{0}};
+    r->infeasible = Cbc_isProvenInfeasible(cbc);
+    bool timed = Cbc_isSecondsLimitReached(cbc);
+    r->own = Cbc_bestSolution(cbc) != NULL;
+    r->best_bound = Cbc_getBestPossibleObjValue(cbc);
+    r->rc = CK_OK;
+    if (r->own || warm) {
+        bool optimal = r->own ? Cbc_isProvenOptimal(cbc) : r->infeasible;
+        r->status = optimal ? 0 : timed ? 1 : 2;
+    } else if (r->infeasible)
+        r->rc = ck_err_fail(&err, CK_ERR_INFEASIBLE,
+                            "milp: CBC proved that no schedule of Checkmate's class fits");
+    else if (timed)
+        r->rc = ck_err_fail(&err, CK_ERR_RUNTIME,
+                            "milp: CBC found no schedule within the time limit of %g s",
+                            opts->time_limit_s);
+    else
+        r->rc = ck_err_fail(&err, CK_ERR_RUNTIME, "milp: CBC stopped without a schedule (status "
+                            "%d/%d)", Cbc_status(cbc), Cbc_secondaryStatus(cbc));
+    memcpy(r->msg, err.msg, sizeof r->msg);
+}
+
+static bool write_all(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+    while (len) {
+        ssize_t w = write(fd, p, len);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return false;
+        p += w;
+        len -= (size_t)w;
+    }
+    return true;
+}
+
+/* The solving process: CBC runs here, away from ckplan, which a crash or abort of CBC's
+ * (both seen: CglPreProcess::postProcess, ClpNonLinearCost's assertions) must not take
+ * down, and which must be able to stop it when CBC overruns its limit (it checks it only
+ * once branch and bound starts) or when interrupted. Never returns. */
+static void solve_in_child(Cbc_Model *cbc, const layout *L, const ck_graph_planner_opts *opts,
+                           bool warm, int fd, pid_t parent)
+{
+    prctl(PR_SET_PDEATHSIG, SIGKILL); /* ckplan killed outright: CBC goes with it */
+    if (getppid() != parent)
+        _exit(1);
+    int null = open("/dev/null", O_WRONLY);
+    if (null >= 0) {
+        dup2(null, STDOUT_FILENO);
+        dup2(null, STDERR_FILENO);
+    }
+    signal(SIGINT, SIG_DFL);
+    solve(cbc, opts);
+    cbc_reply r;
+    memset(&r, 0, sizeof r);
+    outcome(cbc, opts, warm, &r);
+    bool ok = write_all(fd, &r, sizeof r) &&
+              (!r.own || write_all(fd, Cbc_bestSolution(cbc), L->n_cols * sizeof(double)));
+    _exit(ok ? 0 : 1);
+}
+
+/* Reads the child's reply into buf (len bytes, then EOF), polling stop and the deadline
+ * (a monotonic time in seconds; <= 0: none). */
+static int read_reply(int fd, pid_t child, char *buf, size_t len, double deadline,
+                      const atomic_int *stop, size_t *got, ck_err *err)
+{
+    *got = 0;
+    for (;;) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        int n = poll(&p, 1, 100);
+        if (n < 0 && errno != EINTR)
+            return ck_err_fail(err, CK_ERR_RUNTIME, "milp: poll: %s", strerror(errno));
+        if (ck_err_check_stop(stop, err) != CK_OK) {
+            kill(child, SIGKILL);
+            return CK_INTERRUPTED;
+        }
+        if (deadline > 0 && monotonic_seconds() > deadline) {
+            kill(child, SIGKILL);
+            return ck_err_fail(err, CK_ERR_RUNTIME, "milp: CBC overran its time limit");
+        }
+        if (n <= 0)
+            continue;
+        char spill[4096];
+        ssize_t r = read(fd, *got < len ? buf + *got : spill, *got < len ? len - *got : sizeof spill);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return CK_OK;
+        *got += (size_t)r;
+    }
+}
 /* The schedule of CBC's best solution (binaries rounded), replayed: its peak must be within
  * the budget, whatever CBC's tolerances allowed. */
-static int decode(Cbc_Model *cbc, const layout *L, const ck_graph *g, uint64_t budget,
+static int decode(const double *x, const layout *L, const ck_graph *g, uint64_t budget,
                   ck_graph_schedule *out, ck_graph_replay *rp, ck_err *err)
 {
-    const double *x = Cbc_bestSolution(cbc);
     size_t n = L->n;
     stages st;
     int rc = stages_make(&st, n, err);
@@ -552,12 +650,84 @@ static double cost_scale(const ck_graph *g)
 
 /* CBC's bound in the graph's time, within [0, time]: none below 0 (no cost is negative), and
  * the warm start's own time when CBC proved nothing faster. */
-static double bound_of(Cbc_Model *cbc, bool own, double scale, double time)
+static double bound_of(const cbc_reply *r, double scale, double time)
 {
-    if (!own && Cbc_isProvenInfeasible(cbc))
+    if (!r->own && r->infeasible)
         return time;
-    double bound = Cbc_getBestPossibleObjValue(cbc) * scale;
+    double bound = r->best_bound * scale;
     return isfinite(bound) ? fmax(0, fmin(bound, time)) : 0;
+}
+
+/* When CBC's process crashed or overran and a warm start is there, that is the answer,
+ * with no bound but 0: *r says so and CK_OK; otherwise rc. */
+static int fall_back(int rc, bool warm, int status, cbc_reply *r)
+{
+    if (rc != CK_ERR_RUNTIME || !warm)
+        return rc;
+    *r = (cbc_reply){.rc = CK_OK, .status = status, .best_bound = 0};
+    return CK_OK;
+}
+
+/* The reply in buf (got bytes) of a process that ended with wstatus: *reply, and CBC's
+ * columns into *x (malloc'ed) when its own schedule is the answer. */
+static int take_reply(const char *buf, size_t got, size_t n_cols, int wstatus, cbc_reply *reply,
+                      double **x, ck_err *err)
+{
+    if (WIFSIGNALED(wstatus))
+        return ck_err_fail(err, CK_ERR_RUNTIME, "milp: CBC's process died of signal %d (%s)",
+                           WTERMSIG(wstatus), strsignal(WTERMSIG(wstatus)));
+    if (got < sizeof *reply)
+        return ck_err_fail(err, CK_ERR_RUNTIME, "milp: CBC's process ended without an answer "
+                           "(exit status %d)", WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1);
+    memcpy(reply, buf, sizeof *reply);
+    if (!reply->own)
+        return CK_OK;
+    if (got < sizeof *reply + n_cols * sizeof **x)
+        return ck_err_fail(err, CK_ERR_RUNTIME, "milp: CBC's process sent part of its schedule");
+    if (!(*x = malloc(n_cols * sizeof **x)))
+        return ck_err_oom(err);
+    memcpy(*x, buf + sizeof *reply, n_cols * sizeof **x);
+    return CK_OK;
+}
+
+/* Solves the loaded program in a process of its own (solve_in_child), killed at 1.5 times
+ * the time limit plus 10 s or when interrupted. A crash or an overrun with a warm start
+ * gives the warm start ("solver failed", "time limit"); without one, an error. */
+static int run_cbc(Cbc_Model *cbc, const layout *L, const ck_graph_planner_opts *opts, bool warm,
+                   cbc_reply *reply, double **x, ck_err *err)
+{
+    int fds[2];
+    size_t len = sizeof *reply + L->n_cols * sizeof(double);
+    char *buf = malloc(len);
+    if (!buf)
+        return ck_err_oom(err);
+    if (pipe(fds) != 0) {
+        free(buf);
+        return ck_err_fail(err, CK_ERR_RUNTIME, "milp: pipe: %s", strerror(errno));
+    }
+    fflush(NULL); /* nothing buffered is written twice */
+    pid_t parent = getpid(), child = fork();
+    if (child == 0) {
+        close(fds[0]);
+        solve_in_child(cbc, L, opts, warm, fds[1], parent);
+    }
+    close(fds[1]);
+    int rc = CK_OK, wstatus = 0;
+    size_t got = 0;
+    if (child < 0)
+        rc = ck_err_fail(err, CK_ERR_RUNTIME, "milp: fork: %s", strerror(errno));
+    double limit = opts && opts->time_limit_s > 0 ? opts->time_limit_s : 0;
+    double deadline = limit > 0 ? monotonic_seconds() + 1.5 * limit + 10 : 0;
+    if (rc == CK_OK)
+        rc = read_reply(fds[0], child, buf, len, deadline, opts ? opts->stop : NULL, &got, err);
+    close(fds[0]);
+    while (child > 0 && waitpid(child, &wstatus, 0) < 0 && errno == EINTR)
+        ;
+    bool overran = rc == CK_ERR_RUNTIME && child > 0;
+    if (rc == CK_OK)
+        rc = take_reply(buf, got, L->n_cols, wstatus, reply, x, err);
+    free(buf);
+    return fall_back(rc, warm, overran ? 1 : 3, reply);
 }
 
 /* Builds the program, warm-starts, solves and decodes: result's schedule, status, bound. */
@@ -571,7 +741,6 @@ static int solve_graph(const ck_graph *g, uint64_t budget, const ck_graph_planne
     uint64_t G = bytes_gcd(g);
     double bound = (double)(budget / G * G) + (double)G / 2;
     scaling o = {.unit = unit, .budget_units = bound / unit, .cost_scale = cost_scale(g)};
-    bool own = false;
     Cbc_Model *cbc = Cbc_newModel();
     int rc = cbc ? layout_make(g, &L, err) : ck_err_oom(err);
     if (rc == CK_OK)
@@ -580,22 +749,26 @@ static int solve_graph(const ck_graph *g, uint64_t budget, const ck_graph_planne
         rc = warm_start(cbc, g, opts->warm_start, budget, o.cost_scale, &warm, &rp, err);
     if (rc == CK_OK)
         rc = ck_err_check_stop(opts ? opts->stop : NULL, err);
-    if (rc == CK_OK) {
-        solve(cbc, opts);
-        rc = outcome(cbc, opts, warm.n > 0, &result->status, &own, err);
-    }
+    cbc_reply reply = {0};
+    double *x = NULL;
+    if (rc == CK_OK)
+        rc = run_cbc(cbc, &L, opts, warm.n > 0, &reply, &x, err);
+    if (rc == CK_OK && reply.rc != CK_OK)
+        rc = ck_err_fail(err, reply.rc, "%s", reply.msg);
     if (rc == CK_OK)
         rc = ck_err_check_stop(opts ? opts->stop : NULL, err);
-    if (rc == CK_OK && own)
-        rc = decode(cbc, &L, g, budget, &result->schedule, &rp, err);
+    if (rc == CK_OK && reply.own)
+        rc = decode(x, &L, g, budget, &result->schedule, &rp, err);
     else if (rc == CK_OK) {
         result->schedule = warm;
         warm = (ck_graph_schedule){0};
     }
     if (rc == CK_OK) {
-        result->bound = bound_of(cbc, own, o.cost_scale, rp.time);
+        result->status = status_names[reply.status];
+        result->bound = bound_of(&reply, o.cost_scale, rp.time);
         result->gap = rp.time > 0 ? (rp.time - result->bound) / rp.time : 0;
     }
+    free(x);
     ck_graph_schedule_free(&warm);
     if (cbc)
         Cbc_deleteModel(cbc);

@@ -101,4 +101,19 @@ for g in vgg16-b256 unet-b32; do
     run run "$g.edited.json"
     check "$g: run refuses it too" 1 "predicted.time: the plan file says"
 done
+
+# milp runs CBC in a process of its own: one that overruns its limit (CBC checks it only once
+# branch and bound has begun, and not on MobileNet at 1 s) is stopped at 1.5 times the limit
+# plus 10 s, and the warm start is the answer; a signal stops it at once (SIGTERM: a shell
+# starts background commands with SIGINT ignored, which ckplan keeps).
+run plan "$graphs/mobilenet-b512.json" --budget 30G --planner milp --time-limit 1 -o m.json
+check "milp overrunning its time limit is stopped and answers the warm start" 0 "status: time limit"
+check_that "... a plan the independent replay confirms" greplay m.json "$graphs/mobilenet-b512.json"
+"$bin" plan "$graphs/mobilenet-b512.json" --budget 30G --planner milp -o mi.json >/dev/null 2>"$work/err" &
+pid=$!
+sleep 3
+kill -TERM "$pid"
+wait "$pid"; rc=$?; out=""; err=$(cat "$work/err")
+check "a signal during a CBC solve stops milp at once" 143 "interrupted by SIGTERM"
+check_that "... leaving no plan" test ! -e mi.json
 cd "$work" || exit 1
