@@ -197,7 +197,7 @@ static int in_model(const ck_model *m, int rc, ck_err *err)
 static int run_action(const ck_lower *l, ck_program_state *st, ck_action_kind kind, size_t i,
                       uint64_t *peak, ck_err *err)
 {
-    ck_action a = {kind, i};
+    ck_action a = {kind, i, 0};
     ck_action_effect e = {0};
     ck_program p = {0};
     int rc = ck_lower_action(l, &a, &e, &p, err);

@@ -21,6 +21,7 @@
 
 typedef struct {
     size_t leaf;    /* 0: chain; otherwise the j of leaf j (s < j <= t, so never 0) */
+    size_t variant; /* chain only: the variant of its F_all s (planner/chain.h) */
     uint64_t right; /* value handed to Seg(s+1, t) (chain) or Seg(j, t) (leaf) */
     uint64_t left;  /* leaf only: value handed to Seg(s, j-1) */
 } ck_seg_choice;
@@ -28,9 +29,13 @@ typedef struct {
 /* Fills *out with the shape of Seg(s, t), s < t, given the value threaded down to it. */
 typedef void (*ck_seg_decide)(void *ctx, size_t s, size_t t, uint64_t value, ck_seg_choice *out);
 
-/* Appends the whole schedule Seg(0, L-1) to out (value is the top-level one). Runs
- * without recursion, so chains of any length fit on the stack. */
-int ck_persistent_emit(const ck_chain *c, ck_seg_decide decide, void *ctx, uint64_t value,
-                       ck_schedule *out, ck_err *err);
+/* The variant of the base shape's F_all s, given the value threaded down to Seg(s, s). */
+typedef size_t (*ck_seg_base_variant)(void *ctx, size_t s, uint64_t value);
+
+/* Appends the whole schedule Seg(0, L-1) to out (value is the top-level one); base NULL
+ * runs every base's F_all as "all". Runs without recursion, so chains of any length fit on
+ * the stack. */
+int ck_persistent_emit(const ck_chain *c, ck_seg_decide decide, ck_seg_base_variant base,
+                       void *ctx, uint64_t value, ck_schedule *out, ck_err *err);
 
 #endif

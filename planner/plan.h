@@ -70,6 +70,13 @@ typedef struct {
     char **nodes;
 } ck_plan_stage;
 
+/* An F_all of a plan's schedule that names a variant other than "all" ("variant": NAME);
+ * the name is the chain's, bound to a number by ck_plan_bind_variants. */
+typedef struct {
+    size_t op; /* its index in the schedule */
+    char *name;
+} ck_plan_variant;
+
 /* A plan file as read back: what `ckplan run` needs to execute and check it. The figures
  * are the file's claims; planner/plan_check replays the schedule to check them. */
 typedef struct {
@@ -87,7 +94,9 @@ typedef struct {
     ck_plan_figures predicted;
     size_t stages;
     ck_plan_stage *stage_info; /* `stages` entries, or NULL when the file has none (older plans) */
-    ck_schedule schedule;
+    ck_schedule schedule;      /* every F_all as "all" until bound */
+    ck_plan_variant *variants; /* n_variants entries, in schedule order */
+    size_t n_variants, variants_cap;
 } ck_plan_file;
 
 /* s's parts as predicted.static records them. */
@@ -108,5 +117,12 @@ cJSON *ck_plan_to_json(const ck_plan_doc *d);
  * they are the model's stages is planner/plan_check's question too. */
 int ck_plan_from_json(const cJSON *root, const char *file, ck_plan_file *out, ck_err *err);
 void ck_plan_file_free(ck_plan_file *p);
+
+/* p's schedule with each F_all's variant named in the file bound to stage's number in c
+ * (the chain of the plan's model), appended to *out. CK_ERR_INPUT naming the operation
+ * ("label: schedule[4].variant: stage 2 has no variant \"attn\" (it has all, none)") when
+ * the chain lacks one. */
+int ck_plan_bind_variants(const ck_plan_file *p, const ck_chain *c, const char *label,
+                          ck_schedule *out, ck_err *err);
 
 #endif

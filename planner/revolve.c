@@ -90,7 +90,7 @@ static void revolve_decide(void *ctx, size_t s, size_t t, uint64_t snapshots, ck
 
 int ck_revolve_schedule(const ck_chain *c, uint64_t snapshots, ck_schedule *out, ck_err *err)
 {
-    return ck_persistent_emit(c, revolve_decide, NULL, snapshots, out, err);
+    return ck_persistent_emit(c, revolve_decide, NULL, NULL, snapshots, out, err);
 }
 
 uint64_t ck_revolve_schedule_length(uint64_t L, uint64_t snapshots)

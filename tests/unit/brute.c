@@ -14,7 +14,7 @@ static bool append(ck_schedule *dst, const ck_schedule *src)
 {
     bool ok = true;
     for (size_t k = 0; ok && k < src->n; k++)
-        ok = ck_schedule_push(dst, src->actions[k].kind, src->actions[k].stage);
+        ok = ck_schedule_append(dst, src->actions[k]);
     return ok;
 }
 
@@ -28,30 +28,25 @@ static bool add(seg_schedules *set, ck_schedule *s)
     return true;
 }
 
-/* Adds the base, the chain built on each schedule of Seg(s+1, t), and every leaf j built on
- * each pair of schedules of Seg(j, t) and Seg(s, j-1). */
+/* Adds the base and the chain built on each schedule of Seg(s+1, t), each with every
+ * variant of stage s's F_all, and every leaf j built on each pair of schedules of Seg(j, t)
+ * and Seg(s, j-1). */
 static bool build(const ck_chain *c, seg_schedules *all, size_t s, size_t t, seg_schedules *out)
 {
     size_t L = c->n_stages;
-    if (s == t) {
-        ck_schedule b = {0};
-        bool ok = ck_schedule_push(&b, CK_F_ALL, s) &&
-                  (s + 1 < L || ck_schedule_push(&b, CK_LOSS, 0)) &&
-                  ck_schedule_push(&b, CK_B, s) && add(out, &b);
-        if (!ok)
-            ck_schedule_free(&b);
-        return ok;
-    }
-    const seg_schedules *rest = &all[(s + 1) * L + t];
-    for (size_t q = 0; q < rest->n; q++) {
-        ck_schedule b = {0};
-        bool ok = ck_schedule_push(&b, CK_F_ALL, s) && append(&b, &rest->list[q]) &&
-                  ck_schedule_push(&b, CK_B, s) && add(out, &b);
-        if (!ok) {
-            ck_schedule_free(&b);
-            return false;
+    const seg_schedules *rest = s < t ? &all[(s + 1) * L + t] : NULL;
+    for (size_t v = 0; v <= c->stages[s].n_variants; v++)
+        for (size_t q = 0; q < (rest ? rest->n : 1); q++) {
+            ck_schedule b = {0};
+            bool ok = ck_schedule_append(&b, (ck_action){CK_F_ALL, s, v}) &&
+                      (!rest || append(&b, &rest->list[q])) &&
+                      (rest || s + 1 < L || ck_schedule_push(&b, CK_LOSS, 0)) &&
+                      ck_schedule_push(&b, CK_B, s) && add(out, &b);
+            if (!ok) {
+                ck_schedule_free(&b);
+                return false;
+            }
         }
-    }
     for (size_t j = s + 1; j <= t; j++) {
         const seg_schedules *right = &all[j * L + t], *left = &all[s * L + j - 1];
         for (size_t r = 0; r < right->n; r++)

@@ -1,5 +1,5 @@
-/* brute: every persistent schedule of a small chain, written out operation by operation
- * and replayed. It knows only the shapes of persistent.h's comment (base, chain, leaf j,
+/* brute: every persistent schedule of a small chain, each F_all of a base or a chain in
+ * every variant of its stage, written out operation by operation and replayed. It knows only the shapes of persistent.h's comment (base, chain, leaf j,
  * recursively) and ck_schedule_replay, none of the dp planner's formulas, so the two can
  * check each other. The count grows fast (394 schedules for 6 stages); keep L <= 7. */
 #ifndef CK_BRUTE_H

@@ -63,6 +63,43 @@ START_TEST(matches_brute_force_on_random_chains)
 }
 END_TEST
 
+/* Stages with variants (selective recompute): dp's joint choice of variant and checkpoints
+ * is the brute force's optimum over every persistent schedule with every variant, at every
+ * budget. The variants matter: on some chains they reach a time or a peak that no schedule
+ * of the same chain without them reaches, so a dp or brute force that ignored them would
+ * disagree. */
+START_TEST(matches_brute_force_with_variants)
+{
+    ck_rng rng;
+    ck_rng_seed(&rng, 2023);
+    unsigned better = 0;
+    for (unsigned k = 0; k < 240; k++) {
+        ck_chain c;
+        ck_err err = {{0}};
+        ck_assert_int_eq(ck_chaingen_random(&c, 1 + k % 5, 10, 10, &rng, &err), CK_OK);
+        ck_assert_msg(ck_chaingen_variants(&c, 10, 10, &rng, &err) == CK_OK, "%s", err.msg);
+        check_exact(&c, k);
+        ck_brute_set with, without;
+        ck_assert_int_eq(ck_brute_enumerate(&c, &with, &err), CK_OK);
+        for (size_t i = 0; i < c.n_stages; i++)
+            ck_assert_int_eq(ck_chain_set_variants(&c, i, NULL, 0, &err), CK_OK);
+        ck_assert_int_eq(ck_brute_enumerate(&c, &without, &err), CK_OK);
+        uint64_t top = ck_test_baseline(&c).peak_bytes;
+        for (uint64_t budget = 0; budget <= top; budget++) {
+            double a = INFINITY, b = INFINITY;
+            ck_brute_best(&with, budget, &a);
+            ck_brute_best(&without, budget, &b);
+            ck_assert(a <= b);
+            better += a < b;
+        }
+        ck_brute_free(&with);
+        ck_brute_free(&without);
+        ck_chain_free(&c);
+    }
+    ck_assert_uint_gt(better, 100);
+}
+END_TEST
+
 /* dp never replays while it fills its tables: its peaks are closed forms of the sizes. Each
  * must be what applying the actions one by one (planner/action, through the replay) gives,
  * whatever the chain: the smallest peak it claims is the replayed peak of the schedule it
@@ -78,6 +115,8 @@ START_TEST(closed_form_peaks_match_the_actions)
         size_t L = 1 + (size_t)ck_rng_below(&rng, 14);
         ck_assert_msg(ck_chaingen_random(&c, L, 1 + ck_rng_below(&rng, 40), 5, &rng, &err) == CK_OK,
                       "%s", err.msg);
+        if (n % 2) /* and with variants, whose sizes enter the same closed forms */
+            ck_assert_msg(ck_chaingen_variants(&c, 40, 5, &rng, &err) == CK_OK, "%s", err.msg);
         ck_schedule s = {0};
         uint64_t claimed = 0;
         ck_replay replay;
@@ -303,6 +342,7 @@ static Suite *dp_suite(void)
     TCase *tc = tcase_create("dp");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, matches_brute_force_on_random_chains);
+    tcase_add_test(tc, matches_brute_force_with_variants);
     tcase_add_test(tc, closed_form_peaks_match_the_actions);
     tcase_add_test(tc, hetero3_by_hand);
     tcase_add_test(tc, coarse_slots_fit_and_are_not_faster);
