@@ -43,7 +43,10 @@ static void plan_usage(FILE *out)
             "                        0) or not (exit 3); with --json as a ckplan-inference/1\n"
             "                        object on stdout; no file is written\n"
             "  --planner P           which planner (default dp; see below)\n"
-            "  --slots N             dp: memory resolution, the budget in N units (default %d)\n",
+            "  --slots N             dp: memory resolution, the budget in N units (default %d)\n"
+            "  --variants            dp: also choose, per stage, what its saving forward keeps\n"
+            "                        and its backward recomputes (a model's variants matmul,\n"
+            "                        attn, none; a chain file's own): selective recompute\n",
             CK_DEFAULT_SLOTS);
     ck_options_workload_help(out);
     fprintf(out,
@@ -63,7 +66,7 @@ static void plan_usage(FILE *out)
                  "cannot be met (the smallest budget that can is printed).\n");
 }
 
-enum { OPT_INFERENCE = CK_OPT_SVG + 1 };
+enum { OPT_INFERENCE = CK_OPT_SVG + 1, OPT_VARIANTS };
 
 typedef struct {
     const char *model_path;
@@ -85,6 +88,7 @@ static int parse_args(int argc, char **argv, plan_args *a, ck_err *err)
         {"slots", required_argument, NULL, CK_OPT_SLOTS},
         {"json", no_argument, NULL, CK_OPT_JSON},
         {"inference", no_argument, NULL, OPT_INFERENCE},
+        {"variants", no_argument, NULL, OPT_VARIANTS},
         {"svg", required_argument, NULL, CK_OPT_SVG},
         {"output", required_argument, NULL, 'o'},
         {"help", no_argument, NULL, 'h'},
@@ -127,6 +131,9 @@ static int parse_args(int argc, char **argv, plan_args *a, ck_err *err)
             break;
         case OPT_INFERENCE:
             a->inference = true;
+            break;
+        case OPT_VARIANTS:
+            a->planner_opts.variants = true;
             break;
         case CK_OPT_SVG:
             a->svg = optarg;

@@ -46,17 +46,23 @@ static void sizes_free(unit_sizes *z)
     free(z->btmp);
 }
 
-static size_t count_variants(const ck_chain *c)
+/* Variants dp chooses among for stage i: all of them, or "all" alone. */
+static size_t stage_variants(const ck_chain *c, size_t i, bool variants)
+{
+    return 1 + (variants ? c->stages[i].n_variants : 0);
+}
+
+static size_t count_variants(const ck_chain *c, bool variants)
 {
     size_t n = 0;
     for (size_t i = 0; i < c->n_stages; i++)
-        n += 1 + c->stages[i].n_variants;
+        n += stage_variants(c, i, variants);
     return n;
 }
 
-static int sizes_init(unit_sizes *z, const ck_chain *c, uint64_t unit, ck_err *err)
+static int sizes_init(unit_sizes *z, const ck_chain *c, uint64_t unit, bool variants, ck_err *err)
 {
-    size_t L = c->n_stages, V = count_variants(c);
+    size_t L = c->n_stages, V = count_variants(c, variants);
     *z = (unit_sizes){.L = L,
                       .x = malloc((L + 1) * sizeof *z->x),
                       .ftmp = malloc(L * sizeof *z->ftmp),
@@ -74,8 +80,8 @@ static int sizes_init(unit_sizes *z, const ck_chain *c, uint64_t unit, ck_err *e
     z->first[0] = 0;
     for (size_t i = 0; i < L; i++) {
         z->ftmp[i] = ck_size_ceil_div(c->stages[i].fwd_tmp_bytes, unit);
-        z->first[i + 1] = z->first[i] + 1 + c->stages[i].n_variants;
-        for (size_t v = 0; v <= c->stages[i].n_variants; v++) {
+        z->first[i + 1] = z->first[i] + stage_variants(c, i, variants);
+        for (size_t v = 0; v < stage_variants(c, i, variants); v++) {
             ck_variant var = ck_chain_variant(c, i, v);
             z->xbar[z->first[i] + v] = ck_size_ceil_div(var.saved_bytes, unit);
             z->vftmp[z->first[i] + v] = ck_size_ceil_div(var.fwd_tmp_bytes, unit);
@@ -309,9 +315,9 @@ static size_t time_base(void *ctx, size_t s, uint64_t m)
     return time_variant(ctx, s, s, m);
 }
 
-static bool has_variants(const ck_chain *c)
+static bool has_variants(const ck_chain *c, bool variants)
 {
-    return count_variants(c) > c->n_stages;
+    return count_variants(c, variants) > c->n_stages;
 }
 
 /* Refuses tables above DP_TABLE_LIMIT: the time table (a double and a shape per
@@ -353,10 +359,12 @@ static void min_peak_free(min_peak_table *mp)
 
 /* The fastest schedule in tt's slots if there is one, else the minimum-peak schedule (with
  * a 1-byte unit) when it fits in bytes, else CK_ERR_INFEASIBLE. */
-static int plan_tables(const ck_chain *c, uint64_t budget, const atomic_int *stop,
+static int plan_tables(const ck_chain *c, uint64_t budget, const ck_planner_opts *opts,
                        min_peak_table *mp, time_table *tt, ck_plan_result *result,
                        uint64_t *min_budget, ck_err *err)
 {
+    const atomic_int *stop = opts->stop;
+    bool variants = has_variants(c, opts->variants);
     size_t L = c->n_stages, pairs = L * (L + 1) / 2, top = pair_index(0, L - 1);
     int rc = min_peak_fill(mp, c, stop, err);
     if (rc != CK_OK)
@@ -365,8 +373,8 @@ static int plan_tables(const ck_chain *c, uint64_t budget, const atomic_int *sto
     if (fits) {
         tt->time = malloc(pairs * tt->width * sizeof *tt->time);
         tt->leaf = malloc(pairs * tt->width * sizeof *tt->leaf);
-        tt->variant = has_variants(c) ? calloc(pairs * tt->width, sizeof *tt->variant) : NULL;
-        if (!tt->time || !tt->leaf || (has_variants(c) && !tt->variant))
+        tt->variant = variants ? calloc(pairs * tt->width, sizeof *tt->variant) : NULL;
+        if (!tt->time || !tt->leaf || (variants && !tt->variant))
             return ck_err_oom(err);
         if ((rc = time_fill(tt, c, stop, err)) != CK_OK)
             return rc;
@@ -404,14 +412,15 @@ static int plan_dp(const ck_chain *c, uint64_t budget, const ck_planner_opts *op
     uint64_t unit = avail > opts->slots ? ck_size_ceil_div(avail, opts->slots) : 1;
     uint64_t slots = avail / unit;
     result->memory_unit = unit;
-    int rc = check_table_size(L, slots + 1, has_variants(c), err);
+    bool variants = opts->variants;
+    int rc = check_table_size(L, slots + 1, has_variants(c, variants), err);
     if (rc != CK_OK)
         return rc;
     unit_sizes bytes, units;
-    rc = sizes_init(&bytes, c, 1, err);
+    rc = sizes_init(&bytes, c, 1, variants, err);
     if (rc != CK_OK)
         return rc;
-    rc = sizes_init(&units, c, unit, err);
+    rc = sizes_init(&units, c, unit, variants, err);
     if (rc != CK_OK) {
         sizes_free(&bytes);
         return rc;
@@ -420,7 +429,7 @@ static int plan_dp(const ck_chain *c, uint64_t budget, const ck_planner_opts *op
     time_table tt = {&units, slots + 1, NULL, NULL, NULL};
     rc = min_peak_alloc(&mp, &bytes, err);
     if (rc == CK_OK)
-        rc = plan_tables(c, budget, opts->stop, &mp, &tt, result, min_budget, err);
+        rc = plan_tables(c, budget, opts, &mp, &tt, result, min_budget, err);
     min_peak_free(&mp);
     free(tt.time);
     free(tt.leaf);
@@ -433,7 +442,7 @@ static int plan_dp(const ck_chain *c, uint64_t budget, const ck_planner_opts *op
 int ck_plan_dp_min_peak(const ck_chain *c, uint64_t *peak, ck_schedule *out, ck_err *err)
 {
     unit_sizes bytes;
-    int rc = sizes_init(&bytes, c, 1, err);
+    int rc = sizes_init(&bytes, c, 1, true, err);
     if (rc != CK_OK)
         return rc;
     min_peak_table mp;
