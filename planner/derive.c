@@ -224,6 +224,18 @@ static uint64_t excess(uint64_t peak, uint64_t base)
     return peak > base ? peak - base : 0;
 }
 
+/* A program state holding only tensor `in` (a stage's input; nothing when it is static). */
+static int with_input_only(const ck_model *m, size_t in, ck_program_state *ps, ck_err *err)
+{
+    int rc = ck_program_state_init(ps, m, err);
+    if (rc != CK_OK)
+        return rc;
+    ck_program_state_set(ps, ck_program_value(0, CK_COPY_PLAIN), false);
+    if (!ck_model_is_static(m, in))
+        ck_program_state_set(ps, ck_program_value(in, CK_COPY_PLAIN), true);
+    return CK_OK;
+}
+
 /* Stage i's variant v from its compiled F_all and B run with only x_i live: what F_all
  * keeps, its peak beyond that (*save_excess), B's peak beyond x̄_{i+1}, y_{i+1} and y_i,
  * and the forward time B spends recomputing (out->bwd_time, to which the caller adds the
@@ -233,12 +245,9 @@ static int size_saving(const ck_model *m, const ck_lower *l, size_t i, size_t v,
 {
     size_t in = ck_lower_stage_input(l, i), last = ck_lower_stage_output(l, i);
     ck_program_state ps;
-    int rc = ck_program_state_init(&ps, m, err);
+    int rc = with_input_only(m, in, &ps, err);
     if (rc != CK_OK)
         return rc;
-    ck_program_state_set(&ps, ck_program_value(0, CK_COPY_PLAIN), false);
-    if (!ck_model_is_static(m, in))
-        ck_program_state_set(&ps, ck_program_value(in, CK_COPY_PLAIN), true);
     uint64_t base = ps.held, save_peak, bwd_peak;
     rc = run_action(l, &ps, (ck_action){CK_F_ALL, i, v}, cm, &save_peak, NULL, err);
     out->saved_bytes = ps.held - base;
@@ -267,12 +276,9 @@ static int size_plain(const ck_model *m, const ck_lower *l, size_t i, uint64_t *
 {
     size_t in = ck_lower_stage_input(l, i), out = ck_lower_stage_output(l, i);
     ck_program_state ps;
-    int rc = ck_program_state_init(&ps, m, err);
+    int rc = with_input_only(m, in, &ps, err);
     if (rc != CK_OK)
         return rc;
-    ck_program_state_set(&ps, ck_program_value(0, CK_COPY_PLAIN), false);
-    if (!ck_model_is_static(m, in))
-        ck_program_state_set(&ps, ck_program_value(in, CK_COPY_PLAIN), true);
     uint64_t base = ps.held, plain_peak;
     rc = run_action(l, &ps, (ck_action){CK_F_CK, i, 0}, NULL, &plain_peak, NULL, err);
     *plain_excess = excess(plain_peak, base + m->tensors[out].bytes);

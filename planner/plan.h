@@ -41,7 +41,8 @@ typedef struct {
     uint32_t slots;          /* dp only */
     const char *costs_path;  /* the profiled costs the times came from, or NULL */
     const ck_cost_model *cost_model; /* the roofline rates they came from, or NULL */
-    ck_plan_stage_map stage_map;     /* chain NULL: no stage_info is written */
+    ck_plan_stage_map stage_map;     /* chain NULL: no stage_info is written; its chain
+                                        names F_all variants, so a schedule with any needs it */
     const char *device;              /* details.device: --device's name, or NULL */
     const ck_warnings *warnings;     /* `warnings`; NULL or empty: none written */
 } ck_plan_doc;

@@ -401,6 +401,23 @@ static uint64_t middle_budget(const loaded *l)
     return lo + (base.peak_bytes - lo) / 2;
 }
 
+/* A step `got` of schedule s (whose chain replay is `replay`) gave the baseline's loss and
+ * gradients bit for bit, its tracked peak is the compiled program's replay to the byte and
+ * at most the chain's, and it left only static memory; frees got. */
+static void expect_as_baseline(loaded *l, const run_result *want, run_result *got,
+                               const ck_schedule *s, const ck_replay *replay, const char *what)
+{
+    ck_assert_msg(same_grads(want, got), "%s: %s changes the gradients", l->w.path, what);
+    ck_replay exact;
+    ck_err err = {{0}};
+    ck_assert_msg(ck_lower_replay(l->lower, &l->w.chain, s, &exact, NULL, NULL, &err) == CK_OK,
+                  "%s", err.msg);
+    ck_assert_uint_eq(got->stats.activation_peak_bytes, exact.peak_bytes);
+    ck_assert_uint_le(got->stats.activation_peak_bytes, replay->peak_bytes);
+    assert_only_static_live(l->e);
+    run_free(got);
+}
+
 /* Every planner's plan at the middle budget gives the baseline's loss and gradients, bit for
  * bit, with the tracked peak that of the compiled program's replay, to the byte, and at
  * most the chain's. */
@@ -434,16 +451,7 @@ static void model_matches_baseline(const char *path, ck_granularity g)
             variants += r.schedule.actions[a].variant > 0;
         ck_assert_msg(replay.count[CK_F_CK] + replay.count[CK_F_NONE] + variants > 0,
                       "%s recomputes nothing", planners[p]->name);
-        ck_assert_msg(same_grads(&want, &got), "%s: %s changes the gradients", path,
-                      planners[p]->name);
-        ck_replay exact;
-        ck_err err = {{0}};
-        ck_assert_msg(ck_lower_replay(l.lower, &l.w.chain, &r.schedule, &exact, NULL, NULL, &err) ==
-                          CK_OK, "%s", err.msg);
-        ck_assert_uint_eq(got.stats.activation_peak_bytes, exact.peak_bytes);
-        ck_assert_uint_le(got.stats.activation_peak_bytes, replay.peak_bytes);
-        assert_only_static_live(l.e);
-        run_free(&got);
+        expect_as_baseline(&l, &want, &got, &r.schedule, &replay, planners[p]->name);
         ck_planner_result_free(&r);
     }
     run_free(&want);
@@ -476,7 +484,7 @@ static void variants_match_baseline(const char *path)
                     used++;
                 }
         }
-        ck_replay replay, exact;
+        ck_replay replay;
         ck_assert_msg(ck_schedule_replay(&l.w.chain, &s, &replay, NULL, NULL, &err) == CK_OK, "%s", err.msg);
         ck_exec_reset(l.e);
         run_result got = run(l.e, &s, 0);
@@ -486,14 +494,7 @@ static void variants_match_baseline(const char *path)
                 (unsigned long long)replay.peak_bytes, (unsigned long long)base.peak_bytes);
         ck_assert_uint_gt(used, 0);
         ck_assert_uint_lt(replay.peak_bytes, base.peak_bytes);
-        ck_assert_msg(same_grads(&want, &got), "%s: variant %s changes the gradients", path,
-                      ck_lower_keep_name(k));
-        ck_assert_msg(ck_lower_replay(l.lower, &l.w.chain, &s, &exact, NULL, NULL, &err) == CK_OK,
-                      "%s", err.msg);
-        ck_assert_uint_eq(got.stats.activation_peak_bytes, exact.peak_bytes);
-        ck_assert_uint_le(got.stats.activation_peak_bytes, replay.peak_bytes);
-        assert_only_static_live(l.e);
-        run_free(&got);
+        expect_as_baseline(&l, &want, &got, &s, &replay, ck_lower_keep_name(k));
         ck_schedule_free(&s);
     }
     run_free(&want);
