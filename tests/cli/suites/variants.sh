@@ -76,4 +76,6 @@ for model in gpt2-tiny llama-tiny gpt2-tiny-bf16; do
     check_that "variants: $model's plan replays independently on its chain file" replay "$model-var.json" "$model-chain.json"
 done
 run emit hf gpt2-tiny-var.json -o emitted.py
-check "variants: emit refuses a plan with variants, naming the operation" 2 "gpt2-tiny-var.json: schedule[" "variant: emit writes per-layer checkpointing"
+check "variants: emit refuses a plan with variants, naming the operation" 2 "gpt2-tiny-var.json: schedule[" "variant: emit writes checkpointing of whole layers"
+run emit torch "$root/models/gpt2-tiny.json" --plan gpt2-tiny-var.json -o emitted.py
+check "variants: emit torch refuses a plan with variants too" 2 "gpt2-tiny-var.json: schedule[" "variant: emit writes checkpointing of whole layers"
