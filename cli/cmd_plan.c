@@ -190,6 +190,37 @@ static void print_stage_runs(FILE *out, const ck_chain *c, const bool *set)
         fprintf(out, "none");
 }
 
+/* Stage i's F_all at schedule index k runs the variant named like the one at index j. */
+static bool same_variant(const ck_chain *c, const ck_schedule *s, size_t k, size_t j)
+{
+    const ck_action *a = &s->actions[k], *b = &s->actions[j];
+    return a->kind == CK_F_ALL && a->variant > 0 &&
+           strcmp(ck_chain_variant(c, a->stage, a->variant).name,
+                  ck_chain_variant(c, b->stage, b->variant).name) == 0;
+}
+
+/* The stages whose F_all runs a variant (keeps less, its B recomputes the rest), by
+ * variant name, in order of first use; nothing when there are none. set (n_stages) is
+ * scratch. */
+static void print_variants(FILE *out, const ck_chain *c, const ck_schedule *s, bool *set)
+{
+    for (size_t k = 0; k < s->n; k++) {
+        bool earlier = false;
+        for (size_t j = 0; j < k && !earlier; j++)
+            earlier = same_variant(c, s, j, k);
+        if (!same_variant(c, s, k, k) || earlier)
+            continue;
+        memset(set, 0, c->n_stages * sizeof *set);
+        for (size_t j = k; j < s->n; j++)
+            set[s->actions[j].stage] = set[s->actions[j].stage] || same_variant(c, s, j, k);
+        fprintf(out, "variant ");
+        ck_human_put_terminal_text(out, ck_chain_variant(c, s->actions[k].stage, s->actions[k].variant).name);
+        fprintf(out, " (F_all keeps less, B recomputes the rest):\n  ");
+        print_stage_runs(out, c, set);
+        fprintf(out, "\n");
+    }
+}
+
 /* Which stages the first forward does not keep (they are recomputed), and which inputs it
  * keeps as checkpoints: read off the operations before the loss. flags (2 * n_stages,
  * zeroed) is allocated by the caller before the plan is written, so that nothing can fail
@@ -215,6 +246,7 @@ static void print_checkpoints(FILE *out, const ck_chain *c, const ck_schedule *s
     fprintf(out, "\ncheckpoints: the inputs of these stages are kept during the forward pass:\n  ");
     print_stage_runs(out, c, kept_input);
     fprintf(out, "\n");
+    print_variants(out, c, s, recomputed);
 }
 
 static void print_size_row(FILE *out, const char *label, uint64_t plan, uint64_t base, const char *note)

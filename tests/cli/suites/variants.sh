@@ -68,7 +68,7 @@ for model in gpt2-tiny llama-tiny gpt2-tiny-bf16; do
     run plan "$root/models/$model.json" --budget $((static + 1)) --variants
     least=$(printf '%s' "$err" | sed -n 's/.*its smallest plan needs [^(]*(\([0-9]*\) bytes).*/\1/p')
     run plan "$root/models/$model.json" --budget "$least" --variants -o "$model-var.json"
-    check "variants: $model plans at dp's smallest budget" 0
+    check "variants: $model plans at dp's smallest budget, the summary naming its variants" 0 "(F_all keeps less, B recomputes the rest):"
     run plan "$root/models/$model.json" --budget "$least"
     check "variants: $model block-only dp cannot reach that budget" 3 "too small for planner dp"
     run run "$model-var.json" --verify --steps 1 --runs var.jsonl
