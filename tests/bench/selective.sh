@@ -109,7 +109,8 @@ for path in sys.argv[1:]:
     least = int(p.stderr.split("its smallest plan needs")[1].split("(")[1].split(" bytes")[0])
     full, sel = int(meg["full"][0] * HEADROOM), int(meg["selective"][0] * HEADROOM)
     budgets = sorted({full, (full + sel) // 2, sel, (sel + base_peak) // 2, least})
-    print(f"### {chain['name']}: {L} stages, store-everything activation peak {mib(base_peak)}")
+    name = os.path.basename(path).replace(".chain.json", "")
+    print(f"### {name}: {L} stages, store-everything activation peak {mib(base_peak)}")
     print()
     print("Overhead over store-everything (activation peak) at each activation budget; Megatron's "
           "schedules are fixed, so they fit a budget or not:")
