@@ -156,7 +156,10 @@ static int prepare(ck_emit_input *in, ck_layers *layers, ck_layers_view *view, c
 {
     const ck_workload *w = in->w;
     ck_plan_check check;
-    int rc = ck_plan_check_replay(in->plan, &w->chain, w->statics.total, &check, err);
+    int rc = ck_emit_check_no_variants(in->plan, in->label, err);
+    if (rc != CK_OK)
+        return rc;
+    rc = ck_plan_check_replay(in->plan, &w->chain, w->statics.total, &check, err);
     if (rc == CK_OK)
         rc = ck_layers_find(w->model, w->chain.n_stages, w->stage_first, layers, err);
     if (rc != CK_OK)

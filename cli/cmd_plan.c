@@ -52,7 +52,10 @@ static void plan_usage(FILE *out)
             "  --time-limit SECONDS  graphs: the most a planner that searches long (milp) may\n"
             "                        take\n"
             "  --slots N|exact       dp: memory resolution, the budget in N units (default %d);\n"
-            "                        exact: in bytes, refused (exit 2) where its table is too big\n",
+            "                        exact: in bytes, refused (exit 2) where its table is too big\n"
+            "  --variants            dp: also choose, per stage, what its saving forward keeps\n"
+            "                        and its backward recomputes (a model's variants matmul,\n"
+            "                        attn, none; a chain file's own): selective recompute\n",
             CK_DEFAULT_SLOTS);
     ck_options_workload_help(out);
     fprintf(out,
@@ -65,7 +68,8 @@ static void plan_usage(FILE *out)
             DEFAULT_PLAN_FILE);
     for (const ck_planner *const *p = ck_planners; *p; p++)
         fprintf(out, "  %-8s %s\n", (*p)->name, (*p)->summary);
-    fprintf(out, "\ngraph planners (the model options, --slots, --svg and --inference do not apply):\n");
+    fprintf(out, "\ngraph planners (the model options, --slots, --variants, --svg and --inference do not\n"
+                 "apply):\n");
     for (const ck_graph_planner *const *p = ck_graph_planners; *p; p++)
         fprintf(out, "  %-8s %s\n", (*p)->name, (*p)->summary);
     fprintf(out, "\n"
@@ -75,7 +79,7 @@ static void plan_usage(FILE *out)
                  "cannot be met (the smallest budget that can is printed).\n");
 }
 
-enum { OPT_INFERENCE = CK_OPT_SVG + 1, OPT_MIN_BUDGET, OPT_TIME_LIMIT };
+enum { OPT_INFERENCE = CK_OPT_SVG + 1, OPT_MIN_BUDGET, OPT_TIME_LIMIT, OPT_VARIANTS };
 
 typedef struct {
     const char *model_path;
@@ -101,6 +105,7 @@ static int parse_args(int argc, char **argv, plan_args *a, ck_err *err)
         {"inference", no_argument, NULL, OPT_INFERENCE},
         {"min-budget", no_argument, NULL, OPT_MIN_BUDGET},
         {"time-limit", required_argument, NULL, OPT_TIME_LIMIT},
+        {"variants", no_argument, NULL, OPT_VARIANTS},
         {"svg", required_argument, NULL, CK_OPT_SVG},
         {"output", required_argument, NULL, 'o'},
         {"help", no_argument, NULL, 'h'},
@@ -148,6 +153,9 @@ static int parse_args(int argc, char **argv, plan_args *a, ck_err *err)
         case OPT_INFERENCE:
             a->inference = true;
             break;
+        case OPT_VARIANTS:
+            a->planner_opts.variants = true;
+            break;
         case CK_OPT_SVG:
             a->svg = optarg;
             break;
@@ -192,10 +200,11 @@ static int check_chain_args(plan_args *a, ck_err *err)
 static int plan_graph(const plan_args *a, bool model)
 {
     ck_err err;
-    if (a->svg || a->inference || a->have_slots || (a->workload_opts.device && !model))
+    bool variants = a->planner_opts.variants;
+    if (a->svg || a->inference || a->have_slots || variants || (a->workload_opts.device && !model))
         return ck_main_report(ck_err_fail(&err, CK_ERR_INPUT, "plan: %s does not apply to %s (%s)",
                                           a->svg ? "--svg" : a->inference ? "--inference" :
-                                          a->have_slots ? "--slots" : "--device",
+                                          a->have_slots ? "--slots" : variants ? "--variants" : "--device",
                                           model ? "--granularity node" : "a Checkmate graph",
                                           a->model_path), err.msg);
     ck_graphplan_args ga = {
@@ -237,6 +246,37 @@ static void print_stage_runs(FILE *out, const ck_chain *c, const bool *set)
         fprintf(out, "none");
 }
 
+/* Stage i's F_all at schedule index k runs the variant named like the one at index j. */
+static bool same_variant(const ck_chain *c, const ck_schedule *s, size_t k, size_t j)
+{
+    const ck_action *a = &s->actions[k], *b = &s->actions[j];
+    return a->kind == CK_F_ALL && a->variant > 0 &&
+           strcmp(ck_chain_variant(c, a->stage, a->variant).name,
+                  ck_chain_variant(c, b->stage, b->variant).name) == 0;
+}
+
+/* The stages whose F_all runs a variant (keeps less, its B recomputes the rest), by
+ * variant name, in order of first use; nothing when there are none. set (n_stages) is
+ * scratch. */
+static void print_variants(FILE *out, const ck_chain *c, const ck_schedule *s, bool *set)
+{
+    for (size_t k = 0; k < s->n; k++) {
+        bool earlier = false;
+        for (size_t j = 0; j < k && !earlier; j++)
+            earlier = same_variant(c, s, j, k);
+        if (!same_variant(c, s, k, k) || earlier)
+            continue;
+        memset(set, 0, c->n_stages * sizeof *set);
+        for (size_t j = k; j < s->n; j++)
+            set[s->actions[j].stage] = set[s->actions[j].stage] || same_variant(c, s, j, k);
+        fprintf(out, "variant ");
+        ck_human_put_terminal_text(out, ck_chain_variant(c, s->actions[k].stage, s->actions[k].variant).name);
+        fprintf(out, " (F_all keeps less, B recomputes the rest):\n  ");
+        print_stage_runs(out, c, set);
+        fprintf(out, "\n");
+    }
+}
+
 /* Which stages the first forward does not keep (they are recomputed), and which inputs it
  * keeps as checkpoints: read off the operations before the loss. flags (2 * n_stages,
  * zeroed) is allocated by the caller before the plan is written, so that nothing can fail
@@ -262,6 +302,7 @@ static void print_checkpoints(FILE *out, const ck_chain *c, const ck_schedule *s
     fprintf(out, "\ncheckpoints: the inputs of these stages are kept during the forward pass:\n  ");
     print_stage_runs(out, c, kept_input);
     fprintf(out, "\n");
+    print_variants(out, c, s, recomputed);
 }
 
 static void print_size_row(FILE *out, const char *label, uint64_t plan, uint64_t base, const char *note)

@@ -6,6 +6,15 @@
 #include "cli/human.h"
 #include "planner/size.h"
 
+int ck_emit_check_no_variants(const ck_plan_file *p, const char *label, ck_err *err)
+{
+    if (p->n_variants == 0)
+        return CK_OK;
+    return ck_err_fail(err, CK_ERR_INPUT, "%s: schedule[%zu].variant: emit writes checkpointing "
+                       "of whole layers, which has no recompute inside a stage; plan without "
+                       "--variants to emit", label, p->variants[0].op);
+}
+
 int ck_emit_replay(const ck_emit_input *in, const ck_schedule *s, ck_emit_figures *out, ck_err *err)
 {
     ck_replay r;

@@ -33,6 +33,11 @@ typedef struct {
     ck_emit_figures baseline;     /* storing everything */
 } ck_emit_input;
 
+/* CK_OK when plan p runs every F_all as "all"; otherwise CK_ERR_INPUT naming (with label,
+ * the plan's file) its first variant: the emitted forms checkpoint whole layers or stages
+ * and cannot recompute inside one. */
+int ck_emit_check_no_variants(const ck_plan_file *p, const char *label, ck_err *err);
+
 /* The figures of schedule s on in's chain, in->baseline's time being the baseline's. */
 int ck_emit_replay(const ck_emit_input *in, const ck_schedule *s, ck_emit_figures *out, ck_err *err);
 

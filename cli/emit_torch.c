@@ -9,6 +9,7 @@
 #include <strings.h>
 
 #include "cli/commands.h"
+#include "cli/emit.h"
 #include "cli/files.h"
 #include "cli/interrupt.h"
 #include "cli/options.h"
@@ -350,6 +351,9 @@ static int check_plan_of(const ck_workload *w, const emit_args *a, const ck_plan
     if (w->chain.n_stages != plan->stages)
         return ck_err_fail(err, CK_ERR_INPUT, "%s: stages: the plan has %zu stages, %s derives %zu",
                            a->plan_path, plan->stages, w->path, w->chain.n_stages);
+    int rc = ck_emit_check_no_variants(plan, a->plan_path, err);
+    if (rc != CK_OK)
+        return rc;
     return ck_plan_check_stages(plan, &(ck_plan_stage_map){&w->chain, w->model, w->stage_first},
                                 err);
 }

@@ -406,6 +406,7 @@ typedef struct {
     ck_workload loaded;
     bool have_loaded;
     const ck_workload *w;
+    ck_schedule schedule; /* the plan's, its variants bound to w's chain */
     ck_plan_check check;
 } plan_basis;
 
@@ -447,12 +448,16 @@ static int prepare(const run_args *a, const ck_plan_file *p, const ck_workload *
         if (rc == CK_OK)
             rc = ck_runner_outputs_apart(a, model, 1, err);
     }
+    if (rc == CK_OK)
+        rc = ck_plan_bind_variants(p, &b->w->chain, a->label, &b->schedule, err);
     if (rc == CK_OK) {
-        rc = ck_plan_check_replay(p, &b->w->chain, b->w->statics.total, &b->check, err);
+        ck_plan_file bound = *p;
+        bound.schedule = b->schedule;
+        rc = ck_plan_check_replay(&bound, &b->w->chain, b->w->statics.total, &b->check, err);
         if (rc == CK_OK)
             ck_plan_check_statics(p, &b->w->statics, &b->check);
         if (rc == CK_OK)
-            rc = exact_peaks(b->w, &p->schedule, &b->check.replayed, err);
+            rc = exact_peaks(b->w, &b->schedule, &b->check.replayed, err);
         if (rc == CK_ERR_INPUT)
             rc = name_plan(rc, a->label, "", err);
     }
@@ -553,6 +558,7 @@ int ck_runner_run(const ck_run_settings *s, const ck_plan_file *p, const char *p
     if (rc == CK_OK) {
         ck_plan_file plan = *p;
         plan.predicted = b.check.replayed;
+        plan.schedule = b.schedule;
         if (!a.verify)
             warn_differences(&a, &b.check);
         rc = execute(&a, &plan, &b, plan_sha, &v, &err);
@@ -561,6 +567,7 @@ int ck_runner_run(const ck_run_settings *s, const ck_plan_file *p, const char *p
         rc = CK_ERR_RUNTIME;
         ck_verify_reasons(&v, &b.check, err.msg, sizeof err.msg);
     }
+    ck_schedule_free(&b.schedule);
     if (b.have_loaded)
         ck_workload_free(&b.loaded);
     if (passed)

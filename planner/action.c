@@ -27,10 +27,14 @@ int ck_action_state_init(ck_action_state *st, const ck_chain *c, ck_err *err)
 {
     size_t n = c->n_stages + 1;
     bool *flags = calloc(3 * n, sizeof *flags);
-    if (!flags)
+    size_t *variants = calloc(n, sizeof *variants);
+    if (!flags || !variants) {
+        free(flags);
+        free(variants);
         return ck_err_oom(err);
+    }
     *st = (ck_action_state){.chain = c, .x = flags, .xbar = flags + n, .y = flags + 2 * n,
-                            .held = c->input_bytes};
+                            .xbar_variant = variants, .held = c->input_bytes};
     st->x[0] = true;
     return CK_OK;
 }
@@ -38,6 +42,7 @@ int ck_action_state_init(ck_action_state *st, const ck_chain *c, ck_err *err)
 void ck_action_state_free(ck_action_state *st)
 {
     free(st->x);
+    free(st->xbar_variant);
     memset(st, 0, sizeof *st);
 }
 
@@ -54,12 +59,20 @@ bool ck_action_state_has(const ck_action_state *st, ck_value v)
 
 uint64_t ck_action_value_bytes(const ck_chain *c, ck_value v)
 {
-    return v.kind == CK_VALUE_XBAR ? ck_chain_xbar_bytes(c, v.index) : ck_chain_x_bytes(c, v.index);
+    if (v.kind == CK_VALUE_XBAR && v.index > 0)
+        return ck_chain_variant(c, v.index - 1, v.variant).saved_bytes;
+    return ck_chain_x_bytes(c, v.index);
 }
 
 static ck_value value(ck_value_kind kind, size_t index)
 {
-    return (ck_value){kind, index};
+    return (ck_value){kind, index, 0};
+}
+
+/* x̄_i, live in st, in the variant that made it. */
+static ck_value live_xbar(const ck_action_state *st, size_t i)
+{
+    return (ck_value){CK_VALUE_XBAR, i, st->xbar_variant[i]};
 }
 
 static int invalid(ck_err *err, size_t k, const ck_action *a, const char *what)
@@ -76,7 +89,7 @@ static bool find_input(const ck_action_state *st, size_t i, ck_value *out)
     if (st->x[i])
         *out = value(CK_VALUE_X, i);
     else if (i > 0 && st->xbar[i])
-        *out = value(CK_VALUE_XBAR, i);
+        *out = live_xbar(st, i);
     else
         return false;
     return true;
@@ -98,7 +111,8 @@ static void fill_effect(const ck_action_state *st, const ck_action *a, ck_action
     case CK_F_CK:
     case CK_F_NONE:
         e->result = value(a->kind == CK_F_ALL ? CK_VALUE_XBAR : CK_VALUE_X, i + 1);
-        e->transient_bytes = c->stages[i].fwd_tmp_bytes;
+        e->result.variant = a->variant;
+        e->transient_bytes = ck_chain_variant(c, i, a->variant).fwd_tmp_bytes;
         e->time = c->stages[i].fwd_time;
         if (a->kind == CK_F_NONE)
             add_free(c, e, e->input);
@@ -108,15 +122,17 @@ static void fill_effect(const ck_action_state *st, const ck_action *a, ck_action
         e->transient_bytes = c->loss_bwd_tmp_bytes;
         e->time = c->loss_bwd_time;
         break;
-    case CK_B:
+    case CK_B: {
+        ck_variant v = ck_chain_variant(c, i, st->xbar_variant[i + 1]);
         e->result = value(CK_VALUE_Y, i);
-        e->transient_bytes = c->stages[i].bwd_tmp_bytes;
-        e->time = c->stages[i].bwd_time;
+        e->transient_bytes = v.bwd_tmp_bytes;
+        e->time = v.bwd_time;
         if (st->x[i])
             add_free(c, e, value(CK_VALUE_X, i));
         add_free(c, e, value(CK_VALUE_Y, i + 1));
-        add_free(c, e, value(CK_VALUE_XBAR, i + 1));
+        add_free(c, e, live_xbar(st, i + 1));
         break;
+    }
     case CK_N_ACTIONS:
         break;
     }
@@ -141,6 +157,12 @@ int ck_action_describe(const ck_action_state *st, size_t k, const ck_action *a,
         return invalid(err, k, a, what);
     }
     size_t i = a->kind == CK_LOSS ? L : a->stage;
+    size_t variants = a->kind == CK_F_ALL ? st->chain->stages[i].n_variants : 0;
+    if (a->variant > variants) {
+        snprintf(what, sizeof what, "variant %zu out of range (the stage has %zu besides \""
+                 CK_VARIANT_ALL "\")", a->variant, variants);
+        return invalid(err, k, a, what);
+    }
     if (a->kind == CK_B && !st->y[i + 1])
         snprintf(what, sizeof what, "needs y_%zu, which is not live", i + 1);
     else if (a->kind == CK_B && !st->xbar[i + 1])
@@ -168,6 +190,8 @@ int ck_action_apply(ck_action_state *st, size_t k, const ck_action *a, const ck_
         !ck_size_add(held, e->transient_bytes, &top))
         return invalid(err, k, a, "memory held exceeds 2^64 bytes");
     *flag(st, e->result) = true;
+    if (e->result.kind == CK_VALUE_XBAR)
+        st->xbar_variant[e->result.index] = e->result.variant;
     for (size_t f = 0; f < e->n_frees; f++)
         *flag(st, e->frees[f]) = false;
     st->held = held - e->freed_bytes;

@@ -20,7 +20,8 @@ typedef enum { CK_F_ALL, CK_F_CK, CK_F_NONE, CK_LOSS, CK_B, CK_N_ACTIONS } ck_ac
 
 typedef struct {
     ck_action_kind kind;
-    size_t stage; /* 0 for CK_LOSS */
+    size_t stage;   /* 0 for CK_LOSS */
+    size_t variant; /* F_all only: the stage's variant it runs (planner/chain.h), 0 = "all" */
 } ck_action;
 
 /* "F_all", "F_ck", "F_none", "loss", "B" ("?" for anything else). */
@@ -30,16 +31,19 @@ bool ck_action_parse(const char *name, ck_action_kind *out);
 
 typedef enum { CK_VALUE_X, CK_VALUE_XBAR, CK_VALUE_Y } ck_value_kind;
 
-/* One tensor of the chain: x_index, x̄_index or y_index. */
+/* One tensor of the chain: x_index, x̄_index or y_index; an x̄ as stage index-1's variant
+ * `variant` keeps it (0 for the others). */
 typedef struct {
     ck_value_kind kind;
     size_t index;
+    size_t variant;
 } ck_value;
 
 /* What is live between actions, and the bytes it holds together. */
 typedef struct {
     const ck_chain *chain;
-    bool *x, *xbar, *y; /* L + 1 entries each */
+    bool *x, *xbar, *y;   /* L + 1 entries each */
+    size_t *xbar_variant; /* L + 1: the variant of the F_all that made each live x̄ */
     uint64_t held;
 } ck_action_state;
 
@@ -75,7 +79,7 @@ int ck_action_describe(const ck_action_state *st, size_t k, const ck_action *a,
 int ck_action_apply(ck_action_state *st, size_t k, const ck_action *a, const ck_action_effect *e,
                     uint64_t *peak, ck_err *err);
 
-/* Bytes of v in chain c. */
+/* Bytes of v in chain c (an x̄ in its variant). */
 uint64_t ck_action_value_bytes(const ck_chain *c, ck_value v);
 
 #endif

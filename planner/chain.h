@@ -6,6 +6,7 @@
 #ifndef CK_CHAIN_H
 #define CK_CHAIN_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -25,10 +26,26 @@
 #define CK_CHAIN_MAX_TIME 1e100
 #define CK_CHAIN_MAX_TIME_WHY "times must be at most 1e+100 so that a schedule's total time stays finite"
 
+/* A way to run a stage's saving forward (F_all): what it keeps for the backward (x̄_{i+1},
+ * output included), its forward's transient bytes, and its backward's time and transient
+ * bytes, which include recomputing what it did not keep. Variant 0 of every stage is
+ * "all", the stage's own fields; a stage may list others (selective recompute). */
+typedef struct {
+    char *name;
+    uint64_t saved_bytes, fwd_tmp_bytes, bwd_tmp_bytes;
+    double bwd_time;
+} ck_variant;
+
+#define CK_VARIANT_ALL "all"
+/* Variants a stage may have, "all" included. */
+#define CK_STAGE_MAX_VARIANTS 8
+
 typedef struct {
     char *name;
     double fwd_time, bwd_time;
     uint64_t out_bytes, saved_bytes, fwd_tmp_bytes, bwd_tmp_bytes;
+    size_t n_variants;    /* beyond "all": 0 .. CK_STAGE_MAX_VARIANTS - 1 */
+    ck_variant *variants; /* owned by the chain */
 } ck_stage;
 
 typedef struct {
@@ -56,8 +73,15 @@ int ck_chain_from_json(const cJSON *root, const char *file, const char *path, ck
 /* The chain as a `ckplan-chain/1` document; NULL when out of memory. */
 cJSON *ck_chain_to_json(const ck_chain *c);
 
-/* Sizes of x_i and x̄_i, 0 <= i <= L. */
+/* Sizes of x_i and x̄_i, 0 <= i <= L (x̄_i as the "all" variant of stage i-1 keeps it). */
 uint64_t ck_chain_x_bytes(const ck_chain *c, size_t i);
 uint64_t ck_chain_xbar_bytes(const ck_chain *c, size_t i);
+
+/* Stage i's variant v, 0 <= v <= n_variants (0: "all", the stage's own fields). */
+ck_variant ck_chain_variant(const ck_chain *c, size_t i, size_t v);
+/* The number of stage i's variant named `name`; false if it has none of that name. */
+bool ck_chain_variant_find(const ck_chain *c, size_t i, const char *name, size_t *v);
+/* Gives stage i the n variants of `v` beyond "all" (copied, names too); replaces any. */
+int ck_chain_set_variants(ck_chain *c, size_t i, const ck_variant *v, size_t n, ck_err *err);
 
 #endif

@@ -79,6 +79,20 @@ void ck_costs_free(ck_costs *c)
     memset(c, 0, sizeof *c);
 }
 
+/* A stage's measured times replace the cost model's. A variant's backward is the stage's
+ * plus the forwards it recomputes, which are not measured: that extra is scaled as the
+ * stage's forward was, by measured over modelled (unscaled when the model said 0). */
+static void measured_stage(ck_stage *st, const ck_stage *measured)
+{
+    double scale = st->fwd_time > 0 ? measured->fwd_time / st->fwd_time : 1;
+    for (size_t v = 0; v < st->n_variants; v++) {
+        double extra = st->variants[v].bwd_time - st->bwd_time;
+        st->variants[v].bwd_time = measured->bwd_time + (extra > 0 ? extra * scale : 0);
+    }
+    st->fwd_time = measured->fwd_time;
+    st->bwd_time = measured->bwd_time;
+}
+
 int ck_costs_apply(const ck_costs *costs, const char *costs_file, const char *sha256,
                    const char *options, const char *granularity, ck_chain *chain, ck_err *err)
 {
@@ -103,10 +117,8 @@ int ck_costs_apply(const ck_costs *costs, const char *costs_file, const char *sh
         if (strcmp(m->stages[i].name, chain->stages[i].name) != 0)
             return ck_err_fail(err, CK_ERR_INPUT, "%s: chain.stages[%zu].name: expected \"%s\", got \"%s\"",
                            costs_file, i, chain->stages[i].name, m->stages[i].name);
-    for (size_t i = 0; i < m->n_stages; i++) {
-        chain->stages[i].fwd_time = m->stages[i].fwd_time;
-        chain->stages[i].bwd_time = m->stages[i].bwd_time;
-    }
+    for (size_t i = 0; i < m->n_stages; i++)
+        measured_stage(&chain->stages[i], &m->stages[i]);
     chain->loss_bwd_time = m->loss_bwd_time;
     return CK_OK;
 }

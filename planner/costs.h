@@ -27,7 +27,9 @@ cJSON *ck_costs_to_json(const ck_chain *c, const char *model_path, const char *s
 int ck_costs_from_json(const cJSON *root, const char *file, ck_costs *out, ck_err *err);
 void ck_costs_free(ck_costs *c);
 
-/* Replaces the times of chain with the measured ones. Refuses (CK_ERR_INPUT, naming
+/* Replaces the times of chain with the measured ones (a stage variant's backward: the
+ * measured backward plus its modelled recomputation, scaled as the stage's forward was).
+ * Refuses (CK_ERR_INPUT, naming
  * costs_file) costs measured on another model file (sha256), with other model options
  * (options, a ck_model_opts_key), at another granularity, or on a chain whose stages
  * differ. */

@@ -192,13 +192,17 @@ static int in_model(const ck_model *m, int rc, ck_err *err)
 }
 
 /* Runs action a of stage i, compiled, from st; *peak receives the most bytes held. The
- * effect passed down frees nothing but what B always frees: the sizes asked for do not
- * depend on whether x_i is held plain. */
-static int run_action(const ck_lower *l, ck_program_state *st, ck_action_kind kind, size_t i,
-                      uint64_t *peak, ck_err *err)
+ * effect passed down frees nothing but what B always frees, and names the variant of the
+ * x̄ a B frees: the sizes asked for do not depend on whether x_i is held plain. *redone (or
+ * NULL) receives the forward time of the nodes the action's instructions run forwards of
+ * (a B's recomputation). */
+static int run_action(const ck_lower *l, ck_program_state *st, ck_action a, const ck_cost_model *cm,
+                      uint64_t *peak, double *redone, ck_err *err)
 {
-    ck_action a = {kind, i};
     ck_action_effect e = {0};
+    if (a.kind == CK_B)
+        e = (ck_action_effect){.n_frees = 1, .frees = {{CK_VALUE_XBAR, a.stage + 1, a.variant}}};
+    a.variant = a.kind == CK_F_ALL ? a.variant : 0;
     ck_program p = {0};
     int rc = ck_lower_action(l, &a, &e, &p, err);
     *peak = st->held;
@@ -207,6 +211,9 @@ static int run_action(const ck_lower *l, ck_program_state *st, ck_action_kind ki
         rc = ck_program_run(st, k, &p.instrs[k], NULL, NULL, &top, err);
         if (top > *peak)
             *peak = top;
+        const ck_op_info *info = &st->m->nodes[p.instrs[k].node].info;
+        if (redone && p.instrs[k].kind == CK_INSTR_FORWARD)
+            *redone += ck_derive_op_time(cm, info->fwd_flops, info->fwd_bytes_moved);
     }
     ck_program_free(&p);
     return rc;
@@ -217,43 +224,92 @@ static uint64_t excess(uint64_t peak, uint64_t base)
     return peak > base ? peak - base : 0;
 }
 
-/* Stage i's sizes, from its compiled actions run with only x_i live: saved_bytes is what
- * F_all keeps; fwd_tmp the larger of F_all's and F_ck's peaks beyond what they keep (the
- * chain has one transient for both); bwd_tmp B's peak beyond x̄_{i+1}, y_{i+1} and y_i. */
-static int size_stage(const ck_model *m, const ck_lower *l, size_t i, ck_stage *st, ck_err *err)
+/* A program state holding only tensor `in` (a stage's input; nothing when it is static). */
+static int with_input_only(const ck_model *m, size_t in, ck_program_state *ps, ck_err *err)
 {
-    size_t in = ck_lower_stage_input(l, i), out = ck_lower_stage_output(l, i);
-    ck_program_state ps;
-    int rc = ck_program_state_init(&ps, m, err);
+    int rc = ck_program_state_init(ps, m, err);
     if (rc != CK_OK)
         return rc;
-    ck_program_state_set(&ps, ck_program_value(0, CK_COPY_PLAIN), false);
+    ck_program_state_set(ps, ck_program_value(0, CK_COPY_PLAIN), false);
     if (!ck_model_is_static(m, in))
-        ck_program_state_set(&ps, ck_program_value(in, CK_COPY_PLAIN), true);
-    uint64_t base = ps.held, plain_peak, save_peak, bwd_peak;
-    st->out_bytes = m->tensors[out].bytes;
-    rc = run_action(l, &ps, CK_F_CK, i, &plain_peak, err);
-    ck_program_state_set(&ps, ck_program_value(out, CK_COPY_PLAIN), false);
-    if (rc == CK_OK)
-        rc = run_action(l, &ps, CK_F_ALL, i, &save_peak, err);
-    st->saved_bytes = ps.held - base;
+        ck_program_state_set(ps, ck_program_value(in, CK_COPY_PLAIN), true);
+    return CK_OK;
+}
+
+/* Stage i's variant v from its compiled F_all and B run with only x_i live: what F_all
+ * keeps, its peak beyond that (*save_excess), B's peak beyond x̄_{i+1}, y_{i+1} and y_i,
+ * and the forward time B spends recomputing (out->bwd_time, to which the caller adds the
+ * backward's own). */
+static int size_saving(const ck_model *m, const ck_lower *l, size_t i, size_t v,
+                       const ck_cost_model *cm, ck_variant *out, uint64_t *save_excess, ck_err *err)
+{
+    size_t in = ck_lower_stage_input(l, i), last = ck_lower_stage_output(l, i);
+    ck_program_state ps;
+    int rc = with_input_only(m, in, &ps, err);
+    if (rc != CK_OK)
+        return rc;
+    uint64_t base = ps.held, save_peak, bwd_peak;
+    rc = run_action(l, &ps, (ck_action){CK_F_ALL, i, v}, cm, &save_peak, NULL, err);
+    out->saved_bytes = ps.held - base;
     uint64_t y_in = ck_program_has_grad(m, in) ? m->tensors[in].bytes : 0;
-    if (ck_program_has_grad(m, out))
-        ck_program_state_set(&ps, ck_program_grad(out), true);
+    if (ck_program_has_grad(m, last))
+        ck_program_state_set(&ps, ck_program_grad(last), true);
     uint64_t before_b = ps.held;
+    out->bwd_time = 0;
     if (rc == CK_OK)
-        rc = run_action(l, &ps, CK_B, i, &bwd_peak, err);
+        rc = run_action(l, &ps, (ck_action){CK_B, i, v}, cm, &bwd_peak, &out->bwd_time, err);
     if (rc == CK_OK && ps.held != base + y_in)
         rc = ck_err_fail(err, CK_ERR_RUNTIME, "%s: stage %zu's backward leaves %llu bytes, not %llu",
                          m->file, i, (unsigned long long)(ps.held - base), (unsigned long long)y_in);
     if (rc == CK_OK) {
-        uint64_t save_excess = excess(save_peak, base + st->saved_bytes);
-        uint64_t plain_excess = excess(plain_peak, base + st->out_bytes);
-        st->fwd_tmp_bytes = save_excess > plain_excess ? save_excess : plain_excess;
-        st->bwd_tmp_bytes = excess(bwd_peak, before_b + y_in);
+        *save_excess = excess(save_peak, base + out->saved_bytes);
+        out->fwd_tmp_bytes = *save_excess;
+        out->bwd_tmp_bytes = excess(bwd_peak, before_b + y_in);
     }
     ck_program_state_free(&ps);
     return in_model(m, rc, err);
+}
+
+/* F_ck's peak beyond x_i and x_{i+1}, run with only x_i live. */
+static int size_plain(const ck_model *m, const ck_lower *l, size_t i, uint64_t *plain_excess,
+                      ck_err *err)
+{
+    size_t in = ck_lower_stage_input(l, i), out = ck_lower_stage_output(l, i);
+    ck_program_state ps;
+    int rc = with_input_only(m, in, &ps, err);
+    if (rc != CK_OK)
+        return rc;
+    uint64_t base = ps.held, plain_peak;
+    rc = run_action(l, &ps, (ck_action){CK_F_CK, i, 0}, NULL, &plain_peak, NULL, err);
+    *plain_excess = excess(plain_peak, base + m->tensors[out].bytes);
+    ck_program_state_free(&ps);
+    return in_model(m, rc, err);
+}
+
+/* Stage i's sizes, from its compiled actions: saved_bytes is what F_all keeps; fwd_tmp the
+ * larger of F_all's and F_ck's peaks beyond what they keep (the chain has one transient
+ * for both); bwd_tmp B's peak beyond x̄_{i+1}, y_{i+1} and y_i; and its variants
+ * (ck_lower_variants), each with its own (backward times are added by the caller). */
+static int size_stage(const ck_model *m, const ck_lower *l, size_t i, const ck_cost_model *cm,
+                      ck_chain *c, ck_err *err)
+{
+    ck_stage *st = &c->stages[i];
+    ck_keep keeps[CK_N_KEEPS];
+    ck_variant v[CK_N_KEEPS];
+    size_t n = ck_lower_variants(l, i, keeps);
+    uint64_t plain_excess = 0, save_excess = 0;
+    st->out_bytes = m->tensors[ck_lower_stage_output(l, i)].bytes;
+    int rc = size_plain(m, l, i, &plain_excess, err);
+    for (size_t k = 0; k < n && rc == CK_OK; k++) {
+        v[k].name = (char *)ck_lower_keep_name(keeps[k]);
+        rc = size_saving(m, l, i, k, cm, &v[k], &save_excess, err);
+        if (k == 0) {
+            st->saved_bytes = v[0].saved_bytes;
+            st->fwd_tmp_bytes = save_excess > plain_excess ? save_excess : plain_excess;
+            st->bwd_tmp_bytes = v[0].bwd_tmp_bytes;
+        }
+    }
+    return rc == CK_OK ? ck_chain_set_variants(c, i, v + 1, n - 1, err) : rc;
 }
 
 static char *range_name(const char *a, const char *b)
@@ -266,18 +322,24 @@ static char *range_name(const char *a, const char *b)
 }
 
 static int fill_stage(const ck_model *m, const ck_lower *l, const size_t *first, size_t i,
-                      ck_granularity g, const ck_cost_model *cm, ck_stage *st, ck_err *err)
+                      ck_granularity g, const ck_cost_model *cm, ck_chain *c, ck_err *err)
 {
+    ck_stage *st = &c->stages[i];
     const ck_node *a = &m->nodes[first[i]], *b = &m->nodes[first[i + 1] - 1];
     st->name = g == CK_GRAN_OP ? range_name(a->name, b->name)
                                : range_name(m->groups[a->group].name, m->groups[b->group].name);
     if (!st->name)
         return ck_err_oom(err);
-    int rc = size_stage(m, l, i, st, err);
+    int rc = size_stage(m, l, i, cm, c, err);
     for (size_t k = first[i]; k < first[i + 1] && rc == CK_OK; k++) {
         const ck_op_info *info = &m->nodes[k].info;
         st->fwd_time += ck_derive_op_time(cm, info->fwd_flops, info->fwd_bytes_moved);
         st->bwd_time += ck_derive_op_time(cm, info->bwd_flops, info->bwd_bytes_moved);
+    }
+    for (size_t v = 0; v < st->n_variants && rc == CK_OK; v++) {
+        st->variants[v].bwd_time += st->bwd_time;
+        rc = check_time(m, cm, "the backward time of a variant of stage", st->name,
+                        st->variants[v].bwd_time, err);
     }
     if (rc == CK_OK)
         rc = check_time(m, cm, "the forward time of stage", st->name, st->fwd_time, err);
@@ -306,7 +368,7 @@ static int fill_loss(const ck_model *m, const ck_lower *l, const ck_cost_model *
     ck_program_state_set(&ps, ck_program_value(x, CK_COPY_PLAIN), true);
     uint64_t base = ps.held, peak;
     uint64_t y = ck_program_has_grad(m, x) ? m->tensors[x].bytes : 0;
-    rc = run_action(l, &ps, CK_LOSS, 0, &peak, err);
+    rc = run_action(l, &ps, (ck_action){CK_LOSS, 0, 0}, NULL, &peak, NULL, err);
     c->loss_bwd_tmp_bytes = excess(peak, base + y);
     ck_program_state_free(&ps);
     return in_model(m, rc, err);
@@ -321,7 +383,7 @@ static int fill_chain(const ck_model *m, const size_t *first, ck_granularity g,
         return rc;
     out->input_bytes = ck_model_is_static(m, 0) ? 0 : m->tensors[0].bytes;
     for (size_t i = 0; i < out->n_stages && rc == CK_OK; i++)
-        rc = fill_stage(m, l, first, i, g, cm, &out->stages[i], err);
+        rc = fill_stage(m, l, first, i, g, cm, out, err);
     if (rc == CK_OK)
         rc = fill_loss(m, l, cm, out, err);
     ck_lower_free(l);

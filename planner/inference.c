@@ -18,7 +18,7 @@ static int forward_program(const ck_workload *w, ck_program *p, size_t *stage_en
     if (rc != CK_OK)
         return rc;
     for (size_t i = 0; rc == CK_OK && i < w->chain.n_stages; i++) {
-        ck_action a = {CK_F_NONE, i};
+        ck_action a = {CK_F_NONE, i, 0};
         ck_action_effect e;
         rc = ck_action_describe(&st, i, &a, &e, err);
         if (rc == CK_OK)

@@ -11,6 +11,8 @@ struct ck_lower {
     size_t *last_use;    /* per tensor: the last node reading it in the forward */
     size_t *first_saver; /* per tensor: the first node saving it for backward (NO_READER) */
     bool *kept;          /* per tensor: part of x̄ of the stage that makes it */
+    ck_keep (*variants)[CK_N_KEEPS]; /* per stage: ck_lower_variants */
+    size_t *n_variants;
 };
 
 size_t ck_lower_stage_input(const ck_lower *l, size_t i)
@@ -59,6 +61,97 @@ static void find_kept(ck_lower *l)
         }
 }
 
+/* ---- variants: what a saving forward keeps ---- */
+
+static const char *const keep_names[CK_N_KEEPS] = {"all", "matmul", "attn", "none"};
+
+const char *ck_lower_keep_name(ck_keep k)
+{
+    return k < CK_N_KEEPS ? keep_names[k] : "?";
+}
+
+static bool is_matmul(const ck_node *n)
+{
+    ck_op_kind k = n->op->kind;
+    return k == CK_OP_LINEAR || k == CK_OP_LORA || k == CK_OP_ATTENTION || k == CK_OP_MOE;
+}
+
+/* Whether policy p drops node k's output (B recomputes it), or its internal tensors; the
+ * stage's last node's output is x_{i+1}, always kept. */
+static bool drops_output(const ck_lower *l, ck_keep p, size_t i, size_t k)
+{
+    if (k + 1 == l->first[i + 1])
+        return false;
+    return p == CK_KEEP_NONE || (p == CK_KEEP_MATMUL && !is_matmul(&l->m->nodes[k]));
+}
+
+static bool drops_internals(const ck_lower *l, ck_keep p, size_t k)
+{
+    const ck_node *n = &l->m->nodes[k];
+    return p == CK_KEEP_NONE || (p == CK_KEEP_MATMUL && !is_matmul(n)) ||
+           (p == CK_KEEP_ATTN && n->op->kind == CK_OP_ATTENTION);
+}
+
+static bool recomputes(const ck_lower *l, ck_keep p, size_t i, size_t k)
+{
+    return drops_output(l, p, i, k) || drops_internals(l, p, k);
+}
+
+/* Whether tensor t, made by node k of stage i, is kept under p: what "all" keeps or a node
+ * that B may recompute reads, unless p drops it. */
+static bool kept_under(const ck_lower *l, ck_keep p, size_t i, size_t k)
+{
+    const ck_model *m = l->m;
+    size_t t = m->nodes[k].output;
+    if (drops_output(l, p, i, k))
+        return false;
+    if (l->kept[t] || p == CK_KEEP_ALL)
+        return l->kept[t];
+    for (size_t r = k + 1; r < l->first[i + 1]; r++)
+        for (size_t j = 0; j < m->nodes[r].op->arity; j++)
+            if (m->nodes[r].inputs[j] == t && recomputes(l, p, i, r))
+                return true;
+    return false;
+}
+
+/* Whether p keeps less than "all" in stage i. */
+static bool drops_something(const ck_lower *l, ck_keep p, size_t i)
+{
+    for (size_t k = l->first[i]; k < l->first[i + 1]; k++)
+        if ((drops_output(l, p, i, k) && l->kept[l->m->nodes[k].output]) ||
+            (drops_internals(l, p, k) && ck_program_has_saved(&l->m->nodes[k])))
+            return true;
+    return false;
+}
+
+static void find_variants(ck_lower *l, size_t i)
+{
+    bool matmul = false;
+    for (size_t k = l->first[i]; k < l->first[i + 1]; k++)
+        matmul = matmul || is_matmul(&l->m->nodes[k]);
+    size_t n = 0;
+    l->variants[i][n++] = CK_KEEP_ALL;
+    if (matmul && drops_something(l, CK_KEEP_MATMUL, i))
+        l->variants[i][n++] = CK_KEEP_MATMUL;
+    if (drops_something(l, CK_KEEP_ATTN, i))
+        l->variants[i][n++] = CK_KEEP_ATTN;
+    if (drops_something(l, CK_KEEP_NONE, i))
+        l->variants[i][n++] = CK_KEEP_NONE;
+    l->n_variants[i] = n;
+}
+
+size_t ck_lower_variants(const ck_lower *l, size_t i, ck_keep out[CK_N_KEEPS])
+{
+    for (size_t v = 0; v < l->n_variants[i]; v++)
+        out[v] = l->variants[i][v];
+    return l->n_variants[i];
+}
+
+static ck_keep policy_of(const ck_lower *l, size_t i, size_t variant)
+{
+    return variant < l->n_variants[i] ? l->variants[i][variant] : CK_KEEP_ALL;
+}
+
 int ck_lower_create(const ck_model *m, const size_t *first, size_t n_stages, ck_lower **out,
                     ck_err *err)
 {
@@ -68,8 +161,10 @@ int ck_lower_create(const ck_model *m, const size_t *first, size_t n_stages, ck_
     *l = (ck_lower){.m = m, .n_stages = n_stages, .first = malloc((n_stages + 1) * sizeof *l->first),
                     .last_use = malloc(m->n_tensors * sizeof *l->last_use),
                     .first_saver = malloc(m->n_tensors * sizeof *l->first_saver),
-                    .kept = calloc(m->n_tensors, sizeof *l->kept)};
-    if (!l->first || !l->last_use || !l->first_saver || !l->kept) {
+                    .kept = calloc(m->n_tensors, sizeof *l->kept),
+                    .variants = malloc((n_stages + 1) * sizeof *l->variants),
+                    .n_variants = malloc((n_stages + 1) * sizeof *l->n_variants)};
+    if (!l->first || !l->last_use || !l->first_saver || !l->kept || !l->variants || !l->n_variants) {
         ck_lower_free(l);
         return ck_err_oom(err);
     }
@@ -77,6 +172,8 @@ int ck_lower_create(const ck_model *m, const size_t *first, size_t n_stages, ck_
         l->first[i] = first[i];
     ck_model_last_uses(m, l->last_use);
     find_kept(l);
+    for (size_t i = 0; i < n_stages; i++)
+        find_variants(l, i);
     *out = l;
     return CK_OK;
 }
@@ -89,6 +186,8 @@ void ck_lower_free(ck_lower *l)
     free(l->last_use);
     free(l->first_saver);
     free(l->kept);
+    free(l->variants);
+    free(l->n_variants);
     free(l);
 }
 
@@ -110,19 +209,27 @@ static bool first_input(const ck_node *n, size_t i)
     return i == 0 || n->inputs[0] != n->inputs[i];
 }
 
+/* Whether tensor t, made in stage i, is kept by a saving forward under p. */
+static bool kept_tensor(const ck_lower *l, ck_keep p, size_t i, size_t t)
+{
+    return kept_under(l, p, i, l->m->tensors[t].producer);
+}
+
 /* The forward of stage i: a tensor of the stage is freed after its last reader unless the
- * saving forward keeps it, and at once when nobody reads it. */
-static void lower_forward(const ck_lower *l, size_t i, bool keep, sink *s)
+ * saving forward (keep, under policy p) keeps it, and at once when nobody reads it. */
+static void lower_forward(const ck_lower *l, size_t i, bool keep, ck_keep p, sink *s)
 {
     const ck_model *m = l->m;
     size_t out = ck_lower_stage_output(l, i);
     for (size_t k = l->first[i]; k < l->first[i + 1]; k++) {
         const ck_node *n = &m->nodes[k];
-        bool kept = keep && l->kept[n->output];
-        push(s, CK_INSTR_FORWARD, k, keep, ck_program_value(n->output, kept ? CK_COPY_KEPT : CK_COPY_PLAIN));
+        bool kept = keep && kept_under(l, p, i, k);
+        push(s, CK_INSTR_FORWARD, k, keep && !drops_internals(l, p, k),
+             ck_program_value(n->output, kept ? CK_COPY_KEPT : CK_COPY_PLAIN));
         for (size_t j = 0; j < n->op->arity; j++) {
             size_t t = n->inputs[j];
-            if (first_input(n, j) && made_in(l, i, t) && l->last_use[t] == k && !(keep && l->kept[t]))
+            if (first_input(n, j) && made_in(l, i, t) && l->last_use[t] == k &&
+                !(keep && kept_tensor(l, p, i, t)))
                 push(s, CK_INSTR_FREE, 0, false, ck_program_value(t, CK_COPY_PLAIN));
         }
         if (n->output != out && !kept && l->last_use[n->output] <= k)
@@ -130,16 +237,78 @@ static void lower_forward(const ck_lower *l, size_t i, bool keep, sink *s)
     }
 }
 
-/* x̄_i as a whole: what stage i-1 kept. */
-static void free_kept(const ck_lower *l, size_t i, sink *s)
+/* x̄_i as a whole: what stage i-1 kept under p. */
+static void free_kept(const ck_lower *l, size_t i, ck_keep p, sink *s)
 {
     for (size_t k = l->first[i - 1]; k < l->first[i]; k++) {
         const ck_node *n = &l->m->nodes[k];
-        if (l->kept[n->output])
+        if (kept_under(l, p, i - 1, k))
             push(s, CK_INSTR_FREE, 0, false, ck_program_value(n->output, CK_COPY_KEPT));
-        if (ck_program_has_saved(n))
+        if (ck_program_has_saved(n) && !drops_internals(l, p, k))
             push(s, CK_INSTR_FREE, 0, false, ck_program_saved(k, CK_COPY_KEPT));
     }
+}
+
+/* Which nodes of stage i B recomputes under p: those whose dropped output "all" keeps or
+ * whose dropped internals their backward reads, and the makers of what they read that was
+ * not kept. A reverse sweep: readers come after makers. */
+static void find_recomputed(const ck_lower *l, ck_keep p, size_t i, bool *redo, bool *needed)
+{
+    const ck_model *m = l->m;
+    for (size_t k = l->first[i + 1]; k-- > l->first[i];) {
+        const ck_node *n = &m->nodes[k];
+        redo[k - l->first[i]] = (drops_output(l, p, i, k) && (l->kept[n->output] || needed[n->output])) ||
+                                (drops_internals(l, p, k) && ck_program_has_saved(n));
+        if (!redo[k - l->first[i]])
+            continue;
+        for (size_t j = 0; j < n->op->arity; j++) {
+            size_t t = n->inputs[j];
+            if (made_in(l, i, t) && !kept_tensor(l, p, i, t))
+                needed[t] = true;
+        }
+    }
+}
+
+/* The forwards B i runs first under p, which leave live what "all" keeps (and what p kept
+ * beyond it, freed here): recomputed outputs "all" keeps go to their kept copy, the others
+ * are plain and freed after their last reader among the recomputed nodes; recomputed
+ * internals are kept unless p kept them. */
+static void lower_recompute(const ck_lower *l, size_t i, ck_keep p, sink *s)
+{
+    const ck_model *m = l->m;
+    size_t first = l->first[i], end = l->first[i + 1];
+    bool *redo = calloc(end - first, sizeof *redo);
+    bool *needed = calloc(m->n_tensors, sizeof *needed);
+    size_t *last = calloc(m->n_tensors, sizeof *last);
+    s->ok = s->ok && redo && needed && last;
+    if (s->ok)
+        find_recomputed(l, p, i, redo, needed);
+    for (size_t k = first; s->ok && k < end; k++)
+        for (size_t j = 0; redo[k - first] && j < m->nodes[k].op->arity; j++)
+            last[m->nodes[k].inputs[j]] = k + 1;
+    for (size_t k = first; s->ok && k < end; k++) {
+        const ck_node *n = &m->nodes[k];
+        if (!redo[k - first])
+            continue;
+        bool restored = drops_output(l, p, i, k) && l->kept[n->output];
+        push(s, CK_INSTR_FORWARD, k, drops_internals(l, p, k),
+             ck_program_value(n->output, restored ? CK_COPY_KEPT : CK_COPY_PLAIN));
+        for (size_t j = 0; j < n->op->arity; j++) {
+            size_t t = n->inputs[j];
+            size_t maker = made_in(l, i, t) ? m->tensors[t].producer : 0;
+            if (first_input(n, j) && made_in(l, i, t) && redo[maker - first] && last[t] == k + 1 &&
+                !(drops_output(l, p, i, maker) && l->kept[t]))
+                push(s, CK_INSTR_FREE, 0, false, ck_program_value(t, CK_COPY_PLAIN));
+        }
+        if (!restored && last[n->output] == 0)
+            push(s, CK_INSTR_FREE, 0, false, ck_program_value(n->output, CK_COPY_PLAIN));
+    }
+    for (size_t k = first; s->ok && k < end; k++)
+        if (kept_under(l, p, i, k) && !l->kept[m->nodes[k].output])
+            push(s, CK_INSTR_FREE, 0, false, ck_program_value(m->nodes[k].output, CK_COPY_KEPT));
+    free(redo);
+    free(needed);
+    free(last);
 }
 
 /* Whether add node k of stage i hands its output's gradient to its inputs as PyTorch does
@@ -206,6 +375,15 @@ static void lower_backward(const ck_lower *l, size_t i, sink *s)
     }
 }
 
+/* The variant of the x̄_i among e's frees (0 when it frees none). */
+static size_t freed_variant(const ck_action_effect *e, size_t i)
+{
+    for (size_t f = 0; f < e->n_frees; f++)
+        if (e->frees[f].kind == CK_VALUE_XBAR && e->frees[f].index == i)
+            return e->frees[f].variant;
+    return 0;
+}
+
 /* The plain x_i an action frees (F_none, B), unless x_i is static and was never a buffer. */
 static void free_plain_input(const ck_lower *l, size_t i, sink *s)
 {
@@ -223,7 +401,7 @@ int ck_lower_action(const ck_lower *l, const ck_action *a, const ck_action_effec
     case CK_F_ALL:
     case CK_F_CK:
     case CK_F_NONE:
-        lower_forward(l, i, a->kind == CK_F_ALL, &s);
+        lower_forward(l, i, a->kind == CK_F_ALL, policy_of(l, i, a->kind == CK_F_ALL ? a->variant : 0), &s);
         break;
     case CK_LOSS: {
         size_t x = ck_lower_stage_output(l, l->n_stages - 1);
@@ -232,9 +410,13 @@ int ck_lower_action(const ck_lower *l, const ck_action *a, const ck_action_effec
         push(&s, CK_INSTR_LOSS, l->m->n_nodes - 1, false, (ck_buf){0});
         break;
     }
-    case CK_B:
+    case CK_B: {
+        ck_keep p = policy_of(l, i, freed_variant(e, i + 1));
+        if (p != CK_KEEP_ALL)
+            lower_recompute(l, i, p, &s);
         lower_backward(l, i, &s);
         break;
+    }
     case CK_N_ACTIONS:
         return ck_err_fail(err, CK_ERR_RUNTIME, "lower: no such action");
     }
@@ -244,7 +426,7 @@ int ck_lower_action(const ck_lower *l, const ck_action *a, const ck_action_effec
         if (v.kind == CK_VALUE_X)
             free_plain_input(l, v.index, &s);
         else if (v.kind == CK_VALUE_XBAR && a->kind == CK_F_NONE)
-            free_kept(l, v.index, &s);
+            free_kept(l, v.index, policy_of(l, v.index - 1, v.variant), &s);
     }
     return s.ok ? CK_OK : ck_err_oom(err);
 }

@@ -18,12 +18,35 @@
 
 typedef struct ck_lower ck_lower;
 
+/* What a stage's saving forward keeps, as the variants of a derived chain's stages
+ * (planner/chain.h) name them. Whatever it does not keep, B recomputes first (the forwards
+ * of the nodes that made it, from x_i and what was kept), which restores what "all" keeps;
+ * the stage's output is always kept.
+ *   all:    everything the stage's backward reads (x̄ of the chain model);
+ *   matmul: the outputs and internals of matrix products (linear, lora, attention, moe) and
+ *           what recomputing the others reads; the pointwise ops are recomputed (PyTorch's
+ *           selective checkpointing's usual policy);
+ *   attn:   all but attention's internal tensors (the s^2-sized probabilities, their
+ *           dropout and mask): Megatron's selective recompute;
+ *   none:   the stage's output only: the whole stage is recomputed in B. */
+typedef enum { CK_KEEP_ALL, CK_KEEP_MATMUL, CK_KEEP_ATTN, CK_KEEP_NONE, CK_N_KEEPS } ck_keep;
+
+/* "all", "matmul", "attn", "none". */
+const char *ck_lower_keep_name(ck_keep k);
+/* Stage i's variants: "all" first, then those of matmul, attn and none that differ from
+ * it and from each other in what they keep (attn only where the stage has attention with
+ * internal tensors, matmul only where it has a matrix product and something else to
+ * drop). The number of them, at most CK_N_KEEPS, into out. */
+size_t ck_lower_variants(const ck_lower *l, size_t i, ck_keep out[CK_N_KEEPS]);
+
 /* The stages of m given by first[] (n_stages + 1 entries; first[n_stages] is the loss). */
 int ck_lower_create(const ck_model *m, const size_t *first, size_t n_stages, ck_lower **out,
                     ck_err *err);
 void ck_lower_free(ck_lower *l);
 
-/* Appends the instructions of action a, whose effect e ck_action_describe gave. */
+/* Appends the instructions of action a, whose effect e ck_action_describe gave: an F_all
+ * in a->variant's policy (a number of ck_lower_variants), a B in that of the x̄ it frees
+ * (e's frees), an F_none from x̄_i freeing what that x̄'s variant kept. */
 int ck_lower_action(const ck_lower *l, const ck_action *a, const ck_action_effect *e,
                     ck_program *out, ck_err *err);
 

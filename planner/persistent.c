@@ -19,8 +19,13 @@ static bool push_forward(ck_schedule *out, ck_action_kind kind, size_t from, siz
     return ok;
 }
 
-int ck_persistent_emit(const ck_chain *c, ck_seg_decide decide, void *ctx, ck_seg_kind kind,
-                       uint64_t value, ck_schedule *out, ck_err *err)
+static bool push_saving(ck_schedule *out, size_t s, size_t variant)
+{
+    return ck_schedule_append(out, (ck_action){CK_F_ALL, s, variant});
+}
+
+int ck_persistent_emit(const ck_chain *c, ck_seg_decide decide, ck_seg_base_variant base,
+                       void *ctx, ck_seg_kind kind, uint64_t value, ck_schedule *out, ck_err *err)
 {
     size_t L = c->n_stages;
     /* The pending tasks cover disjoint ranges of stages, so there are at most L of them. */
@@ -36,14 +41,14 @@ int ck_persistent_emit(const ck_chain *c, ck_seg_decide decide, void *ctx, ck_se
         if (task.close) {
             ok = ck_schedule_push(out, CK_B, s);
         } else if (s == t && task.kind != CK_SEG_PLAIN_LOSS) {
-            ok = ck_schedule_push(out, CK_F_ALL, s) &&
+            ok = push_saving(out, s, base ? base(ctx, s, task.kind, task.value) : 0) &&
                  (s + 1 < L || task.kind == CK_SEG_AFTER_LOSS || ck_schedule_push(out, CK_LOSS, 0)) &&
                  ck_schedule_push(out, CK_B, s);
         } else {
             ck_seg_choice ch;
             decide(ctx, s, t, task.kind, task.value, &ch);
             if (ch.leaf == 0) {
-                ok = ck_schedule_push(out, CK_F_ALL, s);
+                ok = push_saving(out, s, ch.variant);
                 stack[depth++] = (seg_task){true, s, s, CK_SEG_USUAL, 0};
                 stack[depth++] = (seg_task){false, s + 1, t, task.kind, ch.right};
             } else if (ch.leaf == L) {

@@ -17,7 +17,8 @@
  *     the loss;
  *   after the loss: y_L and x_L are live on entry; base F_all s, B s (no loss), chain and
  *     leaf j as above with the right part of the same kind.
- * A left part Seg(s, j-1) is always of the usual kind. */
+ * A left part Seg(s, j-1) is always of the usual kind. The F_all s of a base or a chain, in
+ * any kind, runs a variant of stage s (planner/chain.h) that the planner chooses. */
 #ifndef CK_PERSISTENT_H
 #define CK_PERSISTENT_H
 
@@ -33,6 +34,7 @@ typedef enum { CK_SEG_USUAL, CK_SEG_PLAIN_LOSS, CK_SEG_AFTER_LOSS } ck_seg_kind;
 typedef struct {
     size_t leaf;    /* 0: chain; otherwise the j of leaf j (s < j <= t, so never 0), or L:
                        the plain-loss leaf */
+    size_t variant; /* chain only: the variant of its F_all s (planner/chain.h) */
     uint64_t right; /* value handed to Seg(s+1, t) (chain) or Seg(j, t) (leaf) */
     uint64_t left;  /* leaf only: value handed to Seg(s, j-1) */
 } ck_seg_choice;
@@ -42,9 +44,14 @@ typedef struct {
 typedef void (*ck_seg_decide)(void *ctx, size_t s, size_t t, ck_seg_kind kind, uint64_t value,
                               ck_seg_choice *out);
 
+/* The variant of the base shape's F_all s in Seg(s, s) of the given kind (usual or after
+ * the loss), given the value threaded down to it. */
+typedef size_t (*ck_seg_base_variant)(void *ctx, size_t s, ck_seg_kind kind, uint64_t value);
+
 /* Appends the whole schedule Seg(0, L-1) of the given kind to out (value is the top-level
- * one). Runs without recursion, so chains of any length fit on the stack. */
-int ck_persistent_emit(const ck_chain *c, ck_seg_decide decide, void *ctx, ck_seg_kind kind,
-                       uint64_t value, ck_schedule *out, ck_err *err);
+ * one); base NULL runs every base's F_all as "all". Runs without recursion, so chains of any
+ * length fit on the stack. */
+int ck_persistent_emit(const ck_chain *c, ck_seg_decide decide, ck_seg_base_variant base,
+                       void *ctx, ck_seg_kind kind, uint64_t value, ck_schedule *out, ck_err *err);
 
 #endif

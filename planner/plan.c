@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "planner/json.h"
+#include "planner/size.h"
 
 double ck_plan_overhead(double time, double baseline_time)
 {
@@ -120,6 +121,12 @@ static bool add_statics(cJSON *model, cJSON *pred, const ck_static_mem *s)
     return ok;
 }
 
+/* "variant": the name of an F_all's variant, written only when it is not "all". */
+static bool add_variant(cJSON *op, const ck_chain *c, const ck_action *a)
+{
+    return c && cJSON_AddStringToObject(op, "variant", ck_chain_variant(c, a->stage, a->variant).name);
+}
+
 cJSON *ck_plan_to_json(const ck_plan_doc *d)
 {
     cJSON *root = cJSON_CreateObject();
@@ -153,7 +160,8 @@ cJSON *ck_plan_to_json(const ck_plan_doc *d)
         cJSON *op = cJSON_CreateObject();
         ok = op && cJSON_AddItemToArray(sched, op) &&
              cJSON_AddStringToObject(op, "op", ck_action_name(s->actions[k].kind)) &&
-             (s->actions[k].kind == CK_LOSS || add_u64(op, "stage", s->actions[k].stage));
+             (s->actions[k].kind == CK_LOSS || add_u64(op, "stage", s->actions[k].stage)) &&
+             (s->actions[k].variant == 0 || add_variant(op, d->stage_map.chain, &s->actions[k]));
     }
     if (!ok) {
         cJSON_Delete(root);
@@ -162,10 +170,55 @@ cJSON *ck_plan_to_json(const ck_plan_doc *d)
     return root;
 }
 
-static int read_schedule(const cJSON *list, const char *file, size_t stages, ck_schedule *out,
+/* An F_all's "variant", kept by name in out->variants unless it is "all". */
+static int read_variant(const cJSON *js, const char *file, const char *path, size_t k,
+                        ck_action_kind kind, ck_plan_file *out, ck_err *err)
+{
+    const char *name = NULL;
+    int rc = ck_json_get_string(js, "variant", false, &name, file, path, err);
+    if (rc != CK_OK || !name || strcmp(name, CK_VARIANT_ALL) == 0)
+        return rc;
+    if (kind != CK_F_ALL)
+        return ck_err_fail(err, CK_ERR_INPUT, "%s: %s.variant: only an F_all runs a variant, "
+                           "this is %s", file, path, ck_action_name(kind));
+    void *items = out->variants;
+    if (!ck_size_reserve(&items, &out->variants_cap, out->n_variants, sizeof *out->variants))
+        return ck_err_oom(err);
+    out->variants = items;
+    char *copy = strdup(name);
+    if (!copy)
+        return ck_err_oom(err);
+    out->variants[out->n_variants++] = (ck_plan_variant){k, copy};
+    return CK_OK;
+}
+
+int ck_plan_bind_variants(const ck_plan_file *p, const ck_chain *c, const char *label,
+                          ck_schedule *out, ck_err *err)
+{
+    for (size_t k = 0; k < p->schedule.n; k++)
+        if (!ck_schedule_append(out, p->schedule.actions[k]))
+            return ck_err_oom(err);
+    for (size_t r = 0; r < p->n_variants; r++) {
+        ck_action *a = &out->actions[p->variants[r].op];
+        if (a->stage < c->n_stages &&
+            ck_chain_variant_find(c, a->stage, p->variants[r].name, &a->variant))
+            continue;
+        char have[256] = "";
+        for (size_t v = 0; a->stage < c->n_stages && v <= c->stages[a->stage].n_variants; v++)
+            snprintf(have + strlen(have), sizeof have - strlen(have), "%s%s", v ? ", " : "",
+                     ck_chain_variant(c, a->stage, v).name);
+        return ck_err_fail(err, CK_ERR_INPUT, "%s: schedule[%zu].variant: stage %zu has no variant "
+                           "\"%.40s\" (it has %s)", label, p->variants[r].op, a->stage,
+                           p->variants[r].name, have);
+    }
+    return CK_OK;
+}
+
+static int read_schedule(const cJSON *list, const char *file, size_t stages, ck_plan_file *plan,
                          ck_err *err)
 {
-    static const char *const keys[] = {"op", "stage", NULL};
+    static const char *const keys[] = {"op", "stage", "variant", NULL};
+    ck_schedule *out = &plan->schedule;
     size_t k = 0;
     for (const cJSON *js = list->child; js; js = js->next, k++) {
         char path[CK_JSON_PATH_MAX];
@@ -188,6 +241,9 @@ static int read_schedule(const cJSON *list, const char *file, size_t stages, ck_
                            file, path, stages, (unsigned long long)stage);
         if (!ck_schedule_push(out, kind, kind == CK_LOSS ? 0 : (size_t)stage))
             return ck_err_oom(err);
+        rc = read_variant(js, file, path, k, kind, plan, err);
+        if (rc != CK_OK)
+            return rc;
     }
     return CK_OK;
 }
@@ -417,7 +473,7 @@ int ck_plan_from_json(const cJSON *root, const char *file, ck_plan_file *out, ck
     if (rc == CK_OK) rc = dup_string(sha, &out->model_sha256, err);
     if (rc == CK_OK) {
         out->stages = (size_t)stages;
-        rc = read_schedule(schedule, file, out->stages, &out->schedule, err);
+        rc = read_schedule(schedule, file, out->stages, out, err);
     }
     if (rc == CK_OK) rc = read_stage_info(root, file, out, err);
     if (rc == CK_OK) rc = ck_warning_check_json(root, file, err);
@@ -443,5 +499,8 @@ void ck_plan_file_free(ck_plan_file *p)
     }
     free(p->stage_info);
     ck_schedule_free(&p->schedule);
+    for (size_t r = 0; r < p->n_variants; r++)
+        free(p->variants[r].name);
+    free(p->variants);
     memset(p, 0, sizeof *p);
 }

@@ -41,7 +41,8 @@ typedef struct {
     uint32_t slots;          /* dp only; 0 for --slots exact */
     const char *costs_path;  /* the profiled costs the times came from, or NULL */
     const ck_cost_model *cost_model; /* the roofline rates they came from, or NULL */
-    ck_plan_stage_map stage_map;     /* chain NULL: no stage_info is written */
+    ck_plan_stage_map stage_map;     /* chain NULL: no stage_info is written; its chain
+                                        names F_all variants, so a schedule with any needs it */
     const char *device;              /* details.device: --device's name, or NULL */
     const ck_warnings *warnings;     /* `warnings`; NULL or empty: none written */
 } ck_plan_doc;
@@ -70,6 +71,13 @@ typedef struct {
     char **nodes;
 } ck_plan_stage;
 
+/* An F_all of a plan's schedule that names a variant other than "all" ("variant": NAME);
+ * the name is the chain's, bound to a number by ck_plan_bind_variants. */
+typedef struct {
+    size_t op; /* its index in the schedule */
+    char *name;
+} ck_plan_variant;
+
 /* A plan file as read back: what `ckplan run` needs to execute and check it. The figures
  * are the file's claims; planner/plan_check replays the schedule to check them. */
 typedef struct {
@@ -87,7 +95,9 @@ typedef struct {
     ck_plan_figures predicted;
     size_t stages;
     ck_plan_stage *stage_info; /* `stages` entries, or NULL when the file has none (older plans) */
-    ck_schedule schedule;
+    ck_schedule schedule;      /* every F_all as "all" until bound */
+    ck_plan_variant *variants; /* n_variants entries, in schedule order */
+    size_t n_variants, variants_cap;
 } ck_plan_file;
 
 /* s's parts as predicted.static records them. */
@@ -122,5 +132,11 @@ bool ck_plan_add_model_opts(cJSON *model, const ck_model_opts *o);
  * loaded with them. */
 int ck_plan_read_model_opts(const cJSON *model, const char *file, ck_model_opts *o, cJSON **json,
                             ck_err *err);
+/* p's schedule with each F_all's variant named in the file bound to stage's number in c
+ * (the chain of the plan's model), appended to *out. CK_ERR_INPUT naming the operation
+ * ("label: schedule[4].variant: stage 2 has no variant \"attn\" (it has all, none)") when
+ * the chain lacks one. */
+int ck_plan_bind_variants(const ck_plan_file *p, const ck_chain *c, const char *label,
+                          ck_schedule *out, ck_err *err);
 
 #endif

@@ -14,12 +14,16 @@
 #define DP_TABLE_LIMIT (1ULL << 30)
 
 /* Sizes in memory units, each rounded up separately, so that a peak counted in units,
- * times the unit, is never below the same peak in bytes. */
+ * times the unit, is never below the same peak in bytes. A stage's variants (planner/chain.h)
+ * are numbered first[s] + v, "all" (v = 0) first; dp chooses among them with --variants,
+ * else every stage has "all" alone. */
 typedef struct {
     size_t L;
     uint64_t *x;    /* |x_i| = |y_i|, 0 <= i <= L */
-    uint64_t *xbar; /* |x̄_{i+1}|, stage i */
-    uint64_t *ftmp, *btmp;
+    uint64_t *ftmp; /* stage i's forward transient: F_ck and F_none */
+    size_t *first;  /* L + 1 entries */
+    uint64_t *xbar, *vftmp, *btmp; /* per variant: |x̄_{i+1}|, F_all's and B's transients */
+    double *btime;                 /* per variant: B's time */
     uint64_t loss_tmp;
 } unit_sizes;
 
@@ -37,32 +41,59 @@ static uint64_t max2(uint64_t a, uint64_t b)
 static void sizes_free(unit_sizes *z)
 {
     free(z->x);
-    free(z->xbar);
     free(z->ftmp);
+    free(z->first);
+    free(z->xbar);
+    free(z->vftmp);
     free(z->btmp);
+    free(z->btime);
 }
 
-static int sizes_init(unit_sizes *z, const ck_chain *c, uint64_t unit, ck_err *err)
+/* Variants dp chooses among for stage i: all of them, or "all" alone. */
+static size_t stage_variants(const ck_chain *c, size_t i, bool variants)
 {
-    size_t L = c->n_stages;
+    return 1 + (variants ? c->stages[i].n_variants : 0);
+}
+
+static int sizes_init(unit_sizes *z, const ck_chain *c, uint64_t unit, bool variants, ck_err *err)
+{
+    size_t L = c->n_stages, V = 0;
+    for (size_t i = 0; i < L; i++)
+        V += stage_variants(c, i, variants);
     *z = (unit_sizes){.L = L,
                       .x = malloc((L + 1) * sizeof *z->x),
-                      .xbar = malloc(L * sizeof *z->xbar),
                       .ftmp = malloc(L * sizeof *z->ftmp),
-                      .btmp = malloc(L * sizeof *z->btmp),
+                      .first = malloc((L + 1) * sizeof *z->first),
+                      .xbar = malloc(V * sizeof *z->xbar),
+                      .vftmp = malloc(V * sizeof *z->vftmp),
+                      .btmp = malloc(V * sizeof *z->btmp),
+                      .btime = malloc(V * sizeof *z->btime),
                       .loss_tmp = ck_size_ceil_div(c->loss_bwd_tmp_bytes, unit)};
-    if (!z->x || !z->xbar || !z->ftmp || !z->btmp) {
+    if (!z->x || !z->ftmp || !z->first || !z->xbar || !z->vftmp || !z->btmp || !z->btime) {
         sizes_free(z);
         return ck_err_oom(err);
     }
     for (size_t i = 0; i <= L; i++)
         z->x[i] = ck_size_ceil_div(ck_chain_x_bytes(c, i), unit);
+    z->first[0] = 0;
     for (size_t i = 0; i < L; i++) {
-        z->xbar[i] = ck_size_ceil_div(c->stages[i].saved_bytes, unit);
         z->ftmp[i] = ck_size_ceil_div(c->stages[i].fwd_tmp_bytes, unit);
-        z->btmp[i] = ck_size_ceil_div(c->stages[i].bwd_tmp_bytes, unit);
+        z->first[i + 1] = z->first[i] + stage_variants(c, i, variants);
+        for (size_t v = 0; v < stage_variants(c, i, variants); v++) {
+            ck_variant var = ck_chain_variant(c, i, v);
+            size_t iv = z->first[i] + v;
+            z->xbar[iv] = ck_size_ceil_div(var.saved_bytes, unit);
+            z->vftmp[iv] = ck_size_ceil_div(var.fwd_tmp_bytes, unit);
+            z->btmp[iv] = ck_size_ceil_div(var.bwd_tmp_bytes, unit);
+            z->btime[iv] = var.bwd_time;
+        }
     }
     return CK_OK;
+}
+
+static size_t variants_of(const unit_sizes *z, size_t s)
+{
+    return z->first[s + 1] - z->first[s];
 }
 
 /* Peaks of the operations of each shape, counting only the subproblem's own memory (x_s is
@@ -75,10 +106,29 @@ static uint64_t later_grad(const unit_sizes *z, size_t t)
     return t + 1 < z->L ? z->x[t + 1] : 0;
 }
 
-/* B s, with x̄_{s+1}, y_{s+1} and the new y_s held. */
-static uint64_t backward_peak(const unit_sizes *z, size_t s)
+/* B s after F_all s in variant v, with x̄_{s+1}, y_{s+1} and the new y_s held. */
+static uint64_t backward_peak(const unit_sizes *z, size_t s, size_t v)
 {
-    return sat_add(sat_add(z->xbar[s], z->x[s + 1]), sat_add(z->x[s], z->btmp[s]));
+    size_t sv = z->first[s] + v;
+    return sat_add(sat_add(z->xbar[sv], z->x[s + 1]), sat_add(z->x[s], z->btmp[sv]));
+}
+
+/* The least backward peak of stage s over its variants: every schedule runs B s in one. */
+static uint64_t least_backward_peak(const unit_sizes *z, size_t s)
+{
+    uint64_t least = UINT64_MAX;
+    for (size_t v = 0; v < variants_of(z, s); v++)
+        least = backward_peak(z, s, v) < least ? backward_peak(z, s, v) : least;
+    return least;
+}
+
+/* The most x̄_{s+1} of stage s's variants keeps. */
+static uint64_t most_saved(const unit_sizes *z, size_t s)
+{
+    uint64_t most = 0;
+    for (size_t v = 0; v < variants_of(z, s); v++)
+        most = max2(most, z->xbar[z->first[s] + v]);
+    return most;
 }
 
 /* The forward of stage k in a leaf of a subproblem entered with `grad` held: F_ck s holds
@@ -121,7 +171,8 @@ static size_t by_s(size_t L, size_t s, size_t t)
  * the subproblem) and its parts, each a row run with `shift` units fewer than the shape
  * has. The shape's time is (time + right) + left, summed in that order everywhere. */
 typedef struct {
-    size_t leaf; /* as ck_seg_choice.leaf */
+    size_t leaf;    /* as ck_seg_choice.leaf */
+    size_t variant; /* base or chain: its F_all s's */
     double time;
     uint64_t peak;
     size_t right, left; /* rows, or NO_ROW */
@@ -129,20 +180,42 @@ typedef struct {
     size_t left_by_s; /* the left part's place among usual rows ordered by s, then t */
 } dp_shape;
 
-/* The base of Seg(s, s): F_all s, the loss if it is the usual last stage, B s. */
-static dp_shape base_shape(const ck_chain *c, const unit_sizes *z, size_t s, uint64_t grad,
-                           bool loss)
+/* The base of Seg(s, s) with F_all s in variant v: F_all s, the loss if it is the usual
+ * last stage, B s. */
+static dp_shape base_shape(const ck_chain *c, const unit_sizes *z, size_t s, size_t v,
+                           uint64_t grad, bool loss)
 {
-    uint64_t peak = max2(sat_add(sat_add(grad, z->xbar[s]), z->ftmp[s]), backward_peak(z, s));
+    size_t sv = z->first[s] + v;
+    uint64_t peak = max2(sat_add(sat_add(grad, z->xbar[sv]), z->vftmp[sv]), backward_peak(z, s, v));
     if (loss)
-        peak = max2(peak, sat_add(sat_add(z->xbar[s], z->x[s + 1]), z->loss_tmp));
-    double time = c->stages[s].fwd_time + (loss ? c->loss_bwd_time : 0) + c->stages[s].bwd_time;
-    return (dp_shape){0, time, peak, NO_ROW, NO_ROW, 0, 0, NO_ROW};
+        peak = max2(peak, sat_add(sat_add(z->xbar[sv], z->x[s + 1]), z->loss_tmp));
+    double time = c->stages[s].fwd_time + (loss ? c->loss_bwd_time : 0) + z->btime[sv];
+    return (dp_shape){0, v, time, peak, NO_ROW, NO_ROW, 0, 0, NO_ROW};
+}
+
+/* The chain of Seg(s, t), s < t, with F_all s in variant v; `kept` units stay held
+ * through B s (see shapes_of). */
+static dp_shape chain_shape(const ck_chain *c, const unit_sizes *z, size_t s, size_t t,
+                            ck_seg_kind kind, size_t v, uint64_t grad, uint64_t kept)
+{
+    size_t sv = z->first[s] + v;
+    uint64_t fwd = sat_add(sat_add(grad, z->xbar[sv]), z->vftmp[sv]);
+    return (dp_shape){0, v, c->stages[s].fwd_time + z->btime[sv],
+                      max2(fwd, sat_add(backward_peak(z, s, v), kept)),
+                      row_of(z->L, s + 1, t, kind), NO_ROW, z->xbar[sv], 0, NO_ROW};
+}
+
+/* Room for every shape of a subproblem of a chain of L stages: the base or chain in each
+ * variant, the leaves, the plain-loss leaf. */
+static size_t shapes_room(size_t L)
+{
+    return L + CK_STAGE_MAX_VARIANTS;
 }
 
 /* Writes the first `room` shapes of Seg(s, t) of the given kind into out (all of them fit
- * in t - s + 2) in the order that breaks ties: base or chain, the leaves by j, then the
- * plain-loss leaf. The first is the one that stores everything it can.
+ * in shapes_room) in the order that breaks ties: base or chain by variant, the leaves by j,
+ * then the plain-loss leaf. The first variants_of(s) are the ones that store everything
+ * they can (one per variant; none for the plain loss's Seg(L-1, L-1)).
  * `grad` is what is held on entry besides x_s: y_{t+1} (usual), y_L (after the loss; x_L
  * is then held too, outside the count, see docs/planners.md), nothing (plain loss: x_L is
  * made inside and stays, so whatever runs after it holds x_L's `kept` units). */
@@ -154,28 +227,24 @@ static size_t shapes_of(const ck_chain *c, const unit_sizes *z, size_t s, size_t
     uint64_t grad = kind == CK_SEG_USUAL ? later_grad(z, t) : plain ? 0 : z->x[L];
     uint64_t kept = plain ? z->x[L] : 0;
     if (s == t && !plain) {
-        if (room > 0)
-            out[n++] = base_shape(c, z, s, grad, kind == CK_SEG_USUAL && s + 1 == L);
+        for (size_t v = 0; v < variants_of(z, s) && n < room; v++)
+            out[n++] = base_shape(c, z, s, v, grad, kind == CK_SEG_USUAL && s + 1 == L);
         return n;
     }
-    if (s < t && room > 0) {
-        uint64_t fwd = sat_add(sat_add(grad, z->xbar[s]), z->ftmp[s]);
-        out[n++] = (dp_shape){0, c->stages[s].fwd_time + c->stages[s].bwd_time,
-                              max2(fwd, sat_add(backward_peak(z, s), kept)),
-                              row_of(L, s + 1, t, kind), NO_ROW, z->xbar[s], 0, NO_ROW};
-    }
+    for (size_t v = 0; s < t && v < variants_of(z, s) && n < room; v++)
+        out[n++] = chain_shape(c, z, s, t, kind, v, grad, kept);
     uint64_t fwd = 0;
     double fwd_time = 0;
     for (size_t j = s + 1; j <= t + plain && n < room; j++) {
         fwd = max2(fwd, advance_peak(z, s, j - 1, grad));
         fwd_time += c->stages[j - 1].fwd_time;
         if (j <= t) {
-            out[n++] = (dp_shape){j, fwd_time, fwd, row_of(L, j, t, kind),
+            out[n++] = (dp_shape){j, 0, fwd_time, fwd, row_of(L, j, t, kind),
                                   row_of(L, s, j - 1, CK_SEG_USUAL), z->x[j], kept,
                                   by_s(L, s, j - 1)};
         } else {
             uint64_t loss = sat_add(sat_add(z->x[L], z->x[L]), z->loss_tmp);
-            out[n++] = (dp_shape){L, fwd_time + c->loss_bwd_time, max2(fwd, loss),
+            out[n++] = (dp_shape){L, 0, fwd_time + c->loss_bwd_time, max2(fwd, loss),
                                   row_of(L, s, t, CK_SEG_AFTER_LOSS), NO_ROW, z->x[L], 0, NO_ROW};
         }
     }
@@ -212,14 +281,15 @@ static int fill_rows(size_t L, const atomic_int *stop, void *ctx,
 }
 
 /* The smallest peak of each subproblem in bytes, exact, the time of that schedule (the
- * faster among equal peaks) and its shape's leaf. */
+ * faster among equal peaks) and its shape's leaf and variant. */
 typedef struct {
     const ck_chain *c;
     const unit_sizes *z;
     uint64_t *peak;
     double *time;
     uint32_t *leaf;
-    dp_shape *shapes; /* room for L + 1 */
+    uint8_t *variant;
+    dp_shape *shapes; /* shapes_room(L) */
 } min_peak_table;
 
 static void min_peak_row(void *ctx, size_t s, size_t t, ck_seg_kind kind)
@@ -229,6 +299,7 @@ static void min_peak_row(void *ctx, size_t s, size_t t, ck_seg_kind kind)
     uint64_t best = UINT64_MAX;
     double best_time = INFINITY;
     uint32_t best_leaf = 0;
+    uint8_t best_variant = 0;
     for (size_t k = 0; k < n; k++) {
         const dp_shape *h = &mp->shapes[k];
         uint64_t peak = h->peak;
@@ -245,11 +316,13 @@ static void min_peak_row(void *ctx, size_t s, size_t t, ck_seg_kind kind)
             best = peak;
             best_time = time;
             best_leaf = (uint32_t)h->leaf;
+            best_variant = (uint8_t)h->variant;
         }
     }
     mp->peak[here] = best;
     mp->time[here] = best_time;
     mp->leaf[here] = best_leaf;
+    mp->variant[here] = best_variant;
 }
 
 static void min_peak_decide(void *ctx, size_t s, size_t t, ck_seg_kind kind, uint64_t value,
@@ -257,7 +330,15 @@ static void min_peak_decide(void *ctx, size_t s, size_t t, ck_seg_kind kind, uin
 {
     (void)value;
     const min_peak_table *mp = ctx;
-    *out = (ck_seg_choice){.leaf = mp->leaf[row_of(mp->z->L, s, t, kind)]};
+    size_t here = row_of(mp->z->L, s, t, kind);
+    *out = (ck_seg_choice){.leaf = mp->leaf[here], .variant = mp->variant[here]};
+}
+
+static size_t min_peak_base(void *ctx, size_t s, ck_seg_kind kind, uint64_t value)
+{
+    (void)value;
+    const min_peak_table *mp = ctx;
+    return mp->variant[row_of(mp->z->L, s, s, kind)];
 }
 
 /* The kind of the whole problem's best schedule: the usual one unless the plain loss
@@ -276,9 +357,10 @@ static ck_seg_kind min_peak_top(const min_peak_table *mp, uint64_t *peak)
  * fits). A row holds only the memory values [lo, hi] that can matter:
  * - below lo no schedule reaches it: what Seg(s, t) is run with is the budget less what
  *   the subproblems around it hold, and they hold at most x̄_1 .. x̄_s and x_L (reach);
- * - from hi on the time no longer improves: hi is the peak of the shape that stores
- *   everything it can (chains down to a base, or to the plain-loss leaf of the last stage),
- *   the least time of the row (saturation). A row is read at min(m, hi).
+ * - from hi on the time no longer improves: hi is the largest peak of the shapes that
+ *   store everything they can (chains down to a base, or to the plain-loss leaf of the last
+ *   stage, in every variant), where every one fits and the row has its least time
+ *   (saturation). A row is read at min(m, hi).
  * Shapes are not stored: the way down finds them again (time_decide), at most 2L
  * subproblems. */
 typedef struct {
@@ -297,7 +379,7 @@ typedef struct {
     row_meta *by_s;    /* the usual rows' again, in by_s order: shapes read left parts so */
     double *values;
     double *zero;       /* longest zeros: the part a shape does not have, and constant parts */
-    dp_shape *shapes;   /* room for L + 1 */
+    dp_shape *shapes;   /* shapes_room(L) */
 } time_table;
 
 /* Sets every row's lo and hi, rows in the order fill_rows writes them. */
@@ -305,7 +387,7 @@ typedef struct {
     time_table *tt;
     const uint64_t *least; /* per row, its smallest peak in bytes, or NULL */
     uint64_t unit;
-    uint64_t *held;        /* x̄_1 .. x̄_s, summed, per s */
+    uint64_t *held;        /* x̄_1 .. x̄_s, summed, per s (each the most its variants keep) */
     uint64_t *sat;         /* per row */
     uint64_t *backward;    /* per row, the largest peak of its backwards, in units */
 } layout;
@@ -317,11 +399,17 @@ static void layout_row(void *ctx, size_t s, size_t t, ck_seg_kind kind)
     const unit_sizes *z = tt->z;
     size_t L = z->L, r = row_of(L, s, t, kind);
     uint64_t w = tt->width;
-    dp_shape first;
-    shapes_of(tt->c, z, s, t, kind, 1, &first);
-    bool part = first.right != NO_ROW;
-    ly->sat[r] = part ? max2(first.peak, sat_add(first.right_shift, ly->sat[first.right])) : first.peak;
-    ly->backward[r] = part ? max2(backward_peak(z, s), ly->backward[first.right]) : backward_peak(z, s);
+    dp_shape first[CK_STAGE_MAX_VARIANTS];
+    size_t n = shapes_of(tt->c, z, s, t, kind, variants_of(z, s), first);
+    ly->sat[r] = 0;
+    for (size_t k = 0; k < n && (k == 0 || first[k].leaf == 0); k++) {
+        bool part = first[k].right != NO_ROW;
+        ly->sat[r] = max2(ly->sat[r], part ? max2(first[k].peak, sat_add(first[k].right_shift,
+                                                                       ly->sat[first[k].right]))
+                                           : first[k].peak);
+    }
+    uint64_t backward = least_backward_peak(z, s);
+    ly->backward[r] = first[0].right != NO_ROW ? max2(backward, ly->backward[first[0].right]) : backward;
     uint64_t most = sat_add(ly->held[s], kind == CK_SEG_PLAIN_LOSS ? 0 : z->x[L]);
     uint64_t reach = most < w - 1 ? w - 1 - most : 0;
     /* in units, each size rounded up, no peak is below the peak in bytes over the unit; and
@@ -342,7 +430,7 @@ static uint64_t time_layout(time_table *tt, const uint64_t *least, uint64_t unit
     if (ly.held && ly.sat && ly.backward) {
         ly.held[0] = 0;
         for (size_t s = 0; s < L; s++)
-            ly.held[s + 1] = sat_add(ly.held[s], tt->z->xbar[s]);
+            ly.held[s + 1] = sat_add(ly.held[s], most_saved(tt->z, s));
         fill_rows(L, NULL, &ly, layout_row, NULL);
         total = 0;
         tt->longest = 0;
@@ -494,9 +582,16 @@ static void time_decide(void *ctx, size_t s, size_t t, ck_seg_kind kind, uint64_
                    time_at(tt, h->left, m - h->left_shift);
         if (v < best) {
             best = v;
-            *out = (ck_seg_choice){h->leaf, m - h->right_shift, m - h->left_shift};
+            *out = (ck_seg_choice){h->leaf, h->variant, m - h->right_shift, m - h->left_shift};
         }
     }
+}
+
+static size_t time_base(void *ctx, size_t s, ck_seg_kind kind, uint64_t m)
+{
+    ck_seg_choice ch;
+    time_decide(ctx, s, s, kind, m, &ch);
+    return ch.variant;
 }
 
 static void time_free(time_table *tt)
@@ -516,7 +611,7 @@ static int check_table_size(const time_table *tt, uint64_t values, ck_err *err)
     uint64_t rows = (uint64_t)row_count(L), bytes, per_row;
     bool ok = ck_size_mul(sat_add(values, tt->longest), sizeof(double), &bytes) &&
               ck_size_mul(rows, 2 * sizeof(row_meta) + sizeof(uint64_t) + sizeof(double) +
-                                    sizeof(uint32_t), &per_row) &&
+                                    sizeof(uint32_t) + sizeof(uint8_t), &per_row) &&
               ck_size_add(bytes, per_row, &bytes);
     if (ok && bytes <= DP_TABLE_LIMIT)
         return CK_OK;
@@ -556,7 +651,7 @@ static int time_alloc(time_table *tt, const uint64_t *least, uint64_t unit, ck_e
         return rc;
     uint64_t values = tt->meta[rows - 1].offset + (tt->meta[rows - 1].hi - tt->meta[rows - 1].lo + 1);
     tt->zero = calloc(tt->longest, sizeof *tt->zero);
-    tt->shapes = malloc((L + 1) * sizeof *tt->shapes);
+    tt->shapes = malloc(shapes_room(L) * sizeof *tt->shapes);
     if (!tt->zero || !tt->shapes)
         return ck_err_oom(err);
     tt->values = malloc((size_t)values * sizeof *tt->values);
@@ -568,6 +663,7 @@ static void min_peak_free(min_peak_table *mp)
     free(mp->peak);
     free(mp->time);
     free(mp->leaf);
+    free(mp->variant);
     free(mp->shapes);
 }
 
@@ -575,9 +671,9 @@ static int min_peak_alloc(min_peak_table *mp, const ck_chain *c, const unit_size
 {
     size_t rows = row_count(c->n_stages);
     *mp = (min_peak_table){c, bytes, malloc(rows * sizeof *mp->peak), malloc(rows * sizeof *mp->time),
-                           malloc(rows * sizeof *mp->leaf),
-                           malloc((c->n_stages + 1) * sizeof *mp->shapes)};
-    if (mp->peak && mp->time && mp->leaf && mp->shapes)
+                           malloc(rows * sizeof *mp->leaf), malloc(rows * sizeof *mp->variant),
+                           malloc(shapes_room(c->n_stages) * sizeof *mp->shapes)};
+    if (mp->peak && mp->time && mp->leaf && mp->variant && mp->shapes)
         return CK_OK;
     min_peak_free(mp);
     return ck_err_oom(err);
@@ -596,7 +692,7 @@ static int time_plan(time_table *tt, const atomic_int *stop, ck_schedule *out, c
     if (!isfinite(usual) && !isfinite(plain))
         return CK_ERR_INFEASIBLE;
     ck_seg_kind kind = plain < usual ? CK_SEG_PLAIN_LOSS : CK_SEG_USUAL;
-    return ck_persistent_emit(tt->c, time_decide, tt, kind, w - 1, out, err);
+    return ck_persistent_emit(tt->c, time_decide, time_base, tt, kind, w - 1, out, err);
 }
 
 /* The fastest schedule in tt's slots if there is one, else the minimum-peak schedule (with
@@ -620,7 +716,8 @@ static int plan_tables(const ck_chain *c, uint64_t budget, const atomic_int *sto
     }
     /* Either the budget is below the smallest peak, or rounding sizes up to units lost all
      * the schedules that fit in bytes: the minimum-peak schedule answers both. */
-    rc = ck_persistent_emit(c, min_peak_decide, mp, least_kind, 0, &result->schedule, err);
+    rc = ck_persistent_emit(c, min_peak_decide, min_peak_base, mp, least_kind, 0, &result->schedule,
+                            err);
     if (rc != CK_OK)
         return rc;
     if (fits) {
@@ -650,10 +747,10 @@ static int plan_dp(const ck_chain *c, uint64_t budget, const ck_planner_opts *op
     uint64_t slots = avail / unit;
     result->memory_unit = unit;
     unit_sizes bytes, units;
-    int rc = sizes_init(&bytes, c, 1, err);
+    int rc = sizes_init(&bytes, c, 1, opts->variants, err);
     if (rc != CK_OK)
         return rc;
-    rc = sizes_init(&units, c, unit, err);
+    rc = sizes_init(&units, c, unit, opts->variants, err);
     if (rc != CK_OK) {
         sizes_free(&bytes);
         return rc;
@@ -676,7 +773,7 @@ static int plan_dp(const ck_chain *c, uint64_t budget, const ck_planner_opts *op
 int ck_plan_dp_min_peak(const ck_chain *c, uint64_t *peak, ck_schedule *out, ck_err *err)
 {
     unit_sizes bytes;
-    int rc = sizes_init(&bytes, c, 1, err);
+    int rc = sizes_init(&bytes, c, 1, true, err);
     if (rc != CK_OK)
         return rc;
     min_peak_table mp;
@@ -686,7 +783,7 @@ int ck_plan_dp_min_peak(const ck_chain *c, uint64_t *peak, ck_schedule *out, ck_
         if (rc == CK_OK) {
             ck_seg_kind kind = min_peak_top(&mp, peak);
             *peak = sat_add(c->input_bytes, *peak);
-            rc = ck_persistent_emit(c, min_peak_decide, &mp, kind, 0, out, err);
+            rc = ck_persistent_emit(c, min_peak_decide, min_peak_base, &mp, kind, 0, out, err);
         }
         min_peak_free(&mp);
     }

@@ -19,6 +19,9 @@
 typedef struct {
     uint32_t slots; /* dp: the budget is divided into this many memory units (>= 1) */
     bool exact;     /* dp: 1-byte units whatever the budget (--slots exact), slots unused */
+    bool variants;  /* dp: choose each saving forward's variant among its stage's (selective
+                       recompute); false: every F_all keeps everything ("all"), which is
+                       checkpointing whole stages only */
     const atomic_int *stop; /* or NULL: planners whose work can take long (dp's tables)
                                poll it and return CK_INTERRUPTED once it is non-zero */
 } ck_planner_opts;

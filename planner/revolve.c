@@ -92,7 +92,7 @@ static void revolve_decide(void *ctx, size_t s, size_t t, ck_seg_kind kind, uint
 
 int ck_revolve_schedule(const ck_chain *c, uint64_t snapshots, ck_schedule *out, ck_err *err)
 {
-    return ck_persistent_emit(c, revolve_decide, NULL, CK_SEG_USUAL, snapshots, out, err);
+    return ck_persistent_emit(c, revolve_decide, NULL, NULL, CK_SEG_USUAL, snapshots, out, err);
 }
 
 uint64_t ck_revolve_schedule_length(uint64_t L, uint64_t snapshots)

@@ -19,14 +19,19 @@ int ck_schedule_check_length(const char *what, uint64_t ops, ck_err *err)
                    "for a schedule (set CKPLAN_MAX_SCHEDULE_OPS to raise it)", what, count, limit);
 }
 
-bool ck_schedule_push(ck_schedule *s, ck_action_kind kind, size_t stage)
+bool ck_schedule_append(ck_schedule *s, ck_action a)
 {
     void *items = s->actions;
     if (!ck_size_reserve(&items, &s->cap, s->n, sizeof *s->actions))
         return false;
     s->actions = items;
-    s->actions[s->n++] = (ck_action){kind, stage};
+    s->actions[s->n++] = a;
     return true;
+}
+
+bool ck_schedule_push(ck_schedule *s, ck_action_kind kind, size_t stage)
+{
+    return ck_schedule_append(s, (ck_action){kind, stage, 0});
 }
 
 void ck_schedule_free(ck_schedule *s)

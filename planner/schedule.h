@@ -29,6 +29,8 @@ int ck_schedule_check_length(const char *what, uint64_t ops, ck_err *err);
 
 /* Appends an operation; false when out of memory (the schedule is left as it was). */
 bool ck_schedule_push(ck_schedule *s, ck_action_kind kind, size_t stage);
+/* The same for any action, an F_all's variant included. */
+bool ck_schedule_append(ck_schedule *s, ck_action a);
 void ck_schedule_free(ck_schedule *s);
 
 /* The store-everything schedule: F_all 0 .. F_all L-1, loss, B L-1 .. B 0. */

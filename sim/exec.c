@@ -590,17 +590,17 @@ static const void *chain_input(const ck_exec *e, size_t i)
     return e->x[i] ? e->x[i] : e->xbar[i];
 }
 
-static int chain_forward(ck_exec *e, size_t i, bool saving, ck_err *err)
+/* The sizes and times are the effect's: a saving forward's are its variant's. */
+static int chain_forward(ck_exec *e, size_t i, bool saving, const ck_action_effect *eff, ck_err *err)
 {
-    const ck_stage *st = &e->c->stages[i];
     uint64_t h = checksum(chain_input(e, i), x_bytes(e, i), mix(i));
     void **result = saving ? &e->xbar[i + 1] : &e->x[i + 1];
-    uint64_t bytes = saving ? st->saved_bytes : st->out_bytes;
+    uint64_t bytes = eff->result_bytes;
     int rc = alloc(e, CK_MEM_ACTIVATION, result, bytes, err);
     if (rc != CK_OK)
         return rc;
     fill(*result, bytes, h);
-    return chain_transient(e, st->fwd_tmp_bytes, st->fwd_time, h, err);
+    return chain_transient(e, eff->transient_bytes, eff->time, h, err);
 }
 
 static int chain_loss(ck_exec *e, ck_err *err)
@@ -611,14 +611,18 @@ static int chain_loss(ck_exec *e, ck_err *err)
     return chain_transient(e, e->c->loss_bwd_tmp_bytes, e->c->loss_bwd_time, h, err);
 }
 
-static int chain_backward(ck_exec *e, size_t i, ck_err *err)
+/* x̄_{i+1} is among the effect's frees, with the bytes of the variant that made it. */
+static int chain_backward(ck_exec *e, size_t i, const ck_action_effect *eff, ck_err *err)
 {
+    uint64_t xbar = 0;
+    for (size_t f = 0; f < eff->n_frees; f++)
+        if (eff->frees[f].kind == CK_VALUE_XBAR)
+            xbar = ck_action_value_bytes(e->c, eff->frees[f]);
     uint64_t h = checksum(e->y[i + 1], x_bytes(e, i + 1), mix(i) ^ 2);
-    h = checksum(e->xbar[i + 1], ck_chain_xbar_bytes(e->c, i + 1), h);
+    h = checksum(e->xbar[i + 1], xbar, h);
     h = checksum(chain_input(e, i), x_bytes(e, i), h);
     fill(e->y[i], x_bytes(e, i), h);
-    const ck_stage *st = &e->c->stages[i];
-    return chain_transient(e, st->bwd_tmp_bytes, st->bwd_time, h, err);
+    return chain_transient(e, eff->transient_bytes, eff->time, h, err);
 }
 
 /* A chain tensor the action frees. */
@@ -637,7 +641,7 @@ static int chain_run(ck_exec *e, size_t k, const ck_action *a, const ck_action_e
     case CK_F_ALL:
     case CK_F_CK:
     case CK_F_NONE:
-        rc = chain_forward(e, a->stage, a->kind == CK_F_ALL, err);
+        rc = chain_forward(e, a->stage, a->kind == CK_F_ALL, eff, err);
         break;
     case CK_LOSS:
         rc = alloc(e, CK_MEM_GRADIENT, &e->y[e->L], x_bytes(e, e->L), err);
@@ -647,7 +651,7 @@ static int chain_run(ck_exec *e, size_t k, const ck_action *a, const ck_action_e
     case CK_B:
         rc = alloc(e, CK_MEM_GRADIENT, &e->y[a->stage], x_bytes(e, a->stage), err);
         if (rc == CK_OK)
-            rc = chain_backward(e, a->stage, err);
+            rc = chain_backward(e, a->stage, eff, err);
         break;
     case CK_N_ACTIONS:
         break;
@@ -668,10 +672,10 @@ static int chain_start_step(ck_exec *e, ck_err *err)
 static void chain_release_step(ck_exec *e)
 {
     for (size_t i = 0; i <= e->L; i++) {
-        release_value(e, (ck_value){CK_VALUE_X, i});
-        release_value(e, (ck_value){CK_VALUE_Y, i});
+        release_value(e, (ck_value){CK_VALUE_X, i, 0});
+        release_value(e, (ck_value){CK_VALUE_Y, i, 0});
         if (i > 0)
-            release_value(e, (ck_value){CK_VALUE_XBAR, i});
+            release_value(e, (ck_value){CK_VALUE_XBAR, i, e->actions.xbar_variant[i]});
     }
     release(e, CK_MEM_WORKSPACE, &e->ws, e->ws_bytes);
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """An independent replay of a ckplan-plan/1 file against a ckplan-chain/1 file, written from
 ../shared/spec/chain-model.md section 2 alone (not from ckplan's C code), as an outside
-reader of plan files would. Checks the plan's predicted figures; exits 1 on any mismatch.
+reader of plan files would, with the stage variants of docs/plan-format.md (an F_all's
+"variant" names one of its stage's "variants"; absent means the stage's own figures). Checks the plan's predicted figures; exits 1 on any mismatch.
 
 usage: replay.py PLAN CHAIN
 """
@@ -13,13 +14,20 @@ def replay(chain, schedule):
     L = len(chain["stages"])
     st = chain["stages"]
     x = lambda i: chain["input_bytes"] if i == 0 else st[i - 1]["out_bytes"]
-    xbar = lambda i: chain["input_bytes"] if i == 0 else st[i - 1]["saved_bytes"]
     loss = chain.get("loss", {})
     live = {("x", 0)}
     size = {}
     held = chain["input_bytes"]
     peak = held
     time = 0.0
+    made_by = {}  # stage -> the variant figures its live x̄ was made with
+
+    def variant(i, name):
+        if name in (None, "all"):
+            return st[i]
+        found = [v for v in st[i].get("variants", []) if v["name"] == name]
+        assert found, f"stage {i} has no variant {name}"
+        return found[0]
 
     def alloc(name, nbytes):
         nonlocal held
@@ -40,11 +48,14 @@ def replay(chain, schedule):
         kind, i = op["op"], op.get("stage")
         if kind in ("F_all", "F_ck", "F_none"):
             assert has_input(i), f"op {k}: input of stage {i} not live"
+            fig = st[i]
             if kind == "F_all":
-                alloc(("xbar", i + 1), xbar(i + 1))
+                fig = made_by[i] = variant(i, op.get("variant"))
+                alloc(("xbar", i + 1), fig["saved_bytes"])
             else:
+                assert "variant" not in op, f"op {k}: only F_all has a variant"
                 alloc(("x", i + 1), x(i + 1))
-            peak = max(peak, held + st[i].get("fwd_tmp_bytes", 0))
+            peak = max(peak, held + fig.get("fwd_tmp_bytes", 0))
             if kind == "F_none":
                 free(("x", i) if ("x", i) in live else ("xbar", i))
             time += st[i]["fwd_time"]
@@ -56,12 +67,13 @@ def replay(chain, schedule):
         elif kind == "B":
             assert ("y", i + 1) in live and ("xbar", i + 1) in live and has_input(i), f"op {k}: B {i} lacks inputs"
             alloc(("y", i), x(i))
-            peak = max(peak, held + st[i].get("bwd_tmp_bytes", 0))
+            fig = made_by[i]
+            peak = max(peak, held + fig.get("bwd_tmp_bytes", 0))
             if ("x", i) in live:
                 free(("x", i))
             free(("y", i + 1))
             free(("xbar", i + 1))
-            time += st[i]["bwd_time"]
+            time += fig["bwd_time"]
         else:
             raise AssertionError(f"op {k}: unknown op {kind}")
     assert ("y", 0) in live, "schedule does not end with y_0"

@@ -14,7 +14,7 @@ static bool append(ck_schedule *dst, const ck_schedule *src)
 {
     bool ok = true;
     for (size_t k = 0; ok && k < src->n; k++)
-        ok = ck_schedule_push(dst, src->actions[k].kind, src->actions[k].stage);
+        ok = ck_schedule_append(dst, src->actions[k]);
     return ok;
 }
 
@@ -61,32 +61,28 @@ static bool add_products(seg_schedules *out, size_t from, size_t to, bool loss,
     return true;
 }
 
-/* Adds the base, the chain built on each schedule of Seg(s+1, t), and every leaf j built on
- * each pair of schedules of Seg(j, t) and Seg(s, j-1), the right parts of the same kind;
- * for the plain loss also F_ck s, F_none .. L-1, loss, and each schedule after the loss. */
+/* Adds the base (s == t, not the plain loss) or the chain built on each schedule of
+ * Seg(s+1, t), each with every variant of stage s's F_all; every leaf j built on each pair
+ * of schedules of Seg(j, t) and Seg(s, j-1), the right parts of the same kind; for the
+ * plain loss also F_ck s, F_none .. L-1, loss, and each schedule after the loss. */
 static bool build(const ck_chain *c, seg_schedules *all, seg_kind kind, size_t s, size_t t,
                   seg_schedules *out)
 {
     size_t L = c->n_stages;
-    if (s == t && kind != PLAIN_LOSS) {
-        ck_schedule b = {0};
-        bool ok = ck_schedule_push(&b, CK_F_ALL, s) &&
-                  (s + 1 < L || kind == AFTER_LOSS || ck_schedule_push(&b, CK_LOSS, 0)) &&
-                  ck_schedule_push(&b, CK_B, s) && add(out, &b);
-        if (!ok)
-            ck_schedule_free(&b);
-        return ok;
-    }
     const seg_schedules *rest = s < t ? of(all, L, kind, s + 1, t) : NULL;
-    for (size_t q = 0; rest && q < rest->n; q++) {
-        ck_schedule b = {0};
-        bool ok = ck_schedule_push(&b, CK_F_ALL, s) && append(&b, &rest->list[q]) &&
-                  ck_schedule_push(&b, CK_B, s) && add(out, &b);
-        if (!ok) {
-            ck_schedule_free(&b);
-            return false;
+    bool saving = s < t || kind != PLAIN_LOSS;
+    for (size_t v = 0; saving && v <= c->stages[s].n_variants; v++)
+        for (size_t q = 0; q < (rest ? rest->n : 1); q++) {
+            ck_schedule b = {0};
+            bool ok = ck_schedule_append(&b, (ck_action){CK_F_ALL, s, v}) &&
+                      (!rest || append(&b, &rest->list[q])) &&
+                      (rest || s + 1 < L || kind == AFTER_LOSS || ck_schedule_push(&b, CK_LOSS, 0)) &&
+                      ck_schedule_push(&b, CK_B, s) && add(out, &b);
+            if (!ok) {
+                ck_schedule_free(&b);
+                return false;
+            }
         }
-    }
     for (size_t j = s + 1; j <= t; j++)
         if (!add_products(out, s, j, false, of(all, L, kind, j, t), of(all, L, USUAL, s, j - 1)))
             return false;

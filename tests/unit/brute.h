@@ -1,8 +1,9 @@
-/* brute: every persistent schedule of a small chain, written out operation by operation
- * and replayed. It knows only the shapes of persistent.h's comment (base, chain, leaf j,
- * recursively, and the kinds of Seg(s, L-1) whose loss reads the plain x_L) and
- * ck_schedule_replay, none of the dp planner's formulas, so the two can check each other.
- * The count grows fast (394 usual schedules for 6 stages); keep L <= 7. */
+/* brute: every persistent schedule of a small chain, each F_all of a base or a chain in
+ * every variant of its stage, written out operation by operation and replayed. It knows
+ * only the shapes of persistent.h's comment (base, chain, leaf j, recursively, and the
+ * kinds of Seg(s, L-1) whose loss reads the plain x_L) and ck_schedule_replay, none of the
+ * dp planner's formulas, so the two can check each other. The count grows fast (394 usual
+ * schedules for 6 stages without variants); keep L <= 7, and L <= 4 with variants. */
 #ifndef CK_BRUTE_H
 #define CK_BRUTE_H
 

@@ -73,3 +73,23 @@ int ck_chaingen_random(ck_chain *c, size_t L, uint64_t max_size, unsigned max_ti
     c->loss_bwd_tmp_bytes = random_tmp(rng, max_size);
     return CK_OK;
 }
+
+int ck_chaingen_variants(ck_chain *c, uint64_t max_size, unsigned max_time, ck_rng *rng, ck_err *err)
+{
+    static char *const names[] = {"a", "b", "c"};
+    int rc = CK_OK;
+    for (size_t i = 0; i < c->n_stages && rc == CK_OK; i++) {
+        const ck_stage *st = &c->stages[i];
+        ck_variant v[3];
+        size_t n = (size_t)ck_rng_below(rng, 4);
+        for (size_t k = 0; k < n; k++)
+            v[k] = (ck_variant){.name = names[k],
+                                .saved_bytes = st->out_bytes +
+                                               ck_rng_below(rng, st->saved_bytes - st->out_bytes + 2),
+                                .fwd_tmp_bytes = ck_rng_below(rng, max_size + 1),
+                                .bwd_tmp_bytes = ck_rng_below(rng, max_size + 1),
+                                .bwd_time = st->bwd_time + random_time(rng, max_time)};
+        rc = ck_chain_set_variants(c, i, v, n, err);
+    }
+    return rc;
+}

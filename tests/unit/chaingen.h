@@ -30,4 +30,9 @@ int ck_chaingen_uniform(ck_chain *c, size_t L, uint64_t size, ck_err *err);
 int ck_chaingen_random(ck_chain *c, size_t L, uint64_t max_size, unsigned max_time, ck_rng *rng,
                        ck_err *err);
 
+/* Gives each stage of c 0 to 3 variants (planner/chain.h): saved bytes from out_bytes to
+ * its "all" figure plus a little, temporaries in 0 .. max_size, backward times from its own
+ * to max_time more, so that a variant may keep less and take longer, or be worse at both. */
+int ck_chaingen_variants(ck_chain *c, uint64_t max_size, unsigned max_time, ck_rng *rng, ck_err *err);
+
 #endif

@@ -6,7 +6,7 @@ int ck_test_plan(const ck_planner *p, const ck_chain *c, uint64_t budget, uint32
                  ck_plan_result *r, ck_replay *replay, uint64_t *min_budget, ck_err *err)
 {
     *r = (ck_plan_result){.snapshots = -1, .segments = -1, .memory_unit = 0};
-    ck_planner_opts opts = {.slots = slots};
+    ck_planner_opts opts = {.slots = slots, .variants = true};
     int rc = p->plan(c, budget, &opts, r, min_budget, err);
     if (rc == CK_OK)
         rc = ck_schedule_replay(c, &r->schedule, replay, NULL, NULL, err);

@@ -7,7 +7,7 @@
 
 #include "planner/planner.h"
 
-/* Initialises *r, runs p, and on CK_OK replays r->schedule into *replay (a replay failure
+/* Initialises *r, runs p (dp choosing among the chain's variants), and on CK_OK replays r->schedule into *replay (a replay failure
  * is returned as its status). The caller frees r->schedule. */
 int ck_test_plan(const ck_planner *p, const ck_chain *c, uint64_t budget, uint32_t slots,
                  ck_plan_result *r, ck_replay *replay, uint64_t *min_budget, ck_err *err);

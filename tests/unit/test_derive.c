@@ -1,4 +1,5 @@
 #include "planner/derive.h"
+#include "planner/lower.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +41,18 @@ static void check_korthikanti(uint64_t b, uint64_t s, uint64_t h, uint64_t a, co
     ck_assert_uint_eq(c.n_stages, 2);
     ck_assert_uint_eq(c.stages[0].saved_bytes, paper + stats);
     ck_assert_uint_eq(c.stages[0].out_bytes, s * b * h * 2);
+    /* Selective recompute: "attn" keeps all but the attention core's s^2 tensors, Megatron's
+     * 34sbh (their 5as/h term goes); "matmul" keeps the products' outputs (qkv 6sbh, attention
+     * 2sbh and its 5as^2b, proj 2sbh, fc1 8sbh, fc2 2sbh) and the layer's output 2sbh; "none"
+     * the output only. */
+    const uint64_t want[][2] = {{CK_KEEP_ATTN, s * b * h * 34 + stats},
+                                {CK_KEEP_MATMUL, s * b * h * 22 + 5 * a * s * s * b},
+                                {CK_KEEP_NONE, s * b * h * 2}};
+    for (size_t k = 0; k < 3; k++) {
+        size_t v = 0;
+        ck_assert(ck_chain_variant_find(&c, 0, ck_lower_keep_name((ck_keep)want[k][0]), &v));
+        ck_assert_uint_eq(ck_chain_variant(&c, 0, v).saved_bytes, want[k][1]);
+    }
     ck_assert_str_eq(c.stages[1].name, "h.1");
     ck_chain_free(&c);
     ck_model_free(m);

@@ -61,6 +61,14 @@ static unsigned check_exact(const ck_chain *c, unsigned chain_no)
     return usual_loses;
 }
 
+/* A loss that holds 10 to 40 bytes (more than the generator's activations) and takes up to
+ * 2.9 time units. */
+static void heavy_loss(ck_chain *c, ck_rng *rng)
+{
+    c->loss_bwd_tmp_bytes = 10 + ck_rng_below(rng, 31);
+    c->loss_bwd_time = (double)ck_rng_below(rng, 30) / 10;
+}
+
 /* PyTorch's cross-entropy holds three logits-sized tensors: with a loss that holds much
  * memory, computing it from the plain x_L and recomputing the last stage afterwards is
  * often the only way to fit, or the fastest. dp must find those schedules: it matches the
@@ -74,8 +82,7 @@ START_TEST(heavy_losses_take_the_plain_output)
         ck_chain c;
         ck_err err = {{0}};
         ck_assert_int_eq(ck_chaingen_random(&c, 1 + k % 6, 10, 10, &rng, &err), CK_OK);
-        c.loss_bwd_tmp_bytes = 10 + ck_rng_below(&rng, 31);
-        c.loss_bwd_time = (double)ck_rng_below(&rng, 30) / 10;
+        heavy_loss(&c, &rng);
         points += (unsigned)ck_test_baseline(&c).peak_bytes + 4;
         usual_loses += check_exact(&c, k);
         ck_chain_free(&c);
@@ -100,6 +107,51 @@ START_TEST(matches_brute_force_on_random_chains)
 }
 END_TEST
 
+/* Stages with variants (selective recompute): dp's joint choice of variant and checkpoints
+ * is the brute force's optimum over every persistent schedule with every variant, the
+ * plain-loss kinds included (half the chains have a heavy loss, so that those win often),
+ * at every budget. The variants matter: on some chains they reach a time or a peak that no
+ * schedule of the same chain without them reaches, so a dp or brute force that ignored
+ * them would disagree; so does the plain loss with them. */
+START_TEST(matches_brute_force_with_variants)
+{
+    ck_rng rng;
+    ck_rng_seed(&rng, 2023);
+    unsigned better = 0, usual_loses = 0;
+    for (unsigned k = 0; k < 200; k++) {
+        ck_chain c;
+        ck_err err = {{0}};
+        ck_assert_int_eq(ck_chaingen_random(&c, 1 + k % 4, 10, 10, &rng, &err), CK_OK);
+        ck_assert_msg(ck_chaingen_variants(&c, 10, 10, &rng, &err) == CK_OK, "%s", err.msg);
+        for (size_t i = 0; k % 3 == 2 && i < c.n_stages; i++) /* "all" not the fastest */
+            c.stages[i].bwd_time += c.stages[i].n_variants ? (double)ck_rng_below(&rng, 8) : 0;
+        if (k % 2)
+            heavy_loss(&c, &rng);
+        usual_loses += check_exact(&c, k);
+        ck_brute_set with, without;
+        ck_assert_int_eq(ck_brute_enumerate(&c, true, &with, &err), CK_OK);
+        for (size_t i = 0; i < c.n_stages; i++)
+            ck_assert_int_eq(ck_chain_set_variants(&c, i, NULL, 0, &err), CK_OK);
+        ck_assert_int_eq(ck_brute_enumerate(&c, true, &without, &err), CK_OK);
+        uint64_t top = ck_test_baseline(&c).peak_bytes;
+        for (uint64_t budget = 0; budget <= top; budget++) {
+            double a = INFINITY, b = INFINITY;
+            ck_brute_best(&with, budget, &a);
+            ck_brute_best(&without, budget, &b);
+            ck_assert(a <= b);
+            better += a < b;
+        }
+        ck_brute_free(&with);
+        ck_brute_free(&without);
+        ck_chain_free(&c);
+    }
+    fprintf(stderr, "variants: better than without at %u budgets; the usual schedules lose at %u\n",
+            better, usual_loses);
+    ck_assert_uint_gt(better, 100);
+    ck_assert_uint_gt(usual_loses, 50);
+}
+END_TEST
+
 /* dp never replays while it fills its tables: its peaks are closed forms of the sizes. Each
  * must be what applying the actions one by one (planner/action, through the replay) gives,
  * whatever the chain: the smallest peak it claims is the replayed peak of the schedule it
@@ -115,6 +167,8 @@ START_TEST(closed_form_peaks_match_the_actions)
         size_t L = 1 + (size_t)ck_rng_below(&rng, 14);
         ck_assert_msg(ck_chaingen_random(&c, L, 1 + ck_rng_below(&rng, 40), 5, &rng, &err) == CK_OK,
                       "%s", err.msg);
+        if (n % 2) /* and with variants, whose sizes enter the same closed forms */
+            ck_assert_msg(ck_chaingen_variants(&c, 40, 5, &rng, &err) == CK_OK, "%s", err.msg);
         ck_schedule s = {0};
         uint64_t claimed = 0;
         ck_replay replay;
@@ -300,7 +354,7 @@ END_TEST
 
 /* --slots exact plans in bytes whatever the budget: on chains of sizes up to 1000, where
  * 500 slots would be units of several bytes, it matches the brute force (in bytes) at
- * every sampled budget, heavy losses included. */
+ * every sampled budget, heavy losses and (on chains of up to 3 stages) variants included. */
 START_TEST(exact_bytes_match_the_brute_force)
 {
     ck_rng rng;
@@ -311,6 +365,8 @@ START_TEST(exact_bytes_match_the_brute_force)
         ck_assert_int_eq(ck_chaingen_random(&c, 1 + k % 6, 1000, 10, &rng, &err), CK_OK);
         if (k % 2)
             c.loss_bwd_tmp_bytes = 1000 + ck_rng_below(&rng, 3000);
+        if (k % 6 < 3)
+            ck_assert_msg(ck_chaingen_variants(&c, 1000, 10, &rng, &err) == CK_OK, "%s", err.msg);
         ck_brute_set all;
         ck_assert_msg(ck_brute_enumerate(&c, true, &all, &err) == CK_OK, "%s", err.msg);
         uint64_t top = ck_test_baseline(&c).peak_bytes;
@@ -318,7 +374,7 @@ START_TEST(exact_bytes_match_the_brute_force)
             uint64_t budget = ck_rng_below(&rng, top + 2), least = 0;
             double best = 0;
             bool fits = ck_brute_best(&all, budget, &best);
-            ck_planner_opts opts = {.slots = CK_DEFAULT_SLOTS, .exact = true};
+            ck_planner_opts opts = {.slots = CK_DEFAULT_SLOTS, .exact = true, .variants = true};
             ck_plan_result r;
             ck_planner_result_init(&r);
             int rc = ck_planner_dp.plan(&c, budget, &opts, &r, &least, &err);
@@ -461,6 +517,7 @@ static Suite *dp_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, matches_brute_force_on_random_chains);
     tcase_add_test(tc, heavy_losses_take_the_plain_output);
+    tcase_add_test(tc, matches_brute_force_with_variants);
     tcase_add_test(tc, closed_form_peaks_match_the_actions);
     tcase_add_test(tc, hetero3_by_hand);
     tcase_add_test(tc, coarse_slots_fit_and_are_not_faster);

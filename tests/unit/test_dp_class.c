@@ -16,7 +16,8 @@
 #include "tests/unit/check_main.h"
 #include "tests/unit/plan_run.h"
 
-/* A state is a set of live tensors: bit i is x_i, bit L+1+i is x̄_i, bit 2L+2+i is y_i. */
+/* A state is a set of live tensors: bit i is x_i, bit L+1+i is x̄_i, bit 2L+2+i is y_i. The
+ * chains have no variants (every x̄ is "all"s), so that is the whole state. */
 static size_t state_bits(size_t L)
 {
     return 3 * (L + 1);
@@ -32,11 +33,11 @@ static void load_state(ck_action_state *st, unsigned state)
         st->xbar[i] = state >> (n + i) & 1;
         st->y[i] = state >> (2 * n + i) & 1;
         if (st->x[i])
-            st->held += ck_action_value_bytes(c, (ck_value){CK_VALUE_X, i});
+            st->held += ck_action_value_bytes(c, (ck_value){CK_VALUE_X, i, 0});
         if (st->xbar[i])
-            st->held += ck_action_value_bytes(c, (ck_value){CK_VALUE_XBAR, i});
+            st->held += ck_action_value_bytes(c, (ck_value){CK_VALUE_XBAR, i, 0});
         if (st->y[i])
-            st->held += ck_action_value_bytes(c, (ck_value){CK_VALUE_Y, i});
+            st->held += ck_action_value_bytes(c, (ck_value){CK_VALUE_Y, i, 0});
     }
 }
 
@@ -115,7 +116,7 @@ static double least_time(const ck_chain *c, uint64_t budget)
         }
         for (int kind = 0; kind < CK_N_ACTIONS; kind++)
             for (size_t i = 0; i < (kind == CK_LOSS ? 1 : L); i++) {
-                ck_action a = {(ck_action_kind)kind, i};
+                ck_action a = {(ck_action_kind)kind, i, 0};
                 ck_action_effect e;
                 uint64_t peak;
                 load_state(&st, at.state);

@@ -401,6 +401,23 @@ static uint64_t middle_budget(const loaded *l)
     return lo + (base.peak_bytes - lo) / 2;
 }
 
+/* A step `got` of schedule s (whose chain replay is `replay`) gave the baseline's loss and
+ * gradients bit for bit, its tracked peak is the compiled program's replay to the byte and
+ * at most the chain's, and it left only static memory; frees got. */
+static void expect_as_baseline(loaded *l, const run_result *want, run_result *got,
+                               const ck_schedule *s, const ck_replay *replay, const char *what)
+{
+    ck_assert_msg(same_grads(want, got), "%s: %s changes the gradients", l->w.path, what);
+    ck_replay exact;
+    ck_err err = {{0}};
+    ck_assert_msg(ck_lower_replay(l->lower, &l->w.chain, s, &exact, NULL, NULL, &err) == CK_OK,
+                  "%s", err.msg);
+    ck_assert_uint_eq(got->stats.activation_peak_bytes, exact.peak_bytes);
+    ck_assert_uint_le(got->stats.activation_peak_bytes, replay->peak_bytes);
+    assert_only_static_live(l->e);
+    run_free(got);
+}
+
 /* Every planner's plan at the middle budget gives the baseline's loss and gradients, bit for
  * bit, with the tracked peak that of the compiled program's replay, to the byte, and at
  * most the chain's. */
@@ -429,24 +446,68 @@ static void model_matches_baseline(const char *path, ck_granularity g)
                 (unsigned long long)replay.peak_bytes,
                 (double)got.stats.activation_peak_bytes / (double)replay.peak_bytes,
                 got.stats.seconds);
-        ck_assert_msg(replay.count[CK_F_CK] + replay.count[CK_F_NONE] > 0, "%s recomputes nothing",
-                      planners[p]->name);
-        ck_assert_msg(same_grads(&want, &got), "%s: %s changes the gradients", path,
-                      planners[p]->name);
-        ck_replay exact;
-        ck_err err = {{0}};
-        ck_assert_msg(ck_lower_replay(l.lower, &l.w.chain, &r.schedule, &exact, NULL, NULL, &err) ==
-                          CK_OK, "%s", err.msg);
-        ck_assert_uint_eq(got.stats.activation_peak_bytes, exact.peak_bytes);
-        ck_assert_uint_le(got.stats.activation_peak_bytes, replay.peak_bytes);
-        assert_only_static_live(l.e);
-        run_free(&got);
+        size_t variants = 0; /* an F_all in a variant other than "all" recomputes inside B */
+        for (size_t a = 0; a < r.schedule.n; a++)
+            variants += r.schedule.actions[a].variant > 0;
+        ck_assert_msg(replay.count[CK_F_CK] + replay.count[CK_F_NONE] + variants > 0,
+                      "%s recomputes nothing", planners[p]->name);
+        expect_as_baseline(&l, &want, &got, &r.schedule, &replay, planners[p]->name);
         ck_planner_result_free(&r);
     }
     run_free(&want);
     unload(&l);
 }
 
+
+/* Each variant kind (planner/lower) on every stage that has it, in the store-everything
+ * schedule: B recomputes what F_all dropped, and the step gives the baseline's loss and
+ * gradients bit for bit, with the tracked peak the compiled program's replay to the byte
+ * and at most the chain's; every kind keeps less than "all" somewhere, so the chain's peak
+ * falls. */
+static void variants_match_baseline(const char *path)
+{
+    loaded l;
+    load(&l, path, false);
+    run_result want = run_baseline(&l);
+    ck_replay base = ck_test_baseline(&l.w.chain);
+    for (ck_keep k = CK_KEEP_MATMUL; k < CK_N_KEEPS; k++) {
+        ck_schedule s = {0};
+        ck_err err = {{0}};
+        ck_assert_int_eq(ck_schedule_baseline(&l.w.chain, &s, &err), CK_OK);
+        size_t used = 0;
+        for (size_t a = 0; a < s.n; a++) {
+            ck_keep keeps[CK_N_KEEPS];
+            size_t n = s.actions[a].kind == CK_F_ALL ? ck_lower_variants(l.lower, s.actions[a].stage, keeps) : 0;
+            for (size_t v = 1; v < n; v++)
+                if (keeps[v] == k) {
+                    s.actions[a].variant = v;
+                    used++;
+                }
+        }
+        ck_replay replay;
+        ck_assert_msg(ck_schedule_replay(&l.w.chain, &s, &replay, NULL, NULL, &err) == CK_OK, "%s", err.msg);
+        ck_exec_reset(l.e);
+        run_result got = run(l.e, &s, 0);
+        fprintf(stderr, "%s %s on %zu stages: tracked %llu, replayed %llu (baseline %llu)\n",
+                l.w.model->name, ck_lower_keep_name(k), used,
+                (unsigned long long)got.stats.activation_peak_bytes,
+                (unsigned long long)replay.peak_bytes, (unsigned long long)base.peak_bytes);
+        ck_assert_uint_gt(used, 0);
+        ck_assert_uint_lt(replay.peak_bytes, base.peak_bytes);
+        expect_as_baseline(&l, &want, &got, &s, &replay, ck_lower_keep_name(k));
+        ck_schedule_free(&s);
+    }
+    run_free(&want);
+    unload(&l);
+}
+
+START_TEST(variants_run_as_the_baseline)
+{
+    variants_match_baseline("models/gpt2-tiny.json");
+    variants_match_baseline("models/llama-tiny.json");
+    variants_match_baseline("models/gpt2-tiny-bf16.json");
+}
+END_TEST
 
 /* gpt2-tiny: live bytes after every operation are the replay's; so are the peaks of every
  * operation but F_all, whose measured peak may stay under the prediction. */
@@ -661,6 +722,7 @@ static Suite *exec_suite(void)
     tcase_add_test(tc, chain_step_takes_its_time);
     tcase_add_test(tc, chain_trace_equals_replay);
     tcase_add_test(tc, gpt2_tiny_trace_equals_replay);
+    tcase_add_test(tc, variants_run_as_the_baseline);
     tcase_add_test(tc, chain_refuses_out_of_range_stage);
     tcase_add_test(tc, mlp_deep_plans_match_baseline);
     tcase_add_test(tc, gpt2_tiny_plans_match_baseline);
