@@ -34,7 +34,7 @@ run run d.json
 check "run replays a graph plan and says it is not executed" 0 "replayed, not executed" \
     "the plan file's figures are the replay's"
 run plan "$data/diamond-graph.json" --budget 1K --planner sqrt
-check "a chain planner is no graph planner" 2 "no graph planner 'sqrt' (fast, none)"
+check "a chain planner is no graph planner" 2 "no graph planner 'sqrt' (fast, milp, none)"
 run plan "$data/diamond-graph.json" --budget 1K --slots 10
 check "chain-only options are refused for graphs" 2 "--slots does not apply to a Checkmate graph"
 run plan "$data/chain10.json" --budget 1K --min-budget
