@@ -213,11 +213,7 @@ bench: deps
 	  echo "optimum, under a second a plan."; echo; \
 	  tests/bench/graphs_fast.sh ./ckplan; echo; \
 	  tests/bench/graphs.sh $(BUILD)/bench/bench_graphs; \
-	  echo; echo "## Selective recompute: variants inside a block"; echo; \
-	  echo "Block-only dp, dp choosing each stage's variant (\`--variants\`), Megatron's full and"; \
-	  echo "selective recompute at equal budgets, and Korthikanti et al.'s per-layer counts"; \
-	  echo "(\`tests/bench/selective.sh ./ckplan\`)."; echo; \
-	  tests/bench/selective.sh ./ckplan; \
+	  echo; tests/bench/selective.sh ./ckplan; \
 	  echo; echo "## Lifetimes: gpt2-tiny and llama-tiny"; echo; \
 	  echo "Activation peaks measured by \`ckplan run\` (\`tests/bench/lifetimes.sh ./ckplan"; \
 	  echo "models/gpt2-tiny.json models/llama-tiny.json\`): the store-everything baseline, dp's"; \
