@@ -256,19 +256,20 @@ static bool same_variant(const ck_chain *c, const ck_schedule *s, size_t k, size
 }
 
 /* The stages whose F_all runs a variant (keeps less, its B recomputes the rest), by
- * variant name, in order of first use; nothing when there are none. set (n_stages) is
- * scratch. */
-static void print_variants(FILE *out, const ck_chain *c, const ck_schedule *s, bool *set)
+ * variant name, in order of first use; nothing when there are none. set and done
+ * (n_stages each) are scratch: done marks the stages whose variant is printed, so that the
+ * schedule is walked once per name, not once per operation (a revolve schedule has a
+ * million). */
+static void print_variants(FILE *out, const ck_chain *c, const ck_schedule *s, bool *set, bool *done)
 {
+    memset(done, 0, c->n_stages * sizeof *done);
     for (size_t k = 0; k < s->n; k++) {
-        bool earlier = false;
-        for (size_t j = 0; j < k && !earlier; j++)
-            earlier = same_variant(c, s, j, k);
-        if (!same_variant(c, s, k, k) || earlier)
+        if (!same_variant(c, s, k, k) || done[s->actions[k].stage])
             continue;
         memset(set, 0, c->n_stages * sizeof *set);
         for (size_t j = k; j < s->n; j++)
-            set[s->actions[j].stage] = set[s->actions[j].stage] || same_variant(c, s, j, k);
+            if (same_variant(c, s, j, k))
+                set[s->actions[j].stage] = done[s->actions[j].stage] = true;
         fprintf(out, "variant ");
         ck_human_put_terminal_text(out, ck_chain_variant(c, s->actions[k].stage, s->actions[k].variant).name);
         fprintf(out, " (F_all keeps less, B recomputes the rest):\n  ");
@@ -302,7 +303,7 @@ static void print_checkpoints(FILE *out, const ck_chain *c, const ck_schedule *s
     fprintf(out, "\ncheckpoints: the inputs of these stages are kept during the forward pass:\n  ");
     print_stage_runs(out, c, kept_input);
     fprintf(out, "\n");
-    print_variants(out, c, s, recomputed);
+    print_variants(out, c, s, recomputed, kept_input);
 }
 
 static void print_size_row(FILE *out, const char *label, uint64_t plan, uint64_t base, const char *note)
