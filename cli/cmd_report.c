@@ -17,7 +17,6 @@
 #include "cli/options.h"
 #include "cli/runs.h"
 #include "cli/safename.h"
-#include "planner/graph_plan.h"
 #include "planner/json.h"
 #include "planner/size.h"
 
@@ -438,29 +437,6 @@ static int write_tradeoff_charts(const char *dir, const chart_set *cs, const ck_
     return rc;
 }
 
-/* A plan file given for a runs file: told so once, instead of every line refused. A graph
- * plan has no records at all: run replays it. */
-static int refuse_plan_file(const char *path, ck_err *err)
-{
-    cJSON *root = NULL;
-    int rc = ck_json_load_file(path, &root, NULL, NULL, err);
-    if (rc == CK_ERR_RUNTIME)
-        return rc; /* out of memory */
-    if (rc != CK_OK)
-        return CK_OK; /* not one JSON document: a runs file, or its reader says what is wrong */
-    const cJSON *format = cJSON_GetObjectItemCaseSensitive(root, "format");
-    bool plan = cJSON_IsString(format) && strcmp(format->valuestring, CK_PLAN_FORMAT) == 0;
-    bool graph = plan && ck_graph_plan_is_graph(root);
-    cJSON_Delete(root);
-    if (!plan)
-        return CK_OK;
-    return ck_err_fail(err, CK_ERR_INPUT, "report: %s is a plan file (%s%s), not a runs file: report "
-                       "reads the records that 'ckplan run' and 'ckplan sweep' append (--runs FILE)%s",
-                       path, CK_PLAN_FORMAT, graph ? ", a graph plan" : "",
-                       graph ? "; a graph plan is replayed by 'ckplan run PLAN', which appends no "
-                               "record" : "; 'ckplan run PLAN' runs it and appends one");
-}
-
 int ck_cmd_report(int argc, char **argv)
 {
     static const struct option longs[] = {
@@ -490,9 +466,6 @@ int ck_cmd_report(int argc, char **argv)
     if (rc == CK_OK && optind < argc)
         rc = ck_err_fail(&err, CK_ERR_INPUT, "report: unexpected argument '%s' (the runs file is "
                                          "given with --runs FILE)", argv[optind]);
-    if (rc != CK_OK)
-        return ck_main_report(rc, err.msg);
-    rc = refuse_plan_file(path, &err);
     if (rc != CK_OK)
         return ck_main_report(rc, err.msg);
     ck_runs runs;

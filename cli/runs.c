@@ -1,11 +1,17 @@
 #include "cli/runs.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 
+#include <cjson/cJSON.h>
+
 #include "cli/human.h"
+#include "planner/graph_plan.h"
+#include "planner/json.h"
+#include "planner/plan.h"
 
 /* Reads the whole file: runs files are appended to for a long time, so no size limit
  * beyond what memory allows. Under a shared lock: appends (ck_files_append_line) hold an
@@ -58,12 +64,39 @@ static void warn_bad_line(void *ctx, const char *msg)
     fputs(" (line skipped)\n", warn);
 }
 
+/* A plan file given for a runs file: told so once, instead of every line refused. Looked
+ * at in the text already read, so that a FIFO or a pipe is read once. A graph plan has no
+ * records at all: run replays it. */
+static int refuse_plan_text(const char *path, const char *text, size_t len, ck_err *err)
+{
+    cJSON *root = NULL;
+    ck_err ignored;
+    int rc = ck_json_parse(path, text, len, &root, &ignored);
+    if (rc == CK_ERR_RUNTIME)
+        return ck_err_oom(err);
+    if (rc != CK_OK)
+        return CK_OK; /* not one JSON document: a runs file, or its parser says what is wrong */
+    const cJSON *format = cJSON_GetObjectItemCaseSensitive(root, "format");
+    bool plan = cJSON_IsString(format) && strcmp(format->valuestring, CK_PLAN_FORMAT) == 0;
+    bool graph = plan && ck_graph_plan_is_graph(root);
+    cJSON_Delete(root);
+    if (!plan)
+        return CK_OK;
+    return ck_err_fail(err, CK_ERR_INPUT, "report: %s is a plan file (%s%s), not a runs file: report "
+                       "reads the records that 'ckplan run' and 'ckplan sweep' append (--runs FILE)%s",
+                       path, CK_PLAN_FORMAT, graph ? ", a graph plan" : "",
+                       graph ? "; a graph plan is replayed by 'ckplan run PLAN', which appends no "
+                               "record" : "; 'ckplan run PLAN' runs it and appends one");
+}
+
 int ck_runs_read(const char *path, FILE *warn, const atomic_int *interrupt, ck_runs *out, ck_err *err)
 {
     memset(out, 0, sizeof *out);
     char *text = NULL;
     size_t len = 0;
     int rc = read_all(path, &text, &len, err);
+    if (rc == CK_OK)
+        rc = refuse_plan_text(path, text, len, err);
     if (rc == CK_OK)
         rc = ck_record_parse_runs(path, text, len, warn_bad_line, warn, interrupt, out, err);
     free(text);

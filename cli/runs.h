@@ -8,7 +8,8 @@
 #include "planner/err.h"
 #include "sim/record.h"
 
-/* Reads path. A file that cannot be read is CK_ERR_INPUT in err; a corrupt line is
+/* Reads path, once (it may be a FIFO). A file that cannot be read, or a plan file given
+ * for a runs file, is CK_ERR_INPUT in err; a corrupt line is
  * reported on `warn` as "ckplan: FILE:LINE: [JSON path: ]what is wrong (line skipped)",
  * counted in n_bad and skipped. Out of memory is CK_ERR_RUNTIME. interrupt (or NULL) is
  * polled before each line and at the end: once it is set, the result is CK_INTERRUPTED

@@ -80,3 +80,12 @@ python3 -c 'import sys; print(sys.argv[1][:-1] + "".join(", \"k%d\": %d" % (i, i
     "$(record 'many' infeasible)" > many-keys.jsonl
 run report --runs many-keys.jsonl
 check "report: a record with 40 more keys, all different, is read" 0 "many"
+
+# The runs file is read once, so a pipe works: its records are shown, and a plan file sent
+# through one is still told apart (looking at it first must not consume the pipe).
+{ record 'piped-one' infeasible; record 'piped-two' infeasible; } > piped.jsonl
+run report --runs <(cat piped.jsonl)
+check "report: a runs file through a pipe is read whole" 0 "piped-one" "piped-two"
+run plan "$data/chain10.json" --budget 40 -o piped-plan.json
+run report --runs <(cat piped-plan.json)
+check "report: a plan file through a pipe is told apart" 2 "is a plan file (ckplan-plan/1)"
