@@ -20,7 +20,8 @@ SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-
 # CFLAGS from the command line reach links too, so that a one-off flag such as
 # -fsanitize=fuzzer-no-link needs no LDFLAGS twin.
 SOURCE_FLAGS := -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -I.
-CODE_FLAGS = -g $(OPT) -fno-math-errno $(if $(SAN),$(SAN_FLAGS))
+# -pthread: dp fills its tables on several threads (planner/dp_rows.c).
+CODE_FLAGS = -g $(OPT) -pthread -fno-math-errno $(if $(SAN),$(SAN_FLAGS))
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CHECK_CFLAGS = $(shell pkg-config --cflags check 2>/dev/null)

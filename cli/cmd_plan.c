@@ -15,6 +15,7 @@
 #include "cli/options.h"
 #include "cli/runner.h"
 #include "planner/device.h"
+#include "planner/dp_rows.h"
 #include "planner/graph_planners.h"
 #include "planner/json.h"
 #include "planner/plan.h"
@@ -55,7 +56,9 @@ static void plan_usage(FILE *out)
             "                        exact: in bytes, refused (exit 2) where its table is too big\n"
             "  --variants            dp: also choose, per stage, what its saving forward keeps\n"
             "                        and its backward recomputes (a model's variants matmul,\n"
-            "                        attn, none; a chain file's own): selective recompute\n",
+            "                        attn, none; a chain file's own): selective recompute\n"
+            "  --threads N           dp: threads that fill its tables (default: one per\n"
+            "                        processor); the plan is the same for every N\n",
             CK_DEFAULT_SLOTS);
     ck_options_workload_help(out);
     fprintf(out,
@@ -79,7 +82,7 @@ static void plan_usage(FILE *out)
                  "cannot be met (the smallest budget that can is printed).\n");
 }
 
-enum { OPT_INFERENCE = CK_OPT_SVG + 1, OPT_MIN_BUDGET, OPT_TIME_LIMIT, OPT_VARIANTS };
+enum { OPT_INFERENCE = CK_OPT_SVG + 1, OPT_MIN_BUDGET, OPT_TIME_LIMIT, OPT_VARIANTS, OPT_THREADS };
 
 typedef struct {
     const char *model_path;
@@ -106,6 +109,7 @@ static int parse_args(int argc, char **argv, plan_args *a, ck_err *err)
         {"min-budget", no_argument, NULL, OPT_MIN_BUDGET},
         {"time-limit", required_argument, NULL, OPT_TIME_LIMIT},
         {"variants", no_argument, NULL, OPT_VARIANTS},
+        {"threads", required_argument, NULL, OPT_THREADS},
         {"svg", required_argument, NULL, CK_OPT_SVG},
         {"output", required_argument, NULL, 'o'},
         {"help", no_argument, NULL, 'h'},
@@ -156,6 +160,10 @@ static int parse_args(int argc, char **argv, plan_args *a, ck_err *err)
         case OPT_VARIANTS:
             a->planner_opts.variants = true;
             break;
+        case OPT_THREADS:
+            rc = ck_options_parse_count(optarg, "--threads", 1, CK_DP_ROWS_MAX_WORKERS, &limit, err);
+            a->planner_opts.threads = (uint32_t)limit;
+            break;
         case CK_OPT_SVG:
             a->svg = optarg;
             break;
@@ -201,10 +209,13 @@ static int plan_graph(const plan_args *a, bool model)
 {
     ck_err err;
     bool variants = a->planner_opts.variants;
-    if (a->svg || a->inference || a->have_slots || variants || (a->workload_opts.device && !model))
+    bool threads = a->planner_opts.threads != 0;
+    if (a->svg || a->inference || a->have_slots || variants || threads ||
+        (a->workload_opts.device && !model))
         return ck_main_report(ck_err_fail(&err, CK_ERR_INPUT, "plan: %s does not apply to %s (%s)",
                                           a->svg ? "--svg" : a->inference ? "--inference" :
-                                          a->have_slots ? "--slots" : variants ? "--variants" : "--device",
+                                          a->have_slots ? "--slots" : variants ? "--variants" :
+                                          threads ? "--threads" : "--device",
                                           model ? "--granularity node" : "a Checkmate graph",
                                           a->model_path), err.msg);
     ck_graphplan_args ga = {

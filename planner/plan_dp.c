@@ -2,9 +2,13 @@
  * programming over subproblems Seg(s, t) (see persistent.h) and the memory m they may use.
  * docs/planners.md derives the recurrence and its memory accounting. */
 #include <math.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #include <stdbool.h>
 #include <stdlib.h>
 
+#include "planner/dp_rows.h"
 #include "planner/persistent.h"
 #include "planner/plan_dp.h"
 #include "planner/planner.h"
@@ -27,10 +31,10 @@ typedef struct {
     uint64_t loss_tmp;
 } unit_sizes;
 
+/* Here rather than ck_size_add, so that the table's inner loops inline it. */
 static uint64_t sat_add(uint64_t a, uint64_t b)
 {
-    uint64_t r;
-    return ck_size_add(a, b, &r) ? r : UINT64_MAX;
+    return b > UINT64_MAX - a ? UINT64_MAX : a + b;
 }
 
 static uint64_t max2(uint64_t a, uint64_t b)
@@ -251,35 +255,6 @@ static size_t shapes_of(const ck_chain *c, const unit_sizes *z, size_t s, size_t
     return n;
 }
 
-/* Columns (rows of equal t) filled together: see fill_rows. */
-#define FILL_COLUMNS 8
-
-/* Calls fill on every row, each after the rows it reads (shorter ones, and the row after
- * the loss of the same stages): a few columns at a time, the rows starting at s from the
- * last stage back, and in each s the columns left to right; the last column also has the
- * rows after the loss and with the plain loss. The rows of one s in those columns read
- * the same left parts (rows starting at s), and the next s reads the same columns' rows as
- * right parts: both stay in the cache. Polls stop once a row. */
-static int fill_rows(size_t L, const atomic_int *stop, void *ctx,
-                     void (*fill)(void *ctx, size_t s, size_t t, ck_seg_kind kind), ck_err *err)
-{
-    for (size_t t0 = 0; t0 < L; t0 += FILL_COLUMNS) {
-        size_t t1 = t0 + FILL_COLUMNS < L ? t0 + FILL_COLUMNS : L;
-        for (size_t s = t1; s-- > 0;)
-            for (size_t t = s > t0 ? s : t0; t < t1; t++) {
-                int rc = ck_err_check_stop(stop, err);
-                if (rc != CK_OK)
-                    return rc;
-                fill(ctx, s, t, CK_SEG_USUAL);
-                if (t + 1 == L) {
-                    fill(ctx, s, t, CK_SEG_AFTER_LOSS);
-                    fill(ctx, s, t, CK_SEG_PLAIN_LOSS);
-                }
-            }
-    }
-    return CK_OK;
-}
-
 /* The smallest peak of each subproblem in bytes, exact, the time of that schedule (the
  * faster among equal peaks) and its shape's leaf and variant. */
 typedef struct {
@@ -289,19 +264,22 @@ typedef struct {
     double *time;
     uint32_t *leaf;
     uint8_t *variant;
-    dp_shape *shapes; /* shapes_room(L) */
+    size_t workers;
+    dp_shape *shapes; /* shapes_room(L) per worker */
 } min_peak_table;
 
-static void min_peak_row(void *ctx, size_t s, size_t t, ck_seg_kind kind)
+static void min_peak_row(void *ctx, size_t worker, size_t s, size_t t, ck_seg_kind kind)
 {
     min_peak_table *mp = ctx;
-    size_t n = shapes_of(mp->c, mp->z, s, t, kind, SIZE_MAX, mp->shapes), here = row_of(mp->z->L, s, t, kind);
+    dp_shape *shapes = mp->shapes + worker * shapes_room(mp->z->L);
+    size_t n = shapes_of(mp->c, mp->z, s, t, kind, SIZE_MAX, shapes),
+           here = row_of(mp->z->L, s, t, kind);
     uint64_t best = UINT64_MAX;
     double best_time = INFINITY;
     uint32_t best_leaf = 0;
     uint8_t best_variant = 0;
     for (size_t k = 0; k < n; k++) {
-        const dp_shape *h = &mp->shapes[k];
+        const dp_shape *h = &shapes[k];
         uint64_t peak = h->peak;
         double time = h->time;
         if (h->right != NO_ROW) {
@@ -364,10 +342,18 @@ static ck_seg_kind min_peak_top(const min_peak_table *mp, uint64_t *peak)
  * Shapes are not stored: the way down finds them again (time_decide), at most 2L
  * subproblems. */
 typedef struct {
-    size_t offset; /* into values */
-    uint64_t lo, hi;
-    double last;   /* the value at hi */
+    uint64_t lo;
+    uint32_t offset; /* into values */
+    uint32_t count;  /* values, lo .. hi */
 } row_meta;
+
+/* Offsets and counts fit 32 bits in every table that is not refused. */
+_Static_assert(DP_TABLE_LIMIT / sizeof(double) <= UINT32_MAX, "row offsets are 32-bit");
+
+static uint64_t row_hi(const row_meta *mt)
+{
+    return mt->lo + mt->count - 1;
+}
 
 typedef struct {
     const ck_chain *c;
@@ -379,10 +365,11 @@ typedef struct {
     row_meta *by_s;    /* the usual rows' again, in by_s order: shapes read left parts so */
     double *values;
     double *zero;       /* longest zeros: the part a shape does not have, and constant parts */
-    dp_shape *shapes;   /* shapes_room(L) */
+    size_t workers;     /* filling the rows (planner/dp_rows.h) */
+    dp_shape *shapes;   /* shapes_room(L) per worker; the way down uses worker 0's */
 } time_table;
 
-/* Sets every row's lo and hi, rows in the order fill_rows writes them. */
+/* Sets every row's lo and hi, each after the rows it reads (planner/dp_rows.h). */
 typedef struct {
     time_table *tt;
     const uint64_t *least; /* per row, its smallest peak in bytes, or NULL */
@@ -392,8 +379,9 @@ typedef struct {
     uint64_t *backward;    /* per row, the largest peak of its backwards, in units */
 } layout;
 
-static void layout_row(void *ctx, size_t s, size_t t, ck_seg_kind kind)
+static void layout_row(void *ctx, size_t worker, size_t s, size_t t, ck_seg_kind kind)
 {
+    (void)worker;
     layout *ly = ctx;
     time_table *tt = ly->tt;
     const unit_sizes *z = tt->z;
@@ -416,7 +404,9 @@ static void layout_row(void *ctx, size_t s, size_t t, ck_seg_kind kind)
      * every schedule runs the backward of every stage of the row */
     uint64_t fits = ly->least ? ck_size_ceil_div(ly->least[r], ly->unit) : ly->backward[r];
     uint64_t lo = max2(reach, fits < w - 1 ? fits : w - 1), hi = max2(lo, ly->sat[r]);
-    tt->meta[r] = (row_meta){0, lo, hi < w - 1 ? hi : w - 1, 0};
+    uint64_t count = (hi < w - 1 ? hi : w - 1) - lo + 1;
+    /* a count past 32 bits is a table refused for its size */
+    tt->meta[r] = (row_meta){lo, 0, count < UINT32_MAX ? (uint32_t)count : UINT32_MAX};
 }
 
 /* Sets every row's lo, hi and offset, rows placed in their order (a column's side by
@@ -426,21 +416,24 @@ static uint64_t time_layout(time_table *tt, const uint64_t *least, uint64_t unit
     size_t L = tt->z->L, rows = row_count(L);
     layout ly = {tt, least, unit, malloc((L + 1) * sizeof *ly.held), malloc(rows * sizeof *ly.sat),
                  malloc(rows * sizeof *ly.backward)};
-    uint64_t total = UINT64_MAX;
-    if (ly.held && ly.sat && ly.backward) {
+    bool laid = ly.held && ly.sat && ly.backward;
+    if (laid) {
         ly.held[0] = 0;
         for (size_t s = 0; s < L; s++)
             ly.held[s + 1] = sat_add(ly.held[s], most_saved(tt->z, s));
-        fill_rows(L, NULL, &ly, layout_row, NULL);
-        total = 0;
-        tt->longest = 0;
-        for (size_t r = 0; r < rows; r++) {
-            uint64_t n = tt->meta[r].hi - tt->meta[r].lo + 1;
-            tt->meta[r].offset = (size_t)total;
-            total = sat_add(total, n) < UINT64_MAX ? total + n : UINT64_MAX - 1;
-            tt->longest = (size_t)max2(tt->longest, n);
-        }
+        ck_err ignored; /* out of memory, which the result says */
+        laid = ck_dp_rows_fill(L, tt->workers, NULL, &ly, layout_row, &ignored) == CK_OK;
     }
+    uint64_t total = laid ? 0 : UINT64_MAX;
+    tt->longest = 0;
+    for (size_t r = 0; laid && r < rows; r++) {
+        tt->meta[r].offset = total <= UINT32_MAX ? (uint32_t)total : 0; /* else refused */
+        total += tt->meta[r].count;
+        tt->longest = (size_t)max2(tt->longest, tt->meta[r].count);
+    }
+    for (size_t t = 0; laid && t < L; t++)
+        for (size_t s = 0; s <= t; s++)
+            tt->by_s[by_s(L, s, t)] = tt->meta[pair_index(s, t)];
     free(ly.held);
     free(ly.sat);
     free(ly.backward);
@@ -455,7 +448,7 @@ static double time_at(const time_table *tt, size_t r, uint64_t m)
     const row_meta *mt = &tt->meta[r];
     if (m < mt->lo)
         return INFINITY;
-    return tt->values[mt->offset + ((m < mt->hi ? m : mt->hi) - mt->lo)];
+    return tt->values[mt->offset + ((m < row_hi(mt) ? m : row_hi(mt)) - mt->lo)];
 }
 
 /* Memory values in a block of the relaxation; the bound is checked once a block. */
@@ -509,7 +502,8 @@ static part_view part_of(const time_table *tt, const row_meta *mt, uint64_t shif
     if (!mt)
         return (part_view){tt->zero, 0, 0};
     /* from - shift >= lo: relax starts where the part fits */
-    return (part_view){tt->values + mt->offset + (from - shift - mt->lo), mt->last, mt->hi + shift};
+    const double *values = tt->values + mt->offset;
+    return (part_view){values + (from - shift - mt->lo), values[mt->count - 1], row_hi(mt) + shift};
 }
 
 /* row = min(row, the shape's time) over the row's memory values at which the shape fits:
@@ -519,7 +513,7 @@ static void relax(const time_table *tt, const row_meta *mt, const dp_shape *h)
 {
     const row_meta *rm = h->right == NO_ROW ? NULL : &tt->meta[h->right];
     const row_meta *lm = h->left == NO_ROW ? NULL : &tt->by_s[h->left_by_s];
-    uint64_t lo = mt->lo, hi = mt->hi;
+    uint64_t lo = mt->lo, hi = row_hi(mt);
     uint64_t from = max2(lo, max2(h->peak, max2(h->right_shift, h->left_shift)));
     from = max2(from, max2(rm ? sat_add(rm->lo, h->right_shift) : 0, lm ? sat_add(lm->lo, h->left_shift) : 0));
     if (from > hi)
@@ -546,20 +540,18 @@ static void relax(const time_table *tt, const row_meta *mt, const dp_shape *h)
     }
 }
 
-static void time_row(void *ctx, size_t s, size_t t, ck_seg_kind kind)
+static void time_row(void *ctx, size_t worker, size_t s, size_t t, ck_seg_kind kind)
 {
     time_table *tt = ctx;
+    dp_shape *shapes = tt->shapes + worker * shapes_room(tt->z->L);
     size_t L = tt->z->L;
-    row_meta *mt = &tt->meta[row_of(L, s, t, kind)];
+    const row_meta *mt = &tt->meta[row_of(L, s, t, kind)];
     double *row = tt->values + mt->offset;
-    for (uint64_t m = mt->lo; m <= mt->hi; m++)
-        row[m - mt->lo] = INFINITY;
-    size_t n = shapes_of(tt->c, tt->z, s, t, kind, SIZE_MAX, tt->shapes);
+    for (uint32_t i = 0; i < mt->count; i++)
+        row[i] = INFINITY;
+    size_t n = shapes_of(tt->c, tt->z, s, t, kind, SIZE_MAX, shapes);
     for (size_t k = 0; k < n; k++)
-        relax(tt, mt, &tt->shapes[k]);
-    mt->last = row[mt->hi - mt->lo];
-    if (kind == CK_SEG_USUAL)
-        tt->by_s[by_s(L, s, t)] = *mt;
+        relax(tt, mt, &shapes[k]);
 }
 
 /* The first shape whose time at min(m, hi) is the least: what the fill computed, summed
@@ -569,8 +561,8 @@ static void time_decide(void *ctx, size_t s, size_t t, ck_seg_kind kind, uint64_
 {
     time_table *tt = ctx;
     const row_meta *mt = &tt->meta[row_of(tt->z->L, s, t, kind)];
-    if (m > mt->hi)
-        m = mt->hi;
+    if (m > row_hi(mt))
+        m = row_hi(mt);
     size_t n = shapes_of(tt->c, tt->z, s, t, kind, SIZE_MAX, tt->shapes);
     double best = INFINITY;
     *out = (ck_seg_choice){0};
@@ -594,6 +586,7 @@ static size_t time_base(void *ctx, size_t s, ck_seg_kind kind, uint64_t m)
     return ch.variant;
 }
 
+/* Frees the table's arrays, leaving them NULL: freeing again does nothing. */
 static void time_free(time_table *tt)
 {
     free(tt->meta);
@@ -601,18 +594,24 @@ static void time_free(time_table *tt)
     free(tt->values);
     free(tt->zero);
     free(tt->shapes);
+    tt->meta = tt->by_s = NULL;
+    tt->values = tt->zero = NULL;
+    tt->shapes = NULL;
 }
 
-/* Refuses tables above DP_TABLE_LIMIT: the time table's values and row bounds plus the
- * minimum-peak table. */
+/* Refuses tables above DP_TABLE_LIMIT, counting what is held at once: the rows' bounds,
+ * with the minimum-peak table and the layout's sums while the rows are laid out, then with
+ * the values while they are filled. */
 static int check_table_size(const time_table *tt, uint64_t values, ck_err *err)
 {
     size_t L = tt->z->L;
-    uint64_t rows = (uint64_t)row_count(L), bytes, per_row;
-    bool ok = ck_size_mul(sat_add(values, tt->longest), sizeof(double), &bytes) &&
-              ck_size_mul(rows, 2 * sizeof(row_meta) + sizeof(uint64_t) + sizeof(double) +
-                                    sizeof(uint32_t) + sizeof(uint8_t), &per_row) &&
-              ck_size_add(bytes, per_row, &bytes);
+    uint64_t rows = (uint64_t)row_count(L), bounds, laying, filling, bytes;
+    const uint64_t min_peak_row_bytes = sizeof(uint64_t) + sizeof(double) + sizeof(uint32_t) + sizeof(uint8_t);
+    const uint64_t layout_row_bytes = 2 * sizeof(uint64_t);
+    bool ok = ck_size_mul(rows, 2 * sizeof(row_meta), &bounds) &&
+              ck_size_mul(rows, min_peak_row_bytes + layout_row_bytes, &laying) &&
+              ck_size_mul(sat_add(values, tt->longest), sizeof(double), &filling) &&
+              ck_size_add(bounds, max2(laying, filling), &bytes);
     if (ok && bytes <= DP_TABLE_LIMIT)
         return CK_OK;
     if (tt->exact)
@@ -633,6 +632,9 @@ static int check_table_size(const time_table *tt, uint64_t values, ck_err *err)
 static int time_layout_check(time_table *tt, const uint64_t *least, uint64_t unit, ck_err *err)
 {
     size_t L = tt->z->L, rows = row_count(L);
+    int rc = check_table_size(tt, 0, err); /* the rows alone, before they are allocated */
+    if (rc != CK_OK)
+        return rc;
     if (!tt->meta) {
         tt->meta = malloc(rows * sizeof *tt->meta);
         tt->by_s = malloc(L * (L + 1) / 2 * sizeof *tt->by_s);
@@ -643,21 +645,20 @@ static int time_layout_check(time_table *tt, const uint64_t *least, uint64_t uni
     return values == UINT64_MAX ? ck_err_oom(err) : check_table_size(tt, values, err);
 }
 
-static int time_alloc(time_table *tt, const uint64_t *least, uint64_t unit, ck_err *err)
+/* The values of the rows time_layout_check laid out. */
+static int time_alloc(time_table *tt, ck_err *err)
 {
     size_t L = tt->z->L, rows = row_count(L);
-    int rc = time_layout_check(tt, least, unit, err);
-    if (rc != CK_OK)
-        return rc;
-    uint64_t values = tt->meta[rows - 1].offset + (tt->meta[rows - 1].hi - tt->meta[rows - 1].lo + 1);
+    uint64_t values = (uint64_t)tt->meta[rows - 1].offset + tt->meta[rows - 1].count;
     tt->zero = calloc(tt->longest, sizeof *tt->zero);
-    tt->shapes = malloc(shapes_room(L) * sizeof *tt->shapes);
+    tt->shapes = malloc(tt->workers * shapes_room(L) * sizeof *tt->shapes);
     if (!tt->zero || !tt->shapes)
         return ck_err_oom(err);
     tt->values = malloc((size_t)values * sizeof *tt->values);
     return tt->values ? CK_OK : ck_err_oom(err);
 }
 
+/* Frees the table's arrays, leaving them NULL: freeing again does nothing. */
 static void min_peak_free(min_peak_table *mp)
 {
     free(mp->peak);
@@ -665,18 +666,31 @@ static void min_peak_free(min_peak_table *mp)
     free(mp->leaf);
     free(mp->variant);
     free(mp->shapes);
+    *mp = (min_peak_table){.c = mp->c, .z = mp->z, .workers = mp->workers};
 }
 
-static int min_peak_alloc(min_peak_table *mp, const ck_chain *c, const unit_sizes *bytes, ck_err *err)
+static int min_peak_alloc(min_peak_table *mp, const ck_chain *c, const unit_sizes *bytes,
+                          size_t workers, ck_err *err)
 {
     size_t rows = row_count(c->n_stages);
     *mp = (min_peak_table){c, bytes, malloc(rows * sizeof *mp->peak), malloc(rows * sizeof *mp->time),
-                           malloc(rows * sizeof *mp->leaf), malloc(rows * sizeof *mp->variant),
-                           malloc(shapes_room(c->n_stages) * sizeof *mp->shapes)};
+                           malloc(rows * sizeof *mp->leaf), malloc(rows * sizeof *mp->variant), workers,
+                           malloc(workers * shapes_room(c->n_stages) * sizeof *mp->shapes)};
     if (mp->peak && mp->time && mp->leaf && mp->variant && mp->shapes)
         return CK_OK;
     min_peak_free(mp);
     return ck_err_oom(err);
+}
+
+/* The minimum-peak table, filled: its rows' smallest peaks lay out the time table, and its
+ * schedule is the answer when no fastest one fits. */
+static int min_peak_fill(min_peak_table *mp, const ck_chain *c, const unit_sizes *bytes,
+                         size_t workers, const atomic_int *stop, ck_err *err)
+{
+    int rc = min_peak_alloc(mp, c, bytes, workers, err);
+    if (rc == CK_OK && (rc = ck_dp_rows_fill(c->n_stages, workers, stop, mp, min_peak_row, err)) != CK_OK)
+        min_peak_free(mp);
+    return rc;
 }
 
 /* The fastest schedule within the budget's slots, if one fits: the usual kind or the
@@ -684,7 +698,7 @@ static int min_peak_alloc(min_peak_table *mp, const ck_chain *c, const unit_size
 static int time_plan(time_table *tt, const atomic_int *stop, ck_schedule *out, ck_err *err)
 {
     size_t L = tt->z->L, w = tt->width;
-    int rc = fill_rows(L, stop, tt, time_row, err);
+    int rc = ck_dp_rows_fill(L, tt->workers, stop, tt, time_row, err);
     if (rc != CK_OK)
         return rc;
     double usual = time_at(tt, row_of(L, 0, L - 1, CK_SEG_USUAL), w - 1);
@@ -695,29 +709,52 @@ static int time_plan(time_table *tt, const atomic_int *stop, ck_schedule *out, c
     return ck_persistent_emit(tt->c, time_decide, time_base, tt, kind, w - 1, out, err);
 }
 
+/* The fastest schedule in tt's slots if there is one; CK_ERR_INFEASIBLE if none fits. The
+ * minimum-peak table is not held meanwhile: the two tables are never held at once. */
+static int time_answer(time_table *tt, min_peak_table *mp, uint64_t unit, const atomic_int *stop,
+                       ck_schedule *out, ck_err *err)
+{
+    int rc = time_layout_check(tt, mp->peak, unit, err);
+    min_peak_free(mp);
+#if defined(__GLIBC__)
+    /* glibc keeps what was freed in its heap resident (after the first large free it serves
+     * arrays of megabytes from the heap): given back here, it does not count on top of the
+     * values, which can come near DP_TABLE_LIMIT */
+    malloc_trim(0);
+#endif
+    if (rc == CK_OK)
+        rc = time_alloc(tt, err);
+    if (rc == CK_OK)
+        rc = time_plan(tt, stop, out, err);
+    time_free(tt);
+    return rc;
+}
+
 /* The fastest schedule in tt's slots if there is one, else the minimum-peak schedule (with
  * a 1-byte unit) when it fits in bytes, else CK_ERR_INFEASIBLE. */
 static int plan_tables(const ck_chain *c, uint64_t budget, const atomic_int *stop,
-                       min_peak_table *mp, time_table *tt, ck_plan_result *result,
+                       const unit_sizes *bytes, time_table *tt, ck_plan_result *result,
                        uint64_t *min_budget, ck_err *err)
 {
-    int rc = fill_rows(c->n_stages, stop, mp, min_peak_row, err);
+    min_peak_table mp;
+    int rc = min_peak_fill(&mp, c, bytes, tt->workers, stop, err);
     if (rc != CK_OK)
         return rc;
     uint64_t least;
-    ck_seg_kind least_kind = min_peak_top(mp, &least);
+    min_peak_top(&mp, &least);
     bool fits = budget >= sat_add(c->input_bytes, least);
     if (fits) {
-        rc = time_alloc(tt, mp->peak, result->memory_unit, err);
-        if (rc == CK_OK)
-            rc = time_plan(tt, stop, &result->schedule, err);
-        if (rc != CK_ERR_INFEASIBLE)
+        rc = time_answer(tt, &mp, result->memory_unit, stop, &result->schedule, err);
+        /* else rounding sizes up to units lost all the schedules that fit in bytes */
+        if (rc != CK_ERR_INFEASIBLE || (rc = min_peak_fill(&mp, c, bytes, tt->workers, stop, err)) != CK_OK)
             return rc;
     }
-    /* Either the budget is below the smallest peak, or rounding sizes up to units lost all
-     * the schedules that fit in bytes: the minimum-peak schedule answers both. */
-    rc = ck_persistent_emit(c, min_peak_decide, min_peak_base, mp, least_kind, 0, &result->schedule,
+    /* the budget is below the smallest peak, or no schedule fits in units: the minimum-peak
+     * schedule answers both */
+    ck_seg_kind least_kind = min_peak_top(&mp, &least);
+    rc = ck_persistent_emit(c, min_peak_decide, min_peak_base, &mp, least_kind, 0, &result->schedule,
                             err);
+    min_peak_free(&mp);
     if (rc != CK_OK)
         return rc;
     if (fits) {
@@ -755,15 +792,11 @@ static int plan_dp(const ck_chain *c, uint64_t budget, const ck_planner_opts *op
         sizes_free(&bytes);
         return rc;
     }
-    min_peak_table mp;
-    time_table tt = {.c = c, .z = &units, .width = slots + 1, .exact = opts->exact};
+    size_t workers = ck_dp_rows_workers(opts->threads, c->n_stages);
+    time_table tt = {.c = c, .z = &units, .width = slots + 1, .exact = opts->exact, .workers = workers};
     rc = time_layout_check(&tt, NULL, unit, err);
     if (rc == CK_OK)
-        rc = min_peak_alloc(&mp, c, &bytes, err);
-    if (rc == CK_OK) {
-        rc = plan_tables(c, budget, opts->stop, &mp, &tt, result, min_budget, err);
-        min_peak_free(&mp);
-    }
+        rc = plan_tables(c, budget, opts->stop, &bytes, &tt, result, min_budget, err);
     time_free(&tt);
     sizes_free(&bytes);
     sizes_free(&units);
@@ -777,14 +810,11 @@ int ck_plan_dp_min_peak(const ck_chain *c, uint64_t *peak, ck_schedule *out, ck_
     if (rc != CK_OK)
         return rc;
     min_peak_table mp;
-    rc = min_peak_alloc(&mp, c, &bytes, err);
+    rc = min_peak_fill(&mp, c, &bytes, ck_dp_rows_workers(0, c->n_stages), NULL, err);
     if (rc == CK_OK) {
-        rc = fill_rows(c->n_stages, NULL, &mp, min_peak_row, err);
-        if (rc == CK_OK) {
-            ck_seg_kind kind = min_peak_top(&mp, peak);
-            *peak = sat_add(c->input_bytes, *peak);
-            rc = ck_persistent_emit(c, min_peak_decide, min_peak_base, &mp, kind, 0, out, err);
-        }
+        ck_seg_kind kind = min_peak_top(&mp, peak);
+        *peak = sat_add(c->input_bytes, *peak);
+        rc = ck_persistent_emit(c, min_peak_decide, min_peak_base, &mp, kind, 0, out, err);
         min_peak_free(&mp);
     }
     sizes_free(&bytes);

@@ -22,6 +22,8 @@ typedef struct {
     bool variants;  /* dp: choose each saving forward's variant among its stage's (selective
                        recompute); false: every F_all keeps everything ("all"), which is
                        checkpointing whole stages only */
+    uint32_t threads;       /* dp: workers filling its tables; 0: one per online processor
+                               (planner/dp_rows.h); the schedule is the same for any */
     const atomic_int *stop; /* or NULL: planners whose work can take long (dp's tables)
                                poll it and return CK_INTERRUPTED once it is non-zero */
 } ck_planner_opts;

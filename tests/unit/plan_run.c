@@ -23,3 +23,15 @@ ck_replay ck_test_baseline(const ck_chain *c)
     ck_schedule_free(&s);
     return replay;
 }
+
+bool ck_test_same_schedule(const ck_schedule *a, const ck_schedule *b)
+{
+    if (a->n != b->n)
+        return false;
+    for (size_t i = 0; i < a->n; i++) {
+        const ck_action *x = &a->actions[i], *y = &b->actions[i];
+        if (x->kind != y->kind || x->stage != y->stage || x->variant != y->variant)
+            return false;
+    }
+    return true;
+}

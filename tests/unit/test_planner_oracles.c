@@ -120,16 +120,6 @@ static int reference_chen(const ck_chain *c, uint64_t budget, ck_schedule *out, 
     return have ? CK_OK : CK_ERR_INFEASIBLE;
 }
 
-static bool same_schedule(const ck_schedule *a, const ck_schedule *b)
-{
-    if (a->n != b->n)
-        return false;
-    for (size_t k = 0; k < a->n; k++)
-        if (a->actions[k].kind != b->actions[k].kind || a->actions[k].stage != b->actions[k].stage)
-            return false;
-    return true;
-}
-
 typedef int (*reference_planner)(const ck_chain *c, uint64_t budget, ck_schedule *out,
                                  long *detail, uint64_t *min_budget);
 
@@ -151,7 +141,7 @@ static void compare(const ck_planner *p, reference_planner ref, const ck_chain *
         long got = p == &ck_planner_revolve ? r.snapshots : r.segments;
         REQUIRE(got == detail, "%s, budget %llu: %ld, the reference %ld", what,
                       (unsigned long long)budget, got, detail);
-        REQUIRE(same_schedule(&r.schedule, &expected),
+        REQUIRE(ck_test_same_schedule(&r.schedule, &expected),
                       "%s, budget %llu: %s's schedule differs from the reference's", what,
                       (unsigned long long)budget, p->name);
     } else {

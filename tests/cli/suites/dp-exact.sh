@@ -33,3 +33,21 @@ run plan hetero-300.json --budget "$(cat "$work/budget-300")" --slots exact -o n
 check "--slots exact refuses a table over 1 GiB, saying what to do" 2 "exactly in bytes (--slots exact)" \
     "more than 1 GiB" "use --slots N"
 check_that "a refused plan writes nothing" test ! -e never.json
+
+# --threads: dp fills its tables on N threads, and the plan file is the same for every N
+# (planner/dp_rows.h); it is refused outside 1 .. 64 and for graphs, which dp does not plan.
+for n in 1 3 8; do
+    run plan heavy-loss.json --budget 60 --threads $n -o threads-$n.json
+    check "plan --threads $n" 0
+done
+check_that "the plan file is the same on 1, 3 and 8 threads" \
+    eval 'cmp threads-1.json threads-3.json && cmp threads-1.json threads-8.json'
+run plan "$root/models/gpt2-tiny.json" --budget 20M --threads 1 -o tiny-1.json
+run plan "$root/models/gpt2-tiny.json" --budget 20M --threads 4 -o tiny-4.json
+check_that "a model's plan is the same on 1 and 4 threads" cmp tiny-1.json tiny-4.json
+run plan heavy-loss.json --budget 60 --threads 0
+check "--threads 0 is refused" 2 "--threads: expected a whole number from 1 to 64, got '0'"
+run plan heavy-loss.json --budget 60 --threads 65
+check "--threads 65 is refused" 2 "from 1 to 64, got '65'"
+run plan "${CKPLAN_GRAPHS:-$root/../shared/graphs/checkmate}/vgg16-b256.json" --budget 15G --threads 2
+check "--threads does not apply to a graph" 2 "--threads does not apply to a Checkmate graph"
