@@ -95,15 +95,27 @@ static bool input_grad_bytes(const ck_model *m, const ck_node *n, uint64_t *out)
     return true;
 }
 
+/* Node k of the graph, the forward of op k (with its backward when `loss`), reading the
+ * forward nodes of the op's inputs. */
+static int start_forward(builder *b, size_t k, bool loss, ck_graph_node **v, ck_err *err)
+{
+    const ck_node *n = &b->m->nodes[k];
+    int rc = start_node(b, k, k, "", loss, n->op->arity, err);
+    if (rc != CK_OK)
+        return rc;
+    *v = &b->g->nodes[k];
+    for (size_t i = 0; i < n->op->arity; i++)
+        add_input(*v, forward_of(b->m, n->inputs[i]));
+    return CK_OK;
+}
+
 static int build_forward(builder *b, size_t k, ck_err *err)
 {
     const ck_node *n = &b->m->nodes[k];
-    int rc = start_node(b, k, k, "", false, n->op->arity, err);
+    ck_graph_node *v;
+    int rc = start_forward(b, k, false, &v, err);
     if (rc != CK_OK)
         return rc;
-    ck_graph_node *v = &b->g->nodes[k];
-    for (size_t i = 0; i < n->op->arity; i++)
-        add_input(v, forward_of(b->m, n->inputs[i]));
     uint64_t internal;
     if (!internal_bytes(n, &internal) ||
         !ck_size_add(b->m->tensors[n->output].bytes, internal, &v->bytes))
@@ -119,12 +131,10 @@ static int build_loss(builder *b, ck_err *err)
 {
     size_t k = loss_node(b->m);
     const ck_node *n = &b->m->nodes[k];
-    int rc = start_node(b, k, k, "", true, n->op->arity, err);
+    ck_graph_node *v;
+    int rc = start_forward(b, k, true, &v, err);
     if (rc != CK_OK)
         return rc;
-    ck_graph_node *v = &b->g->nodes[k];
-    for (size_t i = 0; i < n->op->arity; i++)
-        add_input(v, forward_of(b->m, n->inputs[i]));
     uint64_t internal;
     if (!input_grad_bytes(b->m, n, &v->bytes) || !internal_bytes(n, &internal) ||
         !ck_size_add(internal, n->info.fwd_ws_bytes, &internal) ||
