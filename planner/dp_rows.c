@@ -106,6 +106,9 @@ static void *work(void *p)
 size_t ck_dp_rows_workers(size_t requested, size_t L)
 {
     size_t n = requested;
+    cpu_set_t allowed; /* the processors this process may run on, which a container limits */
+    if (n == 0 && sched_getaffinity(0, sizeof allowed, &allowed) == 0)
+        n = (size_t)CPU_COUNT(&allowed);
     if (n == 0) {
         long online = sysconf(_SC_NPROCESSORS_ONLN);
         n = online > 0 ? (size_t)online : 1;

@@ -24,7 +24,7 @@
 typedef void (*ck_dp_rows_fill_fn)(void *ctx, size_t worker, size_t s, size_t t, ck_seg_kind kind);
 
 /* The workers a fill of a chain of L stages uses when `requested` are asked for: 0 means one
- * per online processor. Never more than CK_DP_ROWS_MAX_WORKERS, nor than L. */
+ * per processor this process may run on. Never more than CK_DP_ROWS_MAX_WORKERS, nor than L. */
 size_t ck_dp_rows_workers(size_t requested, size_t L);
 
 /* Calls fill on every row of a chain of L stages, each after the rows it reads, with
