@@ -325,6 +325,20 @@ static void print_size_row(FILE *out, const char *label, uint64_t plan, uint64_t
     fprintf(out, "  %-13s %12s %12s   %s\n", label, a, b, note);
 }
 
+/* The data-parallel layout, when one is given: what its ZeRO stage shards. */
+static void print_layout(FILE *out, const ck_layout *l)
+{
+    static const char *const sharded[] = {
+        "nothing sharded", "optimizer state and master weights sharded",
+        "optimizer state, master weights and gradients sharded",
+        "optimizer state, master weights, gradients and parameters sharded"};
+    if (!l->dp)
+        return;
+    fprintf(out, "layout: %llu data-parallel rank%s, ZeRO-%u: %s; static memory and budget per "
+                 "rank, --batch per rank\n", (unsigned long long)l->dp, l->dp == 1 ? "" : "s",
+            l->zero, sharded[ck_layout_shards(l) ? l->zero : 0]);
+}
+
 /* The parameter count by part, and how they are trained. */
 static void print_model_training(FILE *out, const ck_workload *w)
 {
@@ -345,11 +359,13 @@ static void print_model_training(FILE *out, const ck_workload *w)
         fprintf(out, "; %s trainable, the rest frozen", trained);
     }
     const ck_training *t = &w->model->training;
-    fprintf(out, "\ntraining: %s%s%soptimizer %s, parameters %s, gradients %s, activations %s%s\n\n",
+    fprintf(out, "\ntraining: %s%s%soptimizer %s, parameters %s, gradients %s, activations %s%s\n",
             t->recipe ? "recipe " : "", t->recipe ? ck_training_recipe(t->recipe)->name : "",
             t->recipe ? ", " : "", ck_training_optimizer_name(t->optimizer),
             ck_dtype_name(t->param_dtype), ck_dtype_name(t->grad_dtype), ck_dtype_name(w->model->dtype),
             t->master_weights ? ", f32 master weights" : "");
+    print_layout(out, &st->layout);
+    fputc('\n', out);
 }
 
 /* The static memory by part, under its total. */
@@ -369,6 +385,12 @@ static void print_static_parts(FILE *out, const ck_workload *w)
     print_size_row(out, "  master", st->master, st->master, "f32 master weights");
     print_size_row(out, "  inputs", st->held_inputs, st->held_inputs,
                    "held for the whole step (token ids, targets)");
+    if (st->layout.zero >= 3 && ck_layout_shards(&st->layout))
+        print_size_row(out, "  gather", st->gather, st->gather,
+                       "all-gather buffers: whole parameters of a unit and the next one");
+    if (st->layout.zero >= 2 && ck_layout_shards(&st->layout))
+        print_size_row(out, "  scatter", st->reduce_scatter, st->reduce_scatter,
+                       "reduce-scatter buffer: whole gradients of the largest unit");
 }
 
 static void print_summary(FILE *out, const ck_workload *w, const ck_plan_doc *d, const char *output,
@@ -452,7 +474,11 @@ static int report_infeasible(const plan_args *a, const ck_workload *w, uint64_t 
 static int report_static_too_large(const plan_args *a, const ck_workload *w, uint64_t min_activation)
 {
     ck_warnings ws = {.n = 1};
-    ck_warning_static_over_budget(&w->statics, a->budget, min_activation, &ws.items[0]);
+    ck_err err;
+    int rc = ck_warning_static_over_budget(w->model, &w->statics, a->budget, min_activation,
+                                           &ws.items[0], &err);
+    if (rc != CK_OK)
+        return ck_main_report(rc, err.msg);
     ck_warning_print(stderr, &ws);
     return CK_ERR_INFEASIBLE;
 }

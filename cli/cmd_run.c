@@ -117,6 +117,19 @@ static int parse_args(int argc, char **argv, run_args *a, ck_err *err)
     return rc;
 }
 
+/* A plan for one rank of a layout that shards static memory needs the other ranks, which
+ * one process does not have. */
+static int refuse_sharded(const char *path, const ck_layout *l, ck_err *err)
+{
+    if (!ck_layout_shards(l))
+        return CK_OK;
+    return ck_err_fail(err, CK_ERR_INPUT, "%s: model.options: the plan is one rank's of --dp %llu "
+                       "--zero %u, which shards static memory over %llu ranks; 'ckplan run' "
+                       "executes one process and cannot shard, gather or reduce-scatter yet. It "
+                       "runs plans whose layout shards nothing (--dp 1 or --zero 0): plan again "
+                       "with those to run one rank's step", path, (unsigned long long)l->dp,
+                       l->zero, (unsigned long long)l->dp);
+}
 
 int ck_cmd_run(int argc, char **argv)
 {
@@ -141,7 +154,9 @@ int ck_cmd_run(int argc, char **argv)
     if (rc != CK_OK)
         return ck_main_report(rc, err.msg);
 
-    rc = ck_runner_run(&a, &plan, plan_sha, NULL, NULL, &err);
+    rc = refuse_sharded(a.plan_path, &plan.model_opts.layout, &err);
+    if (rc == CK_OK)
+        rc = ck_runner_run(&a, &plan, plan_sha, NULL, NULL, &err);
     ck_plan_file_free(&plan);
     return ck_main_report(rc, err.msg);
 }

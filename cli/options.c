@@ -66,6 +66,26 @@ static int set_device(const char *name, ck_workload_opts *o, ck_err *err)
     return CK_OK;
 }
 
+/* --dp, --zero and --fsdp: a layout given names one rank (1) until --dp says more. */
+static int set_layout(int code, const char *arg, ck_layout *l, ck_err *err)
+{
+    uint64_t v = 0;
+    int rc = CK_OK;
+    if (code == CK_OPT_DP)
+        rc = ck_options_parse_count(arg, "--dp", 1, CK_LAYOUT_MAX_DP, &v, err);
+    else if (code == CK_OPT_ZERO)
+        rc = ck_options_parse_count(arg, "--zero", 0, CK_LAYOUT_MAX_ZERO, &v, err);
+    else if (!ck_layout_parse_fsdp(arg, &l->zero))
+        rc = ck_err_fail(err, CK_ERR_INPUT, "--fsdp: expected full-shard (ZeRO-3) or "
+                         "shard-grad-op (ZeRO-2), got '%.200s'", arg);
+    if (rc != CK_OK)
+        return rc;
+    if (code == CK_OPT_ZERO)
+        l->zero = (unsigned)v;
+    l->dp = code == CK_OPT_DP ? v : l->dp ? l->dp : 1;
+    return CK_OK;
+}
+
 int ck_options_workload(int code, const char *arg, ck_workload_opts *o, ck_err *err)
 {
     uint64_t rank;
@@ -108,6 +128,10 @@ int ck_options_workload(int code, const char *arg, ck_workload_opts *o, ck_err *
             return ck_err_fail(err, CK_ERR_INPUT, "--attention: expected eager, sdpa or flash, got '%.200s'", arg);
         o->model.attention = arg;
         return CK_OK;
+    case CK_OPT_DP:
+    case CK_OPT_ZERO:
+    case CK_OPT_FSDP:
+        return set_layout(code, arg, &o->model.layout, err);
     default:
         return ck_err_fail(err, CK_ERR_INPUT, "internal error: option code %d", code);
     }
@@ -157,7 +181,14 @@ void ck_options_model_help(FILE *out)
             "                        the MLP's projections, every base parameter frozen\n"
             "  --attention KIND      for Hugging Face configs: eager (keeps the probabilities),\n"
             "                        sdpa (default, as transformers picks: PyTorch's fused\n"
-            "                        kernels keep log-sum-exp rows) or flash (the same)\n");
+            "                        kernels keep log-sum-exp rows) or flash (the same)\n"
+            "  --dp N                for model files: N data-parallel ranks (1 to %d, default\n"
+            "                        1), each with its own --batch; budgets are per GPU\n"
+            "  --zero S              for model files: ZeRO stage 0 to 3 over the --dp ranks: 1\n"
+            "                        shards optimizer state and master weights, 2 also\n"
+            "                        gradients, 3 also parameters (docs/parallel.md)\n"
+            "  --fsdp STRATEGY       the same as --zero 3 (full-shard) or 2 (shard-grad-op)\n",
+            CK_LAYOUT_MAX_DP);
 }
 
 int ck_options_parse_slots(const char *text, ck_planner_opts *opts, ck_err *err)

@@ -26,6 +26,9 @@ enum {
     CK_OPT_OPTIMIZER,
     CK_OPT_LORA,
     CK_OPT_ATTENTION,
+    CK_OPT_DP,
+    CK_OPT_ZERO,
+    CK_OPT_FSDP,
     CK_OPT_BUDGET,
     CK_OPT_PLANNER,
     CK_OPT_SLOTS,
@@ -48,12 +51,15 @@ enum {
         {"recipe", required_argument, NULL, CK_OPT_RECIPE},                                    \
         {"optimizer", required_argument, NULL, CK_OPT_OPTIMIZER},                              \
         {"lora", required_argument, NULL, CK_OPT_LORA},                                        \
-        {"attention", required_argument, NULL, CK_OPT_ATTENTION}
+        {"attention", required_argument, NULL, CK_OPT_ATTENTION},                              \
+        {"dp", required_argument, NULL, CK_OPT_DP},                                            \
+        {"zero", required_argument, NULL, CK_OPT_ZERO},                                        \
+        {"fsdp", required_argument, NULL, CK_OPT_FSDP}
 
 /* Whether getopt code is one of CK_WORKLOAD_LONG_OPTIONS. */
-#define CK_IS_WORKLOAD_OPTION(code) ((code) >= CK_OPT_GRANULARITY && (code) <= CK_OPT_ATTENTION)
+#define CK_IS_WORKLOAD_OPTION(code) ((code) >= CK_OPT_GRANULARITY && (code) <= CK_OPT_FSDP)
 /* Whether getopt code is one of CK_MODEL_LONG_OPTIONS. */
-#define CK_IS_MODEL_OPTION(code) ((code) >= CK_OPT_SET && (code) <= CK_OPT_ATTENTION)
+#define CK_IS_MODEL_OPTION(code) ((code) >= CK_OPT_SET && (code) <= CK_OPT_FSDP)
 
 /* Applies a workload option; CK_OK, or CK_ERR_INPUT naming the option and what it takes.
  * String values are kept as pointers into arg: pass argv's strings. */

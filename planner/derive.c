@@ -74,18 +74,40 @@ int ck_derive_saved_bytes(const ck_model *m, size_t first, size_t end, uint64_t 
     return ok ? CK_OK : overflow(m, "the saved bytes", err);
 }
 
-/* What training a node's parameters adds: their gradients, optimizer state and master
- * weights. */
-static bool add_training_state(const ck_training *t, const ck_node *n, ck_static_mem *out)
+/* What a layout divides each part by: 1 for the parts its stage keeps whole. */
+typedef struct {
+    uint64_t params, grads, optimizer; /* optimizer: its state and the master weights */
+} split;
+
+static split split_of(const ck_layout *l)
 {
-    uint64_t grads, master, state;
-    bool ok = ck_size_mul(n->info.n_params, ck_dtype_bytes(t->grad_dtype), &grads) &&
-              ck_size_add(out->grads, grads, &out->grads) &&
-              ck_size_mul(n->info.n_params, t->master_weights ? 4 : 0, &master) &&
-              ck_size_add(out->master, master, &out->master);
-    for (size_t i = 0; ok && i < n->info.n_param_tensors; i++)
-        ok = ck_training_state_bytes(t, &n->info.params[i], &state) &&
-             ck_size_add(out->optimizer, state, &out->optimizer);
+    uint64_t n = l ? ck_layout_ranks(l) : 1, zero = l ? l->zero : 0;
+    return (split){zero >= 3 ? n : 1, zero >= 2 ? n : 1, zero >= 1 ? n : 1};
+}
+
+/* One rank's share of count units split over n ranks, rounded up (FSDP pads each flat
+ * parameter to a multiple of n), times unit bytes, added to *sum. */
+static bool add_share(uint64_t count, uint64_t n, uint64_t unit, uint64_t *sum)
+{
+    uint64_t bytes;
+    return ck_size_mul(ck_size_ceil_div(count, n), unit, &bytes) && ck_size_add(*sum, bytes, sum);
+}
+
+/* A node's parameters, and for a trainable one their gradients, optimizer state and
+ * master weights: one rank's shares of each tensor of them. */
+static bool add_node_state(const ck_training *t, const ck_node *n, split d, ck_static_mem *out)
+{
+    bool ok = true;
+    for (size_t i = 0; ok && i < n->info.n_param_tensors; i++) {
+        const ck_param *p = &n->info.params[i];
+        uint64_t state;
+        ok = add_share(p->numel, d.params, ck_dtype_bytes(t->param_dtype), &out->params) &&
+             (!n->trainable ||
+              (add_share(p->numel, d.grads, ck_dtype_bytes(t->grad_dtype), &out->grads) &&
+               add_share(p->numel, d.optimizer, t->master_weights ? 4 : 0, &out->master) &&
+               ck_training_state_bytes(t, p, &state) &&
+               add_share(state, d.optimizer, 1, &out->optimizer)));
+    }
     return ok;
 }
 
@@ -118,25 +140,60 @@ static void count_parts(const ck_model *m, ck_param_parts *out)
     }
 }
 
-int ck_derive_static_memory(const ck_model *m, ck_static_mem *out, ck_err *err)
+/* The whole parameters and trainable gradients (element counts) of group g's nodes. */
+static void group_counts(const ck_model *m, const ck_group *g, uint64_t *params, uint64_t *grads)
+{
+    for (size_t k = g->first; k < g->end; k++) {
+        *params += m->nodes[k].info.n_params; /* below the model's checked total */
+        *grads += m->nodes[k].trainable ? m->nodes[k].info.n_params : 0;
+    }
+}
+
+/* The buffers sharding needs, from the model's units: each block instance, and each run of
+ * top-level ops between them (the embeddings before the first, the head after the last; a
+ * model without instances is one unit). ZeRO-3 gathers the unit it computes and prefetches
+ * the next: the largest pair of neighbours, whole. ZeRO-2 and 3 reduce-scatter a unit's
+ * gradients from a whole buffer: the largest unit's. */
+static bool add_buffers(const ck_model *m, const ck_layout *l, ck_static_mem *out)
+{
+    if (!l || !ck_layout_shards(l) || l->zero < 2)
+        return true;
+    uint64_t params = 0, grads = 0, prev = 0, pair = 0, most_grads = 0;
+    for (size_t g = 0; g <= m->n_groups; g++) {
+        if (g == m->n_groups || (g > 0 && (m->groups[g].instance || m->groups[g - 1].instance))) {
+            pair = prev + params > pair ? prev + params : pair;
+            most_grads = grads > most_grads ? grads : most_grads;
+            prev = params;
+            params = grads = 0;
+        }
+        if (g < m->n_groups)
+            group_counts(m, &m->groups[g], &params, &grads);
+    }
+    return ck_size_mul(l->zero >= 3 ? pair : 0, ck_dtype_bytes(m->training.param_dtype), &out->gather) &&
+           ck_size_mul(most_grads, ck_dtype_bytes(m->training.grad_dtype), &out->reduce_scatter);
+}
+
+int ck_derive_static_memory(const ck_model *m, const ck_layout *l, ck_static_mem *out, ck_err *err)
 {
     const ck_training *t = &m->training;
+    split d = split_of(l);
     memset(out, 0, sizeof *out);
+    out->layout = l ? *l : (ck_layout){0};
     bool ok = true;
     for (size_t k = 0; k < m->n_nodes; k++) {
         const ck_node *n = &m->nodes[k];
         ok = ok && ck_size_add(out->n_params, n->info.n_params, &out->n_params) &&
-             (!n->trainable || (ck_size_add(out->n_trainable, n->info.n_params, &out->n_trainable) &&
-                                add_training_state(t, n, out)));
+             (!n->trainable || ck_size_add(out->n_trainable, n->info.n_params, &out->n_trainable)) &&
+             add_node_state(t, n, d, out);
     }
     for (size_t i = 0; i < m->n_inputs; i++)
         if (ck_model_is_static(m, i))
             ok = ok && ck_size_add(out->held_inputs, m->tensors[i].bytes, &out->held_inputs);
-    ok = ok && ck_size_mul(out->n_params, ck_dtype_bytes(t->param_dtype), &out->params) &&
-         ck_size_add(out->params, out->grads, &out->total) &&
-         ck_size_add(out->total, out->optimizer, &out->total) &&
-         ck_size_add(out->total, out->master, &out->total) &&
-         ck_size_add(out->total, out->held_inputs, &out->total);
+    ok = ok && add_buffers(m, l, out);
+    const uint64_t parts[] = {out->params, out->grads,       out->optimizer,     out->master,
+                              out->held_inputs, out->gather, out->reduce_scatter};
+    for (size_t i = 0; ok && i < sizeof parts / sizeof parts[0]; i++)
+        ok = ck_size_add(out->total, parts[i], &out->total);
     if (!ok)
         return overflow(m, "the static memory", err);
     count_parts(m, &out->parts);

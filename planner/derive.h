@@ -13,6 +13,7 @@
 
 #include "planner/chain.h"
 #include "planner/err.h"
+#include "planner/layout.h"
 #include "planner/model.h"
 
 typedef enum {
@@ -48,18 +49,27 @@ typedef struct {
     uint64_t per_layer; /* each instance's count when all are equal, else 0 */
 } ck_param_parts;
 
+/* Static memory of one rank (docs/model-format.md section 5, docs/parallel.md). */
 typedef struct {
-    uint64_t n_params;    /* a count, not bytes */
+    uint64_t n_params;    /* a count, not bytes: of the whole model, whatever the layout */
     uint64_t n_trainable; /* of them, those of nodes not frozen: a count */
     ck_param_parts parts;
-    uint64_t params, grads, optimizer, master, held_inputs, total; /* bytes */
+    ck_layout layout;     /* the layout the bytes are one rank's of */
+    /* bytes: the rank's shards of parameters, gradients, optimizer state and master
+     * weights, the inputs it holds, and the ZeRO-3 all-gather buffers (the whole parameters
+     * of the unit computed and the one prefetched) and the ZeRO-2/3 reduce-scatter buffer
+     * (the whole gradients of the largest unit) */
+    uint64_t params, grads, optimizer, master, held_inputs, gather, reduce_scatter, total;
 } ck_static_mem;
 
 /* Parameters (param_dtype); for the trainable ones (nodes not frozen) their gradients
  * (grad_dtype), optimizer state (ck_training_state_bytes of each parameter tensor) and f32
  * master weights; and the inputs other than a float first one (held for the whole step);
- * docs/model-format.md section 5. Frozen parameters are stored only. */
-int ck_derive_static_memory(const ck_model *m, ck_static_mem *out, ck_err *err);
+ * docs/model-format.md section 5. Frozen parameters are stored only. Under layout l (NULL:
+ * one rank) what its ZeRO stage shards is split over its ranks tensor by tensor, each
+ * share rounded up to whole elements (optimizer state: whole bytes), and the buffers that
+ * sharding needs are added (docs/parallel.md). */
+int ck_derive_static_memory(const ck_model *m, const ck_layout *l, ck_static_mem *out, ck_err *err);
 
 /* Bytes the nodes [first, end) save for backward: each saved tensor once, the range's
  * input included, inputs other than the first (static memory) excluded. A range outside

@@ -14,6 +14,7 @@
 #include <cjson/cJSON.h>
 
 #include "planner/err.h"
+#include "planner/layout.h"
 #include "planner/op.h"
 #include "planner/training.h"
 
@@ -98,6 +99,7 @@ typedef struct {
     const char *optimizer; /* an optimizer's name, or NULL */
     uint64_t lora_rank;    /* Hugging Face configs only: 0, no adapters */
     const char *attention; /* Hugging Face configs only: "eager", "sdpa", "flash" or NULL */
+    ck_layout layout;      /* --dp, --zero: the static memory of one rank of it */
 } ck_model_opts;
 
 /* Sets dim name[0, len) to value in o, replacing an earlier value of the same name; false
@@ -106,7 +108,8 @@ bool ck_model_opts_set(ck_model_opts *o, const char *name, size_t len, uint64_t 
 /* Whether o changes anything. */
 bool ck_model_opts_any(const ck_model_opts *o);
 /* o as canonical text, the same for options that make the same model: "B=1 T=4096
- * recipe=bf16-master" (sets sorted by name), "" for none. The caller frees it; NULL when out
+ * recipe=bf16-master" (sets sorted by name), "" for none; the layout changes no stage, so
+ * it is left out. The caller frees it; NULL when out
  * of memory. */
 char *ck_model_opts_key(const ck_model_opts *o);
 

@@ -87,20 +87,26 @@ bool ck_plan_add_model_opts(cJSON *model, const ck_model_opts *o)
     return ok && (!o->recipe || cJSON_AddStringToObject(opts, "recipe", o->recipe)) &&
            (!o->optimizer || cJSON_AddStringToObject(opts, "optimizer", o->optimizer)) &&
            (!o->lora_rank || add_u64(opts, "lora", o->lora_rank)) &&
-           (!o->attention || cJSON_AddStringToObject(opts, "attention", o->attention));
+           (!o->attention || cJSON_AddStringToObject(opts, "attention", o->attention)) &&
+           (!o->layout.dp || (add_u64(opts, "dp", o->layout.dp) && add_u64(opts, "zero", o->layout.zero)));
 }
 
 /* predicted.static's keys in ck_plan_static's order, and their paths, for messages. */
-static const char *const static_keys[] = {"parameters", "gradients", "optimizer_state",
-                                          "master_weights", "inputs", NULL};
+static const char *const static_keys[] = {"parameters",     "gradients", "optimizer_state",
+                                          "master_weights", "inputs",    "gather_buffers",
+                                          "reduce_scatter_buffers", NULL};
 static const char *const static_paths[] = {
     "predicted.static.parameters", "predicted.static.gradients",
     "predicted.static.optimizer_state", "predicted.static.master_weights",
-    "predicted.static.inputs"};
+    "predicted.static.inputs", "predicted.static.gather_buffers",
+    "predicted.static.reduce_scatter_buffers"};
+/* The parts plans written before layouts lack: 0 when absent. */
+#define CK_PLAN_STATIC_REQUIRED 5
 
 void ck_plan_static_of(const ck_static_mem *s, ck_plan_static *out)
 {
-    *out = (ck_plan_static){{s->params, s->grads, s->optimizer, s->master, s->held_inputs}};
+    *out = (ck_plan_static){{s->params, s->grads, s->optimizer, s->master, s->held_inputs,
+                             s->gather, s->reduce_scatter}};
 }
 
 const char *ck_plan_static_path(size_t i)
@@ -347,8 +353,8 @@ int ck_plan_predicted_from_json(const cJSON *root, const char *file, ck_plan_fig
         return rc;
     rc = ck_json_expect_object(parts, static_keys, file, "predicted.static", err);
     for (size_t i = 0; rc == CK_OK && static_keys[i]; i++)
-        rc = ck_json_get_u64(parts, static_keys[i], true, &f->statics.bytes[i], file,
-                             "predicted.static", err);
+        rc = ck_json_get_u64(parts, static_keys[i], i < CK_PLAN_STATIC_REQUIRED,
+                             &f->statics.bytes[i], file, "predicted.static", err);
     f->has_static = rc == CK_OK;
     return rc;
 }
@@ -416,10 +422,29 @@ static int read_model_sets(const cJSON *set, const char *file, ck_model_opts *o,
     return rc;
 }
 
+/* model.options.dp and .zero, both or neither, in --dp's and --zero's ranges. */
+static int read_layout(const cJSON *opts, const char *file, ck_layout *l, ck_err *err)
+{
+    uint64_t dp = 0, zero = 0;
+    bool given = cJSON_GetObjectItemCaseSensitive(opts, "dp") || cJSON_GetObjectItemCaseSensitive(opts, "zero");
+    int rc = ck_json_get_u64(opts, "dp", given, &dp, file, "model.options", err);
+    if (rc == CK_OK) rc = ck_json_get_u64(opts, "zero", given, &zero, file, "model.options", err);
+    if (rc == CK_OK && given && (dp < 1 || dp > CK_LAYOUT_MAX_DP))
+        rc = ck_err_fail(err, CK_ERR_INPUT, "%s: model.options.dp: expected a whole number from 1 "
+                         "to %d (data-parallel ranks), got %llu", file, CK_LAYOUT_MAX_DP,
+                         (unsigned long long)dp);
+    if (rc == CK_OK && zero > CK_LAYOUT_MAX_ZERO)
+        rc = ck_err_fail(err, CK_ERR_INPUT, "%s: model.options.zero: expected a ZeRO stage from 0 "
+                         "to %d, got %llu", file, CK_LAYOUT_MAX_ZERO, (unsigned long long)zero);
+    *l = (ck_layout){dp, (unsigned)zero};
+    return rc;
+}
+
 int ck_plan_read_model_opts(const cJSON *model, const char *file, ck_model_opts *o, cJSON **json,
                             ck_err *err)
 {
-    static const char *const keys[] = {"set", "recipe", "optimizer", "lora", "attention", NULL};
+    static const char *const keys[] = {"set",       "recipe", "optimizer", "lora",
+                                       "attention", "dp",     "zero",      NULL};
     const cJSON *given = cJSON_GetObjectItemCaseSensitive(model, "options");
     if (!given)
         return CK_OK;
@@ -433,6 +458,7 @@ int ck_plan_read_model_opts(const cJSON *model, const char *file, ck_model_opts 
     if (rc == CK_OK) rc = ck_json_get_string(opts, "optimizer", false, &o->optimizer, file, path, err);
     if (rc == CK_OK) rc = ck_json_get_u64(opts, "lora", false, &o->lora_rank, file, path, err);
     if (rc == CK_OK) rc = ck_json_get_string(opts, "attention", false, &o->attention, file, path, err);
+    if (rc == CK_OK) rc = read_layout(opts, file, &o->layout, err);
     return rc;
 }
 

@@ -48,8 +48,10 @@ typedef struct {
 } ck_plan_doc;
 
 /* predicted.static: static_bytes by part, in bytes: parameters, gradients,
- * optimizer_state, master_weights, inputs, in this order. */
-#define CK_PLAN_STATIC_PARTS 5
+ * optimizer_state, master_weights, inputs, gather_buffers, reduce_scatter_buffers, in this
+ * order (one rank's under a layout; the last two 0 when a plan written before them lacks
+ * them). */
+#define CK_PLAN_STATIC_PARTS 7
 typedef struct {
     uint64_t bytes[CK_PLAN_STATIC_PARTS];
 } ck_plan_static;

@@ -7,11 +7,6 @@
 #include "planner/planner.h"
 #include "planner/size.h"
 
-/* The most GPUs the static_over_budget warning tries when it looks for the fewest. */
-#define MAX_GPUS 4096
-/* The GPU count its per-GPU figures are given for. */
-#define SHOWN_GPUS 8
-
 static ck_warning *add(ck_warnings *w, const char *code, uint64_t bytes)
 {
     ck_warning *x = &w->items[w->n++];
@@ -190,46 +185,59 @@ int ck_warning_training(const ck_workload *w, ck_warnings *out, ck_err *err)
     return rc;
 }
 
-uint64_t ck_warning_static_per_gpu(const ck_static_mem *s, ck_sharding how, uint64_t n_gpus)
+/* The static memory per GPU of `how` over n GPUs. */
+static int per_gpu(const ck_model *m, const ck_static_mem *s, ck_sharding how, uint64_t n,
+                   uint64_t *out, ck_err *err)
 {
-    /* What each sharding splits over the GPUs, and what each GPU keeps whole. */
-    uint64_t split = 0, whole = s->held_inputs;
-    switch (how) {
-    case CK_ZERO_1:
-        split = s->optimizer + s->master;
-        whole += s->params + s->grads;
-        break;
-    case CK_ZERO_2:
-        split = s->optimizer + s->master + s->grads;
-        whole += s->params;
-        break;
-    case CK_ZERO_3:
-        split = s->optimizer + s->master + s->grads + s->params;
-        break;
-    default: /* optimizer offload: optimizer state and master weights in CPU memory */
-        whole += s->params + s->grads;
-        break;
+    ck_static_mem sharded;
+    if (how == CK_OFFLOAD) {
+        *out = s->total - s->optimizer - s->master; /* parts of its total */
+        return CK_OK;
     }
-    return whole + ck_size_ceil_div(split, n_gpus); /* parts of a checked total */
+    int rc = ck_derive_static_memory(m, &(ck_layout){n, (unsigned)how + 1}, &sharded, err);
+    *out = sharded.total;
+    return rc;
 }
 
-/* The fewest GPUs (up to MAX_GPUS) with which `how` fits the budget, or 0. */
-static uint64_t fewest_gpus(const ck_static_mem *s, ck_sharding how, uint64_t budget,
-                            uint64_t min_activation)
+/* The fewest GPUs (up to CK_WARNING_MAX_GPUS) with which `how` fits the budget, or 0: a
+ * binary search, as a rank's share never grows with the ranks. */
+static int fewest_gpus(const ck_model *m, const ck_static_mem *s, ck_sharding how,
+                       uint64_t budget, uint64_t min_activation, uint64_t *out, ck_err *err)
 {
-    for (uint64_t n = 1; n <= (how == CK_OFFLOAD ? 1 : MAX_GPUS); n++)
-        if (ck_planner_step_budget(ck_warning_static_per_gpu(s, how, n), min_activation) <= budget)
-            return n;
-    return 0;
+    uint64_t lo = 1, hi = how == CK_OFFLOAD ? 1 : CK_WARNING_MAX_GPUS, bytes;
+    int rc = per_gpu(m, s, how, hi, &bytes, err);
+    *out = 0;
+    if (rc != CK_OK || ck_planner_step_budget(bytes, min_activation) > budget)
+        return rc;
+    while (rc == CK_OK && lo < hi) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        rc = per_gpu(m, s, how, mid, &bytes, err);
+        if (ck_planner_step_budget(bytes, min_activation) <= budget)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    *out = lo;
+    return rc;
 }
 
-void ck_warning_static_over_budget(const ck_static_mem *s, uint64_t budget,
-                                   uint64_t min_activation, ck_warning *x)
+int ck_warning_sharding_figures(const ck_model *m, const ck_static_mem *s, uint64_t budget,
+                                uint64_t min_activation, ck_sharding_figures *out, ck_err *err)
 {
-    static const char *const names[] = {"ZeRO-1 (optimizer state and master weights sharded)",
-                                        "ZeRO-2 (and gradients)", "ZeRO-3 (and parameters)",
-                                        "optimizer offload to CPU (state and master weights)"};
-    char have[32], total[32], p[32], g[32], o[32], m[32], h[32], act[32];
+    int rc = CK_OK;
+    for (int k = 0; rc == CK_OK && k < CK_N_SHARDINGS; k++) {
+        rc = per_gpu(m, s, (ck_sharding)k, k == CK_OFFLOAD ? 1 : CK_WARNING_SHOWN_GPUS,
+                     &out->per_gpu[k], err);
+        if (rc == CK_OK)
+            rc = fewest_gpus(m, s, (ck_sharding)k, budget, min_activation, &out->fewest[k], err);
+    }
+    return rc;
+}
+
+/* The figures of s, for static_over_budget's message. */
+static void say_static(ck_warning *x, const ck_static_mem *s, uint64_t budget, uint64_t min_activation)
+{
+    char have[32], total[32], p[32], g[32], o[32], m[32], h[32], act[32], layout[96] = "";
     ck_size_format(budget, have, sizeof have);
     ck_size_format(s->total, total, sizeof total);
     ck_size_format(s->params, p, sizeof p);
@@ -238,29 +246,52 @@ void ck_warning_static_over_budget(const ck_static_mem *s, uint64_t budget,
     ck_size_format(s->master, m, sizeof m);
     ck_size_format(s->held_inputs, h, sizeof h);
     ck_size_format(min_activation, act, sizeof act);
+    if (s->layout.dp)
+        snprintf(layout, sizeof layout, " per rank of --dp %llu --zero %u",
+                 (unsigned long long)s->layout.dp, s->layout.zero);
+    say(x, "budget %s is below the static memory%s of %s (%llu bytes: parameters %s, gradients %s, "
+           "optimizer state %s, master weights %s, held inputs %s", have, layout, total,
+        (unsigned long long)s->total, p, g, o, m, h);
+    if (s->gather || s->reduce_scatter) {
+        char ga[32], rs[32];
+        ck_size_format(s->gather, ga, sizeof ga);
+        ck_size_format(s->reduce_scatter, rs, sizeof rs);
+        say(x, ", gather buffers %s, reduce-scatter buffers %s", ga, rs);
+    }
+    say(x, "). Checkpointing only reduces activations (the smallest plan needs %s of them); to "
+           "fit, shard these (ZeRO, FSDP), offload them or quantize them. Static memory per GPU",
+        act);
+}
+
+int ck_warning_static_over_budget(const ck_model *m, const ck_static_mem *s, uint64_t budget,
+                                  uint64_t min_activation, ck_warning *x, ck_err *err)
+{
+    static const char *const names[] = {"ZeRO-1 (optimizer state and master weights sharded)",
+                                        "ZeRO-2 (and gradients)", "ZeRO-3 (and parameters)",
+                                        "optimizer offload to CPU (state and master weights)"};
+    ck_sharding_figures f;
+    int rc = ck_warning_sharding_figures(m, s, budget, min_activation, &f, err);
+    if (rc != CK_OK)
+        return rc;
     *x = (ck_warning){.code = "static_over_budget", .bytes = s->total};
-    say(x, "budget %s is below the static memory of %s (%llu bytes: parameters %s, gradients %s, "
-           "optimizer state %s, master weights %s, held inputs %s). Checkpointing only reduces "
-           "activations (the smallest plan needs %s of them); to fit, shard these (ZeRO, FSDP), "
-           "offload them or quantize them. Static memory per GPU",
-        have, total, (unsigned long long)s->total, p, g, o, m, h, act);
+    say_static(x, s, budget, min_activation);
     for (int k = 0; k < CK_N_SHARDINGS; k++) {
         char per[32];
-        uint64_t shown = k == CK_OFFLOAD ? 1 : SHOWN_GPUS;
-        ck_size_format(ck_warning_static_per_gpu(s, (ck_sharding)k, shown), per, sizeof per);
-        uint64_t fits = fewest_gpus(s, (ck_sharding)k, budget, min_activation);
+        ck_size_format(f.per_gpu[k], per, sizeof per);
         say(x, "%s %s", k ? ";" : ":", names[k]);
         if (k != CK_OFFLOAD)
-            say(x, " over %d GPUs", SHOWN_GPUS);
+            say(x, " over %d GPUs", CK_WARNING_SHOWN_GPUS);
         say(x, " %s", per);
         if (k == CK_OFFLOAD)
-            say(x, fits ? ", fits with the smallest plan" : ", does not fit with the smallest plan");
-        else if (fits)
-            say(x, ", fits with the smallest plan from %llu GPUs", (unsigned long long)fits);
+            say(x, f.fewest[k] ? ", fits with the smallest plan" : ", does not fit with the smallest plan");
+        else if (f.fewest[k])
+            say(x, ", fits with the smallest plan from %llu GPUs", (unsigned long long)f.fewest[k]);
         else
-            say(x, ", does not fit with the smallest plan at any GPU count up to %d", MAX_GPUS);
+            say(x, ", does not fit with the smallest plan at any GPU count up to %d",
+                CK_WARNING_MAX_GPUS);
     }
     say(x, ".");
+    return CK_OK;
 }
 
 void ck_warning_print(FILE *f, const ck_warnings *w)

@@ -53,15 +53,24 @@ int ck_warning_attention_scores(const ck_workload *w, ck_attention_scores *out, 
  * its stage saves. */
 int ck_warning_training(const ck_workload *w, ck_warnings *out, ck_err *err);
 
-/* static_over_budget: static memory s is over budget; what ZeRO-1/2/3 over 8 GPUs and
- * optimizer offload leave per GPU, and the fewest GPUs with which each fits beside the
- * smallest plan's min_activation bytes. */
-void ck_warning_static_over_budget(const ck_static_mem *s, uint64_t budget,
-                                   uint64_t min_activation, ck_warning *out);
-
-/* The static memory per GPU of each sharding, for N GPUs (N >= 1). */
+/* What each sharding leaves per GPU (planner/derive's figures for that layout; offload:
+ * s less its optimizer state and master weights), and the fewest GPUs (up to
+ * CK_WARNING_MAX_GPUS; 0: none) with which it fits the budget beside min_activation. */
 typedef enum { CK_ZERO_1, CK_ZERO_2, CK_ZERO_3, CK_OFFLOAD, CK_N_SHARDINGS } ck_sharding;
-uint64_t ck_warning_static_per_gpu(const ck_static_mem *s, ck_sharding how, uint64_t n_gpus);
+#define CK_WARNING_MAX_GPUS 4096
+#define CK_WARNING_SHOWN_GPUS 8
+typedef struct {
+    uint64_t per_gpu[CK_N_SHARDINGS]; /* over CK_WARNING_SHOWN_GPUS GPUs; offload: on one */
+    uint64_t fewest[CK_N_SHARDINGS];
+} ck_sharding_figures;
+int ck_warning_sharding_figures(const ck_model *m, const ck_static_mem *s, uint64_t budget,
+                                uint64_t min_activation, ck_sharding_figures *out, ck_err *err);
+
+/* static_over_budget: static memory s of model m (one rank's, under s->layout) is over
+ * budget; what ZeRO-1/2/3 over 8 GPUs and optimizer offload leave per GPU, and the fewest
+ * GPUs with which each fits beside the smallest plan's min_activation bytes. */
+int ck_warning_static_over_budget(const ck_model *m, const ck_static_mem *s, uint64_t budget,
+                                  uint64_t min_activation, ck_warning *out, ck_err *err);
 
 /* Prints each warning on f as "ckplan: warning: CODE: MESSAGE". */
 void ck_warning_print(FILE *f, const ck_warnings *w);

@@ -86,7 +86,7 @@ static int derive(const ck_workload_opts *opts, ck_workload *w, ck_err *err)
     if (rc == CK_OK)
         rc = ck_lower_create(w->model, w->stage_first, w->chain.n_stages, &w->lower, err);
     if (rc == CK_OK)
-        rc = ck_derive_static_memory(w->model, &w->statics, err);
+        rc = ck_derive_static_memory(w->model, &opts->model.layout, &w->statics, err);
     if (rc == CK_OK && opts->granularity == CK_GRAN_NODE)
         return build_graph(opts, w, err);
     if (rc == CK_OK && opts->costs_path)
@@ -160,8 +160,9 @@ static int load_document(const cJSON *root, const char *path, const ck_workload_
                                         "carries its own times", path);
     else if (rc == CK_OK && ck_model_opts_any(&opts->model))
         rc = ck_err_fail(err, CK_ERR_INPUT, "%s: --set, --seq, --batch, --optimizer, --recipe, "
-                                        "--lora and --attention apply to model files; a chain "
-                                        "file's stages are fixed", path);
+                                        "--lora, --attention, --dp, --zero and --fsdp apply to "
+                                        "model files; a chain file's stages are fixed and it has "
+                                        "no static memory to shard", path);
     else if (rc == CK_OK)
         rc = ck_chain_from_json(root, path, "", &w->chain, err);
     return rc;

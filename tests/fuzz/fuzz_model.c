@@ -40,7 +40,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             }
         }
         ck_static_mem sm;
-        (void)ck_derive_static_memory(m, &sm, &err);
+        (void)ck_derive_static_memory(m, NULL, &sm, &err);
         ck_model_free(m);
     }
     cJSON_Delete(root);

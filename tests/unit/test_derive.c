@@ -147,7 +147,7 @@ START_TEST(tiny_chain_by_hand)
 
     ck_static_mem sm;
     ck_err err = {{0}};
-    ck_assert_int_eq(ck_derive_static_memory(m, &sm, &err), CK_OK);
+    ck_assert_int_eq(ck_derive_static_memory(m, NULL, &sm, &err), CK_OK);
     ck_assert_uint_eq(sm.n_params, 4 * 8 + 8 + 8 * 4);
     ck_assert_uint_eq(sm.held_inputs, 32);
     free(first);
@@ -200,7 +200,7 @@ static ck_static_mem static_of(const char *training)
                           training);
     ck_static_mem sm;
     ck_err err = {{0}};
-    ck_assert_int_eq(ck_derive_static_memory(m, &sm, &err), CK_OK);
+    ck_assert_int_eq(ck_derive_static_memory(m, NULL, &sm, &err), CK_OK);
     ck_model_free(m);
     ck_assert_uint_eq(sm.n_params, 8 * 8 + 8);
     ck_assert_uint_eq(sm.held_inputs, 2 * 4 * 8 * 4); /* y */
@@ -233,7 +233,7 @@ START_TEST(gpt2_small_chain_and_static_memory)
     ck_model *m = fx_load_file("models/gpt2-small.json");
     ck_static_mem sm;
     ck_err err = {{0}};
-    ck_assert_int_eq(ck_derive_static_memory(m, &sm, &err), CK_OK);
+    ck_assert_int_eq(ck_derive_static_memory(m, NULL, &sm, &err), CK_OK);
     ck_assert_uint_eq(sm.n_params, 124439808);
     /* f32 adam, then the token ids and the targets: inputs held for the step */
     ck_assert_uint_eq(sm.total, 124439808ULL * 16 + 2 * 8 * 1024 * 4);

@@ -184,7 +184,7 @@ START_TEST(static_memory_of_a_half_frozen_model)
         " {'name': 'loss', 'op': 'mse', 'inputs': ['c', 'y']}]}");
     ck_static_mem s;
     ck_err err = {{0}};
-    ck_assert_int_eq(ck_derive_static_memory(m, &s, &err), CK_OK);
+    ck_assert_int_eq(ck_derive_static_memory(m, NULL, &s, &err), CK_OK);
     ck_assert_uint_eq(s.n_params, 216);
     ck_assert_uint_eq(s.n_trainable, 144);
     ck_assert_uint_eq(s.params, 216 * 2);

@@ -101,7 +101,7 @@ START_TEST(gpt2_small_has_124m_parameters)
     const uint64_t V = 50257, T = 1024, C = 768, L = 12;
     ck_static_mem sm;
     ck_err err = {{0}};
-    ck_assert_int_eq(ck_derive_static_memory(m, &sm, &err), CK_OK);
+    ck_assert_int_eq(ck_derive_static_memory(m, NULL, &sm, &err), CK_OK);
     ck_assert_uint_eq(sm.n_params, V * C + T * C + L * (12 * C * C + 13 * C) + 2 * C);
     ck_assert_uint_eq(sm.n_params, 124439808);
     ck_model_free(m);

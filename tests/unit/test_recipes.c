@@ -36,7 +36,7 @@ static ck_static_mem static_of(const ck_model *m)
 {
     ck_static_mem sm;
     ck_err err = {{0}};
-    ck_assert_int_eq(ck_derive_static_memory(m, &sm, &err), CK_OK);
+    ck_assert_int_eq(ck_derive_static_memory(m, NULL, &sm, &err), CK_OK);
     ck_assert_uint_eq(sm.total, sm.params + sm.grads + sm.optimizer + sm.master + sm.held_inputs);
     return sm;
 }

@@ -1,0 +1,24 @@
+#include "planner/layout.h"
+
+#include <string.h>
+
+uint64_t ck_layout_ranks(const ck_layout *l)
+{
+    return l->dp ? l->dp : 1;
+}
+
+bool ck_layout_shards(const ck_layout *l)
+{
+    return ck_layout_ranks(l) > 1 && l->zero > 0;
+}
+
+bool ck_layout_parse_fsdp(const char *name, unsigned *zero)
+{
+    if (strcmp(name, "full-shard") == 0)
+        *zero = 3;
+    else if (strcmp(name, "shard-grad-op") == 0)
+        *zero = 2;
+    else
+        return false;
+    return true;
+}
