@@ -25,7 +25,7 @@ typedef struct {
     void *ctx;
     ck_dp_rows_fill_fn fill;
     atomic_size_t next;   /* the next item, as block * L + (t1 - 1 - s) */
-    atomic_size_t *done;  /* L + 1 entries; done[L] = L, a row past the last */
+    atomic_size_t *done;  /* L entries: the worker of s waits on done[s + 1] only when s < t */
     atomic_bool abandon;  /* set once stop is seen: every worker leaves */
 } row_fill;
 
@@ -123,12 +123,12 @@ size_t ck_dp_rows_workers(size_t requested, size_t L)
 int ck_dp_rows_fill(size_t L, size_t workers, const atomic_int *stop, void *ctx,
                     ck_dp_rows_fill_fn fill, ck_err *err)
 {
-    row_fill f = {.L = L, .stop = stop, .ctx = ctx, .fill = fill, .done = malloc((L + 1) * sizeof *f.done)};
+    row_fill f = {.L = L, .stop = stop, .ctx = ctx, .fill = fill, .done = malloc(L * sizeof *f.done)};
     if (!f.done)
         return ck_err_oom(err);
     atomic_init(&f.next, 0);
     atomic_init(&f.abandon, false);
-    for (size_t s = 0; s <= L; s++)
+    for (size_t s = 0; s < L; s++)
         atomic_init(&f.done[s], s); /* rows (s, t) exist for t >= s */
     pthread_t threads[CK_DP_ROWS_MAX_WORKERS];
     worker_arg args[CK_DP_ROWS_MAX_WORKERS];
