@@ -121,6 +121,7 @@ static int parse_args(int argc, char **argv, plan_args *a, ck_err *err)
     a->planner_opts.stop = ck_interrupt_flag();
     ck_workload_opts_default(&a->workload_opts);
     a->workload_opts.graphs = true;
+    a->workload_opts.pipelines = true;
     opterr = 0;
     optind = 1;
     int code, rc = CK_OK;
@@ -339,6 +340,56 @@ static void print_layout(FILE *out, const ck_layout *l)
             l->zero, sharded[ck_layout_shards(l) ? l->zero : 0]);
 }
 
+/* The pipeline layout, when one is given: stages, microbatches, virtual stages. */
+static void print_pipeline_layout(FILE *out, const ck_layout *l)
+{
+    if (!ck_layout_pipelined(l))
+        return;
+    uint64_t n = ck_layout_pp(l), m = ck_layout_microbatches(l), v = ck_layout_virtual(l);
+    fprintf(out, "pipeline: %llu stage%s, %llu microbatch%s a step (each of --batch), %s; "
+                 "bubble (N - 1)/(M V) = %.1f%% of the step (not in the step time); budget per "
+                 "GPU, planned for the worst rank\n", (unsigned long long)n, n == 1 ? "" : "s",
+            (unsigned long long)m, m == 1 ? "" : "es",
+            v > 1 ? "interleaved 1F1B" : "1F1B (PipeDream-Flush)",
+            100 * ck_plan_pipeline_bubble(n, m, v));
+    if (v > 1)
+        fprintf(out, "  %llu virtual stages: chunk c of %llu on rank c mod %llu\n",
+                (unsigned long long)v, (unsigned long long)(n * v), (unsigned long long)n);
+}
+
+/* Every rank of a pipeline: its chunks' stages, in-flight microbatches, and bytes. */
+static void print_pipeline_ranks(FILE *out, const ck_workload *w, const ck_pipeline *p)
+{
+    char st[32], act[32], tot[32], b[32];
+    fprintf(out, "pipeline ranks (each planned at the chain budget B' whose replayed total fits, "
+                 "by bisection; activations = (in flight - 1) x C + P per chunk):\n");
+    fprintf(out, "  %-5s %-22s %9s %12s %12s %12s %12s\n", "rank", "stages", "in flight", "static",
+            "activations", "total", "B'");
+    for (uint64_t i = 0; i < p->n_ranks; i++) {
+        const ck_pipeline_rank *r = &p->ranks[i];
+        ck_size_format(r->statics.total, st, sizeof st);
+        ck_size_format(r->activation, act, sizeof act);
+        ck_size_format(r->statics.total + r->activation, tot, sizeof tot);
+        ck_size_format(r->chain_budget, b, sizeof b);
+        fprintf(out, "  %-5llu ", (unsigned long long)i);
+        size_t used = 0;
+        for (size_t j = 0; j < r->n_chunks; j++) {
+            const char *a = w->chain.stages[r->chunks[j].first].name;
+            const char *z = w->chain.stages[r->chunks[j].end - 1].name;
+            fputs(j ? "," : "", out);
+            ck_human_put_terminal_text(out, a); /* names from the input: shown, never obeyed */
+            fputs("..", out);
+            ck_human_put_terminal_text(out, z);
+            used += (j ? 1 : 0) + strlen(a) + 2 + strlen(z);
+        }
+        fprintf(out, "%*s %9llu %12s %12s %12s %12s%s\n", used < 22 ? (int)(22 - used) : 0, "",
+                (unsigned long long)r->in_flight, st, act, tot, b,
+                i == p->worst ? "   worst: the plan's" : "");
+    }
+    fprintf(out, "  every rank runs its own schedule of its chunks at its B'; the plan file's "
+                 "schedule is the worst rank's first chunk's\n\n");
+}
+
 /* The parameter count by part, and how they are trained. */
 static void print_model_training(FILE *out, const ck_workload *w)
 {
@@ -365,13 +416,13 @@ static void print_model_training(FILE *out, const ck_workload *w)
             ck_dtype_name(t->param_dtype), ck_dtype_name(t->grad_dtype), ck_dtype_name(w->model->dtype),
             t->master_weights ? ", f32 master weights" : "");
     print_layout(out, &st->layout);
+    print_pipeline_layout(out, &st->layout);
     fputc('\n', out);
 }
 
 /* The static memory by part, under its total. */
-static void print_static_parts(FILE *out, const ck_workload *w)
+static void print_static_parts(FILE *out, const ck_workload *w, const ck_static_mem *st)
 {
-    const ck_static_mem *st = &w->statics;
     const ck_training *t = &w->model->training;
     char note[128];
     snprintf(note, sizeof note, "%s", ck_dtype_name(t->param_dtype));
@@ -398,24 +449,28 @@ static void print_summary(FILE *out, const ck_workload *w, const ck_plan_doc *d,
 {
     char budget[32], note[256], s1[32], s2[32];
     ck_size_format(d->budget_bytes, budget, sizeof budget);
-    const ck_chain *c = &w->chain;
+    const ck_chain *c = d->stage_map.chain; /* a pipeline's: its worst rank's first chunk */
     ck_human_put_terminal_text(out, c->name); /* names from the input: shown, never obeyed */
     fputs(" (", out);
     ck_human_put_terminal_text(out, w->path);
-    fprintf(out, "): %zu stages%s%s\n", c->n_stages, d->granularity ? ", granularity " : "",
+    fprintf(out, "): %zu stages%s%s\n", w->chain.n_stages, d->granularity ? ", granularity " : "",
             d->granularity ? d->granularity : "");
     fprintf(out, "planner %s, budget %s (%llu bytes)%s\n\n", d->planner, budget,
             (unsigned long long)d->budget_bytes,
             d->baseline_fits ? ": the baseline fits, nothing to recompute" : "");
     if (w->model)
         print_model_training(out, w);
+    if (d->pipeline)
+        fprintf(out, "pipeline rank %zu, the worst (its microbatches in flight counted):\n",
+                d->pipeline->worst);
     fprintf(out, "  %-13s %12s %12s\n", "memory", "plan", "baseline");
     print_size_row(out, "static", d->static_bytes, d->static_bytes,
                    w->model ? "what checkpointing cannot reduce:" : "a chain file has none");
     if (w->model)
-        print_static_parts(out, w);
+        print_static_parts(out, w, d->statics);
     print_size_row(out, "activations", d->predicted.peak_bytes, d->baseline.peak_bytes,
-                   "peak of the replayed schedule");
+                   d->pipeline ? "(in flight - 1) x C + P, C and P by replay"
+                               : "peak of the replayed schedule");
     uint64_t total = d->static_bytes + d->predicted.peak_bytes;
     ck_size_format(d->budget_bytes - total, s1, sizeof s1);
     snprintf(note, sizeof note, "of %s budget, %s to spare", budget, s1);
@@ -428,6 +483,10 @@ static void print_summary(FILE *out, const ck_workload *w, const ck_plan_doc *d,
             !seconds                   ? " (in the chain's time unit)"
             : d->costs_path            ? " (measured stage times)"
                                        : " (roofline cost model)");
+    if (d->pipeline)
+        print_pipeline_ranks(out, w, d->pipeline);
+    if (d->pipeline)
+        fprintf(out, "rank %zu's first chunk (%zu stages):\n", d->pipeline->worst, c->n_stages);
     print_checkpoints(out, c, &d->result->schedule, flags);
     const ck_plan_result *r = d->result;
     fprintf(out, "extra forward operations: %zu (F_ck %zu, F_none %zu)",

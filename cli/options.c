@@ -86,6 +86,26 @@ static int set_layout(int code, const char *arg, ck_layout *l, ck_err *err)
     return CK_OK;
 }
 
+/* --pp, --microbatches and --virtual-stages: one given makes a pipeline layout, of one
+ * stage until --pp says more. */
+static int set_pipeline(int code, const char *arg, ck_layout *l, ck_err *err)
+{
+    uint64_t v = 0;
+    int rc = code == CK_OPT_PP
+                 ? ck_options_parse_count(arg, "--pp", 1, CK_LAYOUT_MAX_PP, &v, err)
+             : code == CK_OPT_MICROBATCHES
+                 ? ck_options_parse_count(arg, "--microbatches", 1, CK_LAYOUT_MAX_MICROBATCHES, &v, err)
+                 : ck_options_parse_count(arg, "--virtual-stages", 1, CK_LAYOUT_MAX_VIRTUAL, &v, err);
+    if (rc != CK_OK)
+        return rc;
+    if (code == CK_OPT_MICROBATCHES)
+        l->microbatches = v;
+    else if (code == CK_OPT_VIRTUAL_STAGES)
+        l->virtual_stages = v;
+    l->pp = code == CK_OPT_PP ? v : l->pp ? l->pp : 1;
+    return CK_OK;
+}
+
 int ck_options_workload(int code, const char *arg, ck_workload_opts *o, ck_err *err)
 {
     uint64_t rank;
@@ -132,6 +152,10 @@ int ck_options_workload(int code, const char *arg, ck_workload_opts *o, ck_err *
     case CK_OPT_ZERO:
     case CK_OPT_FSDP:
         return set_layout(code, arg, &o->model.layout, err);
+    case CK_OPT_PP:
+    case CK_OPT_MICROBATCHES:
+    case CK_OPT_VIRTUAL_STAGES:
+        return set_pipeline(code, arg, &o->model.layout, err);
     default:
         return ck_err_fail(err, CK_ERR_INPUT, "internal error: option code %d", code);
     }
@@ -164,6 +188,20 @@ void ck_options_workload_help(FILE *out)
     ck_options_model_help(out);
 }
 
+static void pipeline_help(FILE *out)
+{
+    fprintf(out,
+            "  --pp N                for model files: N pipeline stages (1 to %d), each a\n"
+            "                        contiguous part of the layers (their count must divide by\n"
+            "                        N x V), the embeddings on the first, the head on the last;\n"
+            "                        planned for the worst rank (docs/parallel.md); 'plan' only\n"
+            "  --microbatches M      microbatches per step under 1F1B, each of --batch (default:\n"
+            "                        as many as --pp); rank i holds min(N - i, M) in flight\n"
+            "  --virtual-stages V    Megatron's interleaved 1F1B: V model chunks per rank\n"
+            "                        (default 1); M must divide by N when V > 1\n",
+            CK_LAYOUT_MAX_PP);
+}
+
 void ck_options_model_help(FILE *out)
 {
     fprintf(out,
@@ -189,6 +227,7 @@ void ck_options_model_help(FILE *out)
             "                        gradients, 3 also parameters (docs/parallel.md)\n"
             "  --fsdp STRATEGY       the same as --zero 3 (full-shard) or 2 (shard-grad-op)\n",
             CK_LAYOUT_MAX_DP);
+    pipeline_help(out);
 }
 
 int ck_options_parse_slots(const char *text, ck_planner_opts *opts, ck_err *err)

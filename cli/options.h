@@ -29,6 +29,9 @@ enum {
     CK_OPT_DP,
     CK_OPT_ZERO,
     CK_OPT_FSDP,
+    CK_OPT_PP,
+    CK_OPT_MICROBATCHES,
+    CK_OPT_VIRTUAL_STAGES,
     CK_OPT_BUDGET,
     CK_OPT_PLANNER,
     CK_OPT_SLOTS,
@@ -54,12 +57,18 @@ enum {
         {"attention", required_argument, NULL, CK_OPT_ATTENTION},                              \
         {"dp", required_argument, NULL, CK_OPT_DP},                                            \
         {"zero", required_argument, NULL, CK_OPT_ZERO},                                        \
-        {"fsdp", required_argument, NULL, CK_OPT_FSDP}
+        {"fsdp", required_argument, NULL, CK_OPT_FSDP}, CK_PIPELINE_LONG_OPTIONS
+
+/* The pipeline layout's options. */
+#define CK_PIPELINE_LONG_OPTIONS                                                                   \
+    {"pp", required_argument, NULL, CK_OPT_PP},                                                    \
+        {"microbatches", required_argument, NULL, CK_OPT_MICROBATCHES},                            \
+        {"virtual-stages", required_argument, NULL, CK_OPT_VIRTUAL_STAGES}
 
 /* Whether getopt code is one of CK_WORKLOAD_LONG_OPTIONS. */
-#define CK_IS_WORKLOAD_OPTION(code) ((code) >= CK_OPT_GRANULARITY && (code) <= CK_OPT_FSDP)
+#define CK_IS_WORKLOAD_OPTION(code) ((code) >= CK_OPT_GRANULARITY && (code) <= CK_OPT_VIRTUAL_STAGES)
 /* Whether getopt code is one of CK_MODEL_LONG_OPTIONS. */
-#define CK_IS_MODEL_OPTION(code) ((code) >= CK_OPT_SET && (code) <= CK_OPT_FSDP)
+#define CK_IS_MODEL_OPTION(code) ((code) >= CK_OPT_SET && (code) <= CK_OPT_VIRTUAL_STAGES)
 
 /* Applies a workload option; CK_OK, or CK_ERR_INPUT naming the option and what it takes.
  * String values are kept as pointers into arg: pass argv's strings. */

@@ -576,6 +576,75 @@ int ck_runner_run(const ck_run_settings *s, const ck_plan_file *p, const char *p
     return rc;
 }
 
+/* The plan document's fields that do not depend on the layout. */
+static ck_plan_doc doc_of(const ck_workload *w, const ck_planner *planner, uint64_t budget,
+                          const ck_planner_opts *popts, const ck_workload_opts *wopts,
+                          ck_planned *out)
+{
+    return (ck_plan_doc){
+        .planner = planner->name,
+        .model_path = w->path,
+        .model_sha256 = w->sha256,
+        .model_opts = w->model ? &wopts->model : NULL,
+        .budget_bytes = budget,
+        .static_bytes = w->statics.total,
+        .statics = w->model ? &w->statics : NULL,
+        .stages = w->chain.n_stages,
+        .predicted = out->predicted,
+        .baseline = out->baseline,
+        .result = &out->result,
+        .baseline_fits = out->baseline.peak_bytes <= out->activation_budget,
+        .granularity = w->model ? ck_workload_granularity_name(wopts->granularity) : NULL,
+        .time_unit = w->model ? "s" : NULL,
+        .slots = popts->exact ? 0 : popts->slots,
+        .costs_path = w->model ? wopts->costs_path : NULL,
+        .cost_model = w->model && !wopts->costs_path ? &wopts->cost : NULL,
+        .stage_map = {&w->chain, w->model, w->stage_first},
+        .device = wopts->device ? wopts->device->name : NULL,
+        .warnings = &out->warnings,
+    };
+}
+
+static int print_doc(ck_planned *out, ck_err *err)
+{
+    cJSON *json = ck_plan_to_json(&out->doc);
+    out->text = json ? ck_json_print(json) : NULL;
+    cJSON_Delete(json);
+    return out->text ? CK_OK : ck_err_oom(err);
+}
+
+/* A pipeline layout: every rank planned, the document of the worst (its first chunk's
+ * schedule, its figures over all its chunks and microbatches in flight). */
+static int plan_pipeline(const ck_workload *w, const ck_planner *planner, uint64_t budget,
+                         const ck_planner_opts *popts, const ck_workload_opts *wopts,
+                         ck_planned *out, ck_err *err)
+{
+    out->pipelined = true;
+    int rc = ck_pipeline_split(w, &out->pipeline, err);
+    if (rc == CK_OK)
+        rc = ck_pipeline_plan(&out->pipeline, planner, budget, popts, err);
+    if (rc != CK_OK)
+        return rc;
+    const ck_pipeline_rank *r = &out->pipeline.ranks[out->pipeline.worst];
+    ck_pipeline_chunk *c = &r->chunks[0];
+    out->result = c->plan.result;
+    ck_planner_result_init(&c->plan.result); /* out->result owns it now */
+    out->predicted = c->plan.replay;
+    out->predicted.peak_bytes = r->activation;
+    out->predicted.time = r->time;
+    out->baseline = c->baseline.replay;
+    out->baseline.peak_bytes = r->baseline_activation;
+    out->baseline.time = r->baseline_time;
+    ck_planner_activation_budget(budget, r->statics.total, &out->activation_budget);
+    out->doc = doc_of(w, planner, budget, popts, wopts, out);
+    out->doc.static_bytes = r->statics.total;
+    out->doc.statics = &r->statics;
+    out->doc.stages = c->chain.n_stages;
+    out->doc.stage_map = (ck_plan_stage_map){&c->chain, w->model, w->stage_first + c->first};
+    out->doc.pipeline = &out->pipeline;
+    return print_doc(out, err);
+}
+
 int ck_runner_plan(const ck_workload *w, const ck_planner *planner, uint64_t budget,
                    const ck_planner_opts *popts, const ck_workload_opts *wopts, ck_planned *out,
                    ck_err *err)
@@ -584,6 +653,8 @@ int ck_runner_plan(const ck_workload *w, const ck_planner *planner, uint64_t bud
     int wrc = ck_warning_training(w, &out->warnings, err);
     if (wrc != CK_OK)
         return wrc;
+    if (w->model && ck_layout_pipelined(&w->statics.layout))
+        return plan_pipeline(w, planner, budget, popts, wopts, out, err);
     if (!ck_planner_activation_budget(budget, w->statics.total, &out->activation_budget)) {
         /* Still find the planner's minimum, so that a sweep can record what would fit. */
         ck_err why;
@@ -611,37 +682,15 @@ int ck_runner_plan(const ck_workload *w, const ck_planner *planner, uint64_t bud
     ck_schedule_free(&base);
     if (rc != CK_OK)
         return rc;
-    out->doc = (ck_plan_doc){
-        .planner = planner->name,
-        .model_path = w->path,
-        .model_sha256 = w->sha256,
-        .model_opts = w->model ? &wopts->model : NULL,
-        .budget_bytes = budget,
-        .static_bytes = w->statics.total,
-        .statics = w->model ? &w->statics : NULL,
-        .stages = w->chain.n_stages,
-        .predicted = out->predicted,
-        .baseline = out->baseline,
-        .result = &out->result,
-        .baseline_fits = out->baseline.peak_bytes <= out->activation_budget,
-        .granularity = w->model ? ck_workload_granularity_name(wopts->granularity) : NULL,
-        .time_unit = w->model ? "s" : NULL,
-        .slots = popts->exact ? 0 : popts->slots,
-        .costs_path = w->model ? wopts->costs_path : NULL,
-        .cost_model = w->model && !wopts->costs_path ? &wopts->cost : NULL,
-        .stage_map = {&w->chain, w->model, w->stage_first},
-        .device = wopts->device ? wopts->device->name : NULL,
-        .warnings = &out->warnings,
-    };
-    cJSON *json = ck_plan_to_json(&out->doc);
-    out->text = json ? ck_json_print(json) : NULL;
-    cJSON_Delete(json);
-    return out->text ? CK_OK : ck_err_oom(err);
+    out->doc = doc_of(w, planner, budget, popts, wopts, out);
+    return print_doc(out, err);
 }
 
 void ck_runner_planned_free(ck_planned *p)
 {
     ck_planner_result_free(&p->result);
+    if (p->pipelined)
+        ck_pipeline_free(&p->pipeline);
     free(p->text);
     memset(p, 0, sizeof *p);
 }

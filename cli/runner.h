@@ -26,9 +26,15 @@ typedef struct {
     uint64_t min_activation_bytes;
     bool static_too_large;
     ck_warnings warnings; /* of planning w for training, whatever the status */
+    /* A pipeline layout: its ranks, planned (doc.pipeline points here); then result and
+     * the replays are the worst rank's first chunk's, and when infeasible the ranks say
+     * which do not fit. */
+    bool pipelined;
+    ck_pipeline pipeline;
 } ck_planned;
 
-/* Plans w at the whole-step `budget`. CK_OK with out->doc and out->text filled;
+/* Plans w at the whole-step `budget` (per GPU); a pipeline layout rank by rank
+ * (planner/pipeline). CK_OK with out->doc and out->text filled;
  * CK_ERR_INFEASIBLE with out->min_activation_bytes (also when the static memory alone is
  * over budget, then out->static_too_large); other statuses with err. Free with
  * ck_runner_planned_free whatever the status. */

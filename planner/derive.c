@@ -154,12 +154,14 @@ static void group_counts(const ck_model *m, const ck_group *g, uint64_t *params,
  * model without instances is one unit). ZeRO-3 gathers the unit it computes and prefetches
  * the next: the largest pair of neighbours, whole. ZeRO-2 and 3 reduce-scatter a unit's
  * gradients from a whole buffer: the largest unit's. */
-static bool add_buffers(const ck_model *m, const ck_layout *l, ck_static_mem *out)
+static bool add_buffers(const ck_model *m, const ck_layout *l, const bool *mine, ck_static_mem *out)
 {
     if (!l || !ck_layout_shards(l) || l->zero < 2)
         return true;
     uint64_t params = 0, grads = 0, prev = 0, pair = 0, most_grads = 0;
     for (size_t g = 0; g <= m->n_groups; g++) {
+        if (g < m->n_groups && mine && !mine[m->groups[g].first])
+            continue; /* another pipeline rank's unit */
         if (g == m->n_groups || (g > 0 && (m->groups[g].instance || m->groups[g - 1].instance))) {
             pair = prev + params > pair ? prev + params : pair;
             most_grads = grads > most_grads ? grads : most_grads;
@@ -173,7 +175,18 @@ static bool add_buffers(const ck_model *m, const ck_layout *l, ck_static_mem *ou
            ck_size_mul(most_grads, ck_dtype_bytes(m->training.grad_dtype), &out->reduce_scatter);
 }
 
-int ck_derive_static_memory(const ck_model *m, const ck_layout *l, ck_static_mem *out, ck_err *err)
+/* Whether one of the nodes in mine (NULL: all) reads tensor t. */
+static bool read_by(const ck_model *m, const bool *mine, size_t t)
+{
+    for (size_t k = 0; mine && k < m->n_nodes; k++)
+        for (size_t i = 0; mine[k] && i < m->nodes[k].op->arity; i++)
+            if (m->nodes[k].inputs[i] == t)
+                return true;
+    return !mine;
+}
+
+int ck_derive_static_memory_part(const ck_model *m, const ck_layout *l, const bool *mine,
+                                 ck_static_mem *out, ck_err *err)
 {
     const ck_training *t = &m->training;
     split d = split_of(l);
@@ -184,12 +197,12 @@ int ck_derive_static_memory(const ck_model *m, const ck_layout *l, ck_static_mem
         const ck_node *n = &m->nodes[k];
         ok = ok && ck_size_add(out->n_params, n->info.n_params, &out->n_params) &&
              (!n->trainable || ck_size_add(out->n_trainable, n->info.n_params, &out->n_trainable)) &&
-             add_node_state(t, n, d, out);
+             (mine && !mine[k] ? true : add_node_state(t, n, d, out));
     }
     for (size_t i = 0; i < m->n_inputs; i++)
-        if (ck_model_is_static(m, i))
+        if (ck_model_is_static(m, i) && read_by(m, mine, i))
             ok = ok && ck_size_add(out->held_inputs, m->tensors[i].bytes, &out->held_inputs);
-    ok = ok && add_buffers(m, l, out);
+    ok = ok && add_buffers(m, l, mine, out);
     const uint64_t parts[] = {out->params, out->grads,       out->optimizer,     out->master,
                               out->held_inputs, out->gather, out->reduce_scatter};
     for (size_t i = 0; ok && i < sizeof parts / sizeof parts[0]; i++)
@@ -198,6 +211,11 @@ int ck_derive_static_memory(const ck_model *m, const ck_layout *l, ck_static_mem
         return overflow(m, "the static memory", err);
     count_parts(m, &out->parts);
     return CK_OK;
+}
+
+int ck_derive_static_memory(const ck_model *m, const ck_layout *l, ck_static_mem *out, ck_err *err)
+{
+    return ck_derive_static_memory_part(m, l, NULL, out, err);
 }
 
 /* ---- cutting into stages ---- */

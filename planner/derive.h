@@ -70,6 +70,12 @@ typedef struct {
  * share rounded up to whole elements (optimizer state: whole bytes), and the buffers that
  * sharding needs are added (docs/parallel.md). */
 int ck_derive_static_memory(const ck_model *m, const ck_layout *l, ck_static_mem *out, ck_err *err);
+/* The same for the nodes k with mine[k] (n_nodes entries; NULL: all of them), the part of
+ * the model one pipeline rank holds: their parameters and state, the held inputs they read,
+ * and the buffers of the units (as above) that begin with one of them. n_params and
+ * n_trainable and parts stay the whole model's. */
+int ck_derive_static_memory_part(const ck_model *m, const ck_layout *l, const bool *mine,
+                                 ck_static_mem *out, ck_err *err);
 
 /* Bytes the nodes [first, end) save for backward: each saved tensor once, the range's
  * input included, inputs other than the first (static memory) excluded. A range outside

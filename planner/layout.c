@@ -22,3 +22,23 @@ bool ck_layout_parse_fsdp(const char *name, unsigned *zero)
         return false;
     return true;
 }
+
+bool ck_layout_pipelined(const ck_layout *l)
+{
+    return l->pp != 0;
+}
+
+uint64_t ck_layout_pp(const ck_layout *l)
+{
+    return l->pp ? l->pp : 1;
+}
+
+uint64_t ck_layout_microbatches(const ck_layout *l)
+{
+    return l->microbatches ? l->microbatches : ck_layout_pp(l);
+}
+
+uint64_t ck_layout_virtual(const ck_layout *l)
+{
+    return l->virtual_stages ? l->virtual_stages : 1;
+}

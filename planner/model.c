@@ -197,7 +197,8 @@ bool ck_model_opts_set(ck_model_opts *o, const char *name, size_t len, uint64_t 
 
 bool ck_model_opts_any(const ck_model_opts *o)
 {
-    return o->n_sets || o->recipe || o->optimizer || o->lora_rank || o->attention || o->layout.dp;
+    return o->n_sets || o->recipe || o->optimizer || o->lora_rank || o->attention || o->layout.dp ||
+           ck_layout_pipelined(&o->layout);
 }
 
 static int compare_sets(const void *a, const void *b)

@@ -73,6 +73,16 @@ static bool add_stage_info(cJSON *root, const ck_plan_stage_map *m)
     return ok;
 }
 
+/* model.options.pp, .microbatches and .virtual_stages of a pipeline layout, defaults
+ * resolved. */
+static bool add_pipeline_opts(cJSON *opts, const ck_layout *l)
+{
+    return !ck_layout_pipelined(l) ||
+           (add_u64(opts, "pp", ck_layout_pp(l)) &&
+            add_u64(opts, "microbatches", ck_layout_microbatches(l)) &&
+            add_u64(opts, "virtual_stages", ck_layout_virtual(l)));
+}
+
 bool ck_plan_add_model_opts(cJSON *model, const ck_model_opts *o)
 {
     if (!o || !ck_model_opts_any(o))
@@ -88,7 +98,8 @@ bool ck_plan_add_model_opts(cJSON *model, const ck_model_opts *o)
            (!o->optimizer || cJSON_AddStringToObject(opts, "optimizer", o->optimizer)) &&
            (!o->lora_rank || add_u64(opts, "lora", o->lora_rank)) &&
            (!o->attention || cJSON_AddStringToObject(opts, "attention", o->attention)) &&
-           (!o->layout.dp || (add_u64(opts, "dp", o->layout.dp) && add_u64(opts, "zero", o->layout.zero)));
+           (!o->layout.dp || (add_u64(opts, "dp", o->layout.dp) && add_u64(opts, "zero", o->layout.zero))) &&
+           add_pipeline_opts(opts, &o->layout);
 }
 
 /* predicted.static's keys in ck_plan_static's order, and their paths, for messages. */
@@ -160,6 +171,7 @@ cJSON *ck_plan_to_json(const ck_plan_doc *d)
               add_statics(model, pred, d->statics) &&
               add_details(root, d) && add_stage_info(root, &d->stage_map) &&
               ck_warning_add_json(root, d->warnings) &&
+              ck_plan_pipeline_add_json(root, d->pipeline) &&
               (sched = cJSON_AddArrayToObject(root, "schedule"));
     const ck_schedule *s = &d->result->schedule;
     for (size_t k = 0; ok && k < s->n; k++) {
@@ -436,7 +448,32 @@ static int read_layout(const cJSON *opts, const char *file, ck_layout *l, ck_err
     if (rc == CK_OK && zero > CK_LAYOUT_MAX_ZERO)
         rc = ck_err_fail(err, CK_ERR_INPUT, "%s: model.options.zero: expected a ZeRO stage from 0 "
                          "to %d, got %llu", file, CK_LAYOUT_MAX_ZERO, (unsigned long long)zero);
-    *l = (ck_layout){dp, (unsigned)zero};
+    l->dp = dp;
+    l->zero = (unsigned)zero;
+    return rc;
+}
+
+/* model.options.pp, .microbatches and .virtual_stages: all three or none, in the options'
+ * ranges. */
+static int read_pipeline_opts(const cJSON *opts, const char *file, ck_layout *l, ck_err *err)
+{
+    static const char *const keys[] = {"pp", "microbatches", "virtual_stages"};
+    static const uint64_t max[] = {CK_LAYOUT_MAX_PP, CK_LAYOUT_MAX_MICROBATCHES, CK_LAYOUT_MAX_VIRTUAL};
+    uint64_t v[3] = {0, 0, 0};
+    bool given = false;
+    for (size_t i = 0; i < 3; i++)
+        given = given || cJSON_GetObjectItemCaseSensitive(opts, keys[i]);
+    int rc = CK_OK;
+    for (size_t i = 0; i < 3 && rc == CK_OK && given; i++) {
+        rc = ck_json_get_u64(opts, keys[i], true, &v[i], file, "model.options", err);
+        if (rc == CK_OK && (v[i] < 1 || v[i] > max[i]))
+            rc = ck_err_fail(err, CK_ERR_INPUT, "%s: model.options.%s: expected a whole number "
+                             "from 1 to %llu, got %llu", file, keys[i],
+                             (unsigned long long)max[i], (unsigned long long)v[i]);
+    }
+    l->pp = v[0];
+    l->microbatches = v[1];
+    l->virtual_stages = v[2];
     return rc;
 }
 
@@ -444,7 +481,8 @@ int ck_plan_read_model_opts(const cJSON *model, const char *file, ck_model_opts 
                             ck_err *err)
 {
     static const char *const keys[] = {"set",       "recipe", "optimizer", "lora",
-                                       "attention", "dp",     "zero",      NULL};
+                                       "attention", "dp",     "zero",      "pp",
+                                       "microbatches", "virtual_stages", NULL};
     const cJSON *given = cJSON_GetObjectItemCaseSensitive(model, "options");
     if (!given)
         return CK_OK;
@@ -459,6 +497,7 @@ int ck_plan_read_model_opts(const cJSON *model, const char *file, ck_model_opts 
     if (rc == CK_OK) rc = ck_json_get_u64(opts, "lora", false, &o->lora_rank, file, path, err);
     if (rc == CK_OK) rc = ck_json_get_string(opts, "attention", false, &o->attention, file, path, err);
     if (rc == CK_OK) rc = read_layout(opts, file, &o->layout, err);
+    if (rc == CK_OK) rc = read_pipeline_opts(opts, file, &o->layout, err);
     return rc;
 }
 
@@ -503,6 +542,9 @@ int ck_plan_from_json(const cJSON *root, const char *file, ck_plan_file *out, ck
     }
     if (rc == CK_OK) rc = read_stage_info(root, file, out, err);
     if (rc == CK_OK) rc = ck_warning_check_json(root, file, err);
+    if (rc == CK_OK)
+        rc = ck_plan_pipeline_read(root, file, &out->model_opts.layout, &out->predicted,
+                                   &out->pipeline, err);
     if (rc != CK_OK)
         ck_plan_file_free(out);
     return rc;
@@ -528,5 +570,6 @@ void ck_plan_file_free(ck_plan_file *p)
     for (size_t r = 0; r < p->n_variants; r++)
         free(p->variants[r].name);
     free(p->variants);
+    ck_plan_pipeline_free(&p->pipeline);
     memset(p, 0, sizeof *p);
 }

@@ -9,6 +9,7 @@
 
 #include "planner/derive.h"
 #include "planner/model.h"
+#include "planner/pipeline.h"
 #include "planner/planner.h"
 #include "planner/schedule.h"
 #include "planner/warning.h"
@@ -45,6 +46,9 @@ typedef struct {
                                         names F_all variants, so a schedule with any needs it */
     const char *device;              /* details.device: --device's name, or NULL */
     const ck_warnings *warnings;     /* `warnings`; NULL or empty: none written */
+    const ck_pipeline *pipeline;     /* a pipeline layout's ranks, planned; else NULL. Then
+                                        the figures, statics and schedule are its worst
+                                        rank's (its first chunk's schedule) */
 } ck_plan_doc;
 
 /* predicted.static: static_bytes by part, in bytes: parameters, gradients,
@@ -64,6 +68,22 @@ typedef struct {
     bool has_static; /* false when the file has no predicted.static (chain files, older plans) */
     ck_plan_static statics;
 } ck_plan_figures;
+
+/* A pipeline plan's `pipeline` object as read back (docs/plan-format.md). */
+typedef struct {
+    uint64_t first_stage, end_stage, layers, in_flight, checkpoint_bytes, microbatch_peak_bytes;
+} ck_plan_pipeline_chunk;
+typedef struct {
+    uint64_t in_flight, static_bytes, activation_bytes, total_bytes, chain_budget_bytes;
+    size_t n_chunks;
+    ck_plan_pipeline_chunk *chunks;
+} ck_plan_pipeline_rank;
+typedef struct {
+    bool given; /* false: no pipeline layout, nothing else set */
+    uint64_t stages, microbatches, virtual_stages, worst_rank;
+    size_t n_ranks;
+    ck_plan_pipeline_rank *ranks;
+} ck_plan_pipeline;
 
 /* One entry of stage_info as read back. */
 typedef struct {
@@ -100,6 +120,7 @@ typedef struct {
     ck_schedule schedule;      /* every F_all as "all" until bound */
     ck_plan_variant *variants; /* n_variants entries, in schedule order */
     size_t n_variants, variants_cap;
+    ck_plan_pipeline pipeline;
 } ck_plan_file;
 
 /* s's parts as predicted.static records them. */
@@ -134,6 +155,18 @@ bool ck_plan_add_model_opts(cJSON *model, const ck_model_opts *o);
  * loaded with them. */
 int ck_plan_read_model_opts(const cJSON *model, const char *file, ck_model_opts *o, cJSON **json,
                             ck_err *err);
+/* The bubble of a pipeline step under (interleaved) 1F1B, as a fraction of its ideal time:
+ * (n - 1) / (m v) (Narayanan et al. 2021). */
+double ck_plan_pipeline_bubble(uint64_t n, uint64_t m, uint64_t v);
+/* Adds `pipeline` for p (nothing when p is NULL); false when out of memory. */
+bool ck_plan_pipeline_add_json(cJSON *root, const ck_pipeline *p);
+/* Reads root's `pipeline` (present exactly when l is a pipeline layout), checking it
+ * against l and f (the plan's predicted figures are its worst rank's). Free with
+ * ck_plan_pipeline_free whatever the status. */
+int ck_plan_pipeline_read(const cJSON *root, const char *file, const ck_layout *l,
+                          const ck_plan_figures *f, ck_plan_pipeline *out, ck_err *err);
+void ck_plan_pipeline_free(ck_plan_pipeline *p);
+
 /* p's schedule with each F_all's variant named in the file bound to stage's number in c
  * (the chain of the plan's model), appended to *out. CK_ERR_INPUT naming the operation
  * ("label: schedule[4].variant: stage 2 has no variant \"attn\" (it has all, none)") when

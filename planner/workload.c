@@ -20,7 +20,7 @@ void ck_workload_opts_default(ck_workload_opts *o)
     o->model = (ck_model_opts){0};
     o->device = NULL;
     o->gemm_flops_given = o->mem_bandwidth_given = false;
-    o->graphs = false;
+    o->graphs = o->pipelines = false;
     ck_derive_cost_model_default(&o->cost);
 }
 
@@ -78,9 +78,25 @@ static int build_graph(const ck_workload_opts *opts, ck_workload *w, ck_err *err
     return ck_graph_model_build(w->model, &opts->cost, w->graph, err);
 }
 
+/* A pipeline layout, only where the caller plans one, and not with a graph. */
+static int check_pipeline(const ck_workload_opts *opts, ck_err *err)
+{
+    if (!ck_layout_pipelined(&opts->model.layout))
+        return CK_OK;
+    if (!opts->pipelines)
+        return ck_err_fail(err, CK_ERR_INPUT, "--pp, --microbatches, --virtual-stages: only "
+                           "'ckplan plan' plans pipeline layouts yet");
+    if (opts->granularity == CK_GRAN_NODE)
+        return ck_err_fail(err, CK_ERR_INPUT, "--pp: pipeline stages split a chain of layers; "
+                           "--granularity node plans a graph (use block or op)");
+    return CK_OK;
+}
+
 /* The chain, program and static memory of w->model, and for CK_GRAN_NODE its graph. */
 static int derive(const ck_workload_opts *opts, ck_workload *w, ck_err *err)
 {
+    if (check_pipeline(opts, err) != CK_OK)
+        return CK_ERR_INPUT;
     ck_granularity g = opts->granularity == CK_GRAN_NODE ? CK_GRAN_OP : opts->granularity;
     int rc = ck_derive_chain(w->model, g, &opts->cost, &w->chain, &w->stage_first, err);
     if (rc == CK_OK)
@@ -162,7 +178,9 @@ static int load_document(const cJSON *root, const char *path, const ck_workload_
         rc = ck_err_fail(err, CK_ERR_INPUT, "%s: --set, --seq, --batch, --optimizer, --recipe, "
                                         "--lora, --attention, --dp, --zero and --fsdp apply to "
                                         "model files; a chain file's stages are fixed and it has "
-                                        "no static memory to shard", path);
+                                        "no static memory to shard nor layers to split into "
+                                        "pipeline stages (--pp, --microbatches, "
+                                        "--virtual-stages)", path);
     else if (rc == CK_OK)
         rc = ck_chain_from_json(root, path, "", &w->chain, err);
     return rc;

@@ -23,6 +23,8 @@ typedef struct {
     const ck_device *device; /* --device: its budget and rates, or NULL */
     bool gemm_flops_given, mem_bandwidth_given; /* explicit rates, which the device's yield to */
     bool graphs; /* the caller plans models as graphs: only then is CK_GRAN_NODE taken */
+    bool pipelines; /* the caller plans pipeline layouts (planner/pipeline): only then is
+                       one taken */
 } ck_workload_opts;
 
 typedef struct {
