@@ -363,7 +363,7 @@ static void print_pipeline_ranks(FILE *out, const ck_workload *w, const ck_pipel
     char st[32], act[32], tot[32], b[32];
     fprintf(out, "pipeline ranks (each planned at the chain budget B' whose replayed total fits, "
                  "by bisection; activations = (in flight - 1) x C + P per chunk):\n");
-    fprintf(out, "  %-5s %-22s %9s %12s %12s %12s %12s\n", "rank", "stages", "in flight", "static",
+    fprintf(out, "  %-5s %-28s %9s %12s %12s %12s %12s\n", "rank", "stages", "in flight", "static",
             "activations", "total", "B'");
     for (uint64_t i = 0; i < p->n_ranks; i++) {
         const ck_pipeline_rank *r = &p->ranks[i];
@@ -382,7 +382,7 @@ static void print_pipeline_ranks(FILE *out, const ck_workload *w, const ck_pipel
             ck_human_put_terminal_text(out, z);
             used += (j ? 1 : 0) + strlen(a) + 2 + strlen(z);
         }
-        fprintf(out, "%*s %9llu %12s %12s %12s %12s%s\n", used < 22 ? (int)(22 - used) : 0, "",
+        fprintf(out, "%*s %9llu %12s %12s %12s %12s%s\n", used < 28 ? (int)(28 - used) : 0, "",
                 (unsigned long long)r->in_flight, st, act, tot, b,
                 i == p->worst ? "   worst: the plan's" : "");
     }
@@ -528,6 +528,29 @@ static int report_infeasible(const plan_args *a, const ck_workload *w, uint64_t 
     return CK_ERR_INFEASIBLE;
 }
 
+/* A pipeline rank that does not fit: its smallest total, found with the planner's smallest
+ * chain budget. */
+static int report_pipeline_infeasible(const plan_args *a, const ck_pipeline *p)
+{
+    char have[32], need[32], stat[32], act[32];
+    ck_size_format(a->budget, have, sizeof have);
+    for (uint64_t i = 0; i < p->n_ranks; i++) {
+        const ck_pipeline_rank *r = &p->ranks[i];
+        if (r->fits)
+            continue;
+        uint64_t total = ck_planner_step_budget(r->statics.total, r->min_activation);
+        ck_size_format(total, need, sizeof need);
+        ck_size_format(r->statics.total, stat, sizeof stat);
+        ck_size_format(r->min_activation, act, sizeof act);
+        fprintf(stderr, "ckplan: budget %s (%llu bytes) is too small for pipeline rank %llu with "
+                        "planner %s: its smallest plan needs %s (%llu bytes) = static %s + "
+                        "activations %s of %llu microbatch chunks in flight\n",
+                have, (unsigned long long)a->budget, (unsigned long long)i, a->planner->name,
+                need, (unsigned long long)total, stat, act, (unsigned long long)r->in_flight);
+    }
+    return CK_ERR_INFEASIBLE;
+}
+
 /* static_over_budget: the budget does not hold the static memory; what sharding or offload
  * would leave. */
 static int report_static_too_large(const plan_args *a, const ck_workload *w, uint64_t min_activation)
@@ -604,8 +627,9 @@ int ck_cmd_plan(int argc, char **argv)
         if (w.model && !a.json)
             print_model_training(stderr, &w);
         ck_warning_print(stderr, &planned.warnings);
-        rc = planned.static_too_large ? report_static_too_large(&a, &w, planned.min_activation_bytes)
-                                      : report_infeasible(&a, &w, planned.min_activation_bytes);
+        rc = planned.pipelined        ? report_pipeline_infeasible(&a, &planned.pipeline)
+             : planned.static_too_large ? report_static_too_large(&a, &w, planned.min_activation_bytes)
+                                        : report_infeasible(&a, &w, planned.min_activation_bytes);
         ck_runner_planned_free(&planned);
         ck_workload_free(&w);
         return rc;

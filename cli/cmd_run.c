@@ -131,6 +131,21 @@ static int refuse_sharded(const char *path, const ck_layout *l, ck_err *err)
                        l->zero, (unsigned long long)l->dp);
 }
 
+/* A pipeline rank's plan is one chunk of the model, fed by the ranks before it: one
+ * process cannot run it. */
+static int refuse_pipeline(const char *path, const ck_layout *l, ck_err *err)
+{
+    if (!ck_layout_pipelined(l))
+        return CK_OK;
+    return ck_err_fail(err, CK_ERR_INPUT, "%s: model.options: the plan is the worst rank's of "
+                       "--pp %llu --microbatches %llu --virtual-stages %llu, a pipeline whose "
+                       "ranks each run part of the model on microbatches the others send; 'ckplan "
+                       "run' executes one process and cannot run a pipeline: plan again without "
+                       "--pp to run one rank's step", path, (unsigned long long)ck_layout_pp(l),
+                       (unsigned long long)ck_layout_microbatches(l),
+                       (unsigned long long)ck_layout_virtual(l));
+}
+
 int ck_cmd_run(int argc, char **argv)
 {
     run_args a;
@@ -155,6 +170,8 @@ int ck_cmd_run(int argc, char **argv)
         return ck_main_report(rc, err.msg);
 
     rc = refuse_sharded(a.plan_path, &plan.model_opts.layout, &err);
+    if (rc == CK_OK)
+        rc = refuse_pipeline(a.plan_path, &plan.model_opts.layout, &err);
     if (rc == CK_OK)
         rc = ck_runner_run(&a, &plan, plan_sha, NULL, NULL, &err);
     ck_plan_file_free(&plan);

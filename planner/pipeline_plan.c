@@ -51,16 +51,18 @@ int ck_pipeline_plan_rank_at(ck_pipeline_rank *r, const ck_planner *p, uint64_t 
                              const ck_planner_opts *opts, ck_err *err)
 {
     int rc = CK_OK;
-    for (size_t j = 0; j < r->n_chunks && rc == CK_OK; j++) {
+    r->min_activation = 0;
+    for (size_t j = 0; j < r->n_chunks && (rc == CK_OK || rc == CK_ERR_INFEASIBLE); j++) {
         ck_pipeline_chunk *c = &r->chunks[j];
         ck_replay ignored;
         uint64_t min = 0;
         ck_planner_result_free(&c->plan.result);
-        rc = ck_planner_run(&c->chain, p, b, opts, &c->plan.result, &ignored, &min, err);
-        if (rc == CK_ERR_INFEASIBLE)
+        int one = ck_planner_run(&c->chain, p, b, opts, &c->plan.result, &ignored, &min, err);
+        if (one == CK_ERR_INFEASIBLE)
             r->min_activation = min > r->min_activation ? min : r->min_activation;
-        if (rc == CK_OK)
-            rc = replay_run(&c->chain, &c->plan, err);
+        if (one == CK_OK)
+            one = replay_run(&c->chain, &c->plan, err);
+        rc = one != CK_OK ? one : rc; /* every chunk's smallest is wanted */
     }
     if (rc == CK_OK && !rank_total(r, false, &r->activation, &r->time))
         rc = overflow(err);
@@ -124,10 +126,13 @@ static int plan_rank(ck_pipeline_rank *r, const ck_planner *p, uint64_t budget,
     }
     if (rc != CK_OK && rc != CK_ERR_INFEASIBLE)
         return rc;
-    r->min_activation = 0;
     rc = ck_pipeline_plan_rank_at(r, p, 0, opts, err);
-    if (rc == CK_ERR_INFEASIBLE) /* at the planner's smallest chain budget */
-        rc = ck_pipeline_plan_rank_at(r, p, lo = r->min_activation, opts, err);
+    /* up to the chunks' smallest chain budget, which a planner that rounds (dp's memory
+     * units) may put a little higher at a higher budget */
+    for (int tries = 0; rc == CK_ERR_INFEASIBLE && tries < 16; tries++) {
+        lo = r->min_activation > lo ? r->min_activation : lo + 1;
+        rc = ck_pipeline_plan_rank_at(r, p, lo, opts, err);
+    }
     if (rc != CK_OK)
         return rc;
     if (!static_fits || r->activation > room) {
