@@ -1,0 +1,119 @@
+# Pipeline layouts (--pp, --microbatches, --virtual-stages): Llama-3-8B per rank under 1F1B
+# and interleaved 1F1B, with ZeRO beside it; every rank kind in the summary and the plan,
+# the worst one's figures in predicted; the refusals (uneven splits, chain files, commands
+# that do not plan pipelines, run); exit 3 when the worst rank cannot fit; plans read back.
+
+llama="$root/tests/data/hf/llama-3-8b"
+pipe_llama() {
+    run plan "$llama" --seq 8192 --batch 1 --recipe bf16-master --device h100-80gb "$@"
+}
+
+pipe_llama --pp 4 --microbatches 8 -o pipe-llama.json
+check "llama-3-8b --pp 4 --microbatches 8 on h100-80gb plans every rank" 0 \
+    "pipeline: 4 stages, 8 microbatches a step (each of --batch), 1F1B (PipeDream-Flush)" \
+    "pipeline rank 0, the worst" "  0     embed..h.7 " "  1     h.8..h.15 " "  2     h.16..h.23 " \
+    "  3     h.24..lm_head " "worst: the plan's" "plan written to pipe-llama.json"
+check_that "1F1B: rank i holds min(N - i, M) in flight, each rank's total fits, the worst is predicted" \
+    python3 - pipe-llama.json <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+pl, pred = p["pipeline"], p["predicted"]
+assert p["model"]["options"]["pp"] == 4 and p["model"]["options"]["microbatches"] == 8
+assert p["model"]["options"]["virtual_stages"] == 1
+assert [r["in_flight"] for r in pl["ranks"]] == [4, 3, 2, 1]
+assert pl["bubble_fraction"] == 3 / 8
+for r in pl["ranks"]:
+    assert r["total_bytes"] == r["static_bytes"] + r["activation_bytes"] <= p["budget_bytes"]
+    (c,) = r["chunks"]
+    assert c["layers"] == 8 and c["in_flight"] == r["in_flight"]
+    assert r["activation_bytes"] == (c["in_flight"] - 1) * c["checkpoint_bytes"] + c["microbatch_peak_bytes"]
+w = pl["ranks"][pl["worst_rank"]]
+assert w["total_bytes"] == max(r["total_bytes"] for r in pl["ranks"]) == pred["peak_bytes"]
+assert w["static_bytes"] == pred["static_bytes"] and w["activation_bytes"] == pred["activation_peak_bytes"]
+assert pl["worst_rank"] == 0
+chunks = [r["chunks"][0] for r in pl["ranks"]]
+assert [c["first_stage"] for c in chunks] == [0, 9, 17, 25] and chunks[-1]["end_stage"] == 35
+assert p["stages"] == 9 and len(p["stage_info"]) == 9 and p["stage_info"][0]["name"] == "embed"
+# the middle ranks hold layers alone; the first the embeddings too, the last the head
+s = [r["static_bytes"] for r in pl["ranks"]]
+assert s[1] == s[2] < s[0] and s[1] < s[3]
+PY
+
+pipe_llama --pp 4 --microbatches 8 --dp 2 --zero 1 -o pipe-llama-zero.json
+check "--pp with --dp and --zero" 0 "layout: 2 data-parallel ranks, ZeRO-1" "pipeline: 4 stages"
+check_that "ZeRO-1 over 2 shards each pipeline rank's optimizer state" \
+    python3 - pipe-llama.json pipe-llama-zero.json <<'PY'
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:])
+assert b["model"]["options"]["dp"] == 2 and b["model"]["options"]["zero"] == 1
+for ra, rb in zip(a["pipeline"]["ranks"], b["pipeline"]["ranks"]):
+    assert rb["static_bytes"] < ra["static_bytes"]
+assert abs(2 * b["predicted"]["static"]["optimizer_state"] - a["predicted"]["static"]["optimizer_state"]) <= 2 ** 20
+assert b["predicted"]["static"]["parameters"] == a["predicted"]["static"]["parameters"]
+PY
+
+pipe_llama --pp 4 --microbatches 8 --virtual-stages 2 -o pipe-llama-v2.json
+check "--virtual-stages 2: interleaved 1F1B, two chunks a rank" 0 "interleaved 1F1B" \
+    "2 virtual stages: chunk c of 8 on rank c mod 4" "  0     embed..h.3,h.16..h.19 "
+check_that "interleaved: Megatron's warm-up counts, Korthikanti's L(1 + (p - 1)/(pm)) on the first rank" \
+    python3 - pipe-llama-v2.json <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+pl = p["pipeline"]
+assert [r["in_flight"] for r in pl["ranks"]] == [11, 9, 7, 5]
+first = pl["ranks"][0]
+held = sum(c["in_flight"] * c["layers"] for c in first["chunks"])
+assert held == 32 * (1 + 3 / 8), held
+for r in pl["ranks"]:
+    assert sum(c["in_flight"] for c in r["chunks"]) == r["in_flight"]
+    assert r["total_bytes"] <= p["budget_bytes"]
+PY
+
+run plan "$llama" --seq 8192 --batch 1 --recipe bf16-master --device h100-80gb --pp 4 --json -o pipe-json.json
+check "--json carries the pipeline; --microbatches defaults to --pp" 0 '"pipeline":' '"worst_rank":'
+printf '%s\n' "$out" >pipe-json-stdout.json
+check_that "--json prints what -o writes" python3 -c '
+import json, sys
+a, b = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+assert a == b and a["pipeline"]["microbatches"] == 4' pipe-json.json pipe-json-stdout.json
+
+# refusals
+pipe_llama --pp 3 -o pipe-bad.json
+check "layers that do not divide by --pp are refused" 2 "--pp 3 --virtual-stages 1: the model's 32 layers"
+pipe_llama --pp 4 --virtual-stages 3 -o pipe-bad.json
+check "nor by --pp x --virtual-stages" 2 "--pp 4 --virtual-stages 3: the model's 32 layers" "12 chunks"
+pipe_llama --pp 4 --microbatches 6 --virtual-stages 2 -o pipe-bad.json
+check "interleaving needs the microbatches to divide by the stages" 2 \
+    "--microbatches 6 --pp 4 --virtual-stages 2: the interleaved schedule needs"
+pipe_llama --pp 0 -o pipe-bad.json
+check "--pp 0 is refused" 2 "--pp: expected a whole number from 1 to 1024, got '0'"
+pipe_llama --pp 2 --microbatches 0 -o pipe-bad.json
+check "--microbatches 0 is refused" 2 "--microbatches: expected a whole number from 1 to 65536"
+pipe_llama --pp 2 --virtual-stages 65 -o pipe-bad.json
+check "--virtual-stages past its limit is refused" 2 "--virtual-stages: expected a whole number from 1 to 64"
+check_that "no plan written by a refusal" test ! -e pipe-bad.json
+run plan "$data/hetero3.json" --budget 1G --pp 2 -o pipe-bad.json
+check "a chain file refuses --pp" 2 "apply to model files" "(--pp, --microbatches, --virtual-stages)"
+run chain "$llama" --pp 2 -o pipe-bad.json
+check "chain does not take pipeline layouts yet" 2 "only 'ckplan plan' plans pipeline layouts yet"
+run sweep "$llama" --pp 2 --budgets 70G
+check "sweep does not take them yet" 2 "only 'ckplan plan' plans pipeline layouts yet"
+
+# exit 3: the worst rank cannot fit; each rank that does not is named
+pipe_llama --pp 4 --microbatches 8 --budget 30G -o pipe-small.json
+check "a budget below the first rank's static memory is infeasible" 3 \
+    "is too small for pipeline rank 0 with planner dp" "is too small for pipeline rank 3"
+check_that "nothing written when infeasible" test ! -e pipe-small.json
+pipe_llama --pp 4 --microbatches 8 --budget 36G -o pipe-tight.json
+check "a budget that holds only the middle ranks names the others" 3 "pipeline rank 0" "pipeline rank 3"
+check_that "and not the middle ranks, which fit" bash -c '! grep -q "pipeline rank [12] " "$1"' _ "$work/err"
+
+# read back: run reads the plan through, then refuses to execute a pipeline
+run run pipe-llama.json --steps 1
+check "run refuses a pipeline plan, having read it" 2 \
+    "pipe-llama.json: model.options: the plan is the worst rank's of --pp 4 --microbatches 8 --virtual-stages 1" \
+    "cannot run a pipeline"
+run run pipe-llama-v2.json --steps 1
+check "and an interleaved one" 2 "--virtual-stages 2" "cannot run a pipeline"
+run plan --help
+check "--help names the pipeline options" 0 "--pp N" "--microbatches M" "--virtual-stages V"
