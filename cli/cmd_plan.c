@@ -586,6 +586,9 @@ static void print_budget_source(FILE *out, const plan_args *a)
 static int plan_inference(const plan_args *a, const ck_workload *w, ck_err *err)
 {
     const ck_device *d = a->workload_opts.device;
+    if (ck_layout_pipelined(&a->workload_opts.model.layout))
+        return ck_err_fail(err, CK_ERR_INPUT, "plan: --inference takes no pipeline layout (--pp, "
+                           "--microbatches, --virtual-stages): it is planned for training only");
     char source[128];
     snprintf(source, sizeof source, "%s%s", a->have_budget || !d ? "--budget" : "--device ",
              a->have_budget || !d ? "" : d->name);
@@ -647,7 +650,7 @@ int ck_cmd_plan(int argc, char **argv)
         char title[256];
         snprintf(title, sizeof title, "%s: %s plan, activation memory per operation", w.chain.name,
                  a.planner->name);
-        rc = ck_chart_schedules_write(a.svg, title, &w.chain, a.planner->name,
+        rc = ck_chart_schedules_write(a.svg, title, planned.doc.stage_map.chain, a.planner->name,
                                       &planned.result.schedule, NULL, NULL,
                                       planned.activation_budget, &err);
     }

@@ -642,6 +642,14 @@ static int plan_pipeline(const ck_workload *w, const ck_planner *planner, uint64
     out->doc.stages = c->chain.n_stages;
     out->doc.stage_map = (ck_plan_stage_map){&c->chain, w->model, w->stage_first + c->first};
     out->doc.pipeline = &out->pipeline;
+    out->doc.baseline_fits = true; /* only when no rank recomputes */
+    for (uint64_t i = 0; i < out->pipeline.n_ranks; i++) {
+        const ck_pipeline_rank *q = &out->pipeline.ranks[i];
+        uint64_t room;
+        out->doc.baseline_fits = out->doc.baseline_fits &&
+                                 ck_planner_activation_budget(budget, q->statics.total, &room) &&
+                                 q->baseline_activation <= room;
+    }
     return print_doc(out, err);
 }
 

@@ -117,3 +117,17 @@ run run pipe-llama-v2.json --steps 1
 check "and an interleaved one" 2 "--virtual-stages 2" "cannot run a pipeline"
 run plan --help
 check "--help names the pipeline options" 0 "--pp N" "--microbatches M" "--virtual-stages V"
+
+# --inference plans no pipeline; --svg draws the worst rank's first chunk
+run plan "$root/models/llama-tiny.json" --pp 2 --budget 1G --inference
+check "--inference refuses a pipeline layout" 2 "--inference takes no pipeline layout"
+run plan "$root/models/llama-tiny.json" --pp 2 --budget 14000000 --svg pipe-tiny.svg -o pipe-tiny.json
+check "--svg with --pp charts the worst rank's chunk" 0 "the worst (its microbatches in flight counted)"
+check_that "a rank recomputes, so the baseline is not said to fit" bash -c '! grep -q "the baseline fits" "$1"' _ "$work/out"
+check_that "the chart is drawn" grep -q "<svg" pipe-tiny.svg
+check_that "its plan's schedule is of the worst rank's first chunk" python3 -c '
+import json, sys
+p = json.load(open(sys.argv[1]))
+w = p["pipeline"]["ranks"][p["pipeline"]["worst_rank"]]["chunks"][0]
+assert p["stages"] == w["end_stage"] - w["first_stage"] == len(p["stage_info"])
+assert max(op.get("stage", 0) for op in p["schedule"]) == p["stages"] - 1' pipe-tiny.json
