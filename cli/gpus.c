@@ -195,7 +195,7 @@ static void print_row(size_t rank, const gpus_row *r)
     char micro[24] = "-";
     if (r->status != ROW_BATCH)
         snprintf(micro, sizeof micro, "%llu", (unsigned long long)r->microbatches);
-    printf("  %2zu  %-14s %-26s %10s %11s %10s %6s %11s %8s %13s\n", rank, name, fits, st, act, tot,
+    printf("  %2zu  %-14s %-25s %10s %11s %10s %6s %11s %8s %13s\n", rank, name, fits, st, act, tot,
            micro, time, over, comm);
 }
 
@@ -206,8 +206,8 @@ static void print_table(const ck_gpus_settings *s, uint64_t batch, const gpus_ro
     ck_size_format(ck_device_budget(d), budget, sizeof budget);
     printf("sweep: ");
     ck_human_put_terminal_text(stdout, s->model_path);
-    printf(" over %llu GPUs, %s: budget %s a GPU, planner dp\n", (unsigned long long)s->gpus,
-           d->label, budget);
+    printf(" over %llu GPU%s, %s: budget %s a GPU, planner dp\n", (unsigned long long)s->gpus,
+           s->gpus == 1 ? "" : "s", d->label, budget);
     if (batch)
         printf("global batch: %llu sequences a step, microbatches of --batch %llu: each layout's "
                "ranks run %llu / (dp x %llu) microbatches a step\n\n",
@@ -216,12 +216,12 @@ static void print_table(const ck_gpus_settings *s, uint64_t batch, const gpus_ro
     else
         printf("global batch: %llu microbatches of the model's batch a step, split over the "
                "data-parallel ranks\n\n", (unsigned long long)s->global_batch);
-    printf("  %2s  %-14s %-26s %10s %11s %10s %6s %11s %8s %13s\n", "#", "layout", "fits", "static",
+    printf("  %2s  %-14s %-25s %10s %11s %10s %6s %11s %8s %13s\n", "#", "layout", "fits", "static",
            "activations", "total", "micro", "step time", "overhead", "comm/GPU/step");
     for (size_t i = 0; i < n; i++)
         print_row(i + 1, &rows[i]);
-    printf("\nper GPU; step time: the plan's predicted time of a microbatch at the device's rates "
-           "times the microbatches, communication not included (docs/parallel.md)\n");
+    printf("\nBytes per GPU. Step time: the plan's predicted time of a microbatch at the device's\n"
+           "rates, times the microbatches; communication is not in it (docs/parallel.md).\n");
 }
 
 int ck_gpus_sweep(const ck_gpus_settings *s, ck_err *err)
