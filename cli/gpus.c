@@ -76,37 +76,32 @@ static int fill_row(const ck_workload *w, int plan_rc, const ck_planned *p, cons
 }
 
 /* Loads the model in row's layout, plans it with dp at the device's budget and counts its
- * communication. The first layout's training warnings go to stderr: they do not depend on
- * the layout. */
+ * communication; a layout the global batch does not divide is loaded and planned all the
+ * same, so that a bad model is reported whatever the batch. The first layout's training
+ * warnings go to stderr: they do not depend on the layout. */
 static int plan_layout(const ck_gpus_settings *s, uint64_t batch, gpus_row *row, ck_err *err)
 {
-    if (!ck_layouts_microbatches(&row->layout, s->global_batch, batch, &row->microbatches)) {
-        row->status = ROW_BATCH;
-        return CK_OK;
-    }
     ck_workload_opts wo = *s->workload_opts;
     wo.model.layout = row->layout;
     ck_workload w;
     int rc = ck_workload_load(s->model_path, &wo, &w, err);
-    if (rc != CK_OK)
+    if (rc != CK_OK) /* a chain file among them: it takes no layout */
         return rc;
-    char label[512];
-    ck_layouts_name(&row->layout, label, sizeof label);
+    bool divides = ck_layouts_microbatches(&row->layout, s->global_batch, batch, &row->microbatches);
+    char name[64], label[512];
+    ck_layouts_name(&row->layout, name, sizeof name);
+    snprintf(label, sizeof label, "sweep of %s, %s", s->model_path, name);
     ck_planned planned;
-    if (!w.model)
-        rc = ck_err_fail(err, CK_ERR_INPUT, "sweep --gpus: %s is a chain file, which has no static "
-                                            "memory to shard; give a model", s->model_path);
-    else
-        rc = ck_runner_plan(&w, &ck_planner_dp, ck_device_budget(wo.device), s->planner_opts, &wo,
-                            &planned, err);
-    if (w.model && row->order == 0)
+    rc = ck_runner_plan(&w, &ck_planner_dp, ck_device_budget(wo.device), s->planner_opts, &wo,
+                        &planned, err);
+    if (row->order == 0)
         ck_warning_print(stderr, &planned.warnings);
-    if (w.model)
-        rc = fill_row(&w, rc, &planned, label, row, err);
-    if (rc == CK_OK)
+    rc = fill_row(&w, rc, &planned, label, row, err);
+    if (rc == CK_OK && divides)
         rc = ck_comm_data_parallel_of(w.model, &row->layout, row->microbatches, &row->comm, err);
-    if (w.model)
-        ck_runner_planned_free(&planned);
+    else if (rc == CK_OK)
+        row->status = ROW_BATCH;
+    ck_runner_planned_free(&planned);
     ck_workload_free(&w);
     return rc;
 }

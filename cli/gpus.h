@@ -22,7 +22,7 @@ typedef struct {
 } ck_gpus_settings;
 
 /* Prints the layouts to stdout, diagnostics to stderr. CK_ERR_INPUT for a model that
- * cannot be loaded or that is a chain file (which has no static memory to shard). */
+ * cannot be loaded, a chain file included (loading one with a layout is refused). */
 int ck_gpus_sweep(const ck_gpus_settings *s, ck_err *err);
 
 #endif
