@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "cli/files.h"
+#include "cli/gpus.h"
 #include "cli/human.h"
 #include "cli/interrupt.h"
 #include "cli/options.h"
@@ -35,6 +36,7 @@ static void sweep_usage(FILE *out)
 {
     fprintf(out,
             "usage: ckplan sweep MODEL --budgets LIST|FROM:TO:N [options]\n"
+            "       ckplan sweep MODEL --gpus N --device NAME [--global-batch G] [--csv] [options]\n"
             "\n"
             "Plans MODEL at every budget with every planner and appends one record per point\n"
             "to the runs file: the predictions, or with --run what was measured and verified.\n"
@@ -56,6 +58,25 @@ static void sweep_usage(FILE *out)
             "                        sweeps and runs at once may share one file\n"
             "  --slots N|exact       dp: memory resolution (default %d), or exact: in bytes\n",
             DEFAULT_PLANNERS, DEFAULT_RUNS_FILE, CK_DEFAULT_SLOTS);
+    fprintf(out,
+            "\n"
+            "Which layout? With --gpus N, plans MODEL with dp in every parallel layout of exactly\n"
+            "N GPUs (today dp=N with ZeRO 0 to 3) at --device's budget a GPU, and prints them\n"
+            "best first: those that fit, fastest predicted step first (ties: fewer bytes\n"
+            "communicated), then those that do not, with the smallest budget they need. Figures\n"
+            "are per GPU and are what 'ckplan plan' predicts for that layout; the step time is\n"
+            "a microbatch's times the microbatches a rank runs, communication not included (it\n"
+            "is given in bytes: see docs/parallel.md). Nothing is appended to a runs file; the\n"
+            "exit code is 0 whether any layout fits or none does.\n"
+            "  --gpus N              the GPUs, 1 to %d; needs --device, and takes none of\n"
+            "                        --budgets, --planners, --run, --steps, --threads, --seed,\n"
+            "                        --runs, --dp, --zero, --fsdp\n"
+            "  --global-batch G      sequences a step, the same for every layout (default N x\n"
+            "                        --batch): each rank runs G / (dp x --batch) microbatches\n"
+            "                        (gradient accumulation); needs --batch; layouts it does not\n"
+            "                        divide are listed last\n"
+            "  --csv                 one CSV row per layout (bytes, seconds) instead of the table\n",
+            CK_LAYOUT_MAX_DP);
     ck_options_workload_help(out);
     fprintf(out, "  -h, --help            show this help\n"
                  "\n"
@@ -65,7 +86,18 @@ static void sweep_usage(FILE *out)
                  "far are in the runs file).\n");
 }
 
-enum { OPT_BUDGETS = 4000, OPT_PLANNERS, OPT_RUN, OPT_STEPS, OPT_THREADS, OPT_SEED, OPT_RUNS };
+enum {
+    OPT_BUDGETS = 4000,
+    OPT_PLANNERS,
+    OPT_RUN,
+    OPT_STEPS,
+    OPT_THREADS,
+    OPT_SEED,
+    OPT_RUNS,
+    OPT_GPUS,
+    OPT_GLOBAL_BATCH,
+    OPT_CSV
+};
 
 typedef struct {
     const char *model_path, *runs_path;
@@ -77,6 +109,11 @@ typedef struct {
     uint64_t steps, threads, seed;
     ck_planner_opts planner_opts;
     ck_workload_opts workload_opts;
+    /* --gpus mode: the GPUs (0: not asked for), --global-batch, --csv, and the first option
+     * given that it takes no part of (for the refusal) */
+    uint64_t gpus, global_batch;
+    bool csv;
+    const char *not_with_gpus;
 } sweep_args;
 
 /* FROM:TO:N or a comma-separated list, into a->budgets. */
@@ -165,6 +202,36 @@ static int device_budget(sweep_args *a, ck_err *err)
     return CK_OK;
 }
 
+/* Remembers the first option given that --gpus takes no part of: the budgets and planners
+ * are its own, it runs nothing, records nothing, and sets the layout itself. */
+static void note_not_with_gpus(int code, const struct option *longs, sweep_args *a)
+{
+    bool other = code == OPT_BUDGETS || code == OPT_PLANNERS || code == OPT_RUN || code == OPT_STEPS ||
+                 code == OPT_THREADS || code == OPT_SEED || code == OPT_RUNS || code == CK_OPT_DP ||
+                 code == CK_OPT_ZERO || code == CK_OPT_FSDP;
+    for (const struct option *o = longs; other && !a->not_with_gpus && o->name; o++)
+        if (o->val == code)
+            a->not_with_gpus = o->name;
+}
+
+/* --gpus, --global-batch and --csv go together, with --device, and with none of the
+ * options that note_not_with_gpus remembers. */
+static int check_gpus_args(const sweep_args *a, ck_err *err)
+{
+    if (!a->gpus)
+        return ck_err_fail(err, CK_ERR_INPUT, "sweep: %s is for --gpus N (see --help)",
+                           a->csv ? "--csv" : "--global-batch");
+    if (a->not_with_gpus)
+        return ck_err_fail(err, CK_ERR_INPUT, "sweep: --gpus plans every layout of %llu GPUs with dp "
+                                              "at --device's budget, recording nothing: it takes no "
+                                              "--%s", (unsigned long long)a->gpus, a->not_with_gpus);
+    if (!a->workload_opts.device)
+        return ck_err_fail(err, CK_ERR_INPUT, "sweep: --gpus needs --device NAME, whose memory is the "
+                                              "budget of each GPU and whose rates time the step (%s)",
+                           ck_device_names());
+    return CK_OK;
+}
+
 /* Returns CK_HELP_PRINTED when help was printed, else a status. */
 static int parse_args(int argc, char **argv, sweep_args *a, ck_err *err)
 {
@@ -178,6 +245,9 @@ static int parse_args(int argc, char **argv, sweep_args *a, ck_err *err)
         {"seed", required_argument, NULL, OPT_SEED},
         {"runs", required_argument, NULL, OPT_RUNS},
         {"slots", required_argument, NULL, CK_OPT_SLOTS},
+        {"gpus", required_argument, NULL, OPT_GPUS},
+        {"global-batch", required_argument, NULL, OPT_GLOBAL_BATCH},
+        {"csv", no_argument, NULL, OPT_CSV},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -192,6 +262,7 @@ static int parse_args(int argc, char **argv, sweep_args *a, ck_err *err)
     optind = 1;
     int code;
     while (rc == CK_OK && (code = getopt_long(argc, argv, ":h", longs, NULL)) != -1) {
+        note_not_with_gpus(code, longs, a);
         switch (code) {
         case 'h': sweep_usage(stdout); return CK_HELP_PRINTED;
         case OPT_BUDGETS:
@@ -208,6 +279,11 @@ static int parse_args(int argc, char **argv, sweep_args *a, ck_err *err)
         case CK_OPT_SLOTS:
             rc = ck_options_parse_slots(optarg, &a->planner_opts, err);
             break;
+        case OPT_GPUS: rc = ck_options_parse_count(optarg, "--gpus", 1, CK_LAYOUT_MAX_DP, &a->gpus, err); break;
+        case OPT_GLOBAL_BATCH:
+            rc = ck_options_parse_count(optarg, "--global-batch", 1, CK_EXACT_LIMIT - 1, &a->global_batch, err);
+            break;
+        case OPT_CSV: a->csv = true; break;
         default:
             rc = CK_IS_WORKLOAD_OPTION(code) ? ck_options_workload(code, optarg, &a->workload_opts, err)
                                              : ck_options_error("sweep", argv, longs, code, err);
@@ -221,6 +297,8 @@ static int parse_args(int argc, char **argv, sweep_args *a, ck_err *err)
                                                          : "sweep: more than one MODEL given (%s)",
                        optind < argc ? argv[optind + 1] : "");
     a->model_path = argv[optind];
+    if (a->gpus || a->global_batch || a->csv)
+        return check_gpus_args(a, err);
     if (!a->budgets && a->workload_opts.device)
         return device_budget(a, err);
     if (!a->budgets)
@@ -354,6 +432,11 @@ int ck_cmd_sweep(int argc, char **argv)
     if (rc == CK_HELP_PRINTED) {
         free(a.budgets);
         return 0;
+    }
+    if (rc == CK_OK && a.gpus) {
+        ck_gpus_settings g = {a.model_path, a.gpus, a.global_batch, a.csv, &a.planner_opts,
+                              &a.workload_opts};
+        return ck_main_report(ck_gpus_sweep(&g, &err), err.msg);
     }
     const ck_named_file in[] = {{a.model_path, "MODEL"}, {a.workload_opts.costs_path, "--costs"}};
     const ck_named_file out[] = {{a.runs_path, "--runs"}};

@@ -1,0 +1,39 @@
+/* layouts: the parallel layouts that use exactly n GPUs, in a fixed order, for `ckplan
+ * sweep --gpus` to plan one by one (docs/parallel.md, "Which layout?"), and the
+ * microbatches each does of a global batch.
+ *
+ * Today a layout is data parallelism alone: dp = n with ZeRO stages 0 to 3 (one layout for
+ * n = 1, where no stage shards anything). A factor such as tensor or pipeline parallelism
+ * enters as one more loop over the divisors of what the earlier factors leave of n, the
+ * data-parallel ranks taking the rest (see ck_layouts_for). */
+#ifndef CK_LAYOUTS_H
+#define CK_LAYOUTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "planner/err.h"
+#include "planner/layout.h"
+
+typedef struct {
+    ck_layout *items;
+    size_t n;
+} ck_layout_list;
+
+/* The layouts of `gpus` GPUs (1..CK_LAYOUT_MAX_DP), each once; free with ck_layouts_free. */
+int ck_layouts_for(uint64_t gpus, ck_layout_list *out, ck_err *err);
+void ck_layouts_free(ck_layout_list *l);
+
+/* The GPUs l uses: the product of its factors. */
+uint64_t ck_layouts_gpus(const ck_layout *l);
+
+/* Microbatches of `batch` sequences each data-parallel rank of l runs in a step of
+ * global_batch sequences: global_batch / (ranks x batch); false when that does not divide
+ * (or batch is 0). */
+bool ck_layouts_microbatches(const ck_layout *l, uint64_t global_batch, uint64_t batch,
+                             uint64_t *out);
+
+/* "dp=8 zero=3": l as sweep lists it, into buf. */
+void ck_layouts_name(const ck_layout *l, char *buf, size_t len);
+
+#endif
