@@ -194,7 +194,7 @@ static int per_gpu(const ck_model *m, const ck_static_mem *s, ck_sharding how, u
         *out = s->total - s->optimizer - s->master; /* parts of its total */
         return CK_OK;
     }
-    int rc = ck_derive_static_memory(m, &(ck_layout){n, (unsigned)how + 1}, &sharded, err);
+    int rc = ck_derive_static_memory(m, &(ck_layout){.dp = n, .zero = (unsigned)how + 1}, &sharded, err);
     *out = sharded.total;
     return rc;
 }

@@ -54,7 +54,7 @@ static ck_static_mem derive(const ck_model *m, uint64_t dp, unsigned zero)
 {
     ck_static_mem s;
     ck_err err = {{0}};
-    ck_assert_int_eq(ck_derive_static_memory(m, &(ck_layout){dp, zero}, &s, &err), CK_OK);
+    ck_assert_int_eq(ck_derive_static_memory(m, &(ck_layout){.dp = dp, .zero = zero}, &s, &err), CK_OK);
     ck_assert_uint_eq(s.total, s.params + s.grads + s.optimizer + s.master + s.held_inputs +
                                    s.gather + s.reduce_scatter);
     return s;
