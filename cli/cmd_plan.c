@@ -339,6 +339,21 @@ static void print_layout(FILE *out, const ck_layout *l)
             l->zero, sharded[ck_layout_shards(l) ? l->zero : 0]);
 }
 
+/* Megatron's model parallelism, when given: what each rank's model holds of the whole. */
+static void print_model_parallel(FILE *out, const ck_layout *l)
+{
+    if (!ck_layout_model_parallel_given(l))
+        return;
+    uint64_t tp = ck_layout_tp(l), cp = ck_layout_cp(l);
+    fprintf(out, "layout: %llu tensor-parallel rank%s%s, %llu context-parallel rank%s: each rank "
+                 "runs 1/%llu of the heads, MLP width and vocabulary%s and 1/%llu of the sequence; "
+                 "the parameters, activations and plan are one rank's\n",
+            (unsigned long long)tp, tp == 1 ? "" : "s", l->sp ? " with sequence parallelism" : "",
+            (unsigned long long)cp, cp == 1 ? "" : "s", (unsigned long long)tp,
+            l->sp ? ", 1/TP of the norms', dropouts' and residuals' sequence," : "",
+            (unsigned long long)cp);
+}
+
 /* The parameter count by part, and how they are trained. */
 static void print_model_training(FILE *out, const ck_workload *w)
 {
@@ -365,6 +380,7 @@ static void print_model_training(FILE *out, const ck_workload *w)
             ck_dtype_name(t->param_dtype), ck_dtype_name(t->grad_dtype), ck_dtype_name(w->model->dtype),
             t->master_weights ? ", f32 master weights" : "");
     print_layout(out, &st->layout);
+    print_model_parallel(out, &st->layout);
     fputc('\n', out);
 }
 

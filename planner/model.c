@@ -1185,3 +1185,13 @@ bool ck_model_is_static(const ck_model *m, size_t t)
 {
     return ck_model_is_held(m, t) || (t == 0 && !ck_dtype_is_float(m->tensors[0].type.dtype));
 }
+
+const ck_node *ck_model_rank_exchange(const ck_model *m)
+{
+    for (size_t k = 0; k < m->n_nodes; k++) {
+        const ck_attrs *a = &m->nodes[k].attrs;
+        if (a->gather > 1 || a->scatter > 1 || a->context > 1)
+            return &m->nodes[k];
+    }
+    return NULL;
+}

@@ -131,6 +131,11 @@ int ck_model_grad_propagate(ck_model *m, ck_err *err);
 /* last_use[t] (n_tensors entries) receives the last node reading tensor t (0 if none). */
 void ck_model_last_uses(const ck_model *m, size_t *last_use);
 
+/* The first node that exchanges activations with other ranks (a sequence-parallel gather
+ * or scatter, context-parallel attention: docs/parallel.md), or NULL: what one process
+ * cannot execute. */
+const ck_node *ck_model_rank_exchange(const ck_model *m);
+
 /* Whether tensor t is a held input: an input other than x_0 (targets, for the loss). */
 bool ck_model_is_held(const ck_model *m, size_t t);
 
