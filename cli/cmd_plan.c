@@ -344,14 +344,15 @@ static void print_model_parallel(FILE *out, const ck_layout *l)
 {
     if (!ck_layout_model_parallel_given(l))
         return;
-    uint64_t tp = ck_layout_tp(l), cp = ck_layout_cp(l);
-    fprintf(out, "layout: %llu tensor-parallel rank%s%s, %llu context-parallel rank%s: each rank "
-                 "runs 1/%llu of the heads, MLP width and vocabulary%s and 1/%llu of the sequence; "
-                 "the parameters, activations and plan are one rank's\n",
-            (unsigned long long)tp, tp == 1 ? "" : "s", l->sp ? " with sequence parallelism" : "",
-            (unsigned long long)cp, cp == 1 ? "" : "s", (unsigned long long)tp,
-            l->sp ? ", 1/TP of the norms', dropouts' and residuals' sequence," : "",
-            (unsigned long long)cp);
+    unsigned long long tp = ck_layout_tp(l), cp = ck_layout_cp(l);
+    fprintf(out, "layout: %llu tensor-parallel rank%s%s, %llu context-parallel rank%s: a rank runs "
+                 "1/%llu of the heads, MLP width and vocabulary", tp, tp == 1 ? "" : "s",
+            l->sp ? " with sequence parallelism" : "", cp, cp == 1 ? "" : "s", tp);
+    if (l->sp)
+        fprintf(out, ", 1/%llu of the sequence outside attention and the MLP", tp * cp);
+    if (cp > 1)
+        fprintf(out, ", 1/%llu of the sequence%s", cp, l->sp ? " inside them" : "");
+    fprintf(out, "; parameters, activations and plan are one rank's\n");
 }
 
 /* The parameter count by part, and how they are trained. */
