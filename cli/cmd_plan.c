@@ -352,6 +352,9 @@ static void print_model_parallel(FILE *out, const ck_layout *l)
         fprintf(out, ", 1/%llu of the sequence outside attention and the MLP", tp * cp);
     if (cp > 1)
         fprintf(out, ", 1/%llu of the sequence%s", cp, l->sp ? " inside them" : "");
+    if (cp > 1 && ck_layout_shards(l))
+        fprintf(out, "; ZeRO shards over the %llu data- and context-parallel ranks",
+                (unsigned long long)ck_layout_ranks(l));
     fprintf(out, "; parameters, activations and plan are one rank's\n");
 }
 

@@ -57,7 +57,8 @@ PY
 # --cp 2: every activation's sequence halved; ZeRO shards over dp x cp
 run plan "$llama" --seq 8192 --recipe bf16-master --tp 2 --cp 2 --dp 2 --zero 1 --device h100-80gb \
     -o tp-cp.json
-check "--cp 2 plans and names the context-parallel ranks" 0 "2 context-parallel ranks" "1/2 of the sequence"
+check "--cp 2 plans and names the context-parallel ranks" 0 "2 context-parallel ranks" "1/2 of the sequence" \
+    "ZeRO shards over the 4 data- and context-parallel ranks"
 check_that "--cp 2 --dp 2 shards optimizer state as --dp 4 does, parameters as --tp 2 alone" \
     python3 - tp-cp.json tp-llama.json <<'PY'
 import json, sys
