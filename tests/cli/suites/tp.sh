@@ -89,3 +89,11 @@ run plan "$root/models/gpt2-tiny.json" --budget 1000T --tp 2
 check "model files refuse --tp" 2 "--tp, --sp and --cp apply to Hugging Face configs only"
 run plan --help
 check "--help names --tp, --sp and --cp" 0 "--tp N" "--sp " "--cp N"
+
+# profile executes one tensor-parallel rank's layers; its costs are keyed by --tp
+run profile "$llama_tiny" --tp 2 --steps 1 -o tp-costs.json
+check "profile runs one --tp 2 rank's layers" 0 "costs written to tp-costs.json"
+run plan "$llama_tiny" --tp 2 --costs tp-costs.json --budget 1000T -o tp-costs-plan.json
+check "a --tp 2 plan takes --tp 2 costs" 0
+run plan "$llama_tiny" --costs tp-costs.json --budget 1000T -o tp-costs-whole.json
+check "the whole model refuses one rank's costs" 2 "measured with the model options 'tp=2', planning with '(none)'"
