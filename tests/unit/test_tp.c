@@ -78,7 +78,9 @@ static uint64_t selective(const table2 *k)
     return (k->sp ? 34 * sbh / k->t : 10 * sbh + 24 * sbh / k->t) + norm_stats(k);
 }
 
-/* Full recompute keeps the layer's input alone: 2sbh, 2sbh/t with sequence parallelism. */
+/* Full recompute keeps the layer's input alone: 2sbh, 2sbh/t with sequence parallelism
+ * (the chain's `none` variant keeps the stage's output, the next layer's input, of the same
+ * size as its own input). */
 static uint64_t full(const table2 *k)
 {
     return 2 * k->s * k->b * k->h / (k->sp ? k->t : 1);
@@ -100,8 +102,8 @@ START_TEST(gpt2_layer_is_table_2)
                               (unsigned long long)kept(&w, "all"));
                 ck_assert_msg(kept(&w, "attn") == selective(&k), "selective, t %llu sp %d",
                               (unsigned long long)k.t, sp);
-                ck_assert_msg(layer(&w)->out_bytes == full(&k), "full, t %llu sp %d",
-                              (unsigned long long)k.t, sp);
+                ck_assert_msg(layer(&w)->out_bytes == full(&k) && kept(&w, "none") == full(&k),
+                              "full, t %llu sp %d", (unsigned long long)k.t, sp);
                 ck_workload_free(&w);
             }
 }
