@@ -390,6 +390,25 @@ static void print_pipeline_ranks(FILE *out, const ck_workload *w, const ck_pipel
                  "schedule is the worst rank's first chunk's\n\n");
 }
 
+/* Megatron's model parallelism, when given: what each rank's model holds of the whole. */
+static void print_model_parallel(FILE *out, const ck_layout *l)
+{
+    if (!ck_layout_model_parallel_given(l))
+        return;
+    unsigned long long tp = ck_layout_tp(l), cp = ck_layout_cp(l);
+    fprintf(out, "layout: %llu tensor-parallel rank%s%s, %llu context-parallel rank%s: a rank runs "
+                 "1/%llu of the heads, MLP width and vocabulary", tp, tp == 1 ? "" : "s",
+            l->sp ? " with sequence parallelism" : "", cp, cp == 1 ? "" : "s", tp);
+    if (l->sp)
+        fprintf(out, ", 1/%llu of the sequence outside attention and the MLP", tp * cp);
+    if (cp > 1)
+        fprintf(out, ", 1/%llu of the sequence%s", cp, l->sp ? " inside them" : "");
+    if (cp > 1 && ck_layout_shards(l))
+        fprintf(out, "; ZeRO shards over the %llu data- and context-parallel ranks",
+                (unsigned long long)ck_layout_ranks(l));
+    fprintf(out, "; parameters, activations and plan are one rank's\n");
+}
+
 /* The parameter count by part, and how they are trained. */
 static void print_model_training(FILE *out, const ck_workload *w)
 {
@@ -417,6 +436,7 @@ static void print_model_training(FILE *out, const ck_workload *w)
             t->master_weights ? ", f32 master weights" : "");
     print_layout(out, &st->layout);
     print_pipeline_layout(out, &st->layout);
+    print_model_parallel(out, &st->layout);
     fputc('\n', out);
 }
 

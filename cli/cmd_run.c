@@ -146,6 +146,20 @@ static int refuse_pipeline(const char *path, const ck_layout *l, ck_err *err)
                        (unsigned long long)ck_layout_virtual(l));
 }
 
+/* A plan for one rank of a tensor- or context-parallel layout: its gathers, scatters and
+ * reductions need the other ranks. */
+static int refuse_model_parallel(const char *path, const ck_layout *l, ck_err *err)
+{
+    if (!ck_layout_splits_model(l))
+        return CK_OK;
+    return ck_err_fail(err, CK_ERR_INPUT, "%s: model.options: the plan is one rank's of --tp %llu%s "
+                       "--cp %llu, whose layers exchange activations with the other ranks; 'ckplan "
+                       "run' executes one process and cannot run tensor- or context-parallel "
+                       "layers: plan again without --tp and --cp to run a step", path,
+                       (unsigned long long)ck_layout_tp(l), l->sp ? " --sp" : "",
+                       (unsigned long long)ck_layout_cp(l));
+}
+
 int ck_cmd_run(int argc, char **argv)
 {
     run_args a;
@@ -169,7 +183,9 @@ int ck_cmd_run(int argc, char **argv)
     if (rc != CK_OK)
         return ck_main_report(rc, err.msg);
 
-    rc = refuse_sharded(a.plan_path, &plan.model_opts.layout, &err);
+    rc = refuse_model_parallel(a.plan_path, &plan.model_opts.layout, &err);
+    if (rc == CK_OK)
+        rc = refuse_sharded(a.plan_path, &plan.model_opts.layout, &err);
     if (rc == CK_OK)
         rc = refuse_pipeline(a.plan_path, &plan.model_opts.layout, &err);
     if (rc == CK_OK)

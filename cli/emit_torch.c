@@ -398,6 +398,11 @@ static int emit_torch_run(emit_args *a, ck_err *err)
                          "file or a Hugging Face config", a->model_path);
     if (rc == CK_OK && a->plan_path)
         rc = check_plan_of(&w, a, &plan, err);
+    if (rc == CK_OK && ck_model_rank_exchange(w.model))
+        rc = ck_err_fail(err, CK_ERR_INPUT, "%s: node %s exchanges activations with other ranks "
+                         "(--sp, --cp): the emitted module runs one process; emit with --tp "
+                         "alone for one tensor-parallel rank's layers", a->model_path,
+                         ck_model_rank_exchange(w.model)->name);
     if (rc == CK_OK)
         rc = check_stage_reads(&w, err);
     if (rc == CK_OK)

@@ -106,6 +106,19 @@ static int set_pipeline(int code, const char *arg, ck_layout *l, ck_err *err)
     return CK_OK;
 }
 
+/* --tp N, --sp and --cp N: Megatron's model parallelism (checked together when the model
+ * loads: --sp needs --tp above 1). */
+static int set_model_parallel(int code, const char *arg, ck_layout *l, ck_err *err)
+{
+    if (code == CK_OPT_SP) {
+        l->sp = true;
+        return CK_OK;
+    }
+    bool tp = code == CK_OPT_TP;
+    return ck_options_parse_count(arg, tp ? "--tp" : "--cp", 1,
+                                  tp ? CK_LAYOUT_MAX_TP : CK_LAYOUT_MAX_CP, tp ? &l->tp : &l->cp, err);
+}
+
 int ck_options_workload(int code, const char *arg, ck_workload_opts *o, ck_err *err)
 {
     uint64_t rank;
@@ -156,6 +169,10 @@ int ck_options_workload(int code, const char *arg, ck_workload_opts *o, ck_err *
     case CK_OPT_MICROBATCHES:
     case CK_OPT_VIRTUAL_STAGES:
         return set_pipeline(code, arg, &o->model.layout, err);
+    case CK_OPT_TP:
+    case CK_OPT_SP:
+    case CK_OPT_CP:
+        return set_model_parallel(code, arg, &o->model.layout, err);
     default:
         return ck_err_fail(err, CK_ERR_INPUT, "internal error: option code %d", code);
     }
@@ -228,6 +245,23 @@ void ck_options_model_help(FILE *out)
             "  --fsdp STRATEGY       the same as --zero 3 (full-shard) or 2 (shard-grad-op)\n",
             CK_LAYOUT_MAX_DP);
     pipeline_help(out);
+    ck_options_model_parallel_help(out);
+}
+
+void ck_options_model_parallel_help(FILE *out)
+{
+    fprintf(out,
+            "  --tp N                for Hugging Face configs: N tensor-parallel ranks (1 to\n"
+            "                        %d, Megatron's): each runs 1/N of the heads, KV heads,\n"
+            "                        MLP width and (padded) vocabulary; norms, residuals and\n"
+            "                        the projections' inputs stay whole\n"
+            "  --sp                  with --tp above 1: Megatron's sequence parallelism, which\n"
+            "                        splits what --tp leaves whole along the sequence\n"
+            "  --cp N                for Hugging Face configs: N context-parallel ranks (1 to\n"
+            "                        %d): each holds 1/N of the sequence; attention reads\n"
+            "                        the others' keys and values (docs/parallel.md); ZeRO\n"
+            "                        shards over the --dp times --cp ranks\n",
+            CK_LAYOUT_MAX_TP, CK_LAYOUT_MAX_CP);
 }
 
 int ck_options_parse_slots(const char *text, ck_planner_opts *opts, ck_err *err)

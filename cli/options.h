@@ -32,6 +32,9 @@ enum {
     CK_OPT_PP,
     CK_OPT_MICROBATCHES,
     CK_OPT_VIRTUAL_STAGES,
+    CK_OPT_TP,
+    CK_OPT_SP,
+    CK_OPT_CP,
     CK_OPT_BUDGET,
     CK_OPT_PLANNER,
     CK_OPT_SLOTS,
@@ -57,7 +60,8 @@ enum {
         {"attention", required_argument, NULL, CK_OPT_ATTENTION},                              \
         {"dp", required_argument, NULL, CK_OPT_DP},                                            \
         {"zero", required_argument, NULL, CK_OPT_ZERO},                                        \
-        {"fsdp", required_argument, NULL, CK_OPT_FSDP}, CK_PIPELINE_LONG_OPTIONS
+        {"fsdp", required_argument, NULL, CK_OPT_FSDP}, CK_PIPELINE_LONG_OPTIONS, \
+        CK_MODEL_PARALLEL_LONG_OPTIONS
 
 /* The pipeline layout's options. */
 #define CK_PIPELINE_LONG_OPTIONS                                                                   \
@@ -65,10 +69,15 @@ enum {
         {"microbatches", required_argument, NULL, CK_OPT_MICROBATCHES},                            \
         {"virtual-stages", required_argument, NULL, CK_OPT_VIRTUAL_STAGES}
 
+/* Megatron's model parallelism: tensor, sequence and context. */
+#define CK_MODEL_PARALLEL_LONG_OPTIONS                                                             \
+    {"tp", required_argument, NULL, CK_OPT_TP}, {"sp", no_argument, NULL, CK_OPT_SP},          \
+        {"cp", required_argument, NULL, CK_OPT_CP}
+
 /* Whether getopt code is one of CK_WORKLOAD_LONG_OPTIONS. */
-#define CK_IS_WORKLOAD_OPTION(code) ((code) >= CK_OPT_GRANULARITY && (code) <= CK_OPT_VIRTUAL_STAGES)
+#define CK_IS_WORKLOAD_OPTION(code) ((code) >= CK_OPT_GRANULARITY && (code) <= CK_OPT_CP)
 /* Whether getopt code is one of CK_MODEL_LONG_OPTIONS. */
-#define CK_IS_MODEL_OPTION(code) ((code) >= CK_OPT_SET && (code) <= CK_OPT_VIRTUAL_STAGES)
+#define CK_IS_MODEL_OPTION(code) ((code) >= CK_OPT_SET && (code) <= CK_OPT_CP)
 
 /* Applies a workload option; CK_OK, or CK_ERR_INPUT naming the option and what it takes.
  * String values are kept as pointers into arg: pass argv's strings. */
@@ -77,6 +86,8 @@ int ck_options_workload(int code, const char *arg, ck_workload_opts *o, ck_err *
 void ck_options_workload_help(FILE *out);
 /* The help lines of CK_MODEL_LONG_OPTIONS alone. */
 void ck_options_model_help(FILE *out);
+/* Those of CK_MODEL_PARALLEL_LONG_OPTIONS, which ck_options_model_help ends with. */
+void ck_options_model_parallel_help(FILE *out);
 
 /* Parses --slots: a whole number of memory units for dp, or "exact" (1-byte units). */
 int ck_options_parse_slots(const char *text, ck_planner_opts *opts, ck_err *err);

@@ -51,7 +51,8 @@ typedef struct {
 
 /* Static memory of one rank (docs/model-format.md section 5, docs/parallel.md). */
 typedef struct {
-    uint64_t n_params;    /* a count, not bytes: of the whole model, whatever the layout */
+    uint64_t n_params;    /* a count, not bytes: of the model the rank runs, whatever ZeRO
+                             shards (under --tp, the rank's part) */
     uint64_t n_trainable; /* of them, those of nodes not frozen: a count */
     ck_param_parts parts;
     ck_layout layout;     /* the layout the bytes are one rank's of */

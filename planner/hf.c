@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "planner/hf_config.h"
+#include "planner/hf_rank.h"
 #include "planner/json.h"
 
 bool ck_hf_is_config(const cJSON *root)
@@ -25,6 +26,8 @@ ck_model_opts ck_hf_model_opts(const ck_model_opts *opts)
     ck_model_opts rest = *opts;
     rest.lora_rank = 0;
     rest.attention = NULL;
+    rest.layout.tp = rest.layout.cp = 0; /* built into the rank's graph */
+    rest.layout.sp = false;
     return rest;
 }
 
@@ -44,6 +47,7 @@ char *ck_hf_config_path(const char *path)
 typedef struct {
     const ck_hf_config *c;
     const ck_hf_family *f;
+    const ck_hf_rank *r; /* the rank of a tensor-, sequence- or context-parallel layout */
     bool eager, lora;
     cJSON *nodes;
     const char *cur;
@@ -126,27 +130,43 @@ static void dropout(builder *b, const char *name, double p)
         put_number(b, node(b, name, "dropout"), "p", p);
 }
 
+/* One rank's part of dim `whole` under tensor parallelism: "H/TP" (Megatron's column-
+ * and vocabulary-parallel layers split heads, widths and the vocabulary). */
+static const char *tp_part(const builder *b, const char *whole, const char *part)
+{
+    return b->r->tp > 1 ? part : whole;
+}
+
 static void heads(builder *b, cJSON *n)
 {
-    put_string(b, n, "heads", "H");
-    put_string(b, n, "kv_heads", "KV");
+    put_string(b, n, "heads", tp_part(b, "H", "H/TP"));
+    put_string(b, n, "kv_heads", tp_part(b, "KV", "KV/TP"));
+}
+
+/* Under sequence parallelism, a column-parallel node all-gathers its input's sequence
+ * ("gather") and a row-parallel one reduce-scatters its output's ("scatter"). */
+static void sequence_parallel(builder *b, cJSON *n, const char *how)
+{
+    if (b->r->sp)
+        put_string(b, n, how, "TP");
 }
 
 /* A projection of cur to `out` features and, with LoRA, its adapter `adapter`
  * (lora(input, base)); `packed`: q, k and v modules of their own, one adapter each. */
-static void projection(builder *b, const char *name, const char *adapter, const char *out,
-                       bool bias, bool packed)
+static cJSON *projection(builder *b, const char *name, const char *adapter, const char *out,
+                         bool bias, bool packed)
 {
     const char *in = b->cur;
     cJSON *n = param_node(b, name, "linear");
     put_string(b, n, "out", out);
     put_bool(b, n, "bias", bias);
     if (!b->lora)
-        return;
+        return n;
     cJSON *a = node2(b, adapter, "lora", in, name);
     put_string(b, a, "rank", "R");
     if (packed)
         heads(b, a);
+    return n;
 }
 
 static void attention(builder *b)
@@ -154,7 +174,8 @@ static void attention(builder *b)
     const ck_hf_config *c = b->c;
     const char *x = b->cur;
     norm(b, "norm1");
-    projection(b, "qkv", "qkv_lora", "(H+2*KV)*D", c->qkv_bias, !b->f->fused_qkv);
+    sequence_parallel(b, projection(b, "qkv", "qkv_lora", tp_part(b, "(H+2*KV)*D", "(H/TP+2*(KV/TP))*D"),
+                                    c->qkv_bias, !b->f->fused_qkv), "gather");
     if (b->f->qknorm) {
         cJSON *n = param_node(b, "qknorm", "qknorm");
         heads(b, n);
@@ -179,7 +200,9 @@ static void attention(builder *b)
         put_string(b, n, "softmax_dtype", "f32");
     if (b->eager && c->attn_cap > 0)
         put_number(b, n, "softcap", c->attn_cap);
-    projection(b, "o", "o_lora", "C", c->o_bias, false);
+    if (b->r->cp > 1)
+        put_string(b, n, "context", "CP");
+    sequence_parallel(b, projection(b, "o", "o_lora", "C", c->o_bias, false), "scatter");
     if (b->f->sandwich_norms)
         norm(b, "post_attn_norm");
     dropout(b, "drop1", c->resid_p);
@@ -190,12 +213,13 @@ static void attention(builder *b)
 static void gated_mlp(builder *b)
 {
     const char *in = b->cur;
-    projection(b, "gate", "gate_lora", "F", b->c->mlp_bias, false);
+    const char *F = tp_part(b, "F", "F/TP");
+    sequence_parallel(b, projection(b, "gate", "gate_lora", F, b->c->mlp_bias, false), "gather");
     const char *gate = b->cur;
     b->cur = in;
-    projection(b, "up", "up_lora", "F", b->c->mlp_bias, false);
+    sequence_parallel(b, projection(b, "up", "up_lora", F, b->c->mlp_bias, false), "gather");
     node2(b, "act", b->f->mlp == CK_HF_MLP_GEGLU ? "geglu" : "swiglu", gate, b->cur);
-    projection(b, "down", "down_lora", "C", b->c->mlp_bias, false);
+    sequence_parallel(b, projection(b, "down", "down_lora", "C", b->c->mlp_bias, false), "scatter");
 }
 
 static void mlp(builder *b)
@@ -206,14 +230,15 @@ static void mlp(builder *b)
         cJSON *n = param_node(b, "moe", "moe");
         put_string(b, n, "experts", "E");
         put_string(b, n, "top_k", "K");
-        put_string(b, n, "hidden", "F");
+        put_string(b, n, "hidden", tp_part(b, "F", "F/TP"));
     } else if (b->f->mlp == CK_HF_MLP_SWIGLU || b->f->mlp == CK_HF_MLP_GEGLU) {
         gated_mlp(b);
     } else {
-        projection(b, "fc1", "fc1_lora", "F", b->c->mlp_bias, false);
+        sequence_parallel(b, projection(b, "fc1", "fc1_lora", tp_part(b, "F", "F/TP"), b->c->mlp_bias, false),
+                          "gather");
         node(b, "act", b->f->mlp == CK_HF_MLP_RELU ? "relu" : "gelu");
         dropout(b, "drop_act", b->c->act_p);
-        projection(b, "fc2", "fc2_lora", "C", b->c->mlp_bias, false);
+        sequence_parallel(b, projection(b, "fc2", "fc2_lora", "C", b->c->mlp_bias, false), "scatter");
     }
     if (b->f->sandwich_norms)
         norm(b, "post_mlp_norm");
@@ -226,7 +251,9 @@ static void top(builder *b)
     const ck_hf_config *c = b->c;
     b->cur = "tokens";
     cJSON *e = param_node(b, "embed", "embedding");
-    put_string(b, e, "vocab", "V");
+    const char *vocab = tp_part(b, "V", b->r->vocab == b->c->V ? "V/TP" : "VP/TP");
+    put_string(b, e, "vocab", vocab);
+    sequence_parallel(b, e, "scatter");
     put_string(b, e, "dim", "C");
     if (b->f->learned_pos)
         put_string(b, e, "positions", b->f->pos_offset ? "P+2" : "P");
@@ -239,8 +266,9 @@ static void top(builder *b)
     put_string(b, h, "repeat", "L");
     norm(b, "norm_f");
     cJSON *head = param_node(b, "lm_head", "linear");
-    put_string(b, head, "out", "V");
+    put_string(b, head, "out", vocab);
     put_bool(b, head, "bias", false);
+    sequence_parallel(b, head, "gather");
     if (c->tie)
         put_bool(b, head, "tied", true);
     if (c->final_cap > 0)
@@ -255,6 +283,18 @@ static void dim(builder *b, cJSON *dims, const char *name, uint64_t given, const
         put_number(b, dims, name, (double)given);
     else
         put_string(b, dims, name, rule);
+}
+
+/* The rank's dims: TP and CP, the ranks, and VP, the vocabulary padded to a multiple of TP
+ * when V is not one (Megatron pads it so; the padding rows are trained as any other). */
+static void rank_dims(builder *b, cJSON *d)
+{
+    if (b->r->tp > 1)
+        put_number(b, d, "TP", (double)b->r->tp);
+    if (b->r->tp > 1 && b->r->vocab != b->c->V)
+        put_number(b, d, "VP", (double)b->r->vocab);
+    if (b->r->cp > 1)
+        put_number(b, d, "CP", (double)b->r->cp);
 }
 
 static void dims(builder *b, cJSON *doc, uint64_t lora_rank)
@@ -280,6 +320,7 @@ static void dims(builder *b, cJSON *doc, uint64_t lora_rank)
     }
     if (lora_rank)
         put_number(b, d, "R", (double)lora_rank);
+    rank_dims(b, d);
 }
 
 /* The bf16-master recipe with AdamW: bf16 weights and activations, f32 master weights and
@@ -305,7 +346,8 @@ static void inputs(builder *b, cJSON *doc)
         put_string(b, t, "name", names[i]);
         cJSON *shape = t ? attach(b, t, "shape", cJSON_CreateArray()) : NULL;
         attach(b, shape, NULL, cJSON_CreateString("B"));
-        attach(b, shape, NULL, cJSON_CreateString("T"));
+        /* a context-parallel rank's part of the sequence */
+        attach(b, shape, NULL, cJSON_CreateString(b->r->cp > 1 ? "T/CP" : "T"));
         put_string(b, t, "dtype", "int32");
     }
 }
@@ -335,10 +377,13 @@ int ck_hf_to_model(const cJSON *config, const char *file, const ck_model_opts *o
                    ck_err *err)
 {
     ck_hf_config c;
+    ck_hf_rank r;
     int rc = ck_hf_config_read(config, file, &c, err);
+    if (rc == CK_OK)
+        rc = ck_hf_rank_of(&c, opts, file, &r, err);
     if (rc != CK_OK)
         return rc;
-    builder b = {.c = &c, .f = c.family, .lora = opts->lora_rank > 0,
+    builder b = {.c = &c, .f = c.family, .r = &r, .lora = opts->lora_rank > 0,
                  .eager = opts->attention && strcmp(opts->attention, "eager") == 0};
     cJSON *doc = cJSON_CreateObject();
     check(&b, doc);

@@ -26,8 +26,10 @@ bool ck_hf_is_config(const cJSON *root);
 const char *ck_hf_families(void);
 
 /* The ckplan-model/1 document of config (read from `file`, named in messages), with
- * opts->lora_rank adapters and opts->attention's kernel (NULL: sdpa); the caller deletes
- * *out. opts->sets, recipe and optimizer are not applied here: they are
+ * opts->lora_rank adapters and opts->attention's kernel (NULL: sdpa), as one rank of
+ * opts->layout's tensor, sequence and context parallelism runs it (planner/hf_rank,
+ * docs/parallel.md: dims TP, CP and VP, the layers' gather, scatter and context); the
+ * caller deletes *out. opts->sets, recipe and optimizer are not applied here: they are
  * ck_model_from_json_opts's. */
 int ck_hf_to_model(const cJSON *config, const char *file, const ck_model_opts *opts, cJSON **out,
                    ck_err *err);
@@ -42,7 +44,8 @@ int ck_hf_import(const cJSON *config, const char *file, const ck_model_opts *opt
  * model: what ckplan writes, it reads back. */
 int ck_hf_check_text(const char *text, const char *file, ck_err *err);
 
-/* opts without what ck_hf_to_model consumed (lora_rank, attention), for
+/* opts without what ck_hf_to_model consumed (lora_rank, attention, the layout's tp, sp and
+ * cp), for
  * ck_model_from_json_opts. */
 ck_model_opts ck_hf_model_opts(const ck_model_opts *opts);
 

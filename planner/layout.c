@@ -4,7 +4,7 @@
 
 uint64_t ck_layout_ranks(const ck_layout *l)
 {
-    return l->dp ? l->dp : 1;
+    return (l->dp ? l->dp : 1) * ck_layout_cp(l); /* both at most 65536 */
 }
 
 bool ck_layout_shards(const ck_layout *l)
@@ -41,4 +41,33 @@ uint64_t ck_layout_microbatches(const ck_layout *l)
 uint64_t ck_layout_virtual(const ck_layout *l)
 {
     return l->virtual_stages ? l->virtual_stages : 1;
+}
+
+uint64_t ck_layout_tp(const ck_layout *l)
+{
+    return l->tp ? l->tp : 1;
+}
+
+uint64_t ck_layout_cp(const ck_layout *l)
+{
+    return l->cp ? l->cp : 1;
+}
+
+bool ck_layout_splits_model(const ck_layout *l)
+{
+    return ck_layout_tp(l) > 1 || ck_layout_cp(l) > 1;
+}
+
+bool ck_layout_model_parallel_given(const ck_layout *l)
+{
+    return l->tp || l->sp || l->cp;
+}
+
+int ck_layout_check(const ck_layout *l, ck_err *err)
+{
+    if (l->sp && ck_layout_tp(l) < 2)
+        return ck_err_fail(err, CK_ERR_INPUT, "--sp: sequence parallelism splits over the "
+                           "tensor-parallel ranks: it needs --tp 2 or more, got --tp %llu",
+                           (unsigned long long)ck_layout_tp(l));
+    return CK_OK;
 }

@@ -198,7 +198,7 @@ bool ck_model_opts_set(ck_model_opts *o, const char *name, size_t len, uint64_t 
 bool ck_model_opts_any(const ck_model_opts *o)
 {
     return o->n_sets || o->recipe || o->optimizer || o->lora_rank || o->attention || o->layout.dp ||
-           ck_layout_pipelined(&o->layout);
+           ck_layout_pipelined(&o->layout) || ck_layout_model_parallel_given(&o->layout);
 }
 
 static int compare_sets(const void *a, const void *b)
@@ -231,6 +231,10 @@ char *ck_model_opts_key(const ck_model_opts *o)
     if (o->optimizer) KEY_ADD("%soptimizer=%s", used ? " " : "", o->optimizer);
     if (o->lora_rank) KEY_ADD("%slora=%llu", used ? " " : "", (unsigned long long)o->lora_rank);
     if (o->attention) KEY_ADD("%sattention=%s", used ? " " : "", o->attention);
+    /* model parallelism changes the model a rank runs, hence its stages */
+    if (ck_layout_tp(&o->layout) > 1) KEY_ADD("%stp=%llu", used ? " " : "", (unsigned long long)o->layout.tp);
+    if (o->layout.sp) KEY_ADD("%ssp", used ? " " : "");
+    if (ck_layout_cp(&o->layout) > 1) KEY_ADD("%scp=%llu", used ? " " : "", (unsigned long long)o->layout.cp);
 #undef KEY_ADD
     return key;
 }
@@ -1113,6 +1117,11 @@ int ck_model_from_json_opts(const cJSON *root, const char *file, const ck_model_
         return ck_err_fail(err, CK_ERR_INPUT, "%s: %s applies to Hugging Face configs only; in a "
                        "ckplan-model/1 file, write it in the graph", file,
                        opts->lora_rank ? "--lora" : "--attention");
+    if (ck_layout_model_parallel_given(&opts->layout))
+        return ck_err_fail(err, CK_ERR_INPUT, "%s: --tp, --sp and --cp apply to Hugging Face configs "
+                           "only, whose layers ckplan builds and can split per rank; a "
+                           "ckplan-model/1 file's graph is one rank's as written (docs/parallel.md)",
+                           file);
     loader ld = {.file = file, .err = err, .opts = opts};
     ld.m = calloc(1, sizeof *ld.m);
     if (!ld.m)
@@ -1175,4 +1184,14 @@ bool ck_model_is_held(const ck_model *m, size_t t)
 bool ck_model_is_static(const ck_model *m, size_t t)
 {
     return ck_model_is_held(m, t) || (t == 0 && !ck_dtype_is_float(m->tensors[0].type.dtype));
+}
+
+const ck_node *ck_model_rank_exchange(const ck_model *m)
+{
+    for (size_t k = 0; k < m->n_nodes; k++) {
+        const ck_attrs *a = &m->nodes[k].attrs;
+        if (a->gather > 1 || a->scatter > 1 || a->context > 1)
+            return &m->nodes[k];
+    }
+    return NULL;
 }

@@ -99,7 +99,8 @@ typedef struct {
     const char *optimizer; /* an optimizer's name, or NULL */
     uint64_t lora_rank;    /* Hugging Face configs only: 0, no adapters */
     const char *attention; /* Hugging Face configs only: "eager", "sdpa", "flash" or NULL */
-    ck_layout layout;      /* --dp, --zero: the static memory of one rank of it */
+    ck_layout layout;      /* --dp, --zero: the static memory of one rank of it; --tp, --sp,
+                              --cp (Hugging Face configs only): the model one rank runs */
 } ck_model_opts;
 
 /* Sets dim name[0, len) to value in o, replacing an earlier value of the same name; false
@@ -108,9 +109,9 @@ bool ck_model_opts_set(ck_model_opts *o, const char *name, size_t len, uint64_t 
 /* Whether o changes anything. */
 bool ck_model_opts_any(const ck_model_opts *o);
 /* o as canonical text, the same for options that make the same model: "B=1 T=4096
- * recipe=bf16-master" (sets sorted by name), "" for none; the layout changes no stage, so
- * it is left out. The caller frees it; NULL when out
- * of memory. */
+ * recipe=bf16-master" (sets sorted by name), "" for none; of the layout, only tensor and
+ * context parallelism change the stages ("tp=2 sp cp=2"), the data-parallel ranks and the
+ * ZeRO stage are left out. The caller frees it; NULL when out of memory. */
 char *ck_model_opts_key(const ck_model_opts *o);
 
 /* Reads and validates a `ckplan-model/1` document; `file` names it in messages. */
@@ -129,6 +130,11 @@ int ck_model_grad_propagate(ck_model *m, ck_err *err);
 
 /* last_use[t] (n_tensors entries) receives the last node reading tensor t (0 if none). */
 void ck_model_last_uses(const ck_model *m, size_t *last_use);
+
+/* The first node that exchanges activations with other ranks (a sequence-parallel gather
+ * or scatter, context-parallel attention: docs/parallel.md), or NULL: what one process
+ * cannot execute. */
+const ck_node *ck_model_rank_exchange(const ck_model *m);
 
 /* Whether tensor t is a held input: an input other than x_0 (targets, for the loss). */
 bool ck_model_is_held(const ck_model *m, size_t t);

@@ -13,12 +13,15 @@
 /* FLOPs per element: ops whose cost is proportional to their size; the others add theirs
  * in ck_op_describe. */
 static const ck_op_def op_table[] = {
-    OP(CK_OP_EMBEDDING, "embedding", 1, 0, 1, .n_attrs = 3,
+    OP(CK_OP_EMBEDDING, "embedding", 1, 0, 1, .n_attrs = 4,
        .attrs = {ATTR("vocab", CK_ATTR_DIM, true, 0, vocab), ATTR("dim", CK_ATTR_DIM, true, 0, dim),
-                 ATTR("positions", CK_ATTR_DIM, false, 0, positions)}),
-    OP(CK_OP_LINEAR, "linear", 1, 0, 0, .n_attrs = 3,
+                 ATTR("positions", CK_ATTR_DIM, false, 0, positions),
+                 ATTR("scatter", CK_ATTR_DIM, false, 0, scatter)}),
+    OP(CK_OP_LINEAR, "linear", 1, 0, 0, .n_attrs = 5,
        .attrs = {ATTR("out", CK_ATTR_DIM, true, 0, out), ATTR("bias", CK_ATTR_BOOL, false, 1, bias),
-                 ATTR("tied", CK_ATTR_BOOL, false, 0, tied)}),
+                 ATTR("tied", CK_ATTR_BOOL, false, 0, tied),
+                 ATTR("gather", CK_ATTR_DIM, false, 0, gather),
+                 ATTR("scatter", CK_ATTR_DIM, false, 0, scatter)}),
     OP(CK_OP_LAYERNORM, "layernorm", 1, 7, 12, .n_attrs = 1,
        .attrs = {ATTR("eps", CK_ATTR_POSITIVE, false, 1e-5, eps)}),
     OP(CK_OP_RMSNORM, "rmsnorm", 1, 4, 8, .n_attrs = 2,
@@ -31,7 +34,7 @@ static const ck_op_def op_table[] = {
     OP(CK_OP_MUL, "mul", 2, 1, 2),
     OP(CK_OP_DROPOUT, "dropout", 1, 2, 1, .draws = true, .n_attrs = 1,
        .attrs = {ATTR("p", CK_ATTR_PROB, true, 0, p)}),
-    OP(CK_OP_ATTENTION, "attention", 1, 0, 0, .draws = true, .n_attrs = 8,
+    OP(CK_OP_ATTENTION, "attention", 1, 0, 0, .draws = true, .n_attrs = 9,
        .attrs = {ATTR("heads", CK_ATTR_DIM, true, 0, heads),
                  ATTR("kv_heads", CK_ATTR_DIM, false, 0, kv_heads),
                  ATTR("dropout", CK_ATTR_PROB, false, 0, p),
@@ -39,7 +42,8 @@ static const ck_op_def op_table[] = {
                  ATTR("head_dim", CK_ATTR_DIM, false, 0, head_dim),
                  ATTR("softmax_dtype", CK_ATTR_DTYPE, false, CK_I32, softmax_dtype),
                  ATTR("softcap", CK_ATTR_POSITIVE, false, 0, cap),
-                 ATTR("expand_kv", CK_ATTR_BOOL, false, 0, expand_kv)}),
+                 ATTR("expand_kv", CK_ATTR_BOOL, false, 0, expand_kv),
+                 ATTR("context", CK_ATTR_DIM, false, 0, context)}),
     OP(CK_OP_ROPE, "rope", 1, 0, 0, .n_attrs = 4,
        .attrs = {ATTR("heads", CK_ATTR_DIM, true, 0, heads),
                  ATTR("kv_heads", CK_ATTR_DIM, false, 0, kv_heads),
@@ -174,6 +178,28 @@ static int check_same(const char *file, const char *path, const ck_ttype *in, ck
     return bad_input(file, path, 1, want, &in[1], err);
 }
 
+/* Sequence parallelism: *out (a linear's or embedding's output, shaped from its input) with
+ * its sequence, dimension 1, gathered (times a->gather) or reduce-scattered (divided by
+ * a->scatter, which must divide it). */
+static int infer_sequence(const ck_attrs *a, ck_ttype *out, const char *file, const char *path,
+                          ck_err *err)
+{
+    if (!a->gather && !a->scatter)
+        return CK_OK;
+    if (out->rank < 3)
+        return bad_attr(file, path, a->gather ? "gather" : "scatter", err,
+                        "expected an output [B, T, features] to split along T, got rank %zu",
+                        out->rank);
+    if (a->scatter && out->dim[1] % a->scatter != 0)
+        return bad_attr(file, path, "scatter", err,
+                        "expected a divisor of the sequence, %llu, got %llu",
+                        (unsigned long long)out->dim[1], (unsigned long long)a->scatter);
+    if (a->gather && !ck_size_mul(out->dim[1], a->gather, &out->dim[1]))
+        return bad_attr(file, path, "gather", err, "the gathered sequence overflows 64 bits");
+    out->dim[1] /= a->scatter ? a->scatter : 1;
+    return CK_OK;
+}
+
 static int infer_embedding(const ck_attrs *a, ck_dtype act, const ck_ttype *in, ck_ttype *out,
                            const char *file, const char *path, ck_err *err)
 {
@@ -185,7 +211,7 @@ static int infer_embedding(const ck_attrs *a, ck_dtype act, const ck_ttype *in, 
     *out = in[0];
     out->dtype = act;
     out->dim[out->rank++] = a->dim;
-    return CK_OK;
+    return infer_sequence(a, out, file, path, err);
 }
 
 /* The packed q, k, v layout attention and rope read: [B, T, (heads + 2*kv_heads) * D];
@@ -334,7 +360,7 @@ int ck_op_infer(const ck_op_def *op, ck_attrs *a, ck_dtype act, const ck_ttype *
             return rc;
         *out = in[0];
         out->dim[out->rank - 1] = a->out;
-        return CK_OK;
+        return infer_sequence(a, out, file, path, err);
     case CK_OP_ADD:
     case CK_OP_MUL:
     case CK_OP_SWIGLU:
@@ -484,18 +510,35 @@ static void save_scores(ovf *o, const ck_attrs *a, const ck_ttype *scores, ck_op
     info->bwd_ws_bytes = info->fwd_ws_bytes;
 }
 
+/* Context parallelism (docs/parallel.md): the keys and values of the other ranks' parts of
+ * the sequence pass through. Fused kernels go round the ring (Liu et al. 2023, ring
+ * attention): forward the part computed on and the one arriving, backward those and their
+ * gradients, travelling with them. Eager attention all-gathers them whole, forward and
+ * again backward with their gradients (as the Llama 3 paper's all-gather variant). */
+static void add_context_ws(ovf *o, const ck_attrs *a, const ck_ttype *in, uint64_t head_dim,
+                           ck_op_info *info)
+{
+    if (!a->context || a->context == 1)
+        return;
+    uint64_t part = mul(o, mul(o, mul(o, in->dim[0], in->dim[1]), mul(o, a->kv_heads, head_dim)),
+                        2 * ck_dtype_bytes(in->dtype)); /* k and v of one rank's part */
+    uint64_t fwd = mul(o, part, a->flash ? 2 : a->context);
+    info->fwd_ws_bytes = add(o, info->fwd_ws_bytes, fwd);
+    info->bwd_ws_bytes = add(o, info->bwd_ws_bytes, mul(o, fwd, 2));
+}
+
 static void describe_attention(ovf *o, const ck_attrs *a, const ck_ttype *in,
                                const ck_ttype *out, ck_op_info *info)
 {
-    uint64_t b = in[0].dim[0], t = in[0].dim[1];
+    uint64_t b = in[0].dim[0], t = in[0].dim[1], keys = mul(o, t, a->context ? a->context : 1);
     uint64_t head_dim = out->dim[2] / a->heads;
-    ck_ttype scores = {.dtype = out->dtype, .rank = 4, .dim = {b, a->heads, t, t}};
+    ck_ttype scores = {.dtype = out->dtype, .rank = 4, .dim = {b, a->heads, t, keys}};
     uint64_t s = numel(o, &scores);
     uint64_t sd = mul(o, s, head_dim);
     save_ref(o, info, CK_SAVE_INPUT, 0, &in[0]);
     save_ref(o, info, CK_SAVE_OUTPUT, 0, out);
     if (a->expand_kv && a->kv_heads < a->heads) { /* repeat_kv's copies, kept by the products */
-        ck_ttype kv = {.dtype = out->dtype, .rank = 4, .dim = {b, a->heads, t, head_dim}};
+        ck_ttype kv = {.dtype = out->dtype, .rank = 4, .dim = {b, a->heads, keys, head_dim}};
         save_internal(o, info, CK_SLOT_K_EXPANDED, &kv);
         save_internal(o, info, CK_SLOT_V_EXPANDED, &kv);
     }
@@ -516,13 +559,33 @@ static void describe_attention(ovf *o, const ck_attrs *a, const ck_ttype *in,
     } else {
         save_scores(o, a, &scores, info);
     }
+    add_context_ws(o, a, &in[0], head_dim, info);
+}
+
+/* Sequence parallelism's transients (Korthikanti et al. 2022, section 4.2.2): a gathering
+ * linear saves its input shard and all-gathers it forward and again backward, where the
+ * input's gradient is whole until reduce-scattered; a scattering node's output is whole
+ * until reduce-scattered, and its gradient is all-gathered backward. */
+static void add_sequence_ws(ovf *o, const ck_attrs *a, const ck_ttype *in, const ck_ttype *out,
+                            ck_op_info *info)
+{
+    if (a->gather) {
+        uint64_t whole = mul(o, bytes_of(o, &in[0]), a->gather);
+        info->fwd_ws_bytes = add(o, info->fwd_ws_bytes, whole);
+        info->bwd_ws_bytes = add(o, info->bwd_ws_bytes, mul(o, whole, 2));
+    }
+    if (a->scatter) {
+        uint64_t whole = mul(o, bytes_of(o, out), a->scatter);
+        info->fwd_ws_bytes = add(o, info->fwd_ws_bytes, whole);
+        info->bwd_ws_bytes = add(o, info->bwd_ws_bytes, whole);
+    }
 }
 
 static void describe_linear(ovf *o, const ck_attrs *a, const ck_ttype *in, const ck_ttype *out,
                             ck_op_info *info)
 {
     uint64_t in_f = last_dim(&in[0]);
-    uint64_t rows = numel(o, out) / a->out;
+    uint64_t rows = mul(o, numel(o, out) / a->out, a->scatter ? a->scatter : 1);
     uint64_t macs = mul(o, mul(o, rows, in_f), a->out);
     uint64_t bias_flops = a->bias ? mul(o, rows, a->out) : 0;
     save_ref(o, info, CK_SAVE_INPUT, 0, &in[0]);
@@ -531,6 +594,7 @@ static void describe_linear(ovf *o, const ck_attrs *a, const ck_ttype *in, const
     param(o, info, "bias", CK_INIT_ZEROS, a->bias, false, SHAPE(a->out));
     info->fwd_flops = add(o, mul(o, macs, 2), bias_flops);
     info->bwd_flops = add(o, mul(o, macs, 4), bias_flops); /* dX and dW */
+    add_sequence_ws(o, a, in, out, info);
 }
 
 /* A = lora_a [P*R, in], B = lora_b [out, R], P = 3 parts (q, k, v) with heads, else 1.
@@ -668,6 +732,7 @@ static void describe_kind(ovf *o, const ck_op_def *op, const ck_attrs *a, const 
             info->fwd_flops = add(o, info->fwd_flops, n);
             info->bwd_flops = add(o, info->bwd_flops, n);
         }
+        add_sequence_ws(o, a, in, out, info);
         break;
     case CK_OP_LINEAR:
         describe_linear(o, a, in, out, info);

@@ -47,6 +47,13 @@ typedef struct {
     bool fused;                     /* rmsnorm (default true), cross_entropy (default false):
                                      * one kernel, or PyTorch's ops written out */
     uint64_t experts, top_k, hidden; /* moe: E experts, K of them per row, F wide */
+    /* Megatron's sequence and context parallelism (docs/parallel.md); 0: not given (1). */
+    uint64_t gather;  /* linear: its input is 1/gather of the sequence (dimension 1), which
+                       * it all-gathers, into a transient, before the product */
+    uint64_t scatter; /* linear, embedding: its output is reduce-scattered along the
+                       * sequence to 1/scatter of it */
+    uint64_t context; /* attention: the keys and values span `context` times the queries'
+                       * sequence, held by the other context-parallel ranks */
 } ck_attrs;
 
 typedef enum {
@@ -67,7 +74,7 @@ typedef struct {
 } ck_attr_spec;
 
 #define CK_OP_MAX_ARITY 2
-#define CK_OP_MAX_ATTRS 8
+#define CK_OP_MAX_ATTRS 9
 #define CK_OP_MAX_SAVED 14 /* moe's: its input and 13 internal tensors */
 #define CK_OP_MAX_PARAMS 4 /* moe's router, w1, w3, w2 */
 #define CK_PARAM_MAX_RANK 3 /* moe's experts: E matrices in one tensor */

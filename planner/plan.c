@@ -83,6 +83,13 @@ static bool add_pipeline_opts(cJSON *opts, const ck_layout *l)
             add_u64(opts, "virtual_stages", ck_layout_virtual(l)));
 }
 
+/* model.options.tp, .sp and .cp, those given: Megatron's model parallelism. */
+static bool add_model_parallel(cJSON *opts, const ck_layout *l)
+{
+    return (!l->tp || add_u64(opts, "tp", l->tp)) && (!l->sp || cJSON_AddBoolToObject(opts, "sp", true)) &&
+           (!l->cp || add_u64(opts, "cp", l->cp));
+}
+
 bool ck_plan_add_model_opts(cJSON *model, const ck_model_opts *o)
 {
     if (!o || !ck_model_opts_any(o))
@@ -99,7 +106,8 @@ bool ck_plan_add_model_opts(cJSON *model, const ck_model_opts *o)
            (!o->lora_rank || add_u64(opts, "lora", o->lora_rank)) &&
            (!o->attention || cJSON_AddStringToObject(opts, "attention", o->attention)) &&
            (!o->layout.dp || (add_u64(opts, "dp", o->layout.dp) && add_u64(opts, "zero", o->layout.zero))) &&
-           add_pipeline_opts(opts, &o->layout);
+           add_pipeline_opts(opts, &o->layout) &&
+           add_model_parallel(opts, &o->layout);
 }
 
 /* predicted.static's keys in ck_plan_static's order, and their paths, for messages. */
@@ -477,12 +485,34 @@ static int read_pipeline_opts(const cJSON *opts, const char *file, ck_layout *l,
     return rc;
 }
 
+/* model.options.tp and .cp in --tp's and --cp's ranges, and .sp (true) only with tp above 1. */
+static int read_model_parallel(const cJSON *opts, const char *file, ck_layout *l, ck_err *err)
+{
+    const char *path = "model.options";
+    int rc = ck_json_get_u64(opts, "tp", false, &l->tp, file, path, err);
+    if (rc == CK_OK) rc = ck_json_get_bool(opts, "sp", false, &l->sp, file, path, err);
+    if (rc == CK_OK) rc = ck_json_get_u64(opts, "cp", false, &l->cp, file, path, err);
+    if (rc == CK_OK && cJSON_GetObjectItemCaseSensitive(opts, "tp") && (l->tp < 1 || l->tp > CK_LAYOUT_MAX_TP))
+        rc = ck_err_fail(err, CK_ERR_INPUT, "%s: model.options.tp: expected a whole number from 1 to %d "
+                         "(tensor-parallel ranks), got %llu", file, CK_LAYOUT_MAX_TP,
+                         (unsigned long long)l->tp);
+    if (rc == CK_OK && cJSON_GetObjectItemCaseSensitive(opts, "cp") && (l->cp < 1 || l->cp > CK_LAYOUT_MAX_CP))
+        rc = ck_err_fail(err, CK_ERR_INPUT, "%s: model.options.cp: expected a whole number from 1 to %d "
+                         "(context-parallel ranks), got %llu", file, CK_LAYOUT_MAX_CP,
+                         (unsigned long long)l->cp);
+    if (rc == CK_OK && cJSON_GetObjectItemCaseSensitive(opts, "sp") && !(l->sp && ck_layout_tp(l) > 1))
+        rc = ck_err_fail(err, CK_ERR_INPUT, "%s: model.options.sp: expected true, and only with "
+                         "model.options.tp above 1 (sequence parallelism splits over the "
+                         "tensor-parallel ranks)", file);
+    return rc;
+}
+
 int ck_plan_read_model_opts(const cJSON *model, const char *file, ck_model_opts *o, cJSON **json,
                             ck_err *err)
 {
-    static const char *const keys[] = {"set",       "recipe", "optimizer", "lora",
-                                       "attention", "dp",     "zero",      "pp",
-                                       "microbatches", "virtual_stages", NULL};
+    static const char *const keys[] = {"set",  "recipe", "optimizer", "lora", "attention",
+                                       "dp",   "zero",   "tp",        "sp",   "cp",
+                                       "pp",   "microbatches",       "virtual_stages", NULL};
     const cJSON *given = cJSON_GetObjectItemCaseSensitive(model, "options");
     if (!given)
         return CK_OK;
@@ -498,6 +528,7 @@ int ck_plan_read_model_opts(const cJSON *model, const char *file, ck_model_opts 
     if (rc == CK_OK) rc = ck_json_get_string(opts, "attention", false, &o->attention, file, path, err);
     if (rc == CK_OK) rc = read_layout(opts, file, &o->layout, err);
     if (rc == CK_OK) rc = read_pipeline_opts(opts, file, &o->layout, err);
+    if (rc == CK_OK) rc = read_model_parallel(opts, file, &o->layout, err);
     return rc;
 }
 

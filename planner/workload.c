@@ -174,6 +174,9 @@ static int load_document(const cJSON *root, const char *path, const ck_workload_
     else if (rc == CK_OK && opts->costs_path)
         rc = ck_err_fail(err, CK_ERR_INPUT, "%s: --costs applies to model files; a chain file "
                                         "carries its own times", path);
+    else if (rc == CK_OK && (ck_layout_model_parallel_given(&opts->model.layout)))
+        rc = ck_err_fail(err, CK_ERR_INPUT, "%s: --tp, --sp and --cp apply to Hugging Face configs; "
+                         "a chain file's stages are fixed", path);
     else if (rc == CK_OK && ck_model_opts_any(&opts->model))
         rc = ck_err_fail(err, CK_ERR_INPUT, "%s: --set, --seq, --batch, --optimizer, --recipe, "
                                         "--lora, --attention, --dp, --zero and --fsdp apply to "
@@ -189,6 +192,8 @@ static int load_document(const cJSON *root, const char *path, const ck_workload_
 int ck_workload_load(const char *path, const ck_workload_opts *opts, ck_workload *out, ck_err *err)
 {
     memset(out, 0, sizeof *out);
+    if (ck_layout_check(&opts->model.layout, err) != CK_OK)
+        return CK_ERR_INPUT;
     cJSON *root = NULL;
     char *raw = NULL, *file = ck_hf_config_path(path); /* a directory: its config.json */
     size_t raw_len = 0;

@@ -971,6 +971,11 @@ int ck_exec_create(const ck_model *m, const ck_chain *c, const size_t *stage_fir
     *out = NULL;
     if (m && !stage_first)
         return ck_err_fail(err, CK_ERR_RUNTIME, "executor: a model needs its stages' first nodes");
+    const ck_node *exchange = m ? ck_model_rank_exchange(m) : NULL;
+    if (exchange)
+        return ck_err_fail(err, CK_ERR_INPUT, "%s: node %s exchanges activations with other ranks "
+                           "(--sp, --cp): the executor runs one process and cannot execute it",
+                           m->file, exchange->name);
     ck_exec *e = calloc(1, sizeof *e);
     if (!e)
         return ck_err_oom(err);

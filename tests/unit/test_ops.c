@@ -637,6 +637,67 @@ START_TEST(overflowing_costs_are_input_errors)
 }
 END_TEST
 
+/* Sequence parallelism (Korthikanti et al. 2022, 4.2.2): a gathering linear saves its
+ * input shard and holds the gathered input as workspace, forward once and backward twice
+ * (the input again, and its whole gradient before the reduce-scatter); a scattering one
+ * holds its whole output forward and its gathered gradient backward; both count the
+ * products of the whole sequence. A scatter that does not divide the sequence is refused. */
+START_TEST(sequence_parallel_linears)
+{
+    const uint64_t b = 2, t = 8, c = 16, out_f = 32, g = 4;
+    ck_attrs a = defaults("linear");
+    a.out = out_f;
+    a.bias = false;
+    a.gather = g;
+    ck_op_info info = {0};
+    ck_ttype in = tt(CK_BF16, 3, b, t / g, c), out = infer_ok("linear", &a, &in, &info);
+    ck_assert_uint_eq(out.dim[1], t);
+    ck_assert_uint_eq(info.saved[0].bytes, 2 * b * (t / g) * c);
+    ck_assert_uint_eq(info.fwd_ws_bytes, 2 * b * t * c);
+    ck_assert_uint_eq(info.bwd_ws_bytes, 2 * 2 * b * t * c);
+    ck_assert_uint_eq(info.fwd_flops, 2 * b * t * c * out_f);
+    a = defaults("linear");
+    a.out = c;
+    a.bias = false;
+    a.scatter = g;
+    ck_op_info row = {0};
+    ck_ttype wide = tt(CK_BF16, 3, b, t, out_f);
+    out = infer_ok("linear", &a, &wide, &row);
+    ck_assert_uint_eq(out.dim[1], t / g);
+    ck_assert_uint_eq(row.fwd_ws_bytes, 2 * b * t * c);
+    ck_assert_uint_eq(row.bwd_ws_bytes, 2 * b * t * c);
+    ck_assert_uint_eq(row.fwd_flops, 2 * b * t * c * out_f);
+    a.scatter = 3;
+    const char *why = infer_bad("linear", &a, &wide);
+    ck_assert_msg(strstr(why, "f.json: nodes[3].scatter: expected a divisor of the sequence, 8, got 3"), "%s", why);
+}
+END_TEST
+
+/* Context parallelism: queries of this rank's part of the sequence against keys of all c
+ * parts; eager keeps [B, H, T, c*T] scores and gathers every part's k and v (forward, and
+ * backward with their gradients), flash passes two parts round the ring. */
+START_TEST(context_parallel_attention)
+{
+    const uint64_t b = 1, t = 8, h = 4, d = 8, cp = 4, kv = 2 * b * t * h * d * 2; /* k, v bf16 */
+    for (int flash = 0; flash <= 1; flash++) {
+        ck_attrs a = defaults("attention");
+        a.heads = h;
+        a.flash = flash;
+        a.context = cp;
+        ck_op_info info = {0}, alone = {0};
+        ck_ttype in = tt(CK_BF16, 3, b, t, 3 * h * d);
+        infer_ok("attention", &a, &in, &info);
+        a.context = 0;
+        infer_ok("attention", &a, &in, &alone);
+        if (!flash) /* probs bf16: the scores, cp times wider */
+            ck_assert_uint_eq(info.saved[2].bytes, 2 * b * h * t * t * cp);
+        ck_assert_uint_eq(info.fwd_ws_bytes - (flash ? alone.fwd_ws_bytes : 2 * b * h * t * t * cp),
+                          kv * (flash ? 2 : cp));
+        ck_assert_uint_eq(info.fwd_flops > alone.fwd_flops, true);
+    }
+}
+END_TEST
+
 static Suite *ops_suite(void)
 {
     Suite *s = suite_create("ops");
@@ -659,6 +720,8 @@ static Suite *ops_suite(void)
     tcase_add_test(tc, cast_changes_the_dtype);
     tcase_add_test(tc, losses_make_scalars);
     tcase_add_test(tc, overflowing_costs_are_input_errors);
+    tcase_add_test(tc, sequence_parallel_linears);
+    tcase_add_test(tc, context_parallel_attention);
     suite_add_tcase(s, tc);
     return s;
 }

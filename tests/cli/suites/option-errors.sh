@@ -39,7 +39,7 @@ done
 run plan "$data/chain10.json" --bud
 check "an abbreviated option is named as written" 2 "option '--bud' needs a value"
 run plan "$data/chain10.json" --s 1
-check "an ambiguous abbreviation lists what it could be" 2 "option '--s' is ambiguous (--set, --seq, --slots, --svg)"
+check "an ambiguous abbreviation lists what it could be" 2 "option '--s' is ambiguous (--set, --seq, --sp, --slots, --svg)"
 # a bad short option after a valid long one is still the short one
 run report --csv -Zq
 check "a short option's error after a long flag names the short option" 2 "unknown option '-Z'"
