@@ -69,7 +69,7 @@ static ck_comm_bytes dp_of(const ck_model *m, uint64_t n, unsigned zero, uint64_
 {
     ck_comm_bytes b;
     ck_err err = {{0}};
-    ck_assert_int_eq(ck_comm_data_parallel_of(m, &(ck_layout){n, zero}, micro, &b, &err), CK_OK);
+    ck_assert_int_eq(ck_comm_data_parallel_of(m, &(ck_layout){.dp = n, .zero = zero}, micro, &b, &err), CK_OK);
     ck_assert_uint_eq(b.total, b.gradients + b.parameters);
     return b;
 }
@@ -225,7 +225,7 @@ END_TEST
 START_TEST(microbatches_divide_the_global_batch)
 {
     uint64_t m = 0;
-    ck_layout dp8 = {8, 3}, one = {0, 0};
+    ck_layout dp8 = {.dp = 8, .zero = 3}, one = {.dp = 0};
     ck_assert(ck_layouts_microbatches(&dp8, 64, 2, &m));
     ck_assert_uint_eq(m, 4);
     ck_assert(ck_layouts_microbatches(&one, 3, 1, &m));
