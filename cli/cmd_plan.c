@@ -435,8 +435,8 @@ static void print_model_training(FILE *out, const ck_workload *w)
             ck_dtype_name(t->param_dtype), ck_dtype_name(t->grad_dtype), ck_dtype_name(w->model->dtype),
             t->master_weights ? ", f32 master weights" : "");
     print_layout(out, &st->layout);
-    print_pipeline_layout(out, &st->layout);
     print_model_parallel(out, &st->layout);
+    print_pipeline_layout(out, &st->layout);
     fputc('\n', out);
 }
 
