@@ -968,6 +968,11 @@ int ck_exec_step_reference(ck_exec *e, const ck_schedule *s, uint64_t step, uint
     return rc;
 }
 
+size_t ck_exec_n_parameters(const ck_exec *e)
+{
+    return e->n_params;
+}
+
 int ck_exec_whole_parameters(ck_exec *e, float *out, ck_err *err)
 {
     if (e->zero < 3) {

@@ -109,6 +109,9 @@ int ck_exec_step_reference(ck_exec *e, const ck_schedule *s, uint64_t step, uint
  * inputs and dropout differ from every other rank's. */
 uint64_t ck_exec_step_rank(uint64_t step, uint64_t rank, uint64_t n);
 
+/* How many floats ck_exec_parameters and ck_exec_whole_parameters give. */
+size_t ck_exec_n_parameters(const ck_exec *e);
+
 /* A model's whole parameters as ck_exec_parameters gives them; under ZeRO-3 gathered from
  * every rank, so all ranks call it together. */
 int ck_exec_whole_parameters(ck_exec *e, float *out, ck_err *err);
