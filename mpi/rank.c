@@ -230,7 +230,7 @@ static int verdict(const rank_args *a, const rank_state *st, const uint64_t *all
     bool peaks = peaks_exact(st, all, err), plan_ok = st->basis.check.n_differences == 0;
     if (!a->quiet) {
         printf("verify: every rank's tracked peak %s its prediction to the byte\n", peaks ? "is" : "is NOT");
-        printf("verify: parameters after the step %s the one-process run's (%d microbatches, "
+        printf("verify: parameters after the steps %s the one-process run's (%d microbatches, "
                "gradients averaged in rank order)", differ ? "DIFFER from" : "equal", st->size);
         if (differ)
             printf(": %zu of %zu differ, by up to %.3g\n", differ, n, (double)worst);
