@@ -52,6 +52,7 @@ static size_t command_line(const ck_ranks_run *r, char *mpirun, char *worker, ch
     argv[n++] = mpirun;
     if (geteuid() == 0)
         argv[n++] = "--allow-run-as-root";
+    argv[n++] = "--quiet"; /* the ranks say what failed; mpirun need not explain MPI */
     argv[n++] = "--oversubscribe";
     argv[n++] = "--bind-to";
     argv[n++] = "none";
@@ -87,10 +88,13 @@ static int job_status(int status, ck_err *err)
     if (WIFEXITED(status) && (WEXITSTATUS(status) == CK_ERR_RUNTIME || WEXITSTATUS(status) == CK_ERR_INPUT))
         return ck_err_fail(err, WEXITSTATUS(status), "run --ranks: a rank failed (exit %d; its "
                            "message is above) and mpirun ended the job", WEXITSTATUS(status));
+    if (WIFEXITED(status) && WEXITSTATUS(status) > 128)
+        return ck_err_fail(err, CK_ERR_RUNTIME, "run --ranks: a rank was killed by signal %d and "
+                           "mpirun ended the job", WEXITSTATUS(status) - 128);
     if (WIFEXITED(status))
         return ck_err_fail(err, CK_ERR_RUNTIME, "run --ranks: the job failed: mpirun exited with "
-                           "status %d (a rank was killed, or mpirun could not start the ranks)",
-                           WEXITSTATUS(status));
+                           "status %d (it could not start the ranks, or one ended without saying "
+                           "why)", WEXITSTATUS(status));
     return ck_err_fail(err, CK_ERR_RUNTIME, "run --ranks: mpirun was killed by signal %d",
                        WTERMSIG(status));
 }
