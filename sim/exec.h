@@ -116,13 +116,15 @@ size_t ck_exec_n_parameters(const ck_exec *e);
  * every rank, so all ranks call it together. */
 int ck_exec_whole_parameters(ck_exec *e, float *out, ck_err *err);
 
-/* The gradients of the last step: every parameter gradient, concatenated in node order
+/* The gradients of the last step (a data-parallel rank's averaged ones: from ZeRO-2 its
+ * shard of them): every parameter gradient, concatenated in node order
  * (for a chain file: y_0, each 4 bytes as a float in [0, 1), then the loss). Owned by e; n
  * receives the count. */
 const float *ck_exec_gradients(const ck_exec *e, size_t *n);
 
 /* A model's parameters now, as its kernels read them (widened to f32, exactly, from
- * training.param_dtype), into out: as many floats as ck_exec_gradients gives. */
+ * training.param_dtype), into out: ck_exec_n_parameters floats. Not for a ZeRO-3 rank,
+ * which holds a shard of them (ck_exec_whole_parameters gathers them). */
 void ck_exec_parameters(const ck_exec *e, float *out);
 
 /* The tracker (for its per-kind peaks). */
