@@ -44,7 +44,8 @@ static int find_worker(char *out, size_t size, ck_err *err)
 }
 
 /* mpirun's command line for r: as root OpenMPI wants to be told it may run; more ranks
- * than cores need --oversubscribe, and unbound ranks share the cores as they come. */
+ * than cores need --oversubscribe, and unbound ranks share the cores as they come. At most
+ * 25 entries with the NULL. */
 static size_t command_line(const ck_ranks_run *r, char *mpirun, char *worker, char nums[4][24],
                            char **argv)
 {
@@ -55,6 +56,9 @@ static size_t command_line(const ck_ranks_run *r, char *mpirun, char *worker, ch
     argv[n++] = "--quiet"; /* the ranks say what failed; mpirun need not explain MPI */
     argv[n++] = "--oversubscribe";
     argv[n++] = "--bind-to";
+    argv[n++] = "none";
+    argv[n++] = "--mca"; /* shared memory without cross-process reads, which containers forbid */
+    argv[n++] = "btl_vader_single_copy_mechanism";
     argv[n++] = "none";
     argv[n++] = "-np";
     snprintf(nums[0], sizeof nums[0], "%llu", (unsigned long long)r->ranks);
@@ -109,7 +113,7 @@ int ck_ranks_launch(const ck_ranks_run *r, ck_err *err)
     int rc = find_worker(worker, sizeof worker, err);
     if (rc != CK_OK)
         return rc;
-    char *argv[24];
+    char *argv[25];
     command_line(r, mpirun, worker, nums, argv);
     fflush(NULL);
     pid_t pid = fork();
