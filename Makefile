@@ -41,9 +41,16 @@ CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/torch_runtime.o
 TEST_SUPPORT_OBJ := $(TEST_SUPPORT_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
+# ckplan-rank, the MPI worker of `ckplan run --ranks N` (mpi/), is built with OpenMPI's
+# mpicc apart from ckplan, so that no other command links MPI; `make` builds it when mpicc
+# is there (`make deps` installs it).
+MPICC ?= mpicc
+HAVE_MPICC := $(shell command -v $(MPICC) 2>/dev/null)
+RANK_SRC := $(sort $(wildcard mpi/*.c))
+
 .PHONY: all check check-unit check-cli check-bad check-torch check-style check-valgrind check-robustness fuzz demo \
 	deps deps-build bench clean
-all: ckplan
+all: ckplan $(if $(HAVE_MPICC),ckplan-rank)
 
 # Objects are never intermediate: keep test support objects between runs.
 .SECONDARY:
@@ -89,6 +96,19 @@ $(CKPLAN): $(CLI_OBJ) $(BUILD)/libckplan.a
 	@echo "  LINK    $@"
 	@$(CC) $(LINK_FLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libckplan.a $(LDLIBS_ALL)
 
+# Beside the ckplan of the same build, where `run --ranks` looks for it.
+RANK_BIN := $(dir $(CKPLAN))ckplan-rank
+RANK_BIN := $(RANK_BIN:./%=%)
+
+$(BUILD)/mpi/%.o: mpi/%.c
+	@mkdir -p $(dir $@)
+	@echo "  MPICC   $<"
+	@$(MPICC) $(COMPILE_FLAGS) -MMD -MP -c $< -o $@
+
+$(RANK_BIN): $(RANK_SRC:%.c=$(BUILD)/%.o) $(BUILD)/libckplan-cli.a $(BUILD)/libckplan.a
+	@echo "  LINK    $@"
+	@$(MPICC) $(LINK_FLAGS) -o $@ $^ $(LDLIBS_ALL)
+
 $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(TEST_SUPPORT_OBJ) $(BUILD)/libckplan-cli.a $(BUILD)/libckplan.a
 	@mkdir -p $(dir $@)
 	@echo "  LINK    $@"
@@ -103,8 +123,8 @@ $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(TEST_SUPPORT_OBJ) $(BUILD)/libckplan
 check: deps
 	@rm -rf build/results build/check-*.log
 	-$(MAKE) --no-print-directory check-style
-	$(MAKE) --no-print-directory ckplan $(TEST_BIN)
-	$(MAKE) --no-print-directory SAN=1 build-san/ckplan
+	$(MAKE) --no-print-directory ckplan ckplan-rank $(TEST_BIN)
+	$(MAKE) --no-print-directory SAN=1 build-san/ckplan build-san/ckplan-rank
 	@$(MAKE) --no-print-directory SAN=1 check-unit check-cli check-bad > build/check-san.log 2>&1 & \
 	san=$$!; $(MAKE) --no-print-directory check-unit check-cli check-bad; plain=$$?; \
 	wait $$san; status=$$?; cat build/check-san.log; [ $$plain -eq 0 ] && [ $$status -eq 0 ]
@@ -115,7 +135,8 @@ check: deps
 check-unit: $(TEST_BIN)
 	@tests/run-unit build/results/unit-$(notdir $(BUILD)) $(TEST_BIN)
 
-check-cli: $(CKPLAN)
+# With OpenMPI there (make deps), the worker of run --ranks too: tests/cli/suites/ranks.sh.
+check-cli: $(CKPLAN) $(if $(HAVE_MPICC),$(RANK_BIN))
 	@tests/cli/run build/results/cli-$(notdir $(BUILD)) ./$(CKPLAN)
 
 check-bad: $(CKPLAN)
@@ -257,12 +278,14 @@ demo: deps-build
 # (a command), pc (a pkg-config module) or deb (an installed package). Building ckplan
 # needs a C compiler and the libraries; the tests add Check, python3 (the command-line
 # tests), valgrind, clang with its sanitizer and libFuzzer runtime, and Debian's PyTorch
-# (python3-torch, for /usr/bin/python3 only: the outside referee of docs/pytorch.md).
+# (python3-torch, for /usr/bin/python3 only: the outside referee of docs/pytorch.md), and
+# OpenMPI (mpicc and mpirun: `run --ranks N`'s worker and launcher, docs/parallel.md).
 DEPS_BUILD := cmd:$(firstword $(CC)):$(if $(findstring clang,$(CC)),clang,gcc) \
 	cmd:pkg-config:pkg-config pc:libcjson:libcjson-dev pc:openblas:libopenblas-dev \
 	pc:cbc:coinor-libcbc-dev
 DEPS_TESTS := pc:check:check cmd:python3:python3 cmd:valgrind:valgrind cmd:clang:clang \
-	deb:libclang-rt-14-dev:libclang-rt-14-dev deb:python3-torch:python3-torch
+	deb:libclang-rt-14-dev:libclang-rt-14-dev deb:python3-torch:python3-torch \
+	cmd:mpicc:libopenmpi-dev cmd:mpirun:openmpi-bin
 
 # $(call install_missing,NEEDS): as root, apt-get installs the packages of the needs not
 # met; otherwise prints the command that would and fails.
@@ -296,7 +319,7 @@ deps:
 # Every folder the build and the tests write (build/ holds build/fuzz/ and build/results/;
 # tests/faults/run builds in build-faults/), and the demo's.
 clean:
-	rm -rf build build-san build-faults $(BUILD) ckplan demo
+	rm -rf build build-san build-faults $(BUILD) ckplan ckplan-rank demo
 
 # Every object's dependency file, whichever list its source came from: touching a header
 # rebuilds each object that includes it.

@@ -10,6 +10,7 @@
 #include "cli/files.h"
 #include "cli/graphplan.h"
 #include "cli/options.h"
+#include "cli/ranks.h"
 #include "cli/runner.h"
 #include "planner/size.h"
 #include "planner/plan.h"
@@ -49,6 +50,13 @@ static void run_usage(FILE *out)
             "                    and the baseline as a standalone SVG chart\n"
             "  --trace FILE      write one step of each as Chrome trace-event JSON (for\n"
             "                    Perfetto or chrome://tracing): operations and live bytes\n"
+            "  --ranks N         run a data-parallel plan (planned with --dp N, any --zero)\n"
+            "                    on N processes under OpenMPI's mpirun, each rank its own\n"
+            "                    microbatch holding what its ZeRO stage keeps; with --verify\n"
+            "                    every rank's tracked peak must be its predicted peak to the\n"
+            "                    byte and the parameters those of the one-process run of the\n"
+            "                    N microbatches, bit for bit (docs/parallel.md). Writes no\n"
+            "                    record, chart or trace; no baseline run\n"
             "  --quiet           print nothing but errors and warnings\n"
             "  -h, --help        show this help\n"
             "\n"
@@ -68,9 +76,14 @@ static void run_usage(FILE *out)
             DEFAULT_PLAN_FILE, DEFAULT_RUNS_FILE);
 }
 
-enum { OPT_VERIFY = 2000, OPT_STEPS, OPT_THREADS, OPT_SEED, OPT_RUNS, OPT_QUIET, OPT_RNG, OPT_SVG, OPT_TRACE };
+enum { OPT_VERIFY = 2000, OPT_STEPS, OPT_THREADS, OPT_SEED, OPT_RUNS, OPT_QUIET, OPT_RNG, OPT_SVG, OPT_TRACE,
+       OPT_RANKS };
 
-typedef ck_run_settings run_args;
+typedef struct {
+    ck_run_settings s;
+    uint64_t ranks; /* 0: one process */
+    bool runs_given;
+} run_args;
 
 /* Returns CK_HELP_PRINTED when help was printed, else a status. */
 static int parse_args(int argc, char **argv, run_args *a, ck_err *err)
@@ -81,9 +94,11 @@ static int parse_args(int argc, char **argv, run_args *a, ck_err *err)
         {"seed", required_argument, NULL, OPT_SEED}, {"runs", required_argument, NULL, OPT_RUNS},
         {"quiet", no_argument, NULL, OPT_QUIET},     {"rng", required_argument, NULL, OPT_RNG},
         {"svg", required_argument, NULL, OPT_SVG},   {"trace", required_argument, NULL, OPT_TRACE},
+        {"ranks", required_argument, NULL, OPT_RANKS},
         {"help", no_argument, NULL, 'h'},            {NULL, 0, NULL, 0},
     };
-    *a = (run_args){.plan_path = DEFAULT_PLAN_FILE, .runs_path = DEFAULT_RUNS_FILE, .steps = 3, .seed = 1};
+    *a = (run_args){.s = {.plan_path = DEFAULT_PLAN_FILE, .runs_path = DEFAULT_RUNS_FILE, .steps = 3, .seed = 1}};
+    ck_run_settings *s = &a->s;
     opterr = 0;
     optind = 1;
     int code, rc = CK_OK;
@@ -92,17 +107,18 @@ static int parse_args(int argc, char **argv, run_args *a, ck_err *err)
         case 'h':
             run_usage(stdout);
             return CK_HELP_PRINTED;
-        case OPT_VERIFY: a->verify = true; break;
-        case OPT_QUIET: a->quiet = true; break;
-        case OPT_RUNS: a->runs_path = optarg; break;
-        case OPT_SVG: a->svg_path = optarg; break;
-        case OPT_TRACE: a->trace_path = optarg; break;
-        case OPT_STEPS: rc = ck_options_parse_count(optarg, "--steps", 1, 1000, &a->steps, err); break;
-        case OPT_THREADS: rc = ck_options_parse_count(optarg, "--threads", 1, 1024, &a->threads, err); break;
-        case OPT_SEED: rc = ck_options_parse_count(optarg, "--seed", 0, CK_EXACT_LIMIT - 1, &a->seed, err); break;
+        case OPT_VERIFY: s->verify = true; break;
+        case OPT_QUIET: s->quiet = true; break;
+        case OPT_RUNS: s->runs_path = optarg; a->runs_given = true; break;
+        case OPT_SVG: s->svg_path = optarg; break;
+        case OPT_TRACE: s->trace_path = optarg; break;
+        case OPT_STEPS: rc = ck_options_parse_count(optarg, "--steps", 1, 1000, &s->steps, err); break;
+        case OPT_THREADS: rc = ck_options_parse_count(optarg, "--threads", 1, 1024, &s->threads, err); break;
+        case OPT_SEED: rc = ck_options_parse_count(optarg, "--seed", 0, CK_EXACT_LIMIT - 1, &s->seed, err); break;
+        case OPT_RANKS: rc = ck_options_parse_count(optarg, "--ranks", 1, CK_LAYOUT_MAX_DP, &a->ranks, err); break;
         case OPT_RNG:
             if (strcmp(optarg, "stateful") == 0)
-                a->stateful_rng = true;
+                s->stateful_rng = true;
             else if (strcmp(optarg, "counter") != 0)
                 rc = ck_err_fail(err, CK_ERR_INPUT, "--rng: expected 'counter' or 'stateful', got '%s'", optarg);
             break;
@@ -113,7 +129,10 @@ static int parse_args(int argc, char **argv, run_args *a, ck_err *err)
     if (rc == CK_OK && argc - optind > 1)
         rc = ck_err_fail(err, CK_ERR_INPUT, "run: more than one PLAN given (%s)", argv[optind + 1]);
     if (rc == CK_OK && optind < argc)
-        a->plan_path = argv[optind];
+        s->plan_path = argv[optind];
+    if (rc == CK_OK && a->ranks && (a->runs_given || s->svg_path || s->trace_path || s->stateful_rng))
+        rc = ck_err_fail(err, CK_ERR_INPUT, "run: --ranks writes no run record, chart or trace and "
+                         "draws dropout by counter: --runs, --svg, --trace and --rng do not apply");
     return rc;
 }
 
@@ -124,11 +143,30 @@ static int refuse_sharded(const char *path, const ck_layout *l, ck_err *err)
     if (!ck_layout_shards(l))
         return CK_OK;
     return ck_err_fail(err, CK_ERR_INPUT, "%s: model.options: the plan is one rank's of --dp %llu "
-                       "--zero %u, which shards static memory over %llu ranks; 'ckplan run' "
-                       "executes one process and cannot shard, gather or reduce-scatter yet. It "
-                       "runs plans whose layout shards nothing (--dp 1 or --zero 0): plan again "
-                       "with those to run one rank's step", path, (unsigned long long)l->dp,
-                       l->zero, (unsigned long long)l->dp);
+                       "--zero %u, which shards static memory over %llu ranks; one process cannot "
+                       "shard, gather or reduce-scatter: run it with --ranks %llu (all ranks "
+                       "over MPI), or plan with --dp 1 or --zero 0 to run one rank's step",
+                       path, (unsigned long long)l->dp, l->zero, (unsigned long long)l->dp,
+                       (unsigned long long)l->dp);
+}
+
+/* run --ranks N: a model's plan made for --dp N, run on N processes (cli/ranks). */
+static int run_ranks(const run_args *a, const ck_plan_file *plan, ck_err *err)
+{
+    const ck_layout *l = &plan->model_opts.layout;
+    const char *path = a->s.plan_path;
+    if (!plan->granularity)
+        return ck_err_fail(err, CK_ERR_INPUT, "%s: a chain file's plan has no parameters to run "
+                           "data-parallel: --ranks runs the plan of a model", path);
+    if (ck_layout_ranks(l) != a->ranks)
+        return ck_err_fail(err, CK_ERR_INPUT, "%s: --ranks %llu: the plan is one rank's of --dp %llu "
+                           "(model.options.dp); run it with --ranks %llu, or plan again with --dp "
+                           "%llu", path, (unsigned long long)a->ranks,
+                           (unsigned long long)ck_layout_ranks(l), (unsigned long long)ck_layout_ranks(l),
+                           (unsigned long long)a->ranks);
+    ck_ranks_run r = {.plan_path = path, .ranks = a->ranks, .steps = a->s.steps, .seed = a->s.seed,
+                      .threads = a->s.threads, .verify = a->s.verify, .quiet = a->s.quiet};
+    return ck_ranks_launch(&r, err);
 }
 
 /* A pipeline rank's plan is one chunk of the model, fed by the ranks before it: one
@@ -165,31 +203,35 @@ int ck_cmd_run(int argc, char **argv)
     run_args a;
     ck_err err = {{0}};
     int rc = parse_args(argc, argv, &a, &err);
-    const ck_named_file in[] = {{a.plan_path, "PLAN"}};
+    const ck_named_file in[] = {{a.s.plan_path, "PLAN"}};
     if (rc == CK_OK)
-        rc = ck_runner_outputs_apart(&a, in, 1, &err);
+        rc = ck_runner_outputs_apart(&a.s, in, 1, &err);
     if (rc != CK_OK)
         return ck_main_report(rc, err.msg);
 
     bool graph = false;
-    rc = ck_graphplan_is_graph_plan(a.plan_path, &graph, &err);
+    rc = ck_graphplan_is_graph_plan(a.s.plan_path, &graph, &err);
+    if (rc == CK_OK && graph && a.ranks)
+        rc = ck_err_fail(&err, CK_ERR_INPUT, "%s: a graph plan is replayed, not executed: --ranks "
+                         "runs the plan of a model", a.s.plan_path);
     if (rc != CK_OK)
         return ck_main_report(rc, err.msg);
     if (graph)
-        return ck_graphplan_run(a.plan_path, a.quiet);
+        return ck_graphplan_run(a.s.plan_path, a.s.quiet);
     ck_plan_file plan;
     char plan_sha[65];
-    rc = ck_runner_read_plan(a.plan_path, &plan, plan_sha, &err);
+    rc = ck_runner_read_plan(a.s.plan_path, &plan, plan_sha, &err);
     if (rc != CK_OK)
         return ck_main_report(rc, err.msg);
 
-    rc = refuse_model_parallel(a.plan_path, &plan.model_opts.layout, &err);
+    const ck_layout *layout = &plan.model_opts.layout;
+    rc = refuse_model_parallel(a.s.plan_path, layout, &err);
     if (rc == CK_OK)
-        rc = refuse_sharded(a.plan_path, &plan.model_opts.layout, &err);
-    if (rc == CK_OK)
-        rc = refuse_pipeline(a.plan_path, &plan.model_opts.layout, &err);
-    if (rc == CK_OK)
-        rc = ck_runner_run(&a, &plan, plan_sha, NULL, NULL, &err);
+        rc = refuse_pipeline(a.s.plan_path, layout, &err);
+    if (rc == CK_OK && a.ranks)
+        rc = run_ranks(&a, &plan, &err);
+    else if (rc == CK_OK && (rc = refuse_sharded(a.s.plan_path, layout, &err)) == CK_OK)
+        rc = ck_runner_run(&a.s, &plan, plan_sha, NULL, NULL, &err);
     ck_plan_file_free(&plan);
     return ck_main_report(rc, err.msg);
 }

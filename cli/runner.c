@@ -400,16 +400,6 @@ int ck_runner_outputs_apart(const ck_run_settings *s, const ck_named_file *input
     return ck_files_check_apart("run", inputs, n_inputs, out, sizeof out / sizeof out[0], err);
 }
 
-/* What a plan runs on: its model's workload (loaded here, or the caller's) and the replay
- * of its schedule there. */
-typedef struct {
-    ck_workload loaded;
-    bool have_loaded;
-    const ck_workload *w;
-    ck_schedule schedule; /* the plan's, its variants bound to w's chain */
-    ck_plan_check check;
-} plan_basis;
-
 /* The memory a run predicts is what the step holds exactly (ck_workload_replay): for a
  * model its compiled program's, which is the chain's bound except where F_all's own
  * transient is smaller; the plan file's figures are still checked against the chain. */
@@ -432,8 +422,8 @@ static int exact_peaks(const ck_workload *w, const ck_schedule *s, ck_plan_figur
     return CK_OK;
 }
 
-static int prepare(const run_args *a, const ck_plan_file *p, const ck_workload *given,
-                   plan_basis *b, ck_err *err)
+int ck_runner_prepare(const ck_run_settings *a, const ck_plan_file *p, const ck_workload *given,
+                      ck_runner_basis *b, ck_err *err)
 {
     memset(b, 0, sizeof *b);
     ck_run_memory mem;
@@ -504,7 +494,7 @@ static int measure_both(const run_args *a, const ck_plan_file *plan, const ck_wo
 }
 
 /* Executes the plan (whose figures are the replayed ones) and its baseline, and records. */
-static int execute(const run_args *a, const ck_plan_file *plan, const plan_basis *b,
+static int execute(const run_args *a, const ck_plan_file *plan, const ck_runner_basis *b,
                    const char *plan_sha, ck_verdict *v, ck_err *err)
 {
     const ck_workload *w = b->w;
@@ -553,8 +543,8 @@ int ck_runner_run(const ck_run_settings *s, const ck_plan_file *p, const char *p
         a.label = a.plan_path;
     ck_err err = {{0}};
     ck_verdict v = {0};
-    plan_basis b;
-    int rc = prepare(&a, p, w, &b, &err);
+    ck_runner_basis b;
+    int rc = ck_runner_prepare(&a, p, w, &b, &err);
     if (rc == CK_OK) {
         ck_plan_file plan = *p;
         plan.predicted = b.check.replayed;
@@ -567,9 +557,7 @@ int ck_runner_run(const ck_run_settings *s, const ck_plan_file *p, const char *p
         rc = CK_ERR_RUNTIME;
         ck_verify_reasons(&v, &b.check, err.msg, sizeof err.msg);
     }
-    ck_schedule_free(&b.schedule);
-    if (b.have_loaded)
-        ck_workload_free(&b.loaded);
+    ck_runner_basis_free(&b);
     if (passed)
         *passed = v.passed;
     *errp = err;
@@ -651,6 +639,14 @@ static int plan_pipeline(const ck_workload *w, const ck_planner *planner, uint64
                                  q->baseline_activation <= room;
     }
     return print_doc(out, err);
+}
+
+void ck_runner_basis_free(ck_runner_basis *b)
+{
+    ck_schedule_free(&b->schedule);
+    if (b->have_loaded)
+        ck_workload_free(&b->loaded);
+    b->have_loaded = false;
 }
 
 int ck_runner_plan(const ck_workload *w, const ck_planner *planner, uint64_t budget,

@@ -87,6 +87,25 @@ int ck_runner_memory(ck_run_memory *out, ck_err *err);
  * CK_ERR_INPUT saying how much it needs otherwise (for the caller to say of what). */
 int ck_runner_fits_here(const ck_run_memory *m, const ck_plan_figures *f, ck_err *err);
 
+/* What a plan runs on: its model's workload (loaded here, or the caller's) and the replay
+ * of its schedule there. */
+typedef struct {
+    ck_workload loaded;
+    bool have_loaded;
+    const ck_workload *w;
+    ck_schedule schedule; /* the plan's, its variants bound to w's chain */
+    ck_plan_check check;  /* check.replayed: the figures the run predicts, exact (for a
+                             model, its compiled program's activation peaks) */
+} ck_runner_basis;
+
+/* Loads what plan p runs on (the model unless `given`), binds and replays its schedule,
+ * checks the plan file's figures against the replay (differences in b->check) and that
+ * running it fits here. s->label must be set. Free *b with ck_runner_basis_free whatever
+ * the status. */
+int ck_runner_prepare(const ck_run_settings *s, const ck_plan_file *p, const ck_workload *given,
+                      ck_runner_basis *b, ck_err *err);
+void ck_runner_basis_free(ck_runner_basis *b);
+
 /* Runs the plan and its baseline, appends the ckplan-run/1 record to s->runs_path and,
  * unless quiet, prints the summary. plan_sha is the SHA-256 of the plan's bytes. w is the
  * plan's workload when the caller has it loaded (sweep), or NULL: then the model the plan

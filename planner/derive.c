@@ -85,12 +85,27 @@ static split split_of(const ck_layout *l)
     return (split){zero >= 3 ? n : 1, zero >= 2 ? n : 1, zero >= 1 ? n : 1};
 }
 
-/* One rank's share of count units split over n ranks, rounded up (FSDP pads each flat
- * parameter to a multiple of n), times unit bytes, added to *sum. */
+uint64_t ck_derive_share(uint64_t count, uint64_t n)
+{
+    return ck_size_ceil_div(count, n);
+}
+
+/* One rank's share of count units split over n ranks (ck_derive_share), times unit bytes,
+ * added to *sum. */
 static bool add_share(uint64_t count, uint64_t n, uint64_t unit, uint64_t *sum)
 {
     uint64_t bytes;
-    return ck_size_mul(ck_size_ceil_div(count, n), unit, &bytes) && ck_size_add(*sum, bytes, sum);
+    return ck_size_mul(ck_derive_share(count, n), unit, &bytes) && ck_size_add(*sum, bytes, sum);
+}
+
+/* A tensor's optimizer state of `state` bytes, shared over n ranks: state kept element by
+ * element (momentum, Adam) follows the element shard, ⌈E/n⌉ elements; other state
+ * (Adafactor's factors, 8-bit Adam's blocks) is split by bytes, ⌈S/n⌉. */
+static bool add_state_share(uint64_t numel, uint64_t state, uint64_t n, uint64_t *sum)
+{
+    if (numel > 0 && state % numel == 0)
+        return add_share(numel, n, state / numel, sum);
+    return add_share(state, n, 1, sum);
 }
 
 /* A node's parameters, and for a trainable one their gradients, optimizer state and
@@ -106,7 +121,7 @@ static bool add_node_state(const ck_training *t, const ck_node *n, split d, ck_s
               (add_share(p->numel, d.grads, ck_dtype_bytes(t->grad_dtype), &out->grads) &&
                add_share(p->numel, d.optimizer, t->master_weights ? 4 : 0, &out->master) &&
                ck_training_state_bytes(t, p, &state) &&
-               add_share(state, d.optimizer, 1, &out->optimizer)));
+               add_state_share(p->numel, state, d.optimizer, &out->optimizer)));
     }
     return ok;
 }
@@ -140,36 +155,58 @@ static void count_parts(const ck_model *m, ck_param_parts *out)
     }
 }
 
-/* The whole parameters and trainable gradients (element counts) of group g's nodes. */
-static void group_counts(const ck_model *m, const ck_group *g, uint64_t *params, uint64_t *grads)
+void ck_derive_unit_counts(const ck_model *m, size_t first, size_t end, uint64_t *params,
+                           uint64_t *grads)
 {
-    for (size_t k = g->first; k < g->end; k++) {
+    *params = *grads = 0;
+    for (size_t k = first; k < end; k++) {
         *params += m->nodes[k].info.n_params; /* below the model's checked total */
         *grads += m->nodes[k].trainable ? m->nodes[k].info.n_params : 0;
     }
 }
 
-/* The buffers sharding needs, from the model's units: each block instance, and each run of
- * top-level ops between them (the embeddings before the first, the head after the last; a
- * model without instances is one unit). ZeRO-3 gathers the unit it computes and prefetches
- * the next: the largest pair of neighbours, whole. ZeRO-2 and 3 reduce-scatter a unit's
- * gradients from a whole buffer: the largest unit's. */
+/* Whether group g begins a unit: the first group, a block instance, or the top-level op
+ * after one. */
+static bool starts_unit(const ck_model *m, size_t g)
+{
+    return g == 0 || m->groups[g].instance || m->groups[g - 1].instance;
+}
+
+size_t ck_derive_units(const ck_model *m, size_t *first)
+{
+    size_t n = 0;
+    for (size_t g = 0; g < m->n_groups; g++)
+        if (starts_unit(m, g)) {
+            if (first)
+                first[n] = m->groups[g].first;
+            n++;
+        }
+    if (first)
+        first[n] = m->n_nodes;
+    return n;
+}
+
+/* The buffers sharding needs, from the model's units (ck_derive_units) that mine holds (NULL:
+ * all). ZeRO-3 gathers the unit it computes and prefetches the next: the largest pair of
+ * neighbours, whole. ZeRO-2 and 3 reduce-scatter a unit's gradients from a whole buffer:
+ * the largest unit's. */
 static bool add_buffers(const ck_model *m, const ck_layout *l, const bool *mine, ck_static_mem *out)
 {
     if (!l || !ck_layout_shards(l) || l->zero < 2)
         return true;
-    uint64_t params = 0, grads = 0, prev = 0, pair = 0, most_grads = 0;
-    for (size_t g = 0; g <= m->n_groups; g++) {
-        if (g < m->n_groups && mine && !mine[m->groups[g].first])
-            continue; /* another pipeline rank's unit */
-        if (g == m->n_groups || (g > 0 && (m->groups[g].instance || m->groups[g - 1].instance))) {
-            pair = prev + params > pair ? prev + params : pair;
-            most_grads = grads > most_grads ? grads : most_grads;
-            prev = params;
-            params = grads = 0;
-        }
-        if (g < m->n_groups)
-            group_counts(m, &m->groups[g], &params, &grads);
+    uint64_t prev = 0, pair = 0, most_grads = 0;
+    for (size_t g = 0; g < m->n_groups; g++) {
+        if (!starts_unit(m, g) || (mine && !mine[m->groups[g].first]))
+            continue; /* inside a unit, or another pipeline rank's unit */
+        size_t end = m->n_nodes;
+        for (size_t h = g + 1; h < m->n_groups && end == m->n_nodes; h++)
+            if (starts_unit(m, h))
+                end = m->groups[h].first;
+        uint64_t params, grads;
+        ck_derive_unit_counts(m, m->groups[g].first, end, &params, &grads);
+        pair = prev + params > pair ? prev + params : pair;
+        most_grads = grads > most_grads ? grads : most_grads;
+        prev = params;
     }
     return ck_size_mul(l->zero >= 3 ? pair : 0, ck_dtype_bytes(m->training.param_dtype), &out->gather) &&
            ck_size_mul(most_grads, ck_dtype_bytes(m->training.grad_dtype), &out->reduce_scatter);

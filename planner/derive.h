@@ -63,12 +63,29 @@ typedef struct {
     uint64_t params, grads, optimizer, master, held_inputs, gather, reduce_scatter, total;
 } ck_static_mem;
 
+/* One rank's share of count elements split over n ranks: ⌈count/n⌉ (FSDP pads each flat
+ * parameter to a multiple of n). Rank r holds elements [r·share, (r+1)·share) of a tensor,
+ * those past its end being padding. */
+uint64_t ck_derive_share(uint64_t count, uint64_t n);
+
+/* The model's units, what ZeRO-3 gathers and ZeRO-2/3 reduce-scatter at once: each block
+ * instance, and each run of top-level ops between them (the embeddings before the first,
+ * the head after the last; a model without instances is one unit). Returns their number n;
+ * when first is non-NULL (n_groups + 1 entries suffice) unit u is nodes [first[u],
+ * first[u+1]) and first[n] is n_nodes. */
+size_t ck_derive_units(const ck_model *m, size_t *first);
+
+/* The whole parameters and trainable gradients (element counts) of nodes [first, end). */
+void ck_derive_unit_counts(const ck_model *m, size_t first, size_t end, uint64_t *params,
+                           uint64_t *grads);
+
 /* Parameters (param_dtype); for the trainable ones (nodes not frozen) their gradients
  * (grad_dtype), optimizer state (ck_training_state_bytes of each parameter tensor) and f32
  * master weights; and the inputs other than a float first one (held for the whole step);
  * docs/model-format.md section 5. Frozen parameters are stored only. Under layout l (NULL:
  * one rank) what its ZeRO stage shards is split over its ranks tensor by tensor, each
- * share rounded up to whole elements (optimizer state: whole bytes), and the buffers that
+ * share rounded up to whole elements (ck_derive_share; optimizer state kept element by
+ * element follows the elements, other state is split by bytes), and the buffers that
  * sharding needs are added (docs/parallel.md). */
 int ck_derive_static_memory(const ck_model *m, const ck_layout *l, ck_static_mem *out, ck_err *err);
 /* The same for the nodes k with mine[k] (n_nodes entries; NULL: all of them), the part of

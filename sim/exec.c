@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "planner/derive.h"
 #include "planner/lower.h"
 #include "planner/program.h"
 #include "planner/size.h"
@@ -65,7 +66,21 @@ struct ck_exec {
     size_t *param_off;  /* per node, into params: where its own parameters begin */
     int32_t *id_limit;  /* per input: token ids and targets lie in [0, limit) */
     ck_rng_key *keys;   /* per node: the dropout stream its saving forward used */
+
+    /* Data parallelism (opts.dp): the stage this rank shards by (0 when the layout shards
+     * nothing), its shard, the lengths of params, grads and the optimizer's arrays (the
+     * whole model's or the shard's), and the ZeRO-3 gather buffer (a unit of even number at
+     * its start, of odd number at its end: neighbours never overlap in the largest pair's
+     * size) and the ZeRO-2/3 reduce-scatter buffer, with the units they hold. */
+    unsigned zero;
+    ck_shard shard;
+    size_t n_param_slots, n_grad_slots, n_state_slots;
+    void *gather, *scatter;
+    uint64_t gather_bytes, scatter_bytes;
+    size_t gathered[2], scattering, scatter_below;
 };
+
+#define NO_UNIT SIZE_MAX
 
 /* What differs between running a model and a chain file's synthetic stages. */
 struct backend {
@@ -147,25 +162,52 @@ static int alloc(ck_exec *e, ck_mem_kind kind, void **p, uint64_t bytes, ck_err 
 
 /* ---- parameters, inputs, optimizer ---- */
 
-/* Parameter j as the optimizer sees it: the f32 master copy where there is one (trainable
- * parameters, which come first, have one). */
-static float param_value(const ck_exec *e, size_t j)
+/* Where the optimizer's update k (of n_state_slots) reads and writes: the parameter, the
+ * gradient and the optimizer state (master weights, moments). Unsharded all are k; a shard's
+ * state is its own, its parameters and gradients too where the stage shards them, else the
+ * whole arrays' element. False for a shard's padding. */
+typedef struct {
+    size_t param, grad, state;
+} slot;
+
+static bool update_slot(const ck_exec *e, size_t k, slot *out)
 {
-    return e->master && j < e->n_trainable ? e->master[j]
-                                           : ck_kernel_load(e->m->training.param_dtype, e->params, j);
+    uint64_t flat = k;
+    if (e->zero >= 1 && !ck_shard_flat(&e->shard, k, &flat))
+        return false;
+    *out = (slot){e->zero >= 3 ? k : (size_t)flat, e->zero >= 2 ? k : (size_t)flat, k};
+    return true;
 }
 
-/* Sets parameter j (and its master copy), rounded to the parameters' dtype. */
-static void set_param(ck_exec *e, size_t j, float x)
+/* A trainable parameter as the optimizer sees it: the f32 master copy where there is one. */
+static float param_value(const ck_exec *e, slot s)
 {
-    if (e->master && j < e->n_trainable)
-        e->master[j] = x;
-    ck_kernel_store(e->m->training.param_dtype, e->params, j, x);
+    return e->master ? e->master[s.state] : ck_kernel_load(e->m->training.param_dtype, e->params, s.param);
 }
 
-static float grad_value(const ck_exec *e, size_t j)
+/* Sets a trainable parameter (and its master copy), rounded to the parameters' dtype. */
+static void set_param(ck_exec *e, slot s, float x)
 {
-    return ck_kernel_load(e->m->training.grad_dtype, e->grads, j);
+    if (e->master)
+        e->master[s.state] = x;
+    ck_kernel_store(e->m->training.param_dtype, e->params, s.param, x);
+}
+
+static float grad_value(const ck_exec *e, slot s)
+{
+    return ck_kernel_load(e->m->training.grad_dtype, e->grads, s.grad);
+}
+
+/* Element j of node k's parameter i, at flat index `flat`, set to x where this rank keeps
+ * it: the parameter in the whole array or its shard, and a trainable one's master copy. */
+static void init_element(ck_exec *e, size_t k, size_t i, uint64_t j, size_t flat, float x)
+{
+    uint64_t at = flat;
+    bool own = e->zero == 0 || ck_shard_owns(&e->shard, ck_shard_param(&e->shard, e->m, k, i), j, &at);
+    if (e->zero < 3 || own)
+        ck_kernel_store(e->m->training.param_dtype, e->params, e->zero >= 3 ? (size_t)at : flat, x);
+    if (e->master && e->m->nodes[k].trainable && own)
+        e->master[e->zero >= 1 ? (size_t)at : flat] = x;
 }
 
 static void init_params(ck_exec *e)
@@ -178,9 +220,10 @@ static void init_params(ck_exec *e)
             const ck_param *pa = &info->params[i];
             size_t at = e->param_off[k] + (size_t)pa->offset;
             for (size_t j = 0; j < (size_t)pa->numel; j++)
-                set_param(e, at + j, pa->init == CK_INIT_NORMAL ? 0.02f * normalish(key, pa->offset + j)
-                                     : pa->init == CK_INIT_ONES ? 1.0f
-                                                                : 0.0f);
+                init_element(e, k, i, j, at + j,
+                             pa->init == CK_INIT_NORMAL ? 0.02f * normalish(key, pa->offset + j)
+                             : pa->init == CK_INIT_ONES ? 1.0f
+                                                        : 0.0f);
         }
     }
 }
@@ -211,14 +254,17 @@ static void adam_step(ck_exec *e, float decay)
     const ck_training *tr = &e->m->training;
     e->adam_t++;
     ck_kernel_adam_step st = ck_kernel_adam_at(e->adam_t, CK_EXEC_ADAM_LR, decay);
-    if (tr->param_dtype == CK_F32 && tr->grad_dtype == CK_F32 && !e->master) {
+    if (tr->param_dtype == CK_F32 && tr->grad_dtype == CK_F32 && !e->master && e->zero == 0) {
         ck_kernel_adam(e->params, e->grads, e->opt_m, e->opt_v, e->n_trainable, &st);
         return;
     }
-    for (size_t j = 0; j < e->n_trainable; j++) {
-        float p = param_value(e, j), g = grad_value(e, j);
-        ck_kernel_adam(&p, &g, &e->opt_m[j], &e->opt_v[j], 1, &st);
-        set_param(e, j, p);
+    slot s;
+    for (size_t k = 0; k < e->n_state_slots; k++) {
+        if (!update_slot(e, k, &s))
+            continue;
+        float p = param_value(e, s), g = grad_value(e, s);
+        ck_kernel_adam(&p, &g, &e->opt_m[s.state], &e->opt_v[s.state], 1, &st);
+        set_param(e, s, p);
     }
 }
 
@@ -226,19 +272,23 @@ static void adam_step(ck_exec *e, float decay)
 static void optimizer_step(ck_exec *e)
 {
     float *mo = e->opt_m;
+    slot s;
     switch (e->m->training.optimizer) {
     case CK_OPT_NONE:
     case CK_OPT_ADAFACTOR: /* refused by check_model */
     case CK_OPT_ADAM8BIT:
         break;
     case CK_OPT_SGD:
-        for (size_t j = 0; j < e->n_trainable; j++)
-            set_param(e, j, param_value(e, j) - CK_EXEC_SGD_LR * grad_value(e, j));
+        for (size_t k = 0; k < e->n_state_slots; k++)
+            if (update_slot(e, k, &s))
+                set_param(e, s, param_value(e, s) - CK_EXEC_SGD_LR * grad_value(e, s));
         break;
     case CK_OPT_MOMENTUM:
-        for (size_t j = 0; j < e->n_trainable; j++) {
-            mo[j] = CK_EXEC_MOMENTUM * mo[j] + grad_value(e, j);
-            set_param(e, j, param_value(e, j) - CK_EXEC_SGD_LR * mo[j]);
+        for (size_t k = 0; k < e->n_state_slots; k++) {
+            if (!update_slot(e, k, &s))
+                continue;
+            mo[s.state] = CK_EXEC_MOMENTUM * mo[s.state] + grad_value(e, s);
+            set_param(e, s, param_value(e, s) - CK_EXEC_SGD_LR * mo[s.state]);
         }
         break;
     case CK_OPT_ADAM:
@@ -257,7 +307,7 @@ void ck_exec_reset(ck_exec *e)
     if (!e->m)
         return;
     init_params(e);
-    size_t bytes = e->n_trainable * sizeof(float);
+    size_t bytes = e->n_state_slots * sizeof(float);
     if (e->opt_m)
         memset(e->opt_m, 0, bytes);
     if (e->opt_v)
@@ -356,6 +406,29 @@ static bool param_at(const ck_exec *e, size_t k, size_t i, size_t *at)
     return pa->tied || pa->numel > 0;
 }
 
+/* Where unit u lies in the gather buffer: at its start for an even u, at its end for an
+ * odd one. */
+static unsigned char *gathered_unit(const ck_exec *e, size_t u)
+{
+    uint64_t bytes = e->shard.units[u].params * ck_dtype_bytes(e->m->training.param_dtype);
+    return (unsigned char *)e->gather + (u % 2 ? e->gather_bytes - bytes : 0);
+}
+
+/* Where node k's parameter i (flat index at) and its gradient are read and accumulated:
+ * the whole arrays, or under ZeRO-3 the gathered unit and under ZeRO-2 and 3 the unit's
+ * whole gradients in the reduce-scatter buffer. */
+static void param_places(const ck_exec *e, size_t k, size_t i, size_t at, void **param, void **grad)
+{
+    const ck_training *tr = &e->m->training;
+    uint64_t pbytes = ck_dtype_bytes(tr->param_dtype), gbytes = ck_dtype_bytes(tr->grad_dtype);
+    const ck_shard_tensor *t = e->zero >= 2 ? ck_shard_param(&e->shard, e->m, k, i) : NULL;
+    *param = t && e->zero >= 3 ? (void *)(gathered_unit(e, t->unit) + t->in_unit * pbytes)
+                               : (void *)((char *)e->params + at * pbytes);
+    *grad = !e->m->nodes[k].trainable ? NULL
+            : t ? (char *)e->scatter + t->in_unit * gbytes
+                : (char *)e->grads + at * gbytes;
+}
+
 /* The f32 views of node k's parameters and, in a backward, of their gradients, which it
  * accumulates into. */
 static void param_views(const walk *w, size_t k, ck_kernel_io *io)
@@ -363,20 +436,19 @@ static void param_views(const walk *w, size_t k, ck_kernel_io *io)
     ck_exec *e = w->e;
     const ck_training *tr = &e->m->training;
     const ck_op_info *info = &e->m->nodes[k].info;
-    uint64_t pbytes = ck_dtype_bytes(tr->param_dtype), gbytes = ck_dtype_bytes(tr->grad_dtype);
     for (size_t i = 0; i < info->n_param_tensors; i++) {
         size_t at;
+        void *param, *grad;
         if (!param_at(e, k, i, &at))
             continue;
+        param_places(e, k, i, at, &param, &grad);
         const ck_param *pa = &info->params[i];
         uint64_t n = 1; /* from the shape, which a tied one has too (its numel is 0) */
         for (size_t r = 0; r < pa->rank; r++)
             n *= pa->dim[r];
-        io->param[i] = ck_widen_view(&e->widen, (char *)e->params + at * pbytes,
-                                     tr->param_dtype, n, false);
+        io->param[i] = ck_widen_view(&e->widen, param, tr->param_dtype, n, false);
         if (w->mode == WALK_BACKWARD && e->m->nodes[k].trainable) /* then at < n_trainable */
-            io->dparam[i] = ck_widen_view(&e->widen, (char *)e->grads + at * gbytes,
-                                          tr->grad_dtype, n, true);
+            io->dparam[i] = ck_widen_view(&e->widen, grad, tr->grad_dtype, n, true);
     }
 }
 
@@ -449,9 +521,53 @@ static void **event_slot(ck_exec *e, const ck_event *ev)
     return &e->grad[ev->buf.id];
 }
 
+/* The reduce-scatter buffer's unit's gradients averaged into this rank's shares, and the
+ * buffer emptied for the next unit. A backward visits units in descending order, each in
+ * one run: a unit met again would have its shares overwritten, so it is refused. */
+static int flush_scatter(ck_exec *e, ck_err *err)
+{
+    if (e->scattering == NO_UNIT)
+        return CK_OK;
+    int rc = ck_shard_reduce_scatter(&e->shard, &e->opts.dp->comm, e->scattering, e->scatter, e->grads,
+                                     e->m->training.grad_dtype, err);
+    memset(e->scatter, 0, (size_t)e->scatter_bytes);
+    e->scattering = NO_UNIT;
+    return rc;
+}
+
+/* What a data-parallel rank does before running node k: under ZeRO-2 and 3, when a
+ * backward moves to another unit, the gradients of the one it leaves are reduce-scattered;
+ * under ZeRO-3 the node's unit's whole parameters are all-gathered into its half of the
+ * gather buffer unless they are there already. */
+static int before_node(ck_exec *e, const ck_instr *in, ck_err *err)
+{
+    const ck_node *n = &e->m->nodes[in->node];
+    if (e->zero < 2 || n->info.n_params == 0)
+        return CK_OK;
+    size_t u = e->shard.node_unit[in->node];
+    int rc = CK_OK;
+    if (in->kind == CK_INSTR_BACKWARD && n->trainable && e->scattering != u) {
+        if (u >= e->scatter_below)
+            return ck_err_fail(err, CK_ERR_RUNTIME, "%s: the backward returns to unit %zu after "
+                               "reduce-scattering it", e->m->file, u);
+        rc = flush_scatter(e, err);
+        e->scattering = u;
+        e->scatter_below = u;
+    }
+    if (rc == CK_OK && e->zero >= 3 && e->gathered[u % 2] != u) {
+        rc = ck_shard_gather_unit(&e->shard, &e->opts.dp->comm, u, e->params, gathered_unit(e, u),
+                                  e->m->training.param_dtype, err);
+        e->gathered[u % 2] = rc == CK_OK ? u : NO_UNIT;
+    }
+    return rc;
+}
+
 /* The node of the running instruction, in the mode it asks for. */
 static int run_instruction(ck_exec *e, const ck_instr *in, ck_err *err)
 {
+    int rc = before_node(e, in, err);
+    if (rc != CK_OK)
+        return rc;
     walk w = {e, in, in->kind == CK_INSTR_BACKWARD ? WALK_BACKWARD
                      : in->kind == CK_INSTR_LOSS   ? WALK_LOSS
                      : in->keep                    ? WALK_SAVING
@@ -516,7 +632,10 @@ static int model_start_step(ck_exec *e, ck_err *err)
         rc = alloc(e, CK_MEM_ACTIVATION, &e->values[0], m->tensors[0].bytes, err);
     if (rc != CK_OK)
         return rc;
-    memset(e->grads, 0, e->n_trainable * ck_dtype_bytes(m->training.grad_dtype));
+    memset(e->grads, 0, e->n_grad_slots * ck_dtype_bytes(m->training.grad_dtype));
+    if (e->scatter)
+        memset(e->scatter, 0, (size_t)e->scatter_bytes);
+    e->gathered[0] = e->gathered[1] = e->scattering = e->scatter_below = NO_UNIT;
     for (size_t t = 0; t < m->n_inputs; t++)
         fill_input(e, t, ck_model_is_static(m, t) ? e->held[t] : e->values[0]);
     return CK_OK;
@@ -719,7 +838,7 @@ static int traced_op(ck_exec *e, size_t k, const ck_action *op, double t0, const
 {
     uint64_t saved[CK_MEM_N_KINDS];
     memcpy(saved, e->mem.peak, sizeof saved);
-    uint64_t saved_total = e->mem.peak_activation_total;
+    uint64_t saved_total = e->mem.peak_activation_total, saved_all = e->mem.peak_total;
     ck_mem_reset_peaks(&e->mem);
     double t = ck_clock_seconds();
     int rc = run_action(e, k, op, err);
@@ -739,11 +858,16 @@ static int traced_op(ck_exec *e, size_t k, const ck_action *op, double t0, const
             e->mem.peak[kind] = saved[kind];
     if (saved_total > e->mem.peak_activation_total)
         e->mem.peak_activation_total = saved_total;
+    if (saved_all > e->mem.peak_total)
+        e->mem.peak_total = saved_all;
     return rc;
 }
 
-int ck_exec_step(ck_exec *e, const ck_schedule *s, uint64_t step, ck_step_stats *stats,
-                 const ck_exec_trace *trace, ck_err *err)
+/* Runs schedule s as step `step` from zeroed gradients: afterwards the gradients are this
+ * microbatch's (a data-parallel rank's ZeRO-2/3 shares but for the last unit's) and
+ * every tensor of the step is released. */
+static int run_schedule(ck_exec *e, const ck_schedule *s, uint64_t step, double *t0,
+                        const ck_exec_trace *trace, ck_err *err)
 {
     ck_replay replay;
     int rc = ck_schedule_replay(e->c, s, &replay, NULL, NULL, err);
@@ -751,7 +875,7 @@ int ck_exec_step(ck_exec *e, const ck_schedule *s, uint64_t step, ck_step_stats 
         return rc;
     e->step = step;
     ck_mem_reset_peaks(&e->mem);
-    double t0 = ck_clock_seconds();
+    *t0 = ck_clock_seconds();
     rc = ck_action_state_init(&e->actions, e->c, err);
     if (rc != CK_OK)
         return rc;
@@ -759,7 +883,7 @@ int ck_exec_step(ck_exec *e, const ck_schedule *s, uint64_t step, ck_step_stats 
     for (size_t k = 0; k < s->n && rc == CK_OK; k++) {
         rc = ck_err_check_stop(e->opts.stop, err);
         if (rc == CK_OK)
-            rc = traced_op(e, k, &s->actions[k], t0, trace, err);
+            rc = traced_op(e, k, &s->actions[k], *t0, trace, err);
     }
     if (rc == CK_OK && !e->actions.y[0])
         rc = ck_err_fail(err, CK_ERR_INPUT, "schedule: ends without y_0 being live");
@@ -767,20 +891,108 @@ int ck_exec_step(ck_exec *e, const ck_schedule *s, uint64_t step, ck_step_stats 
         keep_chain_gradients(e);
     e->be->release_step(e);
     ck_action_state_free(&e->actions);
-    if (rc == CK_OK && e->grads_f32)
-        ck_kernel_cast_forward(e->grads_f32, CK_F32, e->grads, e->m->training.grad_dtype, e->n_trainable);
+    return rc;
+}
+
+/* A data-parallel rank's gradients averaged over the ranks: all-reduced whole, or under
+ * ZeRO-2 and 3 the last unit's reduce-scattered (the others were as the backward left
+ * them). */
+static int reduce_gradients(ck_exec *e, ck_err *err)
+{
+    const ck_exec_dp *dp = e->opts.dp;
+    if (!dp)
+        return CK_OK;
+    if (e->zero >= 2)
+        return flush_scatter(e, err);
+    return ck_shard_allreduce(&dp->comm, e->shard.ranks, e->grads, e->m->training.grad_dtype,
+                              e->n_trainable, err);
+}
+
+/* Under ZeRO-1 and 2 each rank updated its own shares of the whole parameters: every rank
+ * all-gathers the others'. */
+static int share_parameters(ck_exec *e, ck_err *err)
+{
+    if (e->zero != 1 && e->zero != 2)
+        return CK_OK;
+    return ck_shard_gather_all(&e->shard, &e->opts.dp->comm, NULL, e->params,
+                               e->m->training.param_dtype, err);
+}
+
+int ck_exec_step(ck_exec *e, const ck_schedule *s, uint64_t step, ck_step_stats *stats,
+                 const ck_exec_trace *trace, ck_err *err)
+{
+    double t0 = 0;
+    int rc = run_schedule(e, s, step, &t0, trace, err);
     if (rc == CK_OK && e->m)
+        rc = reduce_gradients(e, err);
+    if (rc == CK_OK && e->grads_f32)
+        ck_kernel_cast_forward(e->grads_f32, CK_F32, e->grads, e->m->training.grad_dtype, e->n_grad_slots);
+    if (rc == CK_OK && e->m) {
         optimizer_step(e);
+        rc = share_parameters(e, err);
+    }
     if (rc == CK_OK && stats)
         *stats = (ck_step_stats){.loss = e->loss, .seconds = ck_clock_seconds() - t0,
                                  .activation_peak_bytes = e->mem.peak_activation_total,
-                                 .static_bytes = e->mem.live[CK_MEM_STATIC]};
+                                 .static_bytes = e->mem.live[CK_MEM_STATIC],
+                                 .peak_bytes = e->mem.peak_total};
+    return rc;
+}
+
+uint64_t ck_exec_step_rank(uint64_t step, uint64_t rank, uint64_t n)
+{
+    return step * n + rank;
+}
+
+int ck_exec_step_reference(ck_exec *e, const ck_schedule *s, uint64_t step, uint64_t n, ck_err *err)
+{
+    if (!e->m || e->opts.dp)
+        return ck_err_fail(err, CK_ERR_RUNTIME, "executor: the data-parallel reference runs a "
+                           "model in one process");
+    ck_dtype d = e->m->training.grad_dtype;
+    size_t bytes = e->n_trainable * ck_dtype_bytes(d), all = (size_t)n * bytes;
+    unsigned char *each = malloc(all > 0 ? all : 1); /* a report's, not tracked */
+    double t0;
+    if (!each)
+        return ck_err_oom(err);
+    int rc = CK_OK;
+    for (uint64_t r = 0; r < n && rc == CK_OK; r++) {
+        rc = run_schedule(e, s, ck_exec_step_rank(step, r, n), &t0, NULL, err);
+        memcpy(each + r * bytes, e->grads, bytes);
+    }
+    for (size_t j = 0; j < e->n_trainable && rc == CK_OK; j++)
+        ck_kernel_store(d, e->grads, j, ck_shard_average(each, d, n, e->n_trainable, j));
+    free(each);
+    if (rc == CK_OK)
+        optimizer_step(e);
+    return rc;
+}
+
+size_t ck_exec_n_parameters(const ck_exec *e)
+{
+    return e->n_params;
+}
+
+int ck_exec_whole_parameters(ck_exec *e, float *out, ck_err *err)
+{
+    if (e->zero < 3) {
+        ck_exec_parameters(e, out);
+        return CK_OK;
+    }
+    ck_dtype d = e->m->training.param_dtype;
+    void *whole = calloc(e->n_params + 1, ck_dtype_bytes(d));
+    if (!whole)
+        return ck_err_oom(err);
+    int rc = ck_shard_gather_all(&e->shard, &e->opts.dp->comm, e->params, whole, d, err);
+    if (rc == CK_OK)
+        ck_kernel_cast_forward(out, CK_F32, whole, d, e->n_params);
+    free(whole);
     return rc;
 }
 
 const float *ck_exec_gradients(const ck_exec *e, size_t *n)
 {
-    *n = e->m ? e->n_trainable : e->n_chain_grads;
+    *n = e->m ? e->n_grad_slots : e->n_chain_grads;
     if (!e->m)
         return e->chain_grads;
     return e->grads_f32 ? e->grads_f32 : e->grads;
@@ -866,6 +1078,41 @@ static int lay_out_params(ck_exec *e, ck_err *err)
     return CK_OK;
 }
 
+/* What this rank of a data-parallel layout holds (opts.dp; else the whole model): its
+ * shard of each array its stage shards, and the buffers of planner/derive's static
+ * memory, which its units must fit (neighbours together in the gather buffer). */
+static int lay_out_rank(ck_exec *e, ck_err *err)
+{
+    const ck_exec_dp *dp = e->opts.dp;
+    e->n_param_slots = e->n_params;
+    e->n_grad_slots = e->n_state_slots = e->n_trainable;
+    if (!dp)
+        return CK_OK;
+    const ck_model *m = e->m;
+    e->zero = ck_layout_shards(&dp->layout) ? dp->layout.zero : 0;
+    ck_static_mem st;
+    int rc = ck_shard_create(m, &dp->layout, dp->rank, e->param_off, &e->shard, err);
+    if (rc == CK_OK)
+        rc = ck_derive_static_memory(m, &dp->layout, &st, err);
+    if (rc != CK_OK)
+        return rc;
+    const ck_shard *sh = &e->shard;
+    e->n_param_slots = e->zero >= 3 ? (size_t)sh->n_shard : e->n_params;
+    e->n_grad_slots = e->zero >= 2 ? (size_t)sh->n_trainable_shard : e->n_trainable;
+    e->n_state_slots = e->zero >= 1 ? (size_t)sh->n_trainable_shard : e->n_trainable;
+    e->gather_bytes = st.gather;
+    e->scatter_bytes = st.reduce_scatter;
+    uint64_t pb = ck_dtype_bytes(m->training.param_dtype), gb = ck_dtype_bytes(m->training.grad_dtype);
+    for (size_t u = 0; u < sh->n_units; u++) {
+        uint64_t pair = sh->units[u].params + (u + 1 < sh->n_units ? sh->units[u + 1].params : 0);
+        if ((e->zero >= 3 && pair * pb > e->gather_bytes) ||
+            (e->zero >= 2 && sh->units[u].grads * gb > e->scatter_bytes))
+            return ck_err_fail(err, CK_ERR_RUNTIME, "%s: unit %zu does not fit the derived "
+                               "gather or reduce-scatter buffer", m->file, u);
+    }
+    return CK_OK;
+}
+
 /* Static memory, each at its dtype's size (ck_derive_static_memory's figures): parameters,
  * their gradients, master weights, optimizer moments, held inputs. The widened gradients
  * for ck_exec_gradients are a report's, not the step's, and are not tracked. */
@@ -873,15 +1120,19 @@ static int alloc_params(ck_exec *e, ck_err *err)
 {
     const ck_model *m = e->m;
     const ck_training *tr = &m->training;
-    uint64_t bytes = (uint64_t)e->n_trainable * sizeof(float); /* master and moments */
+    uint64_t bytes = (uint64_t)e->n_state_slots * sizeof(float); /* master and moments */
     ck_optimizer o = tr->optimizer;
-    int rc = alloc(e, CK_MEM_STATIC, &e->params, e->n_params * ck_dtype_bytes(tr->param_dtype), err);
+    int rc = alloc(e, CK_MEM_STATIC, &e->params, e->n_param_slots * ck_dtype_bytes(tr->param_dtype), err);
     if (rc == CK_OK)
-        rc = alloc(e, CK_MEM_STATIC, &e->grads, e->n_trainable * ck_dtype_bytes(tr->grad_dtype), err);
+        rc = alloc(e, CK_MEM_STATIC, &e->grads, e->n_grad_slots * ck_dtype_bytes(tr->grad_dtype), err);
+    if (rc == CK_OK && e->zero >= 3)
+        rc = alloc(e, CK_MEM_STATIC, &e->gather, e->gather_bytes, err);
+    if (rc == CK_OK && e->zero >= 2)
+        rc = alloc(e, CK_MEM_STATIC, &e->scatter, e->scatter_bytes, err);
     if (rc == CK_OK && tr->master_weights)
         rc = alloc(e, CK_MEM_STATIC, (void **)&e->master, bytes, err);
     if (rc == CK_OK && tr->grad_dtype != CK_F32) {
-        e->grads_f32 = calloc(e->n_trainable + 1, sizeof *e->grads_f32);
+        e->grads_f32 = calloc(e->n_grad_slots + 1, sizeof *e->grads_f32);
         rc = e->grads_f32 ? CK_OK : ck_err_oom(err);
     }
     bool adam = o == CK_OPT_ADAM || o == CK_OPT_ADAMW;
@@ -921,6 +1172,8 @@ static int create_model(ck_exec *e, const size_t *stage_first, ck_err *err)
         rc = ck_widen_kernel_workspace(m, &m->nodes[k], e->kernel_ws[k], err);
     if (rc == CK_OK)
         rc = lay_out_params(e, err);
+    if (rc == CK_OK)
+        rc = lay_out_rank(e, err);
     if (rc == CK_OK)
         rc = alloc_params(e, err);
     return rc;
@@ -976,6 +1229,9 @@ int ck_exec_create(const ck_model *m, const ck_chain *c, const size_t *stage_fir
         return ck_err_fail(err, CK_ERR_INPUT, "%s: node %s exchanges activations with other ranks "
                            "(--sp, --cp): the executor runs one process and cannot execute it",
                            m->file, exchange->name);
+    if (!m && opts->dp)
+        return ck_err_fail(err, CK_ERR_INPUT, "executor: a chain file's stages have no parameters "
+                           "to run data-parallel");
     ck_exec *e = calloc(1, sizeof *e);
     if (!e)
         return ck_err_oom(err);
@@ -1000,15 +1256,18 @@ void ck_exec_free(ck_exec *e)
         return;
     if (e->m) {
         const ck_training *tr = &e->m->training;
-        uint64_t trained = (uint64_t)e->n_trainable * sizeof(float);
-        release(e, CK_MEM_STATIC, &e->params, e->n_params * ck_dtype_bytes(tr->param_dtype));
-        release(e, CK_MEM_STATIC, &e->grads, e->n_trainable * ck_dtype_bytes(tr->grad_dtype));
+        uint64_t trained = (uint64_t)e->n_state_slots * sizeof(float);
+        release(e, CK_MEM_STATIC, &e->params, e->n_param_slots * ck_dtype_bytes(tr->param_dtype));
+        release(e, CK_MEM_STATIC, &e->grads, e->n_grad_slots * ck_dtype_bytes(tr->grad_dtype));
+        release(e, CK_MEM_STATIC, &e->gather, e->gather_bytes);
+        release(e, CK_MEM_STATIC, &e->scatter, e->scatter_bytes);
         release(e, CK_MEM_STATIC, (void **)&e->master, trained);
         release(e, CK_MEM_STATIC, (void **)&e->opt_m, trained);
         release(e, CK_MEM_STATIC, (void **)&e->opt_v, trained);
         for (size_t t = 0; e->held && t < e->m->n_inputs; t++)
             release(e, CK_MEM_STATIC, &e->held[t], e->m->tensors[t].bytes);
     }
+    ck_shard_free(&e->shard);
     ck_lower_free(e->lower);
     ck_program_free(&e->program);
     free(e->x);

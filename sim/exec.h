@@ -20,6 +20,7 @@
 #include "planner/model.h"
 #include "planner/schedule.h"
 #include "sim/mem.h"
+#include "sim/shard.h"
 
 typedef struct ck_exec ck_exec;
 
@@ -30,6 +31,14 @@ typedef struct ck_exec ck_exec;
 #define CK_EXEC_MOMENTUM 0.9f
 #define CK_EXEC_ADAMW_WEIGHT_DECAY 0.01f /* torch.optim.AdamW's default */
 
+/* One rank of a data-parallel step (docs/parallel.md, "Running it"): the layout, which rank
+ * this is, and the collectives between the ranks. */
+typedef struct {
+    ck_layout layout;
+    uint64_t rank;
+    ck_shard_comm comm;
+} ck_exec_dp;
+
 typedef struct {
     uint64_t seed;      /* parameters, inputs, targets and dropout all derive from it */
     bool stateful_rng;  /* demonstrates the bug --verify exists for: dropout draws from one
@@ -39,6 +48,11 @@ typedef struct {
     const atomic_int *stop; /* or NULL: when it becomes non-zero (a signal handler sets
                              it), a step stops before its next operation with
                              CK_INTERRUPTED, the step abandoned and its memory released */
+    const ck_exec_dp *dp; /* or NULL: one process. Then each step holds what the layout's
+                             ZeRO stage keeps (planner/derive's shares and buffers),
+                             all-gathers and reduce-scatters with the other ranks, and
+                             applies the optimizer to the gradients averaged over the ranks
+                             in rank order (sim/shard) */
 } ck_exec_opts;
 
 /* What one training step measured. */
@@ -47,6 +61,7 @@ typedef struct {
     double seconds;                 /* wall time of the schedule and the optimizer step */
     uint64_t activation_peak_bytes; /* tracked: activations + gradients + workspace */
     uint64_t static_bytes;          /* tracked static memory */
+    uint64_t peak_bytes;            /* tracked, every kind: static and activation at once */
 } ck_step_stats;
 
 /* Prepares to run model m (or, with m NULL, the synthetic stages of chain c) whose chain is
@@ -84,13 +99,32 @@ typedef struct {
 int ck_exec_step(ck_exec *e, const ck_schedule *s, uint64_t step, ck_step_stats *stats,
                  const ck_exec_trace *trace, ck_err *err);
 
-/* The gradients of the last step: every parameter gradient, concatenated in node order
+/* The one-process reference of a data-parallel step over n ranks (e made without dp):
+ * the n microbatches that ranks 0..n-1 run at their step `step` (steps step·n + r, see
+ * ck_exec_step_rank) each through s from zeroed gradients, the gradients averaged in rank
+ * order as the ranks average them (ck_shard_average), then one optimizer step. */
+int ck_exec_step_reference(ck_exec *e, const ck_schedule *s, uint64_t step, uint64_t n, ck_err *err);
+
+/* The step number rank r of n runs its microbatch of data-parallel step `step` as: its
+ * inputs and dropout differ from every other rank's. */
+uint64_t ck_exec_step_rank(uint64_t step, uint64_t rank, uint64_t n);
+
+/* How many floats ck_exec_parameters and ck_exec_whole_parameters give. */
+size_t ck_exec_n_parameters(const ck_exec *e);
+
+/* A model's whole parameters as ck_exec_parameters gives them; under ZeRO-3 gathered from
+ * every rank, so all ranks call it together. */
+int ck_exec_whole_parameters(ck_exec *e, float *out, ck_err *err);
+
+/* The gradients of the last step (a data-parallel rank's averaged ones: from ZeRO-2 its
+ * shard of them): every parameter gradient, concatenated in node order
  * (for a chain file: y_0, each 4 bytes as a float in [0, 1), then the loss). Owned by e; n
  * receives the count. */
 const float *ck_exec_gradients(const ck_exec *e, size_t *n);
 
 /* A model's parameters now, as its kernels read them (widened to f32, exactly, from
- * training.param_dtype), into out: as many floats as ck_exec_gradients gives. */
+ * training.param_dtype), into out: ck_exec_n_parameters floats. Not for a ZeRO-3 rank,
+ * which holds a shard of them (ck_exec_whole_parameters gathers them). */
 void ck_exec_parameters(const ck_exec *e, float *out);
 
 /* The tracker (for its per-kind peaks). */

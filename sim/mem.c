@@ -12,6 +12,8 @@ static void note_peaks(ck_mem *m, ck_mem_kind kind)
         m->peak[kind] = m->live[kind];
     if (m->live_activation_total > m->peak_activation_total)
         m->peak_activation_total = m->live_activation_total;
+    if (m->live_total > m->peak_total)
+        m->peak_total = m->live_total;
 }
 
 void *ck_mem_alloc(ck_mem *m, ck_mem_kind kind, uint64_t bytes)
@@ -23,6 +25,7 @@ void *ck_mem_alloc(ck_mem *m, ck_mem_kind kind, uint64_t bytes)
     if (!p)
         return NULL;
     m->live[kind] += bytes;
+    m->live_total += bytes;
     if (kind != CK_MEM_STATIC)
         m->live_activation_total += bytes;
     note_peaks(m, kind);
@@ -35,6 +38,7 @@ void ck_mem_free(ck_mem *m, ck_mem_kind kind, void *p, uint64_t bytes)
         return;
     free(p);
     m->live[kind] -= bytes;
+    m->live_total -= bytes;
     if (kind != CK_MEM_STATIC)
         m->live_activation_total -= bytes;
 }
@@ -43,6 +47,7 @@ void ck_mem_reset_peaks(ck_mem *m)
 {
     memcpy(m->peak, m->live, sizeof m->peak);
     m->peak_activation_total = m->live_activation_total;
+    m->peak_total = m->live_total;
 }
 
 void ck_mem_keep_freed_memory(void)

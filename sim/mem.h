@@ -24,6 +24,7 @@ typedef struct {
     uint64_t live[CK_MEM_N_KINDS], peak[CK_MEM_N_KINDS];
     uint64_t live_activation_total; /* activation + gradient + workspace */
     uint64_t peak_activation_total; /* the figure compared with activation_peak_bytes */
+    uint64_t live_total, peak_total; /* every kind, static included: a rank's whole peak */
 } ck_mem;
 
 /* Zeroed memory of `bytes` bytes counted under kind; NULL when out of memory (nothing is

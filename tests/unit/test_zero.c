@@ -129,8 +129,8 @@ END_TEST
     " {'name': 'loss', 'op': 'mse', 'inputs': ['down', 'y']}]}"
 
 /* Each tensor's share is rounded up on its own: over 8 ranks 4200 -> 525 and 70 -> 9
- * elements (1077 in all, not 8610 / 8 = 1076.25); Adam's 8 bytes a parameter, split as
- * bytes: 33600 -> 4200, 560 -> 70. */
+ * elements (1077 in all, not 8610 / 8 = 1076.25); Adam's 8 bytes a parameter follow the
+ * element shard, as the rank's moments do: 8 x 525 and 8 x 9, not 33600 / 8 and 560 / 8. */
 START_TEST(shares_round_up_per_tensor)
 {
     ck_model_opts o = {.recipe = "bf16-master"};
@@ -139,10 +139,10 @@ START_TEST(shares_round_up_per_tensor)
     ck_assert_uint_eq(s.params, 2 * (2 * 525 + 3 * 9));
     ck_assert_uint_eq(s.grads, 2 * (2 * 525 + 3 * 9));
     ck_assert_uint_eq(s.master, 4 * (2 * 525 + 3 * 9));
-    ck_assert_uint_eq(s.optimizer, 2 * 4200 + 3 * 70);
-    s = derive(m, 3, 1); /* 4200 -> 1400, 70 -> 24; Adam 560 bytes -> 187 */
+    ck_assert_uint_eq(s.optimizer, 8 * (2 * 525 + 3 * 9));
+    s = derive(m, 3, 1); /* 4200 -> 1400, 70 -> 24 */
     ck_assert_uint_eq(s.master, 4 * (2 * 1400 + 3 * 24));
-    ck_assert_uint_eq(s.optimizer, 2 * 11200 + 3 * 187);
+    ck_assert_uint_eq(s.optimizer, 8 * (2 * 1400 + 3 * 24));
     ck_assert_uint_eq(s.params, 2 * 8610); /* ZeRO-1 keeps parameters whole */
     ck_model_free(m);
 }

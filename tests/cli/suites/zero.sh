@@ -34,7 +34,7 @@ check "--json carries the layout and the buffers" 0 '"zero":' '"gather_buffers"'
 
 run run zero-llama-3.json --steps 1
 check "run refuses a plan whose layout shards" 2 "zero-llama-3.json: model.options: the plan is one rank's of --dp 8 --zero 3" \
-    "runs plans whose layout shards nothing"
+    "run it with --ranks 8"
 
 # --fsdp's strategies are ZeRO-3 and 2; --zero over one rank shards nothing
 tiny="$root/models/gpt2-tiny.json"

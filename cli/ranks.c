@@ -1,0 +1,133 @@
+#include "cli/ranks.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli/interrupt.h"
+
+/* The first executable `name` on PATH, into out. */
+static bool on_path(const char *name, char *out, size_t size)
+{
+    const char *path = getenv("PATH");
+    while (path && *path) {
+        const char *end = strchr(path, ':');
+        size_t len = end ? (size_t)(end - path) : strlen(path);
+        if (len > 0 && (size_t)snprintf(out, size, "%.*s/%s", (int)len, path, name) < size &&
+            access(out, X_OK) == 0)
+            return true;
+        path = end ? end + 1 : NULL;
+    }
+    return false;
+}
+
+/* ckplan-rank beside this ckplan (each build puts both in one folder). */
+static int find_worker(char *out, size_t size, ck_err *err)
+{
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0)
+        return ck_err_fail(err, CK_ERR_RUNTIME, "run --ranks: cannot find this program's folder "
+                           "(/proc/self/exe: %s)", strerror(errno));
+    self[n] = '\0';
+    char *slash = strrchr(self, '/');
+    *slash = '\0';
+    if ((size_t)snprintf(out, size, "%s/ckplan-rank", self) >= size || access(out, X_OK) != 0)
+        return ck_err_fail(err, CK_ERR_INPUT, "run --ranks: the MPI worker %s/ckplan-rank is "
+                           "missing: build it with 'make ckplan-rank' (it needs OpenMPI's mpicc: "
+                           "'make deps' installs libopenmpi-dev)", self);
+    return CK_OK;
+}
+
+/* mpirun's command line for r: as root OpenMPI wants to be told it may run; more ranks
+ * than cores need --oversubscribe, and unbound ranks share the cores as they come. At most
+ * 25 entries with the NULL. */
+static size_t command_line(const ck_ranks_run *r, char *mpirun, char *worker, char nums[4][24],
+                           char **argv)
+{
+    size_t n = 0;
+    argv[n++] = mpirun;
+    if (geteuid() == 0)
+        argv[n++] = "--allow-run-as-root";
+    argv[n++] = "--quiet"; /* the ranks say what failed; mpirun need not explain MPI */
+    argv[n++] = "--oversubscribe";
+    argv[n++] = "--bind-to";
+    argv[n++] = "none";
+    argv[n++] = "--mca"; /* shared memory without cross-process reads, which containers forbid */
+    argv[n++] = "btl_vader_single_copy_mechanism";
+    argv[n++] = "none";
+    argv[n++] = "-np";
+    snprintf(nums[0], sizeof nums[0], "%llu", (unsigned long long)r->ranks);
+    argv[n++] = nums[0];
+    argv[n++] = worker;
+    argv[n++] = (char *)r->plan_path;
+    argv[n++] = "--seed";
+    snprintf(nums[1], sizeof nums[1], "%llu", (unsigned long long)r->seed);
+    argv[n++] = nums[1];
+    argv[n++] = "--steps";
+    snprintf(nums[2], sizeof nums[2], "%llu", (unsigned long long)r->steps);
+    argv[n++] = nums[2];
+    if (r->threads) {
+        argv[n++] = "--threads";
+        snprintf(nums[3], sizeof nums[3], "%llu", (unsigned long long)r->threads);
+        argv[n++] = nums[3];
+    }
+    if (r->verify)
+        argv[n++] = "--verify";
+    if (r->quiet)
+        argv[n++] = "--quiet";
+    argv[n] = NULL;
+    return n;
+}
+
+/* What mpirun's end says: the ranks' own status (0, 1, 2), or a failure of the job. */
+static int job_status(int status, ck_err *err)
+{
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        return CK_OK;
+    if (WIFEXITED(status) && (WEXITSTATUS(status) == CK_ERR_RUNTIME || WEXITSTATUS(status) == CK_ERR_INPUT))
+        return ck_err_fail(err, WEXITSTATUS(status), "run --ranks: a rank failed (exit %d; its "
+                           "message is above) and mpirun ended the job", WEXITSTATUS(status));
+    if (WIFEXITED(status) && WEXITSTATUS(status) > 128)
+        return ck_err_fail(err, CK_ERR_RUNTIME, "run --ranks: a rank was killed by signal %d and "
+                           "mpirun ended the job", WEXITSTATUS(status) - 128);
+    if (WIFEXITED(status))
+        return ck_err_fail(err, CK_ERR_RUNTIME, "run --ranks: the job failed: mpirun exited with "
+                           "status %d (it could not start the ranks, or one ended without saying "
+                           "why)", WEXITSTATUS(status));
+    return ck_err_fail(err, CK_ERR_RUNTIME, "run --ranks: mpirun was killed by signal %d",
+                       WTERMSIG(status));
+}
+
+int ck_ranks_launch(const ck_ranks_run *r, ck_err *err)
+{
+    char mpirun[PATH_MAX], worker[PATH_MAX], nums[4][24];
+    if (!on_path("mpirun", mpirun, sizeof mpirun))
+        return ck_err_fail(err, CK_ERR_INPUT, "run --ranks: OpenMPI's mpirun is not on PATH: "
+                           "install it with 'make deps' (Debian: apt-get install openmpi-bin "
+                           "libopenmpi-dev)");
+    int rc = find_worker(worker, sizeof worker, err);
+    if (rc != CK_OK)
+        return rc;
+    char *argv[25];
+    command_line(r, mpirun, worker, nums, argv);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0)
+        return ck_err_fail(err, CK_ERR_RUNTIME, "run --ranks: cannot start mpirun: %s", strerror(errno));
+    if (pid == 0) {
+        execv(mpirun, argv);
+        fprintf(stderr, "ckplan: run --ranks: cannot run %s: %s\n", mpirun, strerror(errno));
+        _exit(127);
+    }
+    int status;
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR)
+            return ck_err_fail(err, CK_ERR_RUNTIME, "run --ranks: waiting for mpirun: %s", strerror(errno));
+    rc = ck_interrupt_check(err);
+    return rc != CK_OK ? rc : job_status(status, err);
+}
