@@ -59,9 +59,9 @@ START_TEST(shards_cover_each_tensor_once)
         for (uint64_t r = 0; r < n; r++) {
             ck_shard s;
             ck_err err = {{0}};
-            ck_assert_int_eq(ck_shard_create(m, &(ck_layout){n, 3}, r, off, &s, &err), CK_OK);
+            ck_assert_int_eq(ck_shard_create(m, &(ck_layout){.dp = n, .zero = 3}, r, off, &s, &err), CK_OK);
             ck_static_mem st;
-            ck_assert_int_eq(ck_derive_static_memory(m, &(ck_layout){n, 3}, &st, &err), CK_OK);
+            ck_assert_int_eq(ck_derive_static_memory(m, &(ck_layout){.dp = n, .zero = 3}, &st, &err), CK_OK);
             ck_assert_uint_eq(s.n_shard * 4, st.params); /* f32 */
             ck_assert_uint_eq(s.n_trainable_shard * 4, st.grads);
             ck_assert_uint_eq(s.n_units, ck_derive_units(m, NULL));
@@ -137,7 +137,7 @@ static int thread_allgather(void *ctx, const void *send, uint64_t bytes, void *r
 static void *run_rank(void *arg)
 {
     member *me = arg;
-    ck_exec_dp dp = {{me->t->n, me->zero}, me->rank, {thread_allgather, me}};
+    ck_exec_dp dp = {{.dp = me->t->n, .zero = me->zero}, me->rank, {thread_allgather, me}};
     ck_exec_opts o = {.seed = 7, .dp = &dp};
     ck_exec *e = NULL;
     me->rc = ck_exec_create(me->m, me->c, me->first, &o, &e, &me->err);
@@ -168,7 +168,7 @@ static void check_layout(const ck_model *m, const ck_chain *c, const size_t *fir
     ck_exec_parameters(ref, want);
     ck_exec_free(ref);
     ck_static_mem st;
-    ck_assert_int_eq(ck_derive_static_memory(m, &(ck_layout){n, zero}, &st, &err), CK_OK);
+    ck_assert_int_eq(ck_derive_static_memory(m, &(ck_layout){.dp = n, .zero = zero}, &st, &err), CK_OK);
 
     team t = {.n = n};
     pthread_barrier_init(&t.barrier, NULL, (unsigned)n);
@@ -235,9 +235,9 @@ START_TEST(tied_parameters_refused_from_zero_2)
     size_t *off = flat_offsets(m);
     ck_shard s;
     ck_err err = {{0}};
-    ck_assert_int_eq(ck_shard_create(m, &(ck_layout){2, 1}, 0, off, &s, &err), CK_OK);
+    ck_assert_int_eq(ck_shard_create(m, &(ck_layout){.dp = 2, .zero = 1}, 0, off, &s, &err), CK_OK);
     ck_shard_free(&s);
-    ck_assert_int_eq(ck_shard_create(m, &(ck_layout){2, 2}, 0, off, &s, &err), CK_ERR_INPUT);
+    ck_assert_int_eq(ck_shard_create(m, &(ck_layout){.dp = 2, .zero = 2}, 0, off, &s, &err), CK_ERR_INPUT);
     fx_assert_has(err.msg, "lm_head", "tied", "ZeRO-2", NULL);
     ck_shard_free(&s);
     free(off);
