@@ -169,33 +169,28 @@ static int run_ranks(const run_args *a, const ck_plan_file *plan, ck_err *err)
     return ck_ranks_launch(&r, err);
 }
 
-/* A pipeline rank's plan is one chunk of the model, fed by the ranks before it: one
- * process cannot run it. */
-static int refuse_pipeline(const char *path, const ck_layout *l, ck_err *err)
+/* Layouts whose ranks exchange activations: a pipeline rank's plan is one chunk of the
+ * model, fed by the ranks before it, and a tensor- or context-parallel rank's layers gather,
+ * scatter and reduce with the others. Neither one process nor --ranks (data parallelism
+ * only) can run them. */
+static int refuse_exchanging(const char *path, const ck_layout *l, ck_err *err)
 {
-    if (!ck_layout_pipelined(l))
-        return CK_OK;
-    return ck_err_fail(err, CK_ERR_INPUT, "%s: model.options: the plan is the worst rank's of "
-                       "--pp %llu --microbatches %llu --virtual-stages %llu, a pipeline whose "
-                       "ranks each run part of the model on microbatches the others send; 'ckplan "
-                       "run' executes one process and cannot run a pipeline: plan again without "
-                       "--pp to run one rank's step", path, (unsigned long long)ck_layout_pp(l),
-                       (unsigned long long)ck_layout_microbatches(l),
-                       (unsigned long long)ck_layout_virtual(l));
-}
-
-/* A plan for one rank of a tensor- or context-parallel layout: its gathers, scatters and
- * reductions need the other ranks. */
-static int refuse_model_parallel(const char *path, const ck_layout *l, ck_err *err)
-{
-    if (!ck_layout_splits_model(l))
-        return CK_OK;
-    return ck_err_fail(err, CK_ERR_INPUT, "%s: model.options: the plan is one rank's of --tp %llu%s "
-                       "--cp %llu, whose layers exchange activations with the other ranks; 'ckplan "
-                       "run' executes one process and cannot run tensor- or context-parallel "
-                       "layers: plan again without --tp and --cp to run a step", path,
-                       (unsigned long long)ck_layout_tp(l), l->sp ? " --sp" : "",
-                       (unsigned long long)ck_layout_cp(l));
+    if (ck_layout_pipelined(l))
+        return ck_err_fail(err, CK_ERR_INPUT, "%s: model.options: the plan is the worst rank's of "
+                           "--pp %llu --microbatches %llu --virtual-stages %llu, a pipeline whose "
+                           "ranks each run part of the model on microbatches the others send; "
+                           "'ckplan run' cannot run a pipeline: plan again without --pp to run "
+                           "one rank's step", path, (unsigned long long)ck_layout_pp(l),
+                           (unsigned long long)ck_layout_microbatches(l),
+                           (unsigned long long)ck_layout_virtual(l));
+    if (ck_layout_splits_model(l))
+        return ck_err_fail(err, CK_ERR_INPUT, "%s: model.options: the plan is one rank's of --tp "
+                           "%llu%s --cp %llu, whose layers exchange activations with the other "
+                           "ranks; 'ckplan run' cannot run tensor- or context-parallel layers: "
+                           "plan again without --tp and --cp to run a step", path,
+                           (unsigned long long)ck_layout_tp(l), l->sp ? " --sp" : "",
+                           (unsigned long long)ck_layout_cp(l));
+    return CK_OK;
 }
 
 int ck_cmd_run(int argc, char **argv)
@@ -225,9 +220,7 @@ int ck_cmd_run(int argc, char **argv)
         return ck_main_report(rc, err.msg);
 
     const ck_layout *layout = &plan.model_opts.layout;
-    rc = refuse_model_parallel(a.s.plan_path, layout, &err);
-    if (rc == CK_OK)
-        rc = refuse_pipeline(a.s.plan_path, layout, &err);
+    rc = refuse_exchanging(a.s.plan_path, layout, &err);
     if (rc == CK_OK && a.ranks)
         rc = run_ranks(&a, &plan, &err);
     else if (rc == CK_OK && (rc = refuse_sharded(a.s.plan_path, layout, &err)) == CK_OK)
