@@ -100,6 +100,34 @@ START_TEST(zero_volumes_are_the_papers)
 }
 END_TEST
 
+/* A pipeline rank's part (mine): its own nodes' shards alone. Two complementary parts of
+ * gpt2-tiny (the nodes before and after its middle one) send exactly what the whole model
+ * does at every stage, and each part less: a wrong part (the whole model's shards, or
+ * none) fails one of the two. */
+START_TEST(a_part_sends_its_own_shards)
+{
+    ck_model *m = fx_load_file("models/gpt2-tiny.json");
+    bool *first = calloc(m->n_nodes, sizeof *first), *second = calloc(m->n_nodes, sizeof *second);
+    ck_assert(first && second);
+    for (size_t k = 0; k < m->n_nodes; k++)
+        (k < m->n_nodes / 2 ? first : second)[k] = true;
+    for (unsigned z = 0; z <= 3; z++) {
+        ck_layout l = {.dp = 4, .zero = z};
+        ck_comm_bytes whole = dp_of(m, 4, z, 3), a, b;
+        ck_err err = {{0}};
+        ck_assert_int_eq(ck_comm_data_parallel_of(m, &l, first, 3, &a, &err), CK_OK);
+        ck_assert_int_eq(ck_comm_data_parallel_of(m, &l, second, 3, &b, &err), CK_OK);
+        ck_assert_uint_eq(a.gradients + b.gradients, whole.gradients);
+        ck_assert_uint_eq(a.parameters + b.parameters, whole.parameters);
+        ck_assert_uint_gt(a.gradients, 0);
+        ck_assert_uint_gt(b.gradients, 0);
+    }
+    free(first);
+    free(second);
+    ck_model_free(m);
+}
+END_TEST
+
 /* Gradient accumulation: stages 0 and 1 reduce once a step, stage 2 reduce-scatters every
  * microbatch, stage 3 also gathers the parameters twice a microbatch. */
 START_TEST(microbatches_repeat_what_each_stage_does_per_microbatch)
@@ -277,6 +305,7 @@ static Suite *comm_suite(void)
     TCase *tc = tcase_create("comm");
     tcase_add_test(tc, ring_collectives_against_a_simulated_ring);
     tcase_add_test(tc, zero_volumes_are_the_papers);
+    tcase_add_test(tc, a_part_sends_its_own_shards);
     tcase_add_test(tc, microbatches_repeat_what_each_stage_does_per_microbatch);
     tcase_add_test(tc, frozen_parameters_are_gathered_only_where_used);
     tcase_add_test(tc, tensor_parallel_layer_volume);
