@@ -112,19 +112,22 @@ static size_t forwards_of(const ck_schedule *s, size_t stage)
  * NULL: all), a microbatch's two all-reduces forward and two backward of its s.b.h input,
  * the chain's x at the layer's first stage (a 1/t shard of it under sequence parallelism),
  * again forward when the plan's schedule recomputes that stage (a pipeline's: the worst
- * rank's first chunk's); times the microbatches. */
+ * rank's first chunk's, the whole rank with one chunk); times the microbatches. Every layer
+ * begins a stage at block and op granularity; one that does not would have no s.b.h here
+ * and is left out. */
 static bool tensor_bytes(const ck_workload *w, const ck_planned *p, const bool *mine, bool fits,
                          gpus_row *row)
 {
     const ck_model *m = w->model;
     const ck_layout *l = &row->layout;
-    size_t first = p->pipelined ? p->pipeline.ranks[p->pipeline.worst].chunks[0].first : 0;
+    const ck_pipeline_chunk *c = p->pipelined ? &p->pipeline.ranks[p->pipeline.worst].chunks[0] : NULL;
+    size_t first = c ? c->first : 0, end = c ? c->end : w->chain.n_stages;
     uint64_t sum = 0, t = ck_layout_tp(l);
     for (size_t g = 0; g < m->n_groups && t > 1; g++) {
         size_t s = ck_workload_stage_at(w, m->groups[g].first);
         if (!m->groups[g].instance || (mine && !mine[m->groups[g].first]) || s == SIZE_MAX)
             continue;
-        bool again = fits && s >= first && forwards_of(&p->result.schedule, s - first) > 1;
+        bool again = fits && s >= first && s < end && forwards_of(&p->result.schedule, s - first) > 1;
         uint64_t act, one;
         if (!ck_size_mul(ck_chain_x_bytes(&w->chain, s), l->sp ? t : 1, &act) ||
             !ck_comm_tensor_parallel_layer(t, act, l->sp, again, &one) || !ck_size_add(sum, one, &sum))
