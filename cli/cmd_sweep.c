@@ -61,20 +61,26 @@ static void sweep_usage(FILE *out)
     fprintf(out,
             "\n"
             "Which layout? With --gpus N, plans MODEL with dp in every parallel layout of exactly\n"
-            "N GPUs (today dp=N with ZeRO 0 to 3) at --device's budget a GPU, and prints them\n"
+            "N GPUs (tensor parallelism with --sp over each divisor tp of N, Hugging Face configs\n"
+            "only; a 1F1B pipeline over each divisor pp of N/tp, microbatches from the global\n"
+            "batch; dp = N/(tp pp) with ZeRO 0 to 3) at --device's budget a GPU, and prints them\n"
             "best first: those that fit, fastest predicted step first (ties: fewer bytes\n"
-            "communicated), then those that do not, with the smallest budget they need. Figures\n"
-            "are per GPU and are what 'ckplan plan' predicts for that layout; the step time is\n"
-            "a microbatch's times the microbatches a rank runs, communication not included (it\n"
-            "is given in bytes: see docs/parallel.md). Nothing is appended to a runs file; the\n"
+            "communicated), then those that do not, with the smallest budget they need, then\n"
+            "those the model refuses, with the reason. Figures are per GPU (a pipeline's worst\n"
+            "rank's) and are what 'ckplan plan' predicts for that layout; the step time is a\n"
+            "microbatch's times the microbatches a rank runs (a pipeline: microbatches + pp - 1,\n"
+            "its bubble), communication not included (it is given in bytes, data-, tensor- and\n"
+            "pipeline-parallel: see docs/parallel.md). Nothing is appended to a runs file; the\n"
             "exit code is 0 whether any layout fits or none does.\n"
             "  --gpus N              the GPUs, 1 to %d; needs --device, and takes none of\n"
             "                        --budgets, --planners, --run, --steps, --threads, --seed,\n"
-            "                        --runs, --dp, --zero, --fsdp\n"
+            "                        --runs, --dp, --zero, --fsdp, --tp, --sp, --cp, --pp,\n"
+            "                        --microbatches, --virtual-stages\n"
             "  --global-batch G      sequences a step, the same for every layout (default N x\n"
-            "                        --batch): each rank runs G / (dp x --batch) microbatches\n"
-            "                        (gradient accumulation); needs --batch; layouts it does not\n"
-            "                        divide are listed last\n"
+            "                        --batch): each data-parallel rank runs G / (dp x --batch)\n"
+            "                        microbatches (gradient accumulation; a pipeline's flow\n"
+            "                        through it); needs --batch; layouts it does not divide are\n"
+            "                        listed after those that do not fit\n"
             "  --csv                 one CSV row per layout (bytes, seconds) instead of the table\n",
             CK_LAYOUT_MAX_DP);
     ck_options_workload_help(out);
@@ -203,12 +209,15 @@ static int device_budget(sweep_args *a, ck_err *err)
 }
 
 /* Remembers the first option given that --gpus takes no part of: the budgets and planners
- * are its own, it runs nothing, records nothing, and sets the layout itself. */
+ * are its own, it runs nothing, records nothing, and sets the layout itself, all of it: data,
+ * tensor, sequence, context and pipeline parallelism. */
 static void note_not_with_gpus(int code, const struct option *longs, sweep_args *a)
 {
     bool other = code == OPT_BUDGETS || code == OPT_PLANNERS || code == OPT_RUN || code == OPT_STEPS ||
                  code == OPT_THREADS || code == OPT_SEED || code == OPT_RUNS || code == CK_OPT_DP ||
-                 code == CK_OPT_ZERO || code == CK_OPT_FSDP;
+                 code == CK_OPT_ZERO || code == CK_OPT_FSDP || code == CK_OPT_TP || code == CK_OPT_SP ||
+                 code == CK_OPT_CP || code == CK_OPT_PP || code == CK_OPT_MICROBATCHES ||
+                 code == CK_OPT_VIRTUAL_STAGES;
     for (const struct option *o = longs; other && !a->not_with_gpus && o->name; o++)
         if (o->val == code)
             a->not_with_gpus = o->name;

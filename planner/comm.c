@@ -39,13 +39,13 @@ bool ck_comm_data_parallel(const ck_comm_dp *in, ck_comm_bytes *out)
     return ok && ck_size_add(out->gradients, out->parameters, &out->total);
 }
 
-int ck_comm_data_parallel_of(const ck_model *m, const ck_layout *l, uint64_t microbatches,
-                             ck_comm_bytes *out, ck_err *err)
+int ck_comm_data_parallel_of(const ck_model *m, const ck_layout *l, const bool *mine,
+                             uint64_t microbatches, ck_comm_bytes *out, ck_err *err)
 {
     ck_layout sharded = *l;
     sharded.zero = 3;
     ck_static_mem s;
-    int rc = ck_derive_static_memory(m, &sharded, &s, err);
+    int rc = ck_derive_static_memory_part(m, &sharded, mine, &s, err);
     if (rc != CK_OK)
         return rc;
     /* the trainable parameters' shards are the gradients' elements at the parameter dtype */

@@ -34,7 +34,9 @@ typedef struct {
 typedef struct {
     uint64_t gradients;  /* all-reduce (stage 0) or reduce-scatter (1-3) of the gradients */
     uint64_t parameters; /* all-gather of updated (1, 2) or used (3) parameters */
-    uint64_t total;
+    uint64_t tensor;     /* tensor parallelism's activations (ck_comm_tensor_parallel_layer) */
+    uint64_t pipeline;   /* pipeline parallelism's activations and gradients (ck_comm_pipeline_rank) */
+    uint64_t total;      /* the four added */
 } ck_comm_bytes;
 
 /* Stage 0 all-reduces the accumulated gradients once a step (DDP's no_sync until the last
@@ -47,9 +49,10 @@ typedef struct {
 bool ck_comm_data_parallel(const ck_comm_dp *in, ck_comm_bytes *out);
 
 /* The same for layout l of model m, its shards from planner/derive (the static memory of l
- * at ZeRO-3, whatever l's stage: each parameter tensor's share, rounded up). */
-int ck_comm_data_parallel_of(const ck_model *m, const ck_layout *l, uint64_t microbatches,
-                             ck_comm_bytes *out, ck_err *err);
+ * at ZeRO-3, whatever l's stage: each parameter tensor's share, rounded up), of the nodes k
+ * with mine[k] (n_nodes entries: a pipeline rank's; NULL: all of them). */
+int ck_comm_data_parallel_of(const ck_model *m, const ck_layout *l, const bool *mine,
+                             uint64_t microbatches, ck_comm_bytes *out, ck_err *err);
 
 /* Megatron tensor parallelism over t ranks (Narayanan et al. 2021, section 3.2; Korthikanti
  * et al. 2022, section 4.2.2): bytes one rank sends for one transformer layer and one

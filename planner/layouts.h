@@ -2,10 +2,12 @@
  * sweep --gpus` to plan one by one (docs/parallel.md, "Which layout?"), and the
  * microbatches each does of a global batch.
  *
- * Today a layout is data parallelism alone: dp = n with ZeRO stages 0 to 3 (one layout for
- * n = 1, where no stage shards anything). A factor such as tensor or pipeline parallelism
- * enters as one more loop over the divisors of what the earlier factors leave of n, the
- * data-parallel ranks taking the rest (see ck_layouts_for). */
+ * A layout is tensor parallelism (tp, with sequence parallelism when tp > 1) over a divisor
+ * of n, then a pipeline (pp stages, 1F1B, one chunk a rank) over a divisor of what is
+ * left, then data parallelism over the rest at ZeRO stages 0 to 3 (stage 0 alone when dp is
+ * 1): in that order, tp, then pp, then the stage, ascending. The pipeline's microbatches are
+ * left 0: they follow from the global batch (ck_layouts_microbatches).
+ */
 #ifndef CK_LAYOUTS_H
 #define CK_LAYOUTS_H
 
@@ -28,12 +30,13 @@ void ck_layouts_free(ck_layout_list *l);
 uint64_t ck_layouts_gpus(const ck_layout *l);
 
 /* Microbatches of `batch` sequences each data-parallel rank of l runs in a step of
- * global_batch sequences: global_batch / (ranks x batch); false when that does not divide
+ * global_batch sequences: global_batch / (dp x batch), the tensor-parallel and pipeline
+ * ranks of a data-parallel rank sharing its sequences; false when that does not divide
  * (or batch is 0). */
 bool ck_layouts_microbatches(const ck_layout *l, uint64_t global_batch, uint64_t batch,
                              uint64_t *out);
 
-/* "dp=8 zero=3": l as sweep lists it, into buf. */
+/* "dp=8 zero=3", "dp=2 zero=1 tp=2 sp pp=2": l as sweep lists it, into buf. */
 void ck_layouts_name(const ck_layout *l, char *buf, size_t len);
 
 #endif

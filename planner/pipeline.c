@@ -18,15 +18,6 @@ uint64_t ck_pipeline_chunk_live(uint64_t n, uint64_t m, uint64_t v, uint64_t ran
     return k / cycle * n + extra;
 }
 
-/* The model chain's stage that begins at node `node`; SIZE_MAX when none does. */
-static size_t stage_at(const ck_workload *w, size_t node)
-{
-    for (size_t i = 0; i < w->chain.n_stages; i++)
-        if (w->stage_first[i] == node)
-            return i;
-    return SIZE_MAX;
-}
-
 /* The chain of stages [a, b) of c: their copies, x_a as input, and the loss only when b is
  * the end (otherwise it stands for the gradient received from the next chunk). */
 static int sub_chain(const ck_chain *c, size_t a, size_t b, ck_chain *out, ck_err *err)
@@ -72,7 +63,7 @@ static int chunk_bounds(const ck_workload *w, size_t n_chunks, size_t *bounds, s
         if (!m->groups[g].instance)
             continue;
         if (seen % per == 0 && seen > 0) {
-            size_t s = stage_at(w, m->groups[g].first);
+            size_t s = ck_workload_stage_at(w, m->groups[g].first);
             if (s == SIZE_MAX)
                 return ck_err_fail(err, CK_ERR_INPUT, "%s: --pp: no stage of the chain begins at "
                                    "layer %s, where chunk %zu would: more than one tensor crosses "
@@ -84,20 +75,26 @@ static int chunk_bounds(const ck_workload *w, size_t n_chunks, size_t *bounds, s
     return CK_OK;
 }
 
-/* Rank r's static memory: that of the nodes of its chunks (the last chunk's take the loss). */
-static int rank_statics(const ck_workload *w, ck_pipeline_rank *r, ck_err *err)
+void ck_pipeline_rank_nodes(const ck_workload *w, const ck_pipeline_rank *r, bool *mine)
 {
     const ck_model *m = w->model;
-    bool *mine = calloc(m->n_nodes, sizeof *mine);
-    if (!mine)
-        return ck_err_oom(err);
+    memset(mine, 0, m->n_nodes * sizeof *mine);
     for (size_t j = 0; j < r->n_chunks; j++) {
         const ck_pipeline_chunk *c = &r->chunks[j];
         size_t end = c->end == w->chain.n_stages ? m->n_nodes : w->stage_first[c->end];
         for (size_t k = w->stage_first[c->first]; k < end; k++)
             mine[k] = true;
     }
-    int rc = ck_derive_static_memory_part(m, &w->statics.layout, mine, &r->statics, err);
+}
+
+/* Rank r's static memory: that of the nodes of its chunks (the last chunk's take the loss). */
+static int rank_statics(const ck_workload *w, ck_pipeline_rank *r, ck_err *err)
+{
+    bool *mine = calloc(w->model->n_nodes, sizeof *mine);
+    if (!mine)
+        return ck_err_oom(err);
+    ck_pipeline_rank_nodes(w, r, mine);
+    int rc = ck_derive_static_memory_part(w->model, &w->statics.layout, mine, &r->statics, err);
     free(mine);
     return rc;
 }

@@ -15,6 +15,7 @@
 #ifndef CK_PIPELINE_H
 #define CK_PIPELINE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "planner/chain.h"
@@ -85,6 +86,10 @@ int ck_pipeline_plan(ck_pipeline *pl, const ck_planner *p, uint64_t budget,
  * (r->min_activation: the planner's smallest chain budget of the chunk). */
 int ck_pipeline_plan_rank_at(ck_pipeline_rank *r, const ck_planner *p, uint64_t b,
                              const ck_planner_opts *opts, ck_err *err);
+
+/* Marks in mine (w->model->n_nodes entries) the nodes of r's chunks, the last chunk's
+ * taking the loss: the part of the model the rank holds. */
+void ck_pipeline_rank_nodes(const ck_workload *w, const ck_pipeline_rank *r, bool *mine);
 
 void ck_pipeline_free(ck_pipeline *pl);
 

@@ -1,5 +1,6 @@
 #include "planner/workload.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,6 +23,14 @@ void ck_workload_opts_default(ck_workload_opts *o)
     o->gemm_flops_given = o->mem_bandwidth_given = false;
     o->graphs = o->pipelines = false;
     ck_derive_cost_model_default(&o->cost);
+}
+
+size_t ck_workload_stage_at(const ck_workload *w, size_t node)
+{
+    for (size_t i = 0; i < w->chain.n_stages; i++)
+        if (w->stage_first[i] == node)
+            return i;
+    return SIZE_MAX;
 }
 
 const char *ck_workload_granularity_name(ck_granularity g)

@@ -62,6 +62,9 @@ int ck_workload_apply_costs(ck_workload *w, const ck_workload_opts *opts, ck_err
 int ck_workload_replay(const ck_workload *w, const ck_schedule *s, ck_replay *out,
                        uint64_t *live_after, uint64_t *op_peak, ck_err *err);
 
+/* The stage of w's chain (a model's) that begins at node `node`; SIZE_MAX when none does. */
+size_t ck_workload_stage_at(const ck_workload *w, size_t node);
+
 const char *ck_workload_granularity_name(ck_granularity g);
 /* Parses "op", "block" or "node"; false otherwise. */
 bool ck_workload_granularity_parse(const char *name, ck_granularity *out);

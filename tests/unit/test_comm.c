@@ -69,7 +69,7 @@ static ck_comm_bytes dp_of(const ck_model *m, uint64_t n, unsigned zero, uint64_
 {
     ck_comm_bytes b;
     ck_err err = {{0}};
-    ck_assert_int_eq(ck_comm_data_parallel_of(m, &(ck_layout){.dp = n, .zero = zero}, micro, &b, &err), CK_OK);
+    ck_assert_int_eq(ck_comm_data_parallel_of(m, &(ck_layout){.dp = n, .zero = zero}, NULL, micro, &b, &err), CK_OK);
     ck_assert_uint_eq(b.total, b.gradients + b.parameters);
     return b;
 }
@@ -96,6 +96,34 @@ START_TEST(zero_volumes_are_the_papers)
         ck_assert_uint_eq(dp_of(m, n, 3, 1).parameters, two_psi);
     }
     ck_assert_uint_eq(dp_of(m, 1, 3, 4).total, 0); /* one rank sends nothing */
+    ck_model_free(m);
+}
+END_TEST
+
+/* A pipeline rank's part (mine): its own nodes' shards alone. Two complementary parts of
+ * gpt2-tiny (the nodes before and after its middle one) send exactly what the whole model
+ * does at every stage, and each part less: a wrong part (the whole model's shards, or
+ * none) fails one of the two. */
+START_TEST(a_part_sends_its_own_shards)
+{
+    ck_model *m = fx_load_file("models/gpt2-tiny.json");
+    bool *first = calloc(m->n_nodes, sizeof *first), *second = calloc(m->n_nodes, sizeof *second);
+    ck_assert(first && second);
+    for (size_t k = 0; k < m->n_nodes; k++)
+        (k < m->n_nodes / 2 ? first : second)[k] = true;
+    for (unsigned z = 0; z <= 3; z++) {
+        ck_layout l = {.dp = 4, .zero = z};
+        ck_comm_bytes whole = dp_of(m, 4, z, 3), a, b;
+        ck_err err = {{0}};
+        ck_assert_int_eq(ck_comm_data_parallel_of(m, &l, first, 3, &a, &err), CK_OK);
+        ck_assert_int_eq(ck_comm_data_parallel_of(m, &l, second, 3, &b, &err), CK_OK);
+        ck_assert_uint_eq(a.gradients + b.gradients, whole.gradients);
+        ck_assert_uint_eq(a.parameters + b.parameters, whole.parameters);
+        ck_assert_uint_gt(a.gradients, 0);
+        ck_assert_uint_gt(b.gradients, 0);
+    }
+    free(first);
+    free(second);
     ck_model_free(m);
 }
 END_TEST
@@ -195,23 +223,49 @@ START_TEST(pipeline_sends_against_every_message)
 }
 END_TEST
 
+/* The index in l of the layout with tp, sp over tp > 1, pp stages of one chunk, dp ranks
+ * and stage zero; l.n when none is; fails when two are. */
+static size_t find_layout(const ck_layout_list *l, uint64_t tp, uint64_t pp, uint64_t dp, unsigned zero)
+{
+    size_t at = l->n;
+    for (size_t i = 0; i < l->n; i++) {
+        const ck_layout *x = &l->items[i];
+        if (ck_layout_tp(x) == tp && x->sp == (tp > 1) && ck_layout_pp(x) == pp &&
+            ck_layout_virtual(x) == 1 && ck_layout_ranks(x) == dp && x->zero == zero) {
+            ck_assert_uint_eq(at, l->n);
+            at = i;
+        }
+    }
+    return at;
+}
+
 START_TEST(layouts_use_exactly_n_gpus_each_once)
 {
     for (uint64_t n = 1; n <= 96; n++) {
         ck_layout_list l;
         ck_err err = {{0}};
         ck_assert_int_eq(ck_layouts_for(n, &l, &err), CK_OK);
-        ck_assert_uint_eq(l.n, n == 1 ? 1 : CK_LAYOUT_MAX_ZERO + 1);
-        bool stage[CK_LAYOUT_MAX_ZERO + 1] = {false};
         for (size_t i = 0; i < l.n; i++) {
             ck_assert_uint_eq(ck_layouts_gpus(&l.items[i]), n);
-            for (size_t j = 0; j < i; j++)
-                ck_assert(memcmp(&l.items[i], &l.items[j], sizeof l.items[i]) != 0);
-            ck_assert_uint_le(l.items[i].zero, CK_LAYOUT_MAX_ZERO);
-            stage[l.items[i].zero] = true;
+            ck_assert(!ck_layout_pipelined(&l.items[i]) || ck_layout_pp(&l.items[i]) > 1);
+            ck_assert(ck_layout_model_parallel_given(&l.items[i]) == (ck_layout_tp(&l.items[i]) > 1));
+            ck_assert_uint_eq(ck_layout_cp(&l.items[i]), 1);
         }
-        for (unsigned z = 0; z <= CK_LAYOUT_MAX_ZERO; z++)
-            ck_assert(stage[z] == (n > 1 || z == 0));
+        /* every factorisation tp x pp x dp = n, at every stage that shards over dp > 1, once */
+        size_t expected = 0, last = 0;
+        for (uint64_t tp = 1; tp <= n; tp++)
+            for (uint64_t pp = 1; pp <= n; pp++)
+                for (unsigned z = 0; z <= CK_LAYOUT_MAX_ZERO; z++) {
+                    uint64_t dp = n / tp / pp;
+                    bool is = n % (tp * pp) == 0 && (dp > 1 || z == 0);
+                    size_t at = find_layout(&l, tp, pp, is ? dp : n + 1, z);
+                    ck_assert_uint_eq(at < l.n, is);
+                    if (is) /* in the documented order: tp, then pp, then the stage */
+                        ck_assert(expected == 0 || at > last);
+                    last = is ? at : last;
+                    expected += is;
+                }
+        ck_assert_uint_eq(l.n, expected);
         ck_layouts_free(&l);
     }
     ck_layout_list l;
@@ -226,6 +280,7 @@ START_TEST(microbatches_divide_the_global_batch)
 {
     uint64_t m = 0;
     ck_layout dp8 = {.dp = 8, .zero = 3}, one = {.dp = 0};
+    ck_layout dp2_tp2_pp2 = {.dp = 2, .zero = 1, .tp = 2, .sp = true, .pp = 2, .virtual_stages = 1};
     ck_assert(ck_layouts_microbatches(&dp8, 64, 2, &m));
     ck_assert_uint_eq(m, 4);
     ck_assert(ck_layouts_microbatches(&one, 3, 1, &m));
@@ -233,9 +288,14 @@ START_TEST(microbatches_divide_the_global_batch)
     ck_assert(!ck_layouts_microbatches(&dp8, 60, 2, &m)); /* 60 / 16 */
     ck_assert(!ck_layouts_microbatches(&dp8, 4, 1, &m));  /* fewer sequences than ranks */
     ck_assert(!ck_layouts_microbatches(&dp8, 8, 0, &m));
-    char name[32];
+    /* tensor-parallel and pipeline ranks share their data-parallel rank's sequences */
+    ck_assert(ck_layouts_microbatches(&dp2_tp2_pp2, 8, 1, &m));
+    ck_assert_uint_eq(m, 4);
+    char name[64];
     ck_layouts_name(&dp8, name, sizeof name);
     ck_assert_str_eq(name, "dp=8 zero=3");
+    ck_layouts_name(&dp2_tp2_pp2, name, sizeof name);
+    ck_assert_str_eq(name, "dp=2 zero=1 tp=2 sp pp=2");
 }
 END_TEST
 
@@ -245,6 +305,7 @@ static Suite *comm_suite(void)
     TCase *tc = tcase_create("comm");
     tcase_add_test(tc, ring_collectives_against_a_simulated_ring);
     tcase_add_test(tc, zero_volumes_are_the_papers);
+    tcase_add_test(tc, a_part_sends_its_own_shards);
     tcase_add_test(tc, microbatches_repeat_what_each_stage_does_per_microbatch);
     tcase_add_test(tc, frozen_parameters_are_gathered_only_where_used);
     tcase_add_test(tc, tensor_parallel_layer_volume);
