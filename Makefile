@@ -228,6 +228,7 @@ bench: deps
 	  echo "dp with 500 memory slots on long heterogeneous chains (\`tests/bench/dp_scale.sh ./ckplan\`;"; \
 	  echo "target: 1,000 stages within 10 s and 1 GiB)."; echo; \
 	  tests/bench/dp_scale.sh ./ckplan; \
+	  echo; tests/bench/gpus.sh ./ckplan; \
 	  echo; echo "## Training graphs: Checkmate's seven, planned node by node"; echo; \
 	  echo "The fast planner (the default for graphs) and milp (Checkmate's MILP, solved by COIN-OR"; \
 	  echo "CBC) at 0.9x and 0.7x each graph's no-rematerialization peak and at its smallest"; \
