@@ -93,8 +93,9 @@ static int check_pipeline(const ck_workload_opts *opts, ck_err *err)
     if (!ck_layout_pipelined(&opts->model.layout))
         return CK_OK;
     if (!opts->pipelines)
-        return ck_err_fail(err, CK_ERR_INPUT, "--pp, --microbatches, --virtual-stages: only "
-                           "'ckplan plan' plans pipeline layouts yet");
+        return ck_err_fail(err, CK_ERR_INPUT, "--pp, --microbatches, --virtual-stages: pipeline "
+                           "layouts are planned by 'ckplan plan' only (and tried by 'sweep --gpus'), "
+                           "not by this command yet");
     if (opts->granularity == CK_GRAN_NODE)
         return ck_err_fail(err, CK_ERR_INPUT, "--pp: pipeline stages split a chain of layers; "
                            "--granularity node plans a graph (use block or op)");

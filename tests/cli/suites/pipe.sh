@@ -95,9 +95,9 @@ check_that "no plan written by a refusal" test ! -e pipe-bad.json
 run plan "$data/hetero3.json" --budget 1G --pp 2 -o pipe-bad.json
 check "a chain file refuses --pp" 2 "apply to model files" "(--pp, --microbatches, --virtual-stages)"
 run chain "$llama" --pp 2 -o pipe-bad.json
-check "chain does not take pipeline layouts yet" 2 "only 'ckplan plan' plans pipeline layouts yet"
+check "chain does not take pipeline layouts yet" 2 "pipeline layouts are planned by 'ckplan plan' only (and tried by 'sweep --gpus')"
 run sweep "$llama" --pp 2 --budgets 70G
-check "sweep does not take them yet" 2 "only 'ckplan plan' plans pipeline layouts yet"
+check "sweep does not take them yet" 2 "pipeline layouts are planned by 'ckplan plan' only (and tried by 'sweep --gpus')"
 
 # exit 3: the worst rank cannot fit; each rank that does not is named
 pipe_llama --pp 4 --microbatches 8 --budget 30G -o pipe-small.json
