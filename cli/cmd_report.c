@@ -28,19 +28,22 @@ static void report_usage(FILE *out)
             "usage: ckplan report [--runs FILE] [--csv | --json] [--svg DIR]\n"
             "\n"
             "Prints one row per record of a runs file (what 'ckplan run' and 'ckplan sweep'\n"
-            "append): model, planner, budget, predicted and measured activation peak, resident\n"
-            "peak, predicted and measured step time and overhead, the baseline's figures, and\n"
-            "the outcome: passed, FAILED, not checked, infeasible or planned only.\n"
+            "append): model, planner, the options the model was planned with (--seq,\n"
+            "--recipe, a layout such as --dp 8 --zero 3 or --pp 4; in the table only when a\n"
+            "record has some), budget, predicted and measured activation peak, resident peak,\n"
+            "predicted and measured step time and overhead, the baseline's figures, and the\n"
+            "outcome: passed, FAILED, not checked, infeasible or planned only.\n"
             "\n"
             "  --runs FILE   the runs file (default %s)\n"
             "  --csv         RFC 4180 CSV with a header: sizes in bytes, times in seconds,\n"
             "                overheads as fractions; empty cells where a record has no figure\n"
             "  --json        a JSON array of objects with the CSV's columns (null when absent)\n"
-            "  --svg DIR     also draw, per model, the trade-off of activation peak against\n"
-            "                overhead, one line per planner, in DIR/MODEL.tradeoff.svg (a\n"
+            "  --svg DIR     also draw, per model (and options), the trade-off of activation\n"
+            "                peak against overhead, one line per planner, in\n"
+            "                DIR/MODEL.tradeoff.svg (MODEL followed by the options, if any; a\n"
             "                name with characters other than letters, digits, '.', '-' and\n"
             "                '_' gets '_' for them and a hash; each chart is printed with\n"
-            "                its model)\n"
+            "                its model and options)\n"
             "  -h, --help    show this help\n"
             "\n"
             "The table shows control characters in names escaped (\\x1b); --csv and --json\n"
@@ -54,7 +57,7 @@ static void report_usage(FILE *out)
 /* The columns of --csv and --json, in order: one definition so both always agree. */
 enum kind { TEXT, BYTES, NUMBER };
 enum col {
-    C_LINE, C_TIME, C_MODEL, C_PLANNER, C_BUDGET, C_OUTCOME, C_MIN_BUDGET, C_PRED_PEAK,
+    C_LINE, C_TIME, C_MODEL, C_PLANNER, C_OPTIONS, C_BUDGET, C_OUTCOME, C_MIN_BUDGET, C_PRED_PEAK,
     C_MEAS_PEAK, C_MEAS_RSS, C_PRED_TIME, C_MEAS_TIME, C_PRED_OVH, C_MEAS_OVH, C_BASE_PRED_PEAK,
     C_BASE_MEAS_PEAK, C_BASE_MEAS_RSS, C_BASE_PRED_TIME, C_BASE_MEAS_TIME, C_STATIC, N_COLS
 };
@@ -66,6 +69,7 @@ static const struct {
     [C_TIME] = {"time", TEXT},
     [C_MODEL] = {"model", TEXT},
     [C_PLANNER] = {"planner", TEXT},
+    [C_OPTIONS] = {"options", TEXT},
     [C_BUDGET] = {"budget_bytes", BYTES},
     [C_OUTCOME] = {"verification", TEXT},
     [C_MIN_BUDGET] = {"minimum_budget_bytes", BYTES},
@@ -99,6 +103,7 @@ static cell get_cell(const ck_run_row *r, enum col c)
     case C_TIME: return (cell){true, r->time, 0, 0};
     case C_MODEL: return (cell){true, r->model, 0, 0};
     case C_PLANNER: return (cell){true, r->planner, 0, 0};
+    case C_OPTIONS: return (cell){true, r->options, 0, 0};
     case C_BUDGET: return (cell){true, NULL, r->budget_bytes, 0};
     case C_OUTCOME: return (cell){true, ck_record_outcome(r), 0, 0};
     case C_MIN_BUDGET: return (cell){r->status == CK_RUN_INFEASIBLE, NULL, r->min_budget_bytes, 0};
@@ -232,14 +237,15 @@ static int shown_width(const char *s)
     return n;
 }
 
-#define TABLE_COLS 15
-#define CELL 64
+#define TABLE_COLS 16
+#define TABLE_OPTIONS 2 /* the options column, shown only when a record has some */
+#define CELL 128
 
 /* The table for a terminal: each column as wide as its widest cell. */
 static int print_table(FILE *out, const ck_runs *runs)
 {
     static const char *const head[TABLE_COLS] = {
-        "model", "planner", "budget", "peak pred", "peak meas", "RSS meas", "time pred",
+        "model", "planner", "options", "budget", "peak pred", "peak meas", "RSS meas", "time pred",
         "time meas", "ovh pred", "ovh meas", "base peak pred", "base peak meas", "base time pred",
         "base time meas", "verification"};
     size_t n = runs->n + 1;
@@ -247,32 +253,35 @@ static int print_table(FILE *out, const ck_runs *runs)
     if (!cells)
         return CK_ERR_RUNTIME;
     int width[TABLE_COLS] = {0};
+    bool options = false;
     for (int c = 0; c < TABLE_COLS; c++)
         snprintf(cells[0][c], CELL, "%s", head[c]);
     for (size_t i = 0; i < runs->n; i++) {
         const ck_run_row *r = &runs->rows[i];
         char(*row)[CELL] = cells[i + 1];
         bool p = r->has_predicted, m = r->has_measured;
+        options = options || r->options[0];
         ck_human_terminal_text(r->model, row[0], CELL);
         ck_human_terminal_text(r->planner, row[1], CELL);
-        fmt_size(true, r->budget_bytes, row[2], CELL);
-        fmt_size(p, r->predicted_peak, row[3], CELL);
-        fmt_size(m, r->measured_peak, row[4], CELL);
-        fmt_size(m, r->measured_rss, row[5], CELL);
-        fmt_time(p, r->predicted_time, row[6], CELL);
-        fmt_time(m, r->measured_time, row[7], CELL);
-        fmt_pct(p, r->predicted_overhead, row[8], CELL);
-        fmt_pct(m, r->measured_overhead, row[9], CELL);
-        fmt_size(p, r->predicted_baseline_peak, row[10], CELL);
-        fmt_size(m, r->baseline_peak, row[11], CELL);
-        fmt_time(p, r->predicted_baseline_time, row[12], CELL);
-        fmt_time(m, r->baseline_time, row[13], CELL);
+        ck_human_terminal_text(r->options[0] ? r->options : "-", row[2], CELL);
+        fmt_size(true, r->budget_bytes, row[3], CELL);
+        fmt_size(p, r->predicted_peak, row[4], CELL);
+        fmt_size(m, r->measured_peak, row[5], CELL);
+        fmt_size(m, r->measured_rss, row[6], CELL);
+        fmt_time(p, r->predicted_time, row[7], CELL);
+        fmt_time(m, r->measured_time, row[8], CELL);
+        fmt_pct(p, r->predicted_overhead, row[9], CELL);
+        fmt_pct(m, r->measured_overhead, row[10], CELL);
+        fmt_size(p, r->predicted_baseline_peak, row[11], CELL);
+        fmt_size(m, r->baseline_peak, row[12], CELL);
+        fmt_time(p, r->predicted_baseline_time, row[13], CELL);
+        fmt_time(m, r->baseline_time, row[14], CELL);
         if (r->status == CK_RUN_INFEASIBLE) {
             char need[32];
             ck_size_format(r->min_budget_bytes, need, sizeof need);
-            snprintf(row[14], CELL, "infeasible (needs %s)", need);
+            snprintf(row[15], CELL, "infeasible (needs %s)", need);
         } else {
-            snprintf(row[14], CELL, "%s", ck_record_outcome(r));
+            snprintf(row[15], CELL, "%s", ck_record_outcome(r));
         }
     }
     for (size_t i = 0; i < n; i++)
@@ -282,8 +291,10 @@ static int print_table(FILE *out, const ck_runs *runs)
     for (size_t i = 0; i < n; i++) {
         /* names left-aligned, figures right-aligned so that their units line up */
         for (int c = 0; c < TABLE_COLS; c++) {
+            if (c == TABLE_OPTIONS && !options)
+                continue;
             int pad = c == TABLE_COLS - 1 ? 0 : width[c] - shown_width(cells[i][c]);
-            bool left = c < 2 || c == TABLE_COLS - 1;
+            bool left = c <= TABLE_OPTIONS || c == TABLE_COLS - 1;
             fprintf(out, "%s%*s%s%*s", c ? "  " : "", left ? 0 : pad, "", cells[i][c],
                     left ? pad : 0, "");
         }
@@ -302,11 +313,18 @@ typedef struct {
 
 static const ck_run_row *sort_rows;
 
-/* Records by model, then by line, so that each model's records are side by side. */
+/* Whether two records are of the same model planned with the same options: one chart. */
+static int by_model_options(const ck_run_row *x, const ck_run_row *y)
+{
+    int c = strcmp(x->model, y->model);
+    return c ? c : strcmp(x->options, y->options);
+}
+
+/* Records by model and options, then by line, so that each chart's records are side by side. */
 static int by_model(const void *a, const void *b)
 {
     size_t i = *(const size_t *)a, j = *(const size_t *)b;
-    int c = strcmp(sort_rows[i].model, sort_rows[j].model);
+    int c = by_model_options(&sort_rows[i], &sort_rows[j]);
     return c ? c : (i > j) - (i < j);
 }
 
@@ -316,8 +334,8 @@ static int by_first_record(const void *a, const void *b)
     return (i > j) - (i < j);
 }
 
-/* Groups the records by model into *groups, in the order the models first appear, leaving
- * out models with nothing to draw (only infeasible points); returns how many. */
+/* Groups the records by model and options into *groups, in the order they first appear,
+ * leaving out groups with nothing to draw (only infeasible points); returns how many. */
 static size_t group_by_model(const ck_runs *runs, size_t *order, chart_group *groups)
 {
     for (size_t i = 0; i < runs->n; i++)
@@ -326,9 +344,9 @@ static size_t group_by_model(const ck_runs *runs, size_t *order, chart_group *gr
     qsort(order, runs->n, sizeof *order, by_model);
     size_t m = 0;
     for (size_t begin = 0, end; begin < runs->n; begin = end) {
-        const char *model = runs->rows[order[begin]].model;
+        const ck_run_row *first = &runs->rows[order[begin]];
         bool drawn = false;
-        for (end = begin; end < runs->n && strcmp(runs->rows[order[end]].model, model) == 0; end++)
+        for (end = begin; end < runs->n && by_model_options(&runs->rows[order[end]], first) == 0; end++)
             drawn = drawn || runs->rows[order[end]].has_predicted || runs->rows[order[end]].has_measured;
         if (drawn)
             groups[m++] = (chart_group){order[begin], begin, end};
@@ -349,16 +367,22 @@ static int draw_model(const ck_runs *runs, const size_t *order, const chart_grou
         if (r->has_measured)
             pts[n++] = (ck_chart_point){r->planner, r->measured_peak, 100 * r->measured_overhead, true};
     }
-    const char *model = runs->rows[g->first].model;
-    char shown[160], title[256]; /* the name cut whole characters at a time */
-    ck_human_terminal_text(model, shown, sizeof shown);
-    snprintf(title, sizeof title, "%s: activation memory against time overhead", shown);
+    const ck_run_row *first = &runs->rows[g->first];
+    char shown[160], options[160], title[400]; /* cut whole characters at a time */
+    ck_human_terminal_text(first->model, shown, sizeof shown);
+    ck_human_terminal_text(first->options, options, sizeof options);
+    snprintf(title, sizeof title, "%s%s%s%s: activation memory against time overhead", shown,
+             options[0] ? " (" : "", options, options[0] ? ")" : "");
     int rc = ck_chart_tradeoff_write(path, title, NULL, pts, n, err);
     if (rc == CK_OK) {
         fputs("chart: ", names);
         ck_human_put_terminal_text(names, path);
         fputs(" (model \"", names);
-        ck_human_put_terminal_text(names, model);
+        ck_human_put_terminal_text(names, first->model);
+        if (first->options[0]) {
+            fputs("\", options \"", names);
+            ck_human_put_terminal_text(names, first->options);
+        }
         fputs("\")\n", names);
     }
     return rc;
@@ -386,14 +410,23 @@ static int chart_set_make(const ck_runs *runs, chart_set *cs, ck_err *err)
     cs->order = malloc(n * sizeof *cs->order);
     cs->groups = malloc(n * sizeof *cs->groups);
     cs->stems = malloc(n * sizeof *cs->stems);
-    const char **models = malloc(n * sizeof *models);
-    int rc = cs->order && cs->groups && cs->stems && models ? CK_OK : ck_err_oom(err);
+    char **names = calloc(n, sizeof *names);
+    int rc = cs->order && cs->groups && cs->stems && names ? CK_OK : ck_err_oom(err);
     cs->m = rc == CK_OK ? group_by_model(runs, cs->order, cs->groups) : 0;
-    for (size_t k = 0; k < cs->m; k++)
-        models[k] = runs->rows[cs->groups[k].first].model;
+    /* a chart is named after its model, and its options when it has some */
+    for (size_t k = 0; rc == CK_OK && k < cs->m; k++) {
+        const ck_run_row *r = &runs->rows[cs->groups[k].first];
+        size_t len = strlen(r->model) + strlen(r->options) + 2;
+        if (!(names[k] = malloc(len)))
+            rc = ck_err_oom(err);
+        else
+            snprintf(names[k], len, "%s%s%s", r->model, r->options[0] ? " " : "", r->options);
+    }
     if (rc == CK_OK)
-        rc = ck_safename_distinct_stems(models, cs->m, cs->stems, err);
-    free(models);
+        rc = ck_safename_distinct_stems((const char *const *)names, cs->m, cs->stems, err);
+    for (size_t k = 0; names && k < cs->m; k++)
+        free(names[k]);
+    free(names);
     return rc;
 }
 

@@ -41,6 +41,9 @@ static void sweep_usage(FILE *out)
             "Plans MODEL at every budget with every planner and appends one record per point\n"
             "to the runs file: the predictions, or with --run what was measured and verified.\n"
             "Budgets a planner cannot meet are recorded too, with its smallest budget.\n"
+            "A parallel layout (--dp, --zero, --tp, --sp, --cp, --pp, ...) applies to every\n"
+            "point: budgets and figures are then per GPU, a pipeline's those of its worst rank\n"
+            "(as 'ckplan plan' gives them), and each record keeps the layout.\n"
             "Compare the points with 'ckplan report'.\n"
             "\n"
             "  --budgets B           sizes as for plan --budget: a list (16M,24M,32M) or\n"
@@ -49,7 +52,8 @@ static void sweep_usage(FILE *out)
             "  --planners LIST       comma-separated planners (default %s)\n"
             "  --run                 run each feasible plan with verification, as run --verify;\n"
             "                        a plan too large to run on this machine (see run --help)\n"
-            "                        is recorded as planned, with a warning\n"
+            "                        is recorded as planned, with a warning; not with a\n"
+            "                        pipeline layout, which one process cannot run\n"
             "  --steps N             with --run: steps per run (default 3)\n"
             "  --threads N           with --run: threads for matrix products\n"
             "  --seed S              with --run: seed of parameters, inputs and dropout,\n"
@@ -266,6 +270,7 @@ static int parse_args(int argc, char **argv, sweep_args *a, ck_err *err)
     a->planner_opts.slots = CK_DEFAULT_SLOTS;
     a->planner_opts.stop = ck_interrupt_flag();
     ck_workload_opts_default(&a->workload_opts);
+    a->workload_opts.pipelines = true;
     int rc = parse_planners(DEFAULT_PLANNERS, a, err);
     opterr = 0;
     optind = 1;
@@ -308,6 +313,11 @@ static int parse_args(int argc, char **argv, sweep_args *a, ck_err *err)
     a->model_path = argv[optind];
     if (a->gpus || a->global_batch || a->csv)
         return check_gpus_args(a, err);
+    if (a->run && ck_layout_pipelined(&a->workload_opts.model.layout))
+        return ck_err_fail(err, CK_ERR_INPUT, "sweep: --run runs each plan in one process, as 'ckplan "
+                           "run' does, and a pipeline layout (--pp, --microbatches, "
+                           "--virtual-stages) is several processes exchanging activations: "
+                           "sweep it without --run to record its plans");
     if (!a->budgets && a->workload_opts.device)
         return device_budget(a, err);
     if (!a->budgets)
@@ -386,8 +396,9 @@ static int sweep_point(const sweep_args *a, const ck_workload *w, const ck_plann
     int rc = ck_runner_plan(w, planner, budget, &a->planner_opts, &a->workload_opts, &planned, err);
     const char *gran = w->model ? ck_workload_granularity_name(a->workload_opts.granularity) : NULL;
     if (rc == CK_ERR_INFEASIBLE) {
-        uint64_t min_budget = ck_planner_step_budget(w->statics.total, planned.min_activation_bytes);
-        line = ck_record_infeasible(planner->name, budget, min_budget, w, gran);
+        uint64_t statics;
+        uint64_t min_budget = ck_runner_min_budget(w, &planned, &statics);
+        line = ck_record_infeasible(planner->name, budget, min_budget, w, gran, &a->workload_opts.model);
         rc = line ? ck_files_append_line(a->runs_path, line, err) : ck_err_oom(err);
         t->infeasible += rc == CK_OK;
         free(line);

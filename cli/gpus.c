@@ -65,17 +65,11 @@ static int plan_figures(const ck_planned *p, const char *label, ck_plan_figures 
  * pipeline's worst, which is one that does not fit). */
 static void infeasible_row(const ck_workload *w, uint64_t budget, const ck_planned *p, gpus_row *row)
 {
-    uint64_t statics = w->statics.total, least = p->min_activation_bytes, room;
-    bool over = p->static_too_large;
-    if (p->pipelined) {
-        const ck_pipeline_rank *r = &p->pipeline.ranks[p->pipeline.worst];
-        statics = r->statics.total;
-        least = r->min_activation;
-        over = !ck_planner_activation_budget(budget, statics, &room);
-    }
+    uint64_t room;
+    row->min_budget = ck_runner_min_budget(w, p, &row->static_bytes);
+    bool over = p->pipelined ? !ck_planner_activation_budget(budget, row->static_bytes, &room)
+                             : p->static_too_large;
     row->status = over ? ROW_STATIC_OVER : ROW_INFEASIBLE;
-    row->static_bytes = statics;
-    row->min_budget = ck_planner_step_budget(statics, least);
 }
 
 /* The planned (or not) layout into row's figures. */

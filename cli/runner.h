@@ -43,6 +43,11 @@ int ck_runner_plan(const ck_workload *w, const ck_planner *planner, uint64_t bud
                    ck_err *err);
 void ck_runner_planned_free(ck_planned *p);
 
+/* Of a plan that was CK_ERR_INFEASIBLE: the smallest whole-step budget (per GPU) at which
+ * the planner fits w, and the static memory of the rank that needs it (a pipeline's worst,
+ * the rank that needs the most). */
+uint64_t ck_runner_min_budget(const ck_workload *w, const ck_planned *p, uint64_t *static_bytes);
+
 /* Reads the plan file at path into *out (free it with ck_plan_file_free on CK_OK) and,
  * when sha256 is non-NULL (65 bytes), the SHA-256 of its bytes in hexadecimal. */
 int ck_runner_read_plan(const char *path, ck_plan_file *out, char *sha256, ck_err *err);

@@ -209,12 +209,14 @@ static int compare_sets(const void *a, const void *b)
     return c ? c : (x->len > y->len) - (x->len < y->len);
 }
 
-char *ck_model_opts_key(const ck_model_opts *o)
+/* o as text: ck_model_opts_key's, and with whole_layout the data-parallel and pipeline
+ * parts of the layout too. */
+static char *opts_text(const ck_model_opts *o, bool whole_layout)
 {
     ck_model_set sorted[CK_MODEL_MAX_DIMS];
     memcpy(sorted, o->sets, o->n_sets * sizeof *sorted);
     qsort(sorted, o->n_sets, sizeof *sorted, compare_sets);
-    size_t size = 128 + (o->recipe ? strlen(o->recipe) : 0) + (o->optimizer ? strlen(o->optimizer) : 0) +
+    size_t size = 256 + (o->recipe ? strlen(o->recipe) : 0) + (o->optimizer ? strlen(o->optimizer) : 0) +
                   (o->attention ? strlen(o->attention) : 0);
     for (size_t i = 0; i < o->n_sets; i++)
         size += sorted[i].len + 24;
@@ -235,8 +237,25 @@ char *ck_model_opts_key(const ck_model_opts *o)
     if (ck_layout_tp(&o->layout) > 1) KEY_ADD("%stp=%llu", used ? " " : "", (unsigned long long)o->layout.tp);
     if (o->layout.sp) KEY_ADD("%ssp", used ? " " : "");
     if (ck_layout_cp(&o->layout) > 1) KEY_ADD("%scp=%llu", used ? " " : "", (unsigned long long)o->layout.cp);
+    const ck_layout *l = &o->layout;
+    if (whole_layout && l->dp)
+        KEY_ADD("%sdp=%llu zero=%u", used ? " " : "", (unsigned long long)l->dp, l->zero);
+    if (whole_layout && ck_layout_pipelined(l))
+        KEY_ADD("%spp=%llu microbatches=%llu virtual_stages=%llu", used ? " " : "",
+                (unsigned long long)ck_layout_pp(l), (unsigned long long)ck_layout_microbatches(l),
+                (unsigned long long)ck_layout_virtual(l));
 #undef KEY_ADD
     return key;
+}
+
+char *ck_model_opts_key(const ck_model_opts *o)
+{
+    return opts_text(o, false);
+}
+
+char *ck_model_opts_text(const ck_model_opts *o)
+{
+    return opts_text(o, true);
 }
 
 /* Every --set must name a dim of the file: a misspelt name would otherwise change nothing. */

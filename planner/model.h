@@ -113,6 +113,10 @@ bool ck_model_opts_any(const ck_model_opts *o);
  * context parallelism change the stages ("tp=2 sp cp=2"), the data-parallel ranks and the
  * ZeRO stage are left out. The caller frees it; NULL when out of memory. */
 char *ck_model_opts_key(const ck_model_opts *o);
+/* All of o as text, for people and reports: the key and the rest of the layout ("T=8192
+ * dp=8 zero=3", "pp=4 microbatches=8 virtual_stages=1"), "" for none. The caller frees
+ * it; NULL when out of memory. */
+char *ck_model_opts_text(const ck_model_opts *o);
 
 /* Reads and validates a `ckplan-model/1` document; `file` names it in messages. */
 int ck_model_from_json(const cJSON *root, const char *file, ck_model **out, ck_err *err);

@@ -94,8 +94,8 @@ static int check_pipeline(const ck_workload_opts *opts, ck_err *err)
         return CK_OK;
     if (!opts->pipelines)
         return ck_err_fail(err, CK_ERR_INPUT, "--pp, --microbatches, --virtual-stages: pipeline "
-                           "layouts are planned by 'ckplan plan' only (and tried by 'sweep --gpus'), "
-                           "not by this command yet");
+                           "layouts are planned by 'ckplan plan' and 'ckplan sweep' only: this "
+                           "command works on one chain, and a pipeline has one a rank");
     if (opts->granularity == CK_GRAN_NODE)
         return ck_err_fail(err, CK_ERR_INPUT, "--pp: pipeline stages split a chain of layers; "
                            "--granularity node plans a graph (use block or op)");

@@ -30,10 +30,11 @@ static bool add_measure(cJSON *parent, const char *key, const ck_run_measure *m,
 }
 
 /* The parts every ckplan-run/1 record starts with: format, status, time, the plan (its
- * path and digest when there is a plan file) and the model. NULL when out of memory. */
+ * path and digest when there is a plan file) and the model, with the options it was
+ * planned with as a plan file writes them. NULL when out of memory. */
 static cJSON *record_head(const char *status, const char *plan_path, const char *plan_sha,
                           const char *planner, uint64_t budget, const ck_workload *w,
-                          const char *granularity)
+                          const char *granularity, const ck_model_opts *opts)
 {
     char stamp[32];
     time_t t = time(NULL);
@@ -53,7 +54,8 @@ static cJSON *record_head(const char *status, const char *plan_path, const char 
               cJSON_AddStringToObject(mo, "sha256", w->sha256) &&
               cJSON_AddStringToObject(mo, "name", w->chain.name) &&
               ck_json_add_number(mo, "stages", (double)w->chain.n_stages) &&
-              (!granularity || cJSON_AddStringToObject(mo, "granularity", granularity));
+              (!granularity || cJSON_AddStringToObject(mo, "granularity", granularity)) &&
+              ck_plan_add_model_opts(mo, opts);
     if (!ok) {
         cJSON_Delete(root);
         return NULL;
@@ -101,7 +103,7 @@ char *ck_record_ran(const ck_ran_record *r)
     const ck_plan_file *p = r->plan;
     const ck_verdict *v = r->verdict;
     cJSON *root = record_head("ran", r->plan_path, r->plan_sha, p->planner, p->budget_bytes, r->w,
-                              p->granularity);
+                              p->granularity, &p->model_opts);
     cJSON *so = NULL, *vo = NULL;
     bool ok = root && (so = cJSON_AddObjectToObject(root, "settings")) &&
               ck_json_add_number(so, "steps", (double)r->steps) &&
@@ -125,14 +127,15 @@ char *ck_record_ran(const ck_ran_record *r)
 
 char *ck_record_planned(const ck_plan_file *p, const char *plan_sha, const ck_workload *w)
 {
-    cJSON *root = record_head("planned", NULL, plan_sha, p->planner, p->budget_bytes, w, p->granularity);
+    cJSON *root = record_head("planned", NULL, plan_sha, p->planner, p->budget_bytes, w,
+                              p->granularity, &p->model_opts);
     return root ? finish_record(root, add_predicted(root, &p->predicted)) : NULL;
 }
 
 char *ck_record_infeasible(const char *planner, uint64_t budget, uint64_t min_budget,
-                           const ck_workload *w, const char *granularity)
+                           const ck_workload *w, const char *granularity, const ck_model_opts *opts)
 {
-    cJSON *root = record_head("infeasible", NULL, NULL, planner, budget, w, granularity);
+    cJSON *root = record_head("infeasible", NULL, NULL, planner, budget, w, granularity, opts);
     return root ? finish_record(root, ck_json_add_number(root, "minimum_budget_bytes",
                                                               (double)min_budget) != NULL)
                 : NULL;
@@ -228,6 +231,19 @@ static int read_ran(const cJSON *root, ck_run_row *r, const char *file, ck_err *
     return rc;
 }
 
+/* model.options, checked as a plan file's are, into r->options as text. */
+static int read_options(const cJSON *model, const char *file, ck_run_row *r, ck_err *err)
+{
+    ck_model_opts opts;
+    memset(&opts, 0, sizeof opts);
+    cJSON *json = NULL;
+    int rc = ck_plan_read_model_opts(model, file, &opts, &json, err);
+    if (rc == CK_OK && !(r->options = ck_model_opts_text(&opts)))
+        rc = ck_err_oom(err);
+    cJSON_Delete(json);
+    return rc;
+}
+
 /* Parses line `line` of `path` into r; `file` is "FILE:LINE", the prefix of every message. */
 static int read_record(const char *path, size_t line, const char *text, size_t len,
                        const char *file, ck_run_row *r, ck_err *err)
@@ -271,6 +287,8 @@ static int read_record(const char *path, size_t line, const char *text, size_t l
         rc = ck_json_get_string(model, "name", true, &s, file, "model", err);
     if (rc == CK_OK && !(r->model = dup_string(s)))
         rc = ck_err_oom(err);
+    if (rc == CK_OK)
+        rc = read_options(model, file, r, err);
     if (rc == CK_OK && r->status == CK_RUN_RAN)
         rc = read_ran(root, r, file, err);
     else if (rc == CK_OK && r->status == CK_RUN_PLANNED)
@@ -286,6 +304,7 @@ static void row_free(ck_run_row *r)
     free(r->time);
     free(r->model);
     free(r->planner);
+    free(r->options);
 }
 
 int ck_record_parse_runs(const char *path, const char *text, size_t len,

@@ -40,11 +40,13 @@ typedef struct {
 
 /* The records, one line of JSON each (no newline); NULL when out of memory. A plan that
  * ran; a plan made in memory and not run (plan_sha of its text); a budget the planner
- * cannot meet, with the smallest whole-step budget it can. */
+ * cannot meet, with the smallest whole-step budget it can, for the model loaded with opts
+ * (NULL: none). Each record's model.options are those of its plan, as the plan file
+ * writes them (a layout's included). */
 char *ck_record_ran(const ck_ran_record *r);
 char *ck_record_planned(const ck_plan_file *p, const char *plan_sha, const ck_workload *w);
 char *ck_record_infeasible(const char *planner, uint64_t budget, uint64_t min_budget,
-                           const ck_workload *w, const char *granularity);
+                           const ck_workload *w, const char *granularity, const ck_model_opts *opts);
 
 /* ---- reading ---- */
 
@@ -57,6 +59,7 @@ typedef struct {
     size_t line; /* 1-based line of the runs file */
     ck_run_status status;
     char *time, *model, *planner; /* owned */
+    char *options; /* owned: model.options as ck_model_opts_text writes them, "" for none */
     uint64_t budget_bytes;
     uint64_t min_budget_bytes; /* infeasible: the planner's smallest whole-step budget */
     bool has_predicted;        /* ran, planned */

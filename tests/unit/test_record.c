@@ -138,7 +138,7 @@ START_TEST(planned_and_infeasible_records_read_back)
     ck_assert_str_eq(ck_record_outcome(&runs.rows[0]), "planned only");
     ck_record_runs_free(&runs);
 
-    line = ck_record_infeasible("revolve", 1 << 20, 5 << 20, &w, NULL);
+    line = ck_record_infeasible("revolve", 1 << 20, 5 << 20, &w, NULL, NULL);
     runs = parse(line);
     free(line);
     ck_assert_int_eq(runs.rows[0].status, CK_RUN_INFEASIBLE);
@@ -147,6 +147,47 @@ START_TEST(planned_and_infeasible_records_read_back)
     ck_assert_uint_eq(runs.rows[0].min_budget_bytes, 5 << 20);
     ck_assert(!runs.rows[0].has_predicted);
     ck_assert_str_eq(ck_record_outcome(&runs.rows[0]), "infeasible");
+    ck_record_runs_free(&runs);
+}
+END_TEST
+
+/* The options a plan was made with, a whole layout among them, read back from every kind of
+ * record as one line of text; none as "". */
+START_TEST(records_keep_the_options_and_layout)
+{
+    ck_workload w = workload();
+    ck_plan_file p = plan_file();
+    char *none = ck_record_planned(&p, "ab", &w);
+    ck_runs runs = parse(none);
+    free(none);
+    ck_assert_str_eq(runs.rows[0].options, "");
+    ck_record_runs_free(&runs);
+
+    ck_model_opts o = {.recipe = "bf16-master",
+                       .layout = {.dp = 8, .zero = 3, .tp = 2, .sp = true, .pp = 4,
+                                  .microbatches = 8, .virtual_stages = 2}};
+    ck_assert(ck_model_opts_set(&o, "T", 1, 4096));
+    const char *want = "T=4096 recipe=bf16-master tp=2 sp dp=8 zero=3 pp=4 microbatches=8 virtual_stages=2";
+    p.model_opts = o;
+    char *line = ck_record_planned(&p, "ab", &w);
+    runs = parse(line);
+    free(line);
+    ck_assert_str_eq(runs.rows[0].options, want);
+    ck_record_runs_free(&runs);
+
+    line = ck_record_infeasible("dp", 1, 2, &w, "block", &o);
+    ck_assert_ptr_nonnull(strstr(line, "\"options\":{\"set\":{\"T\":4096}"));
+    runs = parse(line);
+    free(line);
+    ck_assert_str_eq(runs.rows[0].options, want);
+    ck_record_runs_free(&runs);
+
+    /* a pipeline given by --microbatches alone (one stage) is written, and read, with its defaults */
+    ck_model_opts m = {.layout = {.pp = 1, .microbatches = 4}};
+    line = ck_record_infeasible("dp", 1, 2, &w, "block", &m);
+    runs = parse(line);
+    free(line);
+    ck_assert_str_eq(runs.rows[0].options, "pp=1 microbatches=4 virtual_stages=1");
     ck_record_runs_free(&runs);
 }
 END_TEST
@@ -168,7 +209,7 @@ static void collect(void *ctx, const char *msg)
 START_TEST(a_bad_line_costs_only_itself)
 {
     ck_workload w = workload();
-    char *good = ck_record_infeasible("chen", 1, 2, &w, NULL);
+    char *good = ck_record_infeasible("chen", 1, 2, &w, NULL, NULL);
     char text[4096];
     snprintf(text, sizeof text, "%s\n\n{\"format\": \"ckplan-run/1\", \"status\": \"lost\"}\n%s", good, good);
     free(good);
@@ -185,6 +226,33 @@ START_TEST(a_bad_line_costs_only_itself)
     ck_assert_uint_eq(runs.rows[1].line, 4);
     ck_assert_msg(strncmp(b.first, "r.jsonl:3: status: expected", 27) == 0, "%s", b.first);
     ck_record_runs_free(&runs);
+}
+END_TEST
+
+/* model.options are checked as a plan file's: a layout out of range costs its line. */
+START_TEST(bad_options_cost_their_line)
+{
+    static const char *const cases[][2] = {
+        {"{\"dp\": 0, \"zero\": 1}", "r.jsonl:1: model.options.dp: expected a whole number from 1"},
+        {"{\"pp\": 2}", "r.jsonl:1: model.options.microbatches: missing"},
+        {"{\"sp\": true}", "r.jsonl:1: model.options.sp: expected true, and only with"},
+        {"{\"frob\": 1}", "r.jsonl:1: model.options.frob: unknown field"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char text[1024];
+        snprintf(text, sizeof text, "{\"format\": \"ckplan-run/1\", \"status\": \"infeasible\", "
+                 "\"time\": \"t\", \"plan\": {\"planner\": \"dp\", \"budget_bytes\": 1}, "
+                 "\"model\": {\"name\": \"m\", \"options\": %s}, \"minimum_budget_bytes\": 2}",
+                 cases[i][0]);
+        bad_lines b = {0};
+        ck_runs runs;
+        ck_err err = {{0}};
+        ck_assert_int_eq(ck_record_parse_runs("r.jsonl", text, strlen(text), collect, &b, NULL, &runs,
+                                              &err), CK_OK);
+        ck_assert_uint_eq(runs.n_bad, 1);
+        ck_assert_msg(strstr(b.first, cases[i][1]) == b.first, "%s", b.first);
+        ck_record_runs_free(&runs);
+    }
 }
 END_TEST
 
@@ -209,6 +277,8 @@ static Suite *record_suite(void)
     tcase_add_test(tc, verdicts_read_back_as_outcomes);
     tcase_add_test(tc, planned_and_infeasible_records_read_back);
     tcase_add_test(tc, a_bad_line_costs_only_itself);
+    tcase_add_test(tc, records_keep_the_options_and_layout);
+    tcase_add_test(tc, bad_options_cost_their_line);
     tcase_add_test(tc, an_interrupt_keeps_nothing);
     suite_add_tcase(s, tc);
     return s;

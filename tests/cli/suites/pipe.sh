@@ -95,9 +95,55 @@ check_that "no plan written by a refusal" test ! -e pipe-bad.json
 run plan "$data/hetero3.json" --budget 1G --pp 2 -o pipe-bad.json
 check "a chain file refuses --pp" 2 "apply to model files" "(--pp, --microbatches, --virtual-stages)"
 run chain "$llama" --pp 2 -o pipe-bad.json
-check "chain does not take pipeline layouts yet" 2 "pipeline layouts are planned by 'ckplan plan' only (and tried by 'sweep --gpus')"
-run sweep "$llama" --pp 2 --budgets 70G
-check "sweep does not take them yet" 2 "pipeline layouts are planned by 'ckplan plan' only (and tried by 'sweep --gpus')"
+check "chain does not take pipeline layouts: a pipeline has a chain a rank" 2 \
+    "pipeline layouts are planned by 'ckplan plan' and 'ckplan sweep' only: this command works on one chain"
+run sweep "$llama" --seq 8192 --batch 1 --recipe bf16-master --pp 4 --microbatches 8 --budgets 70G --run
+check "sweep --run refuses a pipeline, which one process cannot run" 2 \
+    "sweep: --run runs each plan in one process" "sweep it without --run"
+check_that "and records nothing" test ! -e ckplan.runs.jsonl
+
+# sweep --budgets plans a pipeline at each budget as plan does: each record is the plan's
+# worst rank, with the layout; an infeasible point's minimum is a budget plan meets
+run sweep "$llama" --seq 8192 --batch 1 --recipe bf16-master --device h100-80gb --pp 4 --microbatches 8 \
+    --dp 2 --zero 1 --budgets 30G,36G,50G,70G --planners dp,sqrt --runs pipe-sweep.jsonl
+check "sweep --budgets plans a pipeline layout at every point" 0 "sweep: 8 points: 0 ran"
+check_that "every record is what plan writes for its budget, layout included; minimums fit" \
+    python3 - "$bin" "$llama" pipe-sweep.jsonl <<'PY'
+import json, subprocess, sys
+binary, llama, runs = sys.argv[1:]
+common = ["--seq", "8192", "--batch", "1", "--recipe", "bf16-master", "--device", "h100-80gb",
+          "--pp", "4", "--microbatches", "8", "--dp", "2", "--zero", "1"]
+def plan(planner, budget):
+    p = subprocess.run([binary, "plan", llama, *common, "--planner", planner, "--budget", str(budget),
+                        "--json", "-o", "/dev/null"], capture_output=True, text=True)
+    return p.returncode, json.loads(p.stdout) if p.returncode == 0 else None
+records = [json.loads(line) for line in open(runs)]
+assert len(records) == 8, len(records)
+statuses = [r["status"] for r in records]
+assert "planned" in statuses and "infeasible" in statuses, statuses
+for r in records:
+    assert r["model"]["options"] == {"set": {"B": 1, "T": 8192}, "recipe": "bf16-master", "dp": 2,
+                                     "zero": 1, "pp": 4, "microbatches": 8, "virtual_stages": 1}, r["model"]
+    budget, planner = r["plan"]["budget_bytes"], r["plan"]["planner"]
+    rc, doc = plan(planner, budget)
+    if r["status"] == "planned":
+        assert rc == 0, (planner, budget, rc)
+        for k, v in r["predicted"].items():
+            assert doc["predicted"][k] == v, (k, v, doc["predicted"][k])
+        assert doc["predicted"]["peak_bytes"] == doc["pipeline"]["ranks"][doc["pipeline"]["worst_rank"]]["total_bytes"]
+    else:
+        assert rc == 3, (planner, budget, rc)
+        least = r["minimum_budget_bytes"]
+        assert least > budget
+        rc_min, doc = plan(planner, least)
+        assert rc_min == 0, (planner, least, rc_min)
+        assert doc["predicted"]["peak_bytes"] <= least
+        if planner == "sqrt":  # its schedule is the same at every budget: the least is exact
+            assert plan(planner, least - 1)[0] == 3
+PY
+run report --runs pipe-sweep.jsonl
+check "report shows each record's layout" 0 "options" \
+    "B=1 T=8192 recipe=bf16-master dp=2 zero=1 pp=4 microbatches=8 virtual_stages=1"
 
 # exit 3: the worst rank cannot fit; each rank that does not is named
 pipe_llama --pp 4 --microbatches 8 --budget 30G -o pipe-small.json

@@ -57,6 +57,27 @@ run report --runs good.jsonl --svg controls-charts
 check "report --svg of names with controls" 0 "plain" 'evil\x1b[31m' "after"
 check_that "report --svg: the chart lines show no raw control character" eval '! raw_controls "$out$err"'
 
+# the options a record keeps (--recipe's name, --set's dim names) are input too
+opt_record() { # opt_record OPTIONS_JSON
+    printf '{"format": "ckplan-run/1", "status": "planned", "time": "2026-11-29T21:08:31Z", "plan": {"planner": "dp", "budget_bytes": 16}, "model": {"path": "m.json", "sha256": "00", "name": "m", "stages": 3, "options": %s}, "predicted": {"activation_peak_bytes": 8, "baseline_activation_peak_bytes": 9, "static_bytes": 1, "time": 2, "baseline_time": 1, "overhead": 1}}\n' "$1"
+}
+{
+    opt_record '{"set": {"T\u001b[2J": 4}, "recipe": "r\u001b[31m\u009b", "dp": 2, "zero": 3}'
+    opt_record '{"pp": 2, "microbatches": 4, "virtual_stages": 1}'
+} > options.jsonl
+run report --runs options.jsonl --svg options-charts
+check "report: options with controls are shown escaped, the layout beside them" 0 \
+    'T\x1b[2J=4 recipe=r\x1b[31m\u009b dp=2 zero=3' "pp=2 microbatches=4 virtual_stages=1" \
+    'options "pp=2 microbatches=4 virtual_stages=1"'
+check_that "report: no raw control character from options on stdout or stderr" eval '! raw_controls "$out$err"'
+check_that "report --svg: one chart a model and options" test "$(ls options-charts | wc -l)" -eq 2
+run report --runs options.jsonl --json
+check_that "report --json: the options are kept, every character" python3 -c '
+import json, sys
+rows = json.load(open(sys.argv[1]))
+assert [r["options"] for r in rows] == ["T\x1b[2J=4 recipe=r\x1b[31m\u009b dp=2 zero=3",
+                                        "pp=2 microbatches=4 virtual_stages=1"], rows' "$work/out"
+
 # names and paths from the command line, in messages
 run report --runs $'no\x1b[2Jsuch.jsonl'
 check "report: a missing runs file whose name has ESC" 2 'no\x1b[2Jsuch.jsonl: cannot open'
