@@ -49,6 +49,10 @@ int ck_cmd_chain(int argc, char **argv)
     const ck_named_file out[] = {{output, "-o"}};
     if (rc == CK_OK)
         rc = CK_CHECK_OUTPUTS_APART("chain", in, out, &err);
+    if (rc == CK_OK && opts.model.layout.partition)
+        rc = ck_err_fail(&err, CK_ERR_INPUT, "chain: --partition-activations keeps checkpoints "
+                         "split, which a ckplan-chain/1 file has no field for: plan the model "
+                         "itself with it");
     ck_workload w;
     if (rc == CK_OK)
         rc = ck_options_model_operand("chain", argc, argv, &opts, &w, &err);

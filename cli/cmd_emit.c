@@ -21,36 +21,37 @@ static const struct emit_target {
     int (*run)(int argc, char **argv);
     /* ... one that prints a plan: `ckplan emit NAME PLAN [-o FILE]`. */
     int (*write)(FILE *out, const ck_emit_input *in, ck_err *err);
+    bool partitions; /* it can keep checkpoints partitioned (--partition-activations) */
 } targets[] = {
     {"torch", "ckplan emit torch MODEL [options] [--plan PLAN] [-o FILE.py]",
      "Python: the model as a PyTorch module that runs the plan's schedule", "", ck_emit_torch,
-     NULL},
+     NULL, false},
     {"hf", "ckplan emit hf PLAN [-o FILE]",
      "Python: checkpoint the plan's decoder layers of a transformers model",
      "Prints Python to paste after loading a Hugging Face transformers model (`model`): it\n"
      "wraps the forward of exactly the decoder layers the plan checkpoints\n"
      "(model.model.layers[i]) in non-reentrant torch.utils.checkpoint (use_reentrant=False,\n"
      "preserve_rng_state=True) and sets model.config.use_cache = False.\n",
-     NULL, ck_emit_hf},
+     NULL, ck_emit_hf, false},
     {"fsdp", "ckplan emit fsdp PLAN [-o FILE]",
      "Python: a check_fn for FSDP's apply_activation_checkpointing",
      "Prints Python that builds a check_fn selecting exactly the plan's checkpointed layers\n"
      "of model.model.layers for torch.distributed.algorithms._checkpoint.checkpoint_wrapper's\n"
      "apply_activation_checkpointing (PyTorch 1.13 and later), non-reentrant, and applies it.\n",
-     NULL, ck_emit_fsdp},
+     NULL, ck_emit_fsdp, false},
     {"megatron", "ckplan emit megatron PLAN [-o FILE]",
      "Megatron-LM's --recompute-* flags for the plan, or the closest ones",
      "Prints --recompute-granularity, --recompute-method (uniform or block) and\n"
      "--recompute-num-layers when they express the plan's schedule exactly; otherwise what\n"
      "they cannot express, and the flags that come closest (the fastest that fit the plan's\n"
      "budget, else the smallest peak), each with its predicted cost.\n",
-     NULL, ck_emit_megatron},
+     NULL, ck_emit_megatron, true},
     {"deepspeed", "ckplan emit deepspeed PLAN [-o FILE]",
      "JSON: DeepSpeed's activation_checkpointing section and the layers to wrap",
      "Prints a JSON object: \"activation_checkpointing\", the section of a DeepSpeed config,\n"
      "and \"ckplan\": the layers to call through deepspeed.checkpointing.checkpoint, what\n"
      "per-layer checkpointing cannot express of the plan, and the predicted figures.\n",
-     NULL, ck_emit_deepspeed},
+     NULL, ck_emit_deepspeed, true},
 };
 #define N_TARGETS (sizeof targets / sizeof targets[0])
 
@@ -212,6 +213,14 @@ static int emit_plan(const struct emit_target *t, int argc, char **argv)
     if (rc != CK_OK)
         return ck_main_report(rc, err.msg);
     ck_workload w;
+    if (plan.model_opts.layout.partition && !t->partitions) {
+        rc = ck_err_fail(&err, CK_ERR_INPUT, "%s: model.options.partition_activations: PyTorch's "
+                         "checkpoint keeps a layer's input whole, and %s has no way to split it "
+                         "over the tensor-parallel ranks: emit it for deepspeed or megatron, or "
+                         "plan without --partition-activations", plan_path, t->name);
+        ck_plan_file_free(&plan);
+        return ck_main_report(rc, err.msg);
+    }
     rc = ck_runner_load_plan_model(plan_path, plan_path, &plan, &w, &err);
     if (rc == CK_OK) {
         const ck_named_file model[] = {{w.path, "the plan's model"}};

@@ -407,6 +407,10 @@ static void print_model_parallel(FILE *out, const ck_layout *l)
         fprintf(out, "; ZeRO shards over the %llu data- and context-parallel ranks",
                 (unsigned long long)ck_layout_ranks(l));
     fprintf(out, "; parameters, activations and plan are one rank's\n");
+    if (l->partition)
+        fprintf(out, "partitioned checkpoints (DeepSpeed's partition_activations): a checkpointed "
+                     "layer's input is kept as 1/%llu of it, gathered whole again to recompute; "
+                     "planned at the whole-checkpoint budget B' whose replay fits\n", tp);
 }
 
 /* The parameter count by part, and how they are trained. */

@@ -53,7 +53,8 @@ static void sweep_usage(FILE *out)
             "  --run                 run each feasible plan with verification, as run --verify;\n"
             "                        a plan too large to run on this machine (see run --help)\n"
             "                        is recorded as planned, with a warning; not with a\n"
-            "                        pipeline layout, which one process cannot run\n"
+            "                        pipeline layout or --partition-activations, which one\n"
+            "                        process cannot run\n"
             "  --steps N             with --run: steps per run (default 3)\n"
             "  --threads N           with --run: threads for matrix products\n"
             "  --seed S              with --run: seed of parameters, inputs and dropout,\n"
@@ -79,7 +80,8 @@ static void sweep_usage(FILE *out)
             "  --gpus N              the GPUs, 1 to %d; needs --device, and takes none of\n"
             "                        --budgets, --planners, --run, --steps, --threads, --seed,\n"
             "                        --runs, --dp, --zero, --fsdp, --tp, --sp, --cp, --pp,\n"
-            "                        --microbatches, --virtual-stages\n"
+            "                        --microbatches, --virtual-stages,\n"
+            "                        --partition-activations\n"
             "  --global-batch G      sequences a step, the same for every layout (default N x\n"
             "                        --batch): each data-parallel rank runs G / (dp x --batch)\n"
             "                        microbatches (gradient accumulation; a pipeline's flow\n"
@@ -220,7 +222,7 @@ static void note_not_with_gpus(int code, const struct option *longs, sweep_args 
     bool other = code == OPT_BUDGETS || code == OPT_PLANNERS || code == OPT_RUN || code == OPT_STEPS ||
                  code == OPT_THREADS || code == OPT_SEED || code == OPT_RUNS || code == CK_OPT_DP ||
                  code == CK_OPT_ZERO || code == CK_OPT_FSDP || code == CK_OPT_TP || code == CK_OPT_SP ||
-                 code == CK_OPT_CP || code == CK_OPT_PP || code == CK_OPT_MICROBATCHES ||
+                 code == CK_OPT_CP || code == CK_OPT_PARTITION || code == CK_OPT_PP || code == CK_OPT_MICROBATCHES ||
                  code == CK_OPT_VIRTUAL_STAGES;
     for (const struct option *o = longs; other && !a->not_with_gpus && o->name; o++)
         if (o->val == code)
@@ -313,11 +315,15 @@ static int parse_args(int argc, char **argv, sweep_args *a, ck_err *err)
     a->model_path = argv[optind];
     if (a->gpus || a->global_batch || a->csv)
         return check_gpus_args(a, err);
-    if (a->run && ck_layout_pipelined(&a->workload_opts.model.layout))
+    const ck_layout *l = &a->workload_opts.model.layout;
+    if (a->run && (ck_layout_pipelined(l) || l->partition))
         return ck_err_fail(err, CK_ERR_INPUT, "sweep: --run runs each plan in one process, as 'ckplan "
-                           "run' does, and a pipeline layout (--pp, --microbatches, "
-                           "--virtual-stages) is several processes exchanging activations: "
-                           "sweep it without --run to record its plans");
+                           "run' does, and %s: sweep it without --run to record its plans",
+                           l->partition ? "partitioned checkpoints (--partition-activations) "
+                                          "are gathered from the other tensor-parallel ranks"
+                                        : "a pipeline layout (--pp, --microbatches, "
+                                          "--virtual-stages) is several processes exchanging "
+                                          "activations");
     if (!a->budgets && a->workload_opts.device)
         return device_budget(a, err);
     if (!a->budgets)

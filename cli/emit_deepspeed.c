@@ -32,7 +32,7 @@ static bool add_text(cJSON *o, const char *key, const char *text)
 static cJSON *section_json(const ck_emit_input *in)
 {
     cJSON *s = cJSON_CreateObject();
-    bool ok = s && cJSON_AddFalseToObject(s, "partition_activations") &&
+    bool ok = s && cJSON_AddBoolToObject(s, "partition_activations", in->plan->model_opts.layout.partition) &&
               cJSON_AddFalseToObject(s, "cpu_checkpointing") &&
               cJSON_AddFalseToObject(s, "contiguous_memory_optimization");
     if (ok && in->view->n_checkpointed)

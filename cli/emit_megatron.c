@@ -98,13 +98,17 @@ static int closest(const ck_emit_input *in, candidate *best, ck_err *err)
     return rc;
 }
 
-static void put_flags(FILE *out, flags f)
+/* The flags; with partitioned checkpoints, Megatron's own (docs/parallel.md: it makes the
+ * shard after the layers' forward, DeepSpeed's before it, so its peak is at most the one
+ * replayed). */
+static void put_flags(FILE *out, flags f, bool partition)
 {
     if (f.how == NO_RECOMPUTE)
         fputs("# no recomputation: pass none of the --recompute-* flags\n", out);
     else
-        fprintf(out, "--recompute-granularity full --recompute-method %s --recompute-num-layers %zu\n",
-                f.how == BLOCK ? "block" : "uniform", f.layers);
+        fprintf(out, "--recompute-granularity full --recompute-method %s --recompute-num-layers %zu%s\n",
+                f.how == BLOCK ? "block" : "uniform", f.layers,
+                partition ? " --distribute-saved-activations" : "");
 }
 
 int ck_emit_megatron(FILE *out, const ck_emit_input *in, ck_err *err)
@@ -130,6 +134,10 @@ int ck_emit_megatron(FILE *out, const ck_emit_input *in, ck_err *err)
                                                         : "none fits the plan's budget; the smallest peak");
     }
     ck_emit_comment_figures(out, in, "these flags", &best.fig);
-    put_flags(out, best.f);
+    bool partition = in->plan->model_opts.layout.partition;
+    if (partition)
+        fputs("# checkpoints split over the tensor-parallel ranks (--distribute-saved-activations,\n"
+              "# which makes each shard after its layers' forward: at most the peak above)\n", out);
+    put_flags(out, best.f, partition);
     return CK_OK;
 }

@@ -403,6 +403,10 @@ static int emit_torch_run(emit_args *a, ck_err *err)
                          "(--sp, --cp): the emitted module runs one process; emit with --tp "
                          "alone for one tensor-parallel rank's layers", a->model_path,
                          ck_model_rank_exchange(w.model)->name);
+    if (rc == CK_OK && ck_chain_partitioned(&w.chain))
+        rc = ck_err_fail(err, CK_ERR_INPUT, "%s: --partition-activations splits checkpoints over "
+                         "the tensor-parallel ranks, which the emitted module (one process) does "
+                         "not have: emit with --tp alone", a->model_path);
     if (rc == CK_OK)
         rc = check_stage_reads(&w, err);
     if (rc == CK_OK)

@@ -110,8 +110,8 @@ static int set_pipeline(int code, const char *arg, ck_layout *l, ck_err *err)
  * loads: --sp needs --tp above 1). */
 static int set_model_parallel(int code, const char *arg, ck_layout *l, ck_err *err)
 {
-    if (code == CK_OPT_SP) {
-        l->sp = true;
+    if (code == CK_OPT_SP || code == CK_OPT_PARTITION) {
+        *(code == CK_OPT_SP ? &l->sp : &l->partition) = true;
         return CK_OK;
     }
     bool tp = code == CK_OPT_TP;
@@ -172,6 +172,7 @@ int ck_options_workload(int code, const char *arg, ck_workload_opts *o, ck_err *
     case CK_OPT_TP:
     case CK_OPT_SP:
     case CK_OPT_CP:
+    case CK_OPT_PARTITION:
         return set_model_parallel(code, arg, &o->model.layout, err);
     default:
         return ck_err_fail(err, CK_ERR_INPUT, "internal error: option code %d", code);
@@ -260,7 +261,12 @@ void ck_options_model_parallel_help(FILE *out)
             "  --cp N                for Hugging Face configs: N context-parallel ranks (1 to\n"
             "                        %d): each holds 1/N of the sequence; attention reads\n"
             "                        the others' keys and values (docs/parallel.md); ZeRO\n"
-            "                        shards over the --dp times --cp ranks\n",
+            "                        shards over the --dp times --cp ranks\n"
+            "  --partition-activations  with --tp above 1 and no --sp: DeepSpeed's\n"
+            "                        partition_activations (Megatron's\n"
+            "                        --distribute-saved-activations): a checkpointed layer's\n"
+            "                        input is kept split over the --tp ranks, gathered again\n"
+            "                        for its recompute (docs/parallel.md)\n",
             CK_LAYOUT_MAX_TP, CK_LAYOUT_MAX_CP);
 }
 

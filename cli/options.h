@@ -35,6 +35,7 @@ enum {
     CK_OPT_TP,
     CK_OPT_SP,
     CK_OPT_CP,
+    CK_OPT_PARTITION,
     CK_OPT_BUDGET,
     CK_OPT_PLANNER,
     CK_OPT_SLOTS,
@@ -72,10 +73,11 @@ enum {
 /* Megatron's model parallelism: tensor, sequence and context. */
 #define CK_MODEL_PARALLEL_LONG_OPTIONS                                                             \
     {"tp", required_argument, NULL, CK_OPT_TP}, {"sp", no_argument, NULL, CK_OPT_SP},          \
-        {"cp", required_argument, NULL, CK_OPT_CP}
+        {"cp", required_argument, NULL, CK_OPT_CP},                                            \
+        {"partition-activations", no_argument, NULL, CK_OPT_PARTITION}
 
 /* Whether getopt code is one of CK_WORKLOAD_LONG_OPTIONS. */
-#define CK_IS_WORKLOAD_OPTION(code) ((code) >= CK_OPT_GRANULARITY && (code) <= CK_OPT_CP)
+#define CK_IS_WORKLOAD_OPTION(code) ((code) >= CK_OPT_GRANULARITY && (code) <= CK_OPT_PARTITION)
 /* Whether getopt code is one of CK_MODEL_LONG_OPTIONS. */
 #define CK_IS_MODEL_OPTION(code) ((code) >= CK_OPT_SET && (code) <= CK_OPT_CP)
 

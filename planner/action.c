@@ -26,7 +26,7 @@ bool ck_action_parse(const char *name, ck_action_kind *out)
 int ck_action_state_init(ck_action_state *st, const ck_chain *c, ck_err *err)
 {
     size_t n = c->n_stages + 1;
-    bool *flags = calloc(3 * n, sizeof *flags);
+    bool *flags = calloc(4 * n, sizeof *flags);
     size_t *variants = calloc(n, sizeof *variants);
     if (!flags || !variants) {
         free(flags);
@@ -34,7 +34,8 @@ int ck_action_state_init(ck_action_state *st, const ck_chain *c, ck_err *err)
         return ck_err_oom(err);
     }
     *st = (ck_action_state){.chain = c, .x = flags, .xbar = flags + n, .y = flags + 2 * n,
-                            .xbar_variant = variants, .held = c->input_bytes};
+                            .sharded = flags + 3 * n, .xbar_variant = variants,
+                            .segment = SIZE_MAX, .held = c->input_bytes};
     st->x[0] = true;
     return CK_OK;
 }
@@ -182,11 +183,42 @@ int ck_action_describe(const ck_action_state *st, size_t k, const ck_action *a,
     return CK_OK;
 }
 
+/* The partitioned checkpoints' rules before action a (see action.h): the segment of an
+ * earlier F_ck ends, x_i is gathered if a reads it as a shard, and an F_ck of a stage with
+ * shard_bytes makes its input's shard. *gathered: the gather's peak, or 0. False past 2^64
+ * bytes. */
+static bool partition_before(ck_action_state *st, const ck_action *a, const ck_action_effect *e,
+                             uint64_t *gathered)
+{
+    const ck_chain *c = st->chain;
+    *gathered = 0;
+    if (st->segment != SIZE_MAX && a->kind != CK_F_NONE) {
+        st->held -= ck_chain_x_bytes(c, st->segment);
+        st->sharded[st->segment] = true;
+        st->segment = SIZE_MAX;
+    }
+    size_t i = e->input.index;
+    bool plain = e->input.kind == CK_VALUE_X;
+    if (plain && st->sharded[i]) {
+        uint64_t whole = ck_chain_x_bytes(c, i);
+        if (!ck_size_add(st->held, whole, gathered))
+            return false;
+        st->held = *gathered - c->stages[i].shard_bytes;
+        st->sharded[i] = false;
+    }
+    if (plain && a->kind == CK_F_CK && c->stages[i].shard_bytes) {
+        if (!ck_size_add(st->held, c->stages[i].shard_bytes, &st->held))
+            return false;
+        st->segment = i;
+    }
+    return true;
+}
+
 int ck_action_apply(ck_action_state *st, size_t k, const ck_action *a, const ck_action_effect *e,
                     uint64_t *peak, ck_err *err)
 {
-    uint64_t held, top;
-    if (!ck_size_add(st->held, e->result_bytes, &held) ||
+    uint64_t held, top, gathered;
+    if (!partition_before(st, a, e, &gathered) || !ck_size_add(st->held, e->result_bytes, &held) ||
         !ck_size_add(held, e->transient_bytes, &top))
         return invalid(err, k, a, "memory held exceeds 2^64 bytes");
     *flag(st, e->result) = true;
@@ -196,6 +228,6 @@ int ck_action_apply(ck_action_state *st, size_t k, const ck_action *a, const ck_
         *flag(st, e->frees[f]) = false;
     st->held = held - e->freed_bytes;
     if (peak)
-        *peak = top;
+        *peak = top > gathered ? top : gathered;
     return CK_OK;
 }

@@ -5,7 +5,15 @@
  * written once; docs/internals.md states them in words.
  *
  * The tensors of a chain of L stages: x_i (0 <= i <= L), x̄_i (1 <= i <= L; x̄_0 is x_0)
- * and y_i, the gradient of x_i, with the sizes of planner/chain.h. */
+ * and y_i, the gradient of x_i, with the sizes of planner/chain.h.
+ *
+ * Partitioned checkpoints (a stage with shard_bytes, planner/chain.h), as DeepSpeed's
+ * checkpoint function with partition_activations holds them: an F_ck i that reads the plain
+ * x_i first makes x_i's shard (held from its peak on); x_i stays whole until the segment
+ * that F_ck began ends, before the next action that is not an F_none, and is then held as
+ * its shard alone. An action that reads x_i held so first gathers it: x_i whole is made
+ * beside the shard (a peak of its own), and the shard is freed. Without shard_bytes these
+ * rules do nothing, and the five actions are exactly those of spec section 2. */
 #ifndef CK_ACTION_H
 #define CK_ACTION_H
 
@@ -43,7 +51,10 @@ typedef struct {
 typedef struct {
     const ck_chain *chain;
     bool *x, *xbar, *y;   /* L + 1 entries each */
+    bool *sharded;        /* L + 1: x_i is live as its shard alone (partitioned checkpoints) */
     size_t *xbar_variant; /* L + 1: the variant of the F_all that made each live x̄ */
+    size_t segment;       /* the stage whose F_ck made a shard of an x still held whole, or
+                             SIZE_MAX */
     uint64_t held;
 } ck_action_state;
 
@@ -74,8 +85,9 @@ typedef struct {
 int ck_action_describe(const ck_action_state *st, size_t k, const ck_action *a,
                      ck_action_effect *out, ck_err *err);
 
-/* Applies an effect that ck_action_describe returned for st; *peak (or NULL) receives the
- * action's peak. CK_ERR_INPUT when the bytes held would exceed 2^64. */
+/* Applies an effect that ck_action_describe returned for st, with the partitioned
+ * checkpoints' rules around it; *peak (or NULL) receives the action's peak (a gather's
+ * included). CK_ERR_INPUT when the bytes held would exceed 2^64. */
 int ck_action_apply(ck_action_state *st, size_t k, const ck_action *a, const ck_action_effect *e,
                     uint64_t *peak, ck_err *err);
 

@@ -99,6 +99,14 @@ void ck_chain_free(ck_chain *c)
     memset(c, 0, sizeof *c);
 }
 
+bool ck_chain_partitioned(const ck_chain *c)
+{
+    for (size_t i = 0; i < c->n_stages; i++)
+        if (c->stages[i].shard_bytes)
+            return true;
+    return false;
+}
+
 uint64_t ck_chain_x_bytes(const ck_chain *c, size_t i)
 {
     return i == 0 ? c->input_bytes : c->stages[i - 1].out_bytes;

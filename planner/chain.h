@@ -46,6 +46,11 @@ typedef struct {
     uint64_t out_bytes, saved_bytes, fwd_tmp_bytes, bwd_tmp_bytes;
     size_t n_variants;    /* beyond "all": 0 .. CK_STAGE_MAX_VARIANTS - 1 */
     ck_variant *variants; /* owned by the chain */
+    /* A partitioned checkpoint (DeepSpeed's partition_activations, docs/parallel.md): when
+     * not 0, an F_ck of this stage that reads the plain x_i keeps this rank's shard of it,
+     * shard_bytes, in place of x_i (planner/action.h says when). Derived chains of such a
+     * layout only: chain files have none, and planners plan without it (planner.h). */
+    uint64_t shard_bytes;
 } ck_stage;
 
 typedef struct {
@@ -72,6 +77,9 @@ int ck_chain_from_json(const cJSON *root, const char *file, const char *path, ck
                        ck_err *err);
 /* The chain as a `ckplan-chain/1` document; NULL when out of memory. */
 cJSON *ck_chain_to_json(const ck_chain *c);
+
+/* Whether a stage of c keeps a partitioned checkpoint (shard_bytes). */
+bool ck_chain_partitioned(const ck_chain *c);
 
 /* Sizes of x_i and x̄_i, 0 <= i <= L (x̄_i as the "all" variant of stage i-1 keeps it). */
 uint64_t ck_chain_x_bytes(const ck_chain *c, size_t i);

@@ -502,6 +502,16 @@ static int fill_chain(const ck_model *m, const size_t *first, ck_granularity g,
     return rc;
 }
 
+void ck_derive_partition(const ck_model *m, const size_t *stage_first, const ck_layout *l,
+                         ck_chain *c)
+{
+    for (size_t i = 0; l->partition && i < c->n_stages; i++) {
+        const ck_group *g = &m->groups[m->nodes[stage_first[i]].group];
+        if (g->instance && g->first == stage_first[i])
+            c->stages[i].shard_bytes = ck_size_ceil_div(ck_chain_x_bytes(c, i), ck_layout_tp(l));
+    }
+}
+
 int ck_derive_chain(const ck_model *m, ck_granularity g, const ck_cost_model *cm,
                       ck_chain *out, size_t **stage_first_node, ck_err *err)
 {

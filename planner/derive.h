@@ -39,6 +39,14 @@ double ck_derive_op_time(const ck_cost_model *cm, uint64_t flops, uint64_t bytes
 int ck_derive_chain(const ck_model *m, ck_granularity g, const ck_cost_model *cm,
                       ck_chain *out, size_t **stage_first_node, ck_err *err);
 
+/* Under a layout with partitioned checkpoints (l->partition, DeepSpeed's
+ * partition_activations), sets shard_bytes of every stage of c that begins a block instance
+ * (a layer, whose input a checkpoint function partitions): its input x_i over the
+ * tensor-parallel ranks, rounded up. stage_first as ck_derive_chain gives it. Does nothing
+ * otherwise. */
+void ck_derive_partition(const ck_model *m, const size_t *stage_first, const ck_layout *l,
+                         ck_chain *c);
+
 /* Parameter counts by part of the model: the top-level ops before the first block
  * instance (the embeddings), the block instances and any top-level op between them (the
  * layers), the top-level ops after the last instance (the head). All 0 for a model

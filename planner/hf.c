@@ -27,7 +27,7 @@ ck_model_opts ck_hf_model_opts(const ck_model_opts *opts)
     rest.lora_rank = 0;
     rest.attention = NULL;
     rest.layout.tp = rest.layout.cp = 0; /* built into the rank's graph */
-    rest.layout.sp = false;
+    rest.layout.sp = rest.layout.partition = false;
     return rest;
 }
 

@@ -60,7 +60,7 @@ bool ck_layout_splits_model(const ck_layout *l)
 
 bool ck_layout_model_parallel_given(const ck_layout *l)
 {
-    return l->tp || l->sp || l->cp;
+    return l->tp || l->sp || l->cp || l->partition;
 }
 
 int ck_layout_check(const ck_layout *l, ck_err *err)
@@ -69,5 +69,10 @@ int ck_layout_check(const ck_layout *l, ck_err *err)
         return ck_err_fail(err, CK_ERR_INPUT, "--sp: sequence parallelism splits over the "
                            "tensor-parallel ranks: it needs --tp 2 or more, got --tp %llu",
                            (unsigned long long)ck_layout_tp(l));
+    if (l->partition && (ck_layout_tp(l) < 2 || l->sp))
+        return ck_err_fail(err, CK_ERR_INPUT, "--partition-activations: checkpoints are split over "
+                           "the tensor-parallel ranks: it needs --tp 2 or more%s",
+                           l->sp ? " and no --sp, under which a layer's input is split already"
+                                 : "");
     return CK_OK;
 }

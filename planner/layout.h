@@ -35,6 +35,8 @@ typedef struct {
     uint64_t tp;   /* tensor-parallel ranks, 1..CK_LAYOUT_MAX_TP; 0: none given (1) */
     bool sp;       /* sequence parallelism over the tp ranks (needs tp > 1) */
     uint64_t cp;   /* context-parallel ranks, 1..CK_LAYOUT_MAX_CP; 0: none given (1) */
+    bool partition; /* DeepSpeed's partition_activations: a checkpointed layer's input is kept
+                       split over the tp ranks (needs tp > 1, not sp); planner/action.h */
 } ck_layout;
 
 /* The ranks ZeRO splits static memory over: l->dp (1 when none is given) times the
@@ -59,9 +61,10 @@ uint64_t ck_layout_cp(const ck_layout *l);
 /* Whether l splits the model a rank runs: tensor or context parallelism over more than one
  * rank. */
 bool ck_layout_splits_model(const ck_layout *l);
-/* Whether --tp, --sp or --cp is given, even over one rank. */
+/* Whether --tp, --sp, --cp or --partition-activations is given, even over one rank. */
 bool ck_layout_model_parallel_given(const ck_layout *l);
-/* CK_ERR_INPUT, saying why, for --sp without --tp above 1. */
+/* CK_ERR_INPUT, saying why, for --sp without --tp above 1, and --partition-activations
+ * without it or with --sp. */
 int ck_layout_check(const ck_layout *l, ck_err *err);
 
 #endif

@@ -238,6 +238,8 @@ static char *opts_text(const ck_model_opts *o, bool whole_layout)
     if (o->layout.sp) KEY_ADD("%ssp", used ? " " : "");
     if (ck_layout_cp(&o->layout) > 1) KEY_ADD("%scp=%llu", used ? " " : "", (unsigned long long)o->layout.cp);
     const ck_layout *l = &o->layout;
+    if (whole_layout && l->partition)
+        KEY_ADD("%spartition_activations", used ? " " : "");
     if (whole_layout && l->dp)
         KEY_ADD("%sdp=%llu zero=%u", used ? " " : "", (unsigned long long)l->dp, l->zero);
     if (whole_layout && ck_layout_pipelined(l))

@@ -10,7 +10,7 @@
  * first backward; interleaved, (N - i - 1) * 2 + (V - 1) * N chunk forwards (Megatron-LM's
  * warm-up count); either capped by the M (x V) that the step has. A rank's peak is its
  * static memory plus, chunk by chunk, the bytes each microbatch held in flight keeps (C:
- * live after its forward, by replay) and, for the one running, the peak of its forward and
+ * what its forward leaves, by replay) and, for the one running, the peak of its forward and
  * backward (P, by replay) in place of its C. */
 #ifndef CK_PIPELINE_H
 #define CK_PIPELINE_H
@@ -37,7 +37,7 @@ uint64_t ck_pipeline_chunk_live(uint64_t n, uint64_t m, uint64_t v, uint64_t ran
 typedef struct {
     ck_plan_result result; /* the schedule */
     ck_replay replay;
-    uint64_t held; /* C: live after the last operation before the loss */
+    uint64_t held; /* C: live once the loss has run, less the gradient it made */
 } ck_pipeline_run;
 
 typedef struct {

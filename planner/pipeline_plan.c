@@ -5,8 +5,11 @@
 
 #include "planner/size.h"
 
-/* Replays run->result's schedule on c: its replay, and C, the bytes live after the last
- * operation before the loss (what the microbatch keeps until its backward). */
+/* Replays run->result's schedule on c: its replay, and C, what the microbatch keeps until
+ * its backward: the bytes live once the loss has run, less the gradient it made (what the
+ * rank receives then), so that a checkpoint segment the forward ended with is held as its
+ * shards where checkpoints are partitioned (planner/action.h), as once the checkpoint
+ * function has returned. */
 static int replay_run(const ck_chain *c, ck_pipeline_run *run, ck_err *err)
 {
     const ck_schedule *s = &run->result.schedule;
@@ -17,7 +20,7 @@ static int replay_run(const ck_chain *c, ck_pipeline_run *run, ck_err *err)
     size_t k = 0;
     while (rc == CK_OK && k < s->n && s->actions[k].kind != CK_LOSS)
         k++;
-    run->held = rc == CK_OK && k > 0 ? live[k - 1] : c->input_bytes;
+    run->held = rc == CK_OK && k < s->n ? live[k] - ck_chain_x_bytes(c, c->n_stages) : c->input_bytes;
     free(live);
     return rc;
 }

@@ -83,11 +83,13 @@ static bool add_pipeline_opts(cJSON *opts, const ck_layout *l)
             add_u64(opts, "virtual_stages", ck_layout_virtual(l)));
 }
 
-/* model.options.tp, .sp and .cp, those given: Megatron's model parallelism. */
+/* model.options.tp, .sp, .cp and .partition_activations, those given: Megatron's model
+ * parallelism, and DeepSpeed's partitioned checkpoints over it. */
 static bool add_model_parallel(cJSON *opts, const ck_layout *l)
 {
     return (!l->tp || add_u64(opts, "tp", l->tp)) && (!l->sp || cJSON_AddBoolToObject(opts, "sp", true)) &&
-           (!l->cp || add_u64(opts, "cp", l->cp));
+           (!l->cp || add_u64(opts, "cp", l->cp)) &&
+           (!l->partition || cJSON_AddBoolToObject(opts, "partition_activations", true));
 }
 
 bool ck_plan_add_model_opts(cJSON *model, const ck_model_opts *o)
@@ -485,13 +487,15 @@ static int read_pipeline_opts(const cJSON *opts, const char *file, ck_layout *l,
     return rc;
 }
 
-/* model.options.tp and .cp in --tp's and --cp's ranges, and .sp (true) only with tp above 1. */
+/* model.options.tp and .cp in --tp's and --cp's ranges, .sp (true) only with tp above 1, and
+ * .partition_activations (true) only with tp above 1 and no sp. */
 static int read_model_parallel(const cJSON *opts, const char *file, ck_layout *l, ck_err *err)
 {
     const char *path = "model.options";
     int rc = ck_json_get_u64(opts, "tp", false, &l->tp, file, path, err);
     if (rc == CK_OK) rc = ck_json_get_bool(opts, "sp", false, &l->sp, file, path, err);
     if (rc == CK_OK) rc = ck_json_get_u64(opts, "cp", false, &l->cp, file, path, err);
+    if (rc == CK_OK) rc = ck_json_get_bool(opts, "partition_activations", false, &l->partition, file, path, err);
     if (rc == CK_OK && cJSON_GetObjectItemCaseSensitive(opts, "tp") && (l->tp < 1 || l->tp > CK_LAYOUT_MAX_TP))
         rc = ck_err_fail(err, CK_ERR_INPUT, "%s: model.options.tp: expected a whole number from 1 to %d "
                          "(tensor-parallel ranks), got %llu", file, CK_LAYOUT_MAX_TP,
@@ -504,6 +508,11 @@ static int read_model_parallel(const cJSON *opts, const char *file, ck_layout *l
         rc = ck_err_fail(err, CK_ERR_INPUT, "%s: model.options.sp: expected true, and only with "
                          "model.options.tp above 1 (sequence parallelism splits over the "
                          "tensor-parallel ranks)", file);
+    if (rc == CK_OK && cJSON_GetObjectItemCaseSensitive(opts, "partition_activations") &&
+        !(l->partition && ck_layout_tp(l) > 1 && !l->sp))
+        rc = ck_err_fail(err, CK_ERR_INPUT, "%s: model.options.partition_activations: expected true, "
+                         "and only with model.options.tp above 1 and no sp (checkpoints split over "
+                         "the tensor-parallel ranks)", file);
     return rc;
 }
 
@@ -512,7 +521,8 @@ int ck_plan_read_model_opts(const cJSON *model, const char *file, ck_model_opts 
 {
     static const char *const keys[] = {"set",  "recipe", "optimizer", "lora", "attention",
                                        "dp",   "zero",   "tp",        "sp",   "cp",
-                                       "pp",   "microbatches",       "virtual_stages", NULL};
+                                       "pp",   "microbatches",       "virtual_stages",
+                                       "partition_activations", NULL};
     const cJSON *given = cJSON_GetObjectItemCaseSensitive(model, "options");
     if (!given)
         return CK_OK;

@@ -107,8 +107,13 @@ static int derive(const ck_workload_opts *opts, ck_workload *w, ck_err *err)
 {
     if (check_pipeline(opts, err) != CK_OK)
         return CK_ERR_INPUT;
+    if (opts->model.layout.partition && opts->granularity == CK_GRAN_NODE)
+        return ck_err_fail(err, CK_ERR_INPUT, "--partition-activations: checkpoint functions keep "
+                           "layers' inputs; --granularity node plans a graph (use block or op)");
     ck_granularity g = opts->granularity == CK_GRAN_NODE ? CK_GRAN_OP : opts->granularity;
     int rc = ck_derive_chain(w->model, g, &opts->cost, &w->chain, &w->stage_first, err);
+    if (rc == CK_OK)
+        ck_derive_partition(w->model, w->stage_first, &opts->model.layout, &w->chain);
     if (rc == CK_OK)
         rc = ck_lower_create(w->model, w->stage_first, w->chain.n_stages, &w->lower, err);
     if (rc == CK_OK)

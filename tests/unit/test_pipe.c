@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "planner/pipeline.h"
+#include "planner/size.h"
 #include "tests/unit/check_main.h"
 #include "tests/unit/fixtures.h"
 
@@ -252,6 +253,60 @@ START_TEST(ranks_fit_by_replay_and_the_search_is_tight)
 }
 END_TEST
 
+/* A planner of one schedule, whatever the budget: checkpoint x_0 alone, recompute from it. */
+static ck_schedule one_checkpoint;
+
+static int one_checkpoint_plan(const ck_chain *c, uint64_t budget, const ck_planner_opts *opts,
+                               ck_plan_result *result, uint64_t *min_budget, ck_err *err)
+{
+    (void)opts;
+    for (size_t k = 0; k < one_checkpoint.n; k++)
+        ck_assert(ck_schedule_append(&result->schedule, one_checkpoint.actions[k]));
+    return ck_planner_check_fit(c, &result->schedule, budget, min_budget, err);
+}
+
+static const ck_planner one_checkpoint_planner = {"one", "x_0 alone", one_checkpoint_plan};
+
+/* With partitioned checkpoints (planner/action.h) what a microbatch keeps, C, is what its
+ * forward left once its checkpoint functions have returned: F_ck 0, F_none 1 .. L-1 keep
+ * x_0's shard and x_L, not x_0 whole besides, though that segment is open until the loss. */
+START_TEST(partitioned_checkpoints_kept_in_flight)
+{
+    ck_workload w;
+    ck_pipeline p;
+    ck_err err = {{0}};
+    ck_planner_opts o = {.slots = CK_DEFAULT_SLOTS};
+    split(8, 2, 8, 1, 0, 0, &w, &p);
+    ck_pipeline_rank *r = &p.ranks[1];
+    ck_chain *c = &r->chunks[0].chain;
+    size_t L = c->n_stages;
+    bool ok = ck_schedule_push(&one_checkpoint, CK_F_CK, 0);
+    for (size_t i = 1; i < L; i++)
+        ok = ok && ck_schedule_push(&one_checkpoint, CK_F_NONE, i);
+    ok = ok && ck_schedule_push(&one_checkpoint, CK_LOSS, 0);
+    for (size_t i = L; ok && i-- > 0;) {
+        for (size_t j = 0; j < i; j++)
+            ok = ok && ck_schedule_push(&one_checkpoint, j ? CK_F_NONE : CK_F_CK, j);
+        ok = ok && ck_schedule_push(&one_checkpoint, CK_F_ALL, i) && ck_schedule_push(&one_checkpoint, CK_B, i);
+    }
+    ck_assert(ok);
+    uint64_t x0 = c->input_bytes, xL = ck_chain_x_bytes(c, L), shard = ck_size_ceil_div(x0, 4);
+    ck_schedule base = {0};
+    ck_replay top;
+    ck_assert_int_eq(ck_schedule_baseline(c, &base, &err), CK_OK);
+    ck_assert_int_eq(ck_schedule_replay(c, &base, &top, NULL, NULL, &err), CK_OK);
+    ck_assert_int_eq(ck_pipeline_plan_rank_at(r, &one_checkpoint_planner, top.peak_bytes - 1, &o, &err), CK_OK);
+    ck_assert_uint_eq(r->chunks[0].plan.held, x0 + xL);
+    c->stages[0].shard_bytes = shard;
+    ck_assert_int_eq(ck_pipeline_plan_rank_at(r, &one_checkpoint_planner, top.peak_bytes - 1, &o, &err), CK_OK);
+    ck_assert_uint_eq(r->chunks[0].plan.held, shard + xL);
+    ck_schedule_free(&base);
+    ck_schedule_free(&one_checkpoint);
+    ck_pipeline_free(&p);
+    ck_workload_free(&w);
+}
+END_TEST
+
 /* Under 1F1B with uniform layers the first rank, holding the most, is the worst. */
 START_TEST(first_rank_is_worst_for_uniform_layers)
 {
@@ -296,6 +351,7 @@ static Suite *pipe_suite(void)
     tcase_add_test(tc, zero_shards_each_ranks_own);
     tcase_add_test(tc, ranks_fit_by_replay_and_the_search_is_tight);
     tcase_add_test(tc, first_rank_is_worst_for_uniform_layers);
+    tcase_add_test(tc, partitioned_checkpoints_kept_in_flight);
     tcase_add_test(tc, uneven_splits_are_refused);
     suite_add_tcase(s, tc);
     return s;

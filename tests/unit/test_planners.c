@@ -91,6 +91,52 @@ START_TEST(every_planner_fits_from_its_minimum_up)
 }
 END_TEST
 
+/* Partitioned checkpoints (planner/action.h): planners plan whole ones, and the search
+ * around them (ck_planner_run) returns schedules whose replay with the shards fits the
+ * budget, the replay it reports; when none fits, the minimum it reports is a budget at
+ * which it finds one. Random chains, random shards of random stages' inputs. */
+START_TEST(partitioned_plans_fit_and_their_minimum_plans)
+{
+    ck_rng rng;
+    ck_rng_seed(&rng, 2022);
+    for (int trial = 0; trial < 30; trial++) {
+        ck_chain c;
+        ck_assert_int_eq(ck_chaingen_random(&c, 2 + (size_t)(trial % 8), 9, 10, &rng, NULL), CK_OK);
+        for (size_t i = 0; i < c.n_stages; i++)
+            if (ck_chain_x_bytes(&c, i) && ck_rng_below(&rng, 2))
+                c.stages[i].shard_bytes = 1 + ck_rng_below(&rng, ck_chain_x_bytes(&c, i));
+        uint64_t top = ck_test_baseline(&c).peak_bytes;
+        for (const ck_planner *const *p = ck_planners; *p; p++)
+            for (uint64_t budget = 0; budget <= top; budget++) {
+                ck_planner_opts opts = {.slots = CK_DEFAULT_SLOTS};
+                ck_plan_result res;
+                ck_replay r, again;
+                uint64_t min_budget = 0;
+                ck_err err;
+                int rc = ck_planner_run(&c, *p, budget, &opts, &res, &r, &min_budget, &err);
+                ck_assert_msg(rc == CK_OK || rc == CK_ERR_INFEASIBLE, "%s: %s", (*p)->name, err.msg);
+                if (rc == CK_OK) {
+                    ck_assert_int_eq(ck_schedule_replay(&c, &res.schedule, &again, NULL, NULL, NULL), CK_OK);
+                    ck_assert_uint_eq(again.peak_bytes, r.peak_bytes);
+                    ck_assert_msg(r.peak_bytes <= budget, "%s at %llu: %llu", (*p)->name,
+                                  (unsigned long long)budget, (unsigned long long)r.peak_bytes);
+                } else {
+                    ck_assert_uint_gt(min_budget, budget);
+                    ck_plan_result at_min;
+                    uint64_t ignored;
+                    ck_assert_msg(ck_planner_run(&c, *p, min_budget, &opts, &at_min, &again, &ignored,
+                                                 &err) == CK_OK,
+                                  "%s: no plan at its minimum %llu", (*p)->name,
+                                  (unsigned long long)min_budget);
+                    ck_planner_result_free(&at_min);
+                }
+                ck_planner_result_free(&res);
+            }
+        ck_chain_free(&c);
+    }
+}
+END_TEST
+
 static Suite *planners_suite(void)
 {
     Suite *s = suite_create("planners");
@@ -98,6 +144,7 @@ static Suite *planners_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, dp_is_never_slower_than_the_others);
     tcase_add_test(tc, every_planner_fits_from_its_minimum_up);
+    tcase_add_test(tc, partitioned_plans_fit_and_their_minimum_plans);
     suite_add_tcase(s, tc);
     return s;
 }

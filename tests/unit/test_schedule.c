@@ -86,6 +86,58 @@ static void expect_invalid(const ck_chain *c, const ck_schedule *s, const char *
     ck_assert_msg(strstr(err.msg, fragment), "message '%s' lacks '%s'", err.msg, fragment);
 }
 
+/* Partitioned checkpoints (DeepSpeed's partition_activations, planner/action.h), by hand.
+ * x0 = 10, x1 = 20, x2 = 30, x3 = 40 (x̄ the same); stages 1 and 2 keep a shard of 5 and 7.
+ *   F_ck 0: stage 0 keeps x0 whole: 10 + 20 = 30
+ *   F_ck 1: its shard of x1 first (5): 35, + x2 -> peak and held 65; x1 stays whole
+ *   F_none 2: the segment goes on: 65 + 40 = 105, frees x2 -> 75 (F_none keeps no shard)
+ *   loss: the segment ends, x1 held as its shard: 75 - 20 = 55; + y3 -> 95
+ *   F_ck 1: gathers x1: 95 + 20 = 115 (a peak), frees the shard -> 110; a new shard: 115;
+ *           + x2 -> 145
+ *   F_all 2: the segment ends: 145 - 20 = 125; + x̄3 -> 165 (F_all keeps no shard)
+ *   B 2: 165 + y2 = 195, frees x2, y3, x̄3 -> 85
+ *   F_all 1: gathers x1: 85 + 20 = 105, frees the shard -> 100; + x̄2 -> 130
+ *   B 1: 130 + y1 = 150 -> frees x1, y2, x̄2 -> 70
+ *   F_all 0: 70 + 20 = 90     B 0: 90 + 10 = 100 -> frees x0, y1, x̄1 -> 50 (x3, y0)
+ * Whole checkpoints peak at 210 (B 2) on the same schedule. */
+START_TEST(partitioned_checkpoints_by_hand)
+{
+    ck_chain c;
+    ck_assert_int_eq(ck_chain_alloc(&c, "p", 3, NULL), CK_OK);
+    c.input_bytes = 10;
+    for (size_t i = 0; i < 3; i++)
+        c.stages[i].out_bytes = c.stages[i].saved_bytes = 20 + 10 * i;
+    ck_schedule s = {0};
+    const ck_action_kind kinds[] = {CK_F_CK, CK_F_CK, CK_F_NONE, CK_LOSS, CK_F_CK, CK_F_ALL,
+                                    CK_B,    CK_F_ALL, CK_B,     CK_F_ALL, CK_B};
+    const size_t stages[] = {0, 1, 2, 0, 1, 2, 2, 1, 1, 0, 0};
+    for (size_t k = 0; k < 11; k++)
+        push(&s, kinds[k], stages[k]);
+    ck_replay r;
+    uint64_t live[11], peak[11];
+    ck_assert_int_eq(ck_schedule_replay(&c, &s, &r, NULL, NULL, NULL), CK_OK);
+    ck_assert_uint_eq(r.peak_bytes, 210);
+    ck_assert(!ck_chain_partitioned(&c));
+    c.stages[1].shard_bytes = 5;
+    c.stages[2].shard_bytes = 7;
+    ck_assert(ck_chain_partitioned(&c));
+    ck_assert_int_eq(ck_schedule_replay(&c, &s, &r, live, peak, NULL), CK_OK);
+    const uint64_t want_live[11] = {30, 65, 75, 95, 145, 165, 85, 130, 70, 90, 50};
+    const uint64_t want_peak[11] = {30, 65, 105, 95, 145, 165, 195, 130, 150, 90, 100};
+    for (int k = 0; k < 11; k++) {
+        ck_assert_msg(live[k] == want_live[k], "live after %d: %llu", k, (unsigned long long)live[k]);
+        ck_assert_msg(peak[k] == want_peak[k], "peak of %d: %llu", k, (unsigned long long)peak[k]);
+    }
+    ck_assert_uint_eq(r.peak_bytes, 195);
+    /* a gather can be the peak: F_all 1 with an output of 1 byte peaks at its gather */
+    c.stages[1].out_bytes = c.stages[1].saved_bytes = 1;
+    ck_assert_int_eq(ck_schedule_replay(&c, &s, &r, live, peak, NULL), CK_OK);
+    ck_assert_uint_eq(peak[7], live[6] + 20);
+    ck_schedule_free(&s);
+    ck_chain_free(&c);
+}
+END_TEST
+
 START_TEST(invalid_schedules_are_named)
 {
     ck_chain c;
@@ -168,6 +220,7 @@ static Suite *schedule_suite(void)
     TCase *tc = tcase_create("replay");
     tcase_add_test(tc, baseline_of_spec_example);
     tcase_add_test(tc, recompute_frees_plain_inputs);
+    tcase_add_test(tc, partitioned_checkpoints_by_hand);
     tcase_add_test(tc, invalid_schedules_are_named);
     tcase_add_test(tc, overflowing_memory_is_an_error_not_a_wrap);
     tcase_add_test(tc, opkind_names_round_trip);

@@ -5,6 +5,7 @@
  * module by module as Megatron splits them; what ZeRO shards over dp x cp; and the inputs
  * that cannot be split. */
 #include <check.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "check_main.h"
@@ -106,6 +107,60 @@ START_TEST(gpt2_layer_is_table_2)
                               "full, t %llu sp %d", (unsigned long long)k.t, sp);
                 ck_workload_free(&w);
             }
+}
+END_TEST
+
+/* Full recompute with the layers' inputs split over the t ranks (DeepSpeed's
+ * partition_activations): Korthikanti et al. keep 2sbh a layer with full recompute, and
+ * 2sbh/t when the checkpoints are partitioned. With every stage checkpointed (F_ck each, the
+ * loss, then F_all and B each backwards), what the forward leaves held before the loss
+ * drops by 2sbh - 2sbh/t for each of the L layers and for nothing else, and the peak by no
+ * more than that. */
+static uint64_t held_before_loss(const ck_workload *w, const ck_schedule *s, uint64_t *peak)
+{
+    uint64_t *live = malloc(s->n * sizeof *live);
+    ck_replay r;
+    ck_err err = {{0}};
+    ck_assert_msg(ck_schedule_replay(&w->chain, s, &r, live, NULL, &err) == CK_OK, "%s", err.msg);
+    size_t k = 0;
+    while (s->actions[k].kind != CK_LOSS)
+        k++;
+    uint64_t held = live[k - 1];
+    free(live);
+    *peak = r.peak_bytes;
+    return held;
+}
+
+START_TEST(partitioned_full_recompute_keeps_2sbh_over_t)
+{
+    const uint64_t ts[] = {2, 4, 8}, layers = 24;
+    for (size_t j = 0; j < 3; j++) {
+        table2 k = {1024, 2, 1024, 16, ts[j], false};
+        ck_workload whole, split;
+        ck_err err = {{0}};
+        ck_layout l = {.tp = k.t};
+        ck_assert_msg(load(GPT2_MEDIUM, k.s, k.b, "eager", l, &whole, &err) == CK_OK, "%s", err.msg);
+        l.partition = true;
+        ck_assert_msg(load(GPT2_MEDIUM, k.s, k.b, "eager", l, &split, &err) == CK_OK, "%s", err.msg);
+        size_t L = split.chain.n_stages, n_split = 0;
+        ck_schedule s = {0};
+        for (size_t i = 0; i < L; i++) {
+            ck_assert(ck_schedule_push(&s, CK_F_CK, i));
+            n_split += split.chain.stages[i].shard_bytes != 0;
+        }
+        ck_assert(ck_schedule_push(&s, CK_LOSS, 0));
+        for (size_t i = L; i-- > 0;)
+            ck_assert(ck_schedule_push(&s, CK_F_ALL, i) && ck_schedule_push(&s, CK_B, i));
+        ck_assert_uint_eq(n_split, layers);
+        uint64_t peak_whole, peak_split;
+        uint64_t saved = held_before_loss(&whole, &s, &peak_whole) - held_before_loss(&split, &s, &peak_split);
+        ck_assert_msg(saved == layers * (full(&k) - full(&k) / k.t), "t %llu: %llu",
+                      (unsigned long long)k.t, (unsigned long long)saved);
+        ck_assert(peak_split < peak_whole && peak_whole - peak_split <= saved);
+        ck_schedule_free(&s);
+        ck_workload_free(&whole);
+        ck_workload_free(&split);
+    }
 }
 END_TEST
 
@@ -213,6 +268,7 @@ static Suite *tp_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, gpt2_layer_is_table_2);
     tcase_add_test(tc, context_parallel_splits_the_sequence);
+    tcase_add_test(tc, partitioned_full_recompute_keeps_2sbh_over_t);
     tcase_add_test(tc, rank_parameters_are_megatrons);
     tcase_add_test(tc, zero_shards_over_dp_times_cp);
     tcase_add_test(tc, refusals_name_the_field);
