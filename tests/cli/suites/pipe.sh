@@ -97,10 +97,11 @@ check "a chain file refuses --pp" 2 "apply to model files" "(--pp, --microbatche
 run chain "$llama" --pp 2 -o pipe-bad.json
 check "chain does not take pipeline layouts: a pipeline has a chain a rank" 2 \
     "pipeline layouts are planned by 'ckplan plan' and 'ckplan sweep' only: this command works on one chain"
-run sweep "$llama" --seq 8192 --batch 1 --recipe bf16-master --pp 4 --microbatches 8 --budgets 70G --run
+run sweep "$llama" --seq 8192 --batch 1 --recipe bf16-master --pp 4 --microbatches 8 --budgets 70G --run \
+    --runs pipe-run.jsonl
 check "sweep --run refuses a pipeline, which one process cannot run" 2 \
     "sweep: --run runs each plan in one process" "sweep it without --run"
-check_that "and records nothing" test ! -e ckplan.runs.jsonl
+check_that "and records nothing" test ! -e pipe-run.jsonl
 
 # sweep --budgets plans a pipeline at each budget as plan does: each record is the plan's
 # worst rank, with the layout; an infeasible point's minimum is a budget plan meets
