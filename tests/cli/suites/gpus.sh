@@ -7,6 +7,8 @@
 mkdir -p gpus-suite && cd gpus-suite || exit 1 # its own directory: no runs file may appear
 llama="$root/tests/data/hf/llama-3-8b"
 gpus_opts=(--seq 8192 --batch 1 --recipe bf16-master --device h100-80gb)
+# in a directory of its own: other suites leave the default runs file in the scratch one
+mkdir -p gpus-fresh && cd gpus-fresh || exit 1
 run sweep "$llama" "${gpus_opts[@]}" --gpus 8
 check "sweep --gpus 8 ranks the layouts of 8 H100s" 0 "over 8 GPUs, NVIDIA H100 SXM 80 GB" \
     "dp=8 zero=2" "dp=8 zero=3" "dp=8 zero=1" "dp=8 zero=0" "no, static; needs" "Communication is not in it"
@@ -14,6 +16,7 @@ check_that "best first: ZeRO-2, 3 (as fast, more bytes), 1 (recomputes), 0 (stat
     test "$(printf '%s\n' "$out" | grep -o 'dp=8 zero=[0-3] *[a-z]*' | tr -s ' ' | tr '\n' ';')" = \
     "dp=8 zero=2 yes;dp=8 zero=3 yes;dp=8 zero=1 yes;dp=8 zero=0 no;"
 check_that "no runs file is written" test ! -e ckplan.runs.jsonl
+cd "$work" || exit 1
 
 run sweep "$llama" "${gpus_opts[@]}" --gpus 8 --csv
 check "--csv" 0 "rank,layout,dp,zero,tp,sp,pp,status,static_bytes"
