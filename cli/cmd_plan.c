@@ -169,7 +169,7 @@ static int parse_args(int argc, char **argv, plan_args *a, ck_err *err)
             a->svg = optarg;
             break;
         default:
-            rc = CK_IS_WORKLOAD_OPTION(code) ? ck_options_workload(code, optarg, &a->workload_opts, err)
+            rc = ck_options_is_workload(code) ? ck_options_workload(code, optarg, &a->workload_opts, err)
                                              : ck_options_error("plan", argv, longs, code, err);
         }
     }

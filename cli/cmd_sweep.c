@@ -301,7 +301,7 @@ static int parse_args(int argc, char **argv, sweep_args *a, ck_err *err)
             break;
         case OPT_CSV: a->csv = true; break;
         default:
-            rc = CK_IS_WORKLOAD_OPTION(code) ? ck_options_workload(code, optarg, &a->workload_opts, err)
+            rc = ck_options_is_workload(code) ? ck_options_workload(code, optarg, &a->workload_opts, err)
                                              : ck_options_error("sweep", argv, longs, code, err);
         }
     }

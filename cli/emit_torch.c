@@ -406,7 +406,7 @@ static int emit_torch_run(emit_args *a, ck_err *err)
     if (rc == CK_OK && ck_chain_partitioned(&w.chain))
         rc = ck_err_fail(err, CK_ERR_INPUT, "%s: --partition-activations splits checkpoints over "
                          "the tensor-parallel ranks, which the emitted module (one process) does "
-                         "not have: emit with --tp alone", a->model_path);
+                         "not have: emit a model or plan of --tp alone", a->model_path);
     if (rc == CK_OK)
         rc = check_stage_reads(&w, err);
     if (rc == CK_OK)

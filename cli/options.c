@@ -119,6 +119,26 @@ static int set_model_parallel(int code, const char *arg, ck_layout *l, ck_err *e
                                   tp ? CK_LAYOUT_MAX_TP : CK_LAYOUT_MAX_CP, tp ? &l->tp : &l->cp, err);
 }
 
+static bool listed(const struct option *longs, int code)
+{
+    for (; longs->name; longs++)
+        if (longs->val == code)
+            return true;
+    return false;
+}
+
+bool ck_options_is_workload(int code)
+{
+    static const struct option workload[] = {CK_WORKLOAD_LONG_OPTIONS, {NULL, 0, NULL, 0}};
+    return listed(workload, code);
+}
+
+bool ck_options_is_model(int code)
+{
+    static const struct option model[] = {CK_MODEL_LONG_OPTIONS, {NULL, 0, NULL, 0}};
+    return listed(model, code);
+}
+
 int ck_options_workload(int code, const char *arg, ck_workload_opts *o, ck_err *err)
 {
     uint64_t rank;
@@ -389,7 +409,7 @@ int ck_options_parse(const ck_options_spec *spec, int argc, char **argv, ck_work
             return CK_HELP_PRINTED;
         } else if (code == 'o') {
             *output = optarg;
-        } else if (spec->model_only ? CK_IS_MODEL_OPTION(code) : CK_IS_WORKLOAD_OPTION(code)) {
+        } else if (spec->model_only ? ck_options_is_model(code) : ck_options_is_workload(code)) {
             rc = ck_options_workload(code, optarg, wopts, err);
         } else if (!spec->own || (rc = spec->own(spec->ctx, code, optarg, err)) == CK_ERR_UNKNOWN) {
             rc = ck_options_error(spec->cmd, argv, spec->longs, code, err);

@@ -5,6 +5,7 @@
 #define CK_OPTIONS_H
 
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -76,10 +77,10 @@ enum {
         {"cp", required_argument, NULL, CK_OPT_CP},                                            \
         {"partition-activations", no_argument, NULL, CK_OPT_PARTITION}
 
-/* Whether getopt code is one of CK_WORKLOAD_LONG_OPTIONS. */
-#define CK_IS_WORKLOAD_OPTION(code) ((code) >= CK_OPT_GRANULARITY && (code) <= CK_OPT_PARTITION)
-/* Whether getopt code is one of CK_MODEL_LONG_OPTIONS. */
-#define CK_IS_MODEL_OPTION(code) ((code) >= CK_OPT_SET && (code) <= CK_OPT_CP)
+/* Whether getopt code is one of CK_WORKLOAD_LONG_OPTIONS, or of CK_MODEL_LONG_OPTIONS: read
+ * from the lists themselves, so that an option added to one is taken wherever it is. */
+bool ck_options_is_workload(int code);
+bool ck_options_is_model(int code);
 
 /* Applies a workload option; CK_OK, or CK_ERR_INPUT naming the option and what it takes.
  * String values are kept as pointers into arg: pass argv's strings. */

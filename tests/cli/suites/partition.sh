@@ -110,5 +110,10 @@ check_that "and writes nothing" test ! -e part-chain.json
 run emit torch "$llama" --plan part-sqrt.json -o part.py
 check "emit torch refuses a plan with it" 2 "the emitted module (one process) does not have"
 check_that "and writes nothing" test ! -e part.py
+run emit torch "$llama" --seq 64 --tp 2 --partition-activations -o part.py
+check "emit torch takes the option as the other model options, and refuses it" 2 \
+    "the emitted module (one process) does not have: emit a model or plan of --tp alone"
+run profile "$root/models/hf/llama-tiny.json" --tp 2 --partition-activations --steps 1 -o part-costs.json
+check "profile measures the stages: shards change no stage's time" 0 "costs written to part-costs.json"
 run sweep "$llama" --device h100-80gb --gpus 8 --partition-activations
 check "sweep --gpus chooses the layout itself" 2 "it takes no --partition-activations"
