@@ -239,7 +239,21 @@ static int shown_width(const char *s)
 
 #define TABLE_COLS 16
 #define TABLE_OPTIONS 2 /* the options column, shown only when a record has some */
-#define CELL 128
+#define CELL 64
+/* The options, longer than the other cells, are escaped when they are shown rather than
+ * kept in every row's cells: a table of many records would otherwise double its memory. */
+#define OPTIONS_CELL 256
+
+/* The text of cell c of table row i (0: the header; record i - 1 after it). */
+static const char *cell_text(char (*cells)[TABLE_COLS][CELL], const ck_runs *runs, size_t i, int c,
+                             char buf[OPTIONS_CELL])
+{
+    if (c != TABLE_OPTIONS || i == 0)
+        return cells[i][c];
+    const char *options = runs->rows[i - 1].options;
+    ck_human_terminal_text(options[0] ? options : "-", buf, OPTIONS_CELL);
+    return buf;
+}
 
 /* The table for a terminal: each column as wide as its widest cell. */
 static int print_table(FILE *out, const ck_runs *runs)
@@ -263,7 +277,6 @@ static int print_table(FILE *out, const ck_runs *runs)
         options = options || r->options[0];
         ck_human_terminal_text(r->model, row[0], CELL);
         ck_human_terminal_text(r->planner, row[1], CELL);
-        ck_human_terminal_text(r->options[0] ? r->options : "-", row[2], CELL);
         fmt_size(true, r->budget_bytes, row[3], CELL);
         fmt_size(p, r->predicted_peak, row[4], CELL);
         fmt_size(m, r->measured_peak, row[5], CELL);
@@ -284,19 +297,21 @@ static int print_table(FILE *out, const ck_runs *runs)
             snprintf(row[15], CELL, "%s", ck_record_outcome(r));
         }
     }
+    char buf[OPTIONS_CELL];
     for (size_t i = 0; i < n; i++)
-        for (int c = 0; c < TABLE_COLS; c++)
-            if (shown_width(cells[i][c]) > width[c])
-                width[c] = shown_width(cells[i][c]);
+        for (int c = 0; c < TABLE_COLS; c++) {
+            int w = shown_width(cell_text(cells, runs, i, c, buf));
+            width[c] = w > width[c] ? w : width[c];
+        }
     for (size_t i = 0; i < n; i++) {
         /* names left-aligned, figures right-aligned so that their units line up */
         for (int c = 0; c < TABLE_COLS; c++) {
             if (c == TABLE_OPTIONS && !options)
                 continue;
-            int pad = c == TABLE_COLS - 1 ? 0 : width[c] - shown_width(cells[i][c]);
+            const char *text = cell_text(cells, runs, i, c, buf);
+            int pad = c == TABLE_COLS - 1 ? 0 : width[c] - shown_width(text);
             bool left = c <= TABLE_OPTIONS || c == TABLE_COLS - 1;
-            fprintf(out, "%s%*s%s%*s", c ? "  " : "", left ? 0 : pad, "", cells[i][c],
-                    left ? pad : 0, "");
+            fprintf(out, "%s%*s%s%*s", c ? "  " : "", left ? 0 : pad, "", text, left ? pad : 0, "");
         }
         fputc('\n', out);
     }

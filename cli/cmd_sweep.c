@@ -402,8 +402,7 @@ static int sweep_point(const sweep_args *a, const ck_workload *w, const ck_plann
     int rc = ck_runner_plan(w, planner, budget, &a->planner_opts, &a->workload_opts, &planned, err);
     const char *gran = w->model ? ck_workload_granularity_name(a->workload_opts.granularity) : NULL;
     if (rc == CK_ERR_INFEASIBLE) {
-        uint64_t statics;
-        uint64_t min_budget = ck_runner_min_budget(w, &planned, &statics);
+        uint64_t min_budget = ck_runner_min_budget(w, &planned, NULL);
         line = ck_record_infeasible(planner->name, budget, min_budget, w, gran, &a->workload_opts.model);
         rc = line ? ck_files_append_line(a->runs_path, line, err) : ck_err_oom(err);
         t->infeasible += rc == CK_OK;

@@ -694,8 +694,10 @@ uint64_t ck_runner_min_budget(const ck_workload *w, const ck_planned *p, uint64_
 {
     /* ck_pipeline_plan makes the worst rank the one whose smallest total is the largest */
     const ck_pipeline_rank *r = p->pipelined ? &p->pipeline.ranks[p->pipeline.worst] : NULL;
-    *static_bytes = r ? r->statics.total : w->statics.total;
-    return ck_planner_step_budget(*static_bytes, r ? r->min_activation : p->min_activation_bytes);
+    uint64_t statics = r ? r->statics.total : w->statics.total;
+    if (static_bytes)
+        *static_bytes = statics;
+    return ck_planner_step_budget(statics, r ? r->min_activation : p->min_activation_bytes);
 }
 
 void ck_runner_planned_free(ck_planned *p)

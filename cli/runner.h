@@ -45,7 +45,7 @@ void ck_runner_planned_free(ck_planned *p);
 
 /* Of a plan that was CK_ERR_INFEASIBLE: the smallest whole-step budget (per GPU) at which
  * the planner fits w, and the static memory of the rank that needs it (a pipeline's worst,
- * the rank that needs the most). */
+ * the rank that needs the most) into *static_bytes unless it is NULL. */
 uint64_t ck_runner_min_budget(const ck_workload *w, const ck_planned *p, uint64_t *static_bytes);
 
 /* Reads the plan file at path into *out (free it with ck_plan_file_free on CK_OK) and,
