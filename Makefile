@@ -1,7 +1,9 @@
 # ckplan: `make` builds ./ckplan, `make check` runs every test, `make demo` shows it working.
 # Dependencies are Debian packages: `make demo` installs what building ckplan needs
 # (deps-build), `make check` and `make deps` everything, the tests' tools included (as
-# root through apt-get, otherwise they print the command to run and stop).
+# root through apt-get, otherwise they print the command to run and stop). The referee's
+# Python side (PyTorch 2, transformers, PEFT) comes from PyPI into a virtual environment,
+# .venv/, that `make deps` makes from tests/torch/requirements.txt.
 
 CC ?= cc
 PKGS := libcjson openblas cbc
@@ -48,8 +50,14 @@ MPICC ?= mpicc
 HAVE_MPICC := $(shell command -v $(MPICC) 2>/dev/null)
 RANK_SRC := $(sort $(wildcard mpi/*.c))
 
+# The referee's interpreter: the tests that import torch, transformers or peft run it, and
+# find it through CKPLAN_PYTHON (tests/torch/run, tests/cli/suites/emit*.sh).
+VENV ?= .venv
+VENV_READY := $(VENV)/.installed
+export CKPLAN_PYTHON := $(abspath $(VENV))/bin/python
+
 .PHONY: all check check-unit check-cli check-bad check-torch check-style check-valgrind check-robustness fuzz demo \
-	deps deps-build bench clean
+	deps deps-build deps-python bench clean
 all: ckplan $(if $(HAVE_MPICC),ckplan-rank)
 
 # Objects are never intermediate: keep test support objects between runs.
@@ -136,14 +144,14 @@ check-unit: $(TEST_BIN)
 	@tests/run-unit build/results/unit-$(notdir $(BUILD)) $(TEST_BIN)
 
 # With OpenMPI there (make deps), the worker of run --ranks too: tests/cli/suites/ranks.sh.
-check-cli: $(CKPLAN) $(if $(HAVE_MPICC),$(RANK_BIN))
+check-cli: $(CKPLAN) $(if $(HAVE_MPICC),$(RANK_BIN)) $(VENV_READY)
 	@tests/cli/run build/results/cli-$(notdir $(BUILD)) ./$(CKPLAN)
 
 check-bad: $(CKPLAN)
 	@tests/bad/run build/results/bad-$(notdir $(BUILD)) ./$(CKPLAN)
 
-# PyTorch (Debian's python3-torch) as the second referee: docs/pytorch.md.
-check-torch: $(CKPLAN)
+# PyTorch 2 (from PyPI, in .venv/) as the second referee: docs/pytorch.md.
+check-torch: $(CKPLAN) $(VENV_READY)
 	@tests/torch/run build/results/torch ./$(CKPLAN) build/torch-referee.tsv
 
 # Source rules (tests/style/): which layer includes which, and function names.
@@ -248,7 +256,7 @@ bench: deps
 	  cat tests/bench/lifetimes-before.md; \
 	  echo; echo "## A training step: ckplan's executor against PyTorch"; echo; \
 	  echo "One store-everything step (forward, backward, optimizer) of each shipped model with"; \
-	  echo "\`ckplan run\` and with \`ckplan emit torch\`'s module in PyTorch 1.13, on the same OpenBLAS,"; \
+	  echo "\`ckplan run\` and with \`ckplan emit torch\`'s module in PyTorch 2.13, on the same OpenBLAS,"; \
 	  echo "alternating (\`tests/bench/step_vs_torch.sh\`, the models as below: gpt2-small with its"; \
 	  echo "widths but 2 layers at 64 tokens, the Hugging Face tiny configs in fp32; the 16-bit models"; \
 	  echo "have no like-for-like PyTorch on CPU). Target: ckplan's step at most PyTorch's (ratio <= 1)"; \
@@ -257,7 +265,7 @@ bench: deps
 	    models/mlp-deep.json "gpt2-small-2L models/gpt2-small.json --set L=2 --seq 64 --batch 1" \
 	    $(foreach c,$(wildcard models/hf/*.json),"hf-$(basename $(notdir $(c))) $(c) --recipe fp32"); \
 	  echo; echo "## PyTorch as the referee: saved bytes, peaks, gradients"; echo; \
-	  echo "Every shipped model under every planner, run in PyTorch 1.13 by \`ckplan emit torch\`'s"; \
+	  echo "Every shipped model under every planner, run in PyTorch 2.13 by \`ckplan emit torch\`'s"; \
 	  echo "module (\`tests/bench/torch_referee.sh ./ckplan\`, the figures of \`make check-torch\`;"; \
 	  echo "method: docs/pytorch.md)."; echo; \
 	  tests/bench/torch_referee.sh ./ckplan; \
@@ -277,15 +285,16 @@ demo: deps-build
 
 # What each need is and which Debian package meets it, as KIND:NAME:PACKAGE, KIND being cmd
 # (a command), pc (a pkg-config module) or deb (an installed package). Building ckplan
-# needs a C compiler and the libraries; the tests add Check, python3 (the command-line
-# tests), valgrind, clang with its sanitizer and libFuzzer runtime, and Debian's PyTorch
-# (python3-torch, for /usr/bin/python3 only: the outside referee of docs/pytorch.md), and
-# OpenMPI (mpicc and mpirun: `run --ranks N`'s worker and launcher, docs/parallel.md).
+# needs a C compiler and the libraries; the tests add Check, python3 with venv (the
+# command-line tests, and the interpreter of .venv/), valgrind, clang with its sanitizer and
+# libFuzzer runtime (libclang-rt-dev: the runtime of Debian's default clang, whichever
+# release that is), and OpenMPI (mpicc and mpirun: `run --ranks N`'s worker and launcher,
+# docs/parallel.md). KIND py is a module python3 must import.
 DEPS_BUILD := cmd:$(firstword $(CC)):$(if $(findstring clang,$(CC)),clang,gcc) \
 	cmd:pkg-config:pkg-config pc:libcjson:libcjson-dev pc:openblas:libopenblas-dev \
 	pc:cbc:coinor-libcbc-dev
-DEPS_TESTS := pc:check:check cmd:python3:python3 cmd:valgrind:valgrind cmd:clang:clang \
-	deb:libclang-rt-14-dev:libclang-rt-14-dev deb:python3-torch:python3-torch \
+DEPS_TESTS := pc:check:check cmd:python3:python3 py:ensurepip:python3-venv cmd:valgrind:valgrind \
+	cmd:clang:clang deb:libclang-rt-dev:libclang-rt-dev \
 	cmd:mpicc:libopenmpi-dev cmd:mpirun:openmpi-bin
 
 # $(call install_missing,NEEDS): as root, apt-get installs the packages of the needs not
@@ -297,6 +306,7 @@ define install_missing
 		case $$kind in \
 			cmd) command -v "$$name" ;; \
 			pc) pkg-config --exists "$$name" ;; \
+			py) python3 -c "import $$name" ;; \
 			deb) dpkg -s "$$name" ;; \
 		esac >/dev/null 2>&1 || missing="$$missing $$package"; \
 	done; \
@@ -316,6 +326,16 @@ deps-build:
 
 deps:
 	$(call install_missing,$(DEPS_BUILD) $(DEPS_TESTS))
+	@$(MAKE) --no-print-directory deps-python
+
+# The virtual environment, made anew when the requirements change. pip takes torch from the
+# machine's disk where it lies there (a pinned CPU wheel), the rest from PyPI.
+deps-python: $(VENV_READY)
+$(VENV_READY): tests/torch/requirements.txt
+	@echo "making $(VENV)/ from $< (PyTorch, transformers, PEFT)"
+	@rm -rf $(VENV) && python3 -m venv $(VENV)
+	@$(VENV)/bin/pip install -q --disable-pip-version-check -r $< 2>&1 | grep -v "is ignored: it is neither" >&2; \
+	$(VENV)/bin/python -c "import torch, transformers, peft" && touch $@
 
 # Every folder the build and the tests write (build/ holds build/fuzz/ and build/results/;
 # tests/faults/run builds in build-faults/), and the demo's.

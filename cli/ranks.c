@@ -45,7 +45,7 @@ static int find_worker(char *out, size_t size, ck_err *err)
 
 /* mpirun's command line for r: as root OpenMPI wants to be told it may run; more ranks
  * than cores need --oversubscribe, and unbound ranks share the cores as they come. At most
- * 25 entries with the NULL. */
+ * 21 entries with the NULL. */
 static size_t command_line(const ck_ranks_run *r, char *mpirun, char *worker, char nums[4][24],
                            char **argv)
 {
@@ -53,12 +53,8 @@ static size_t command_line(const ck_ranks_run *r, char *mpirun, char *worker, ch
     argv[n++] = mpirun;
     if (geteuid() == 0)
         argv[n++] = "--allow-run-as-root";
-    argv[n++] = "--quiet"; /* the ranks say what failed; mpirun need not explain MPI */
     argv[n++] = "--oversubscribe";
     argv[n++] = "--bind-to";
-    argv[n++] = "none";
-    argv[n++] = "--mca"; /* shared memory without cross-process reads, which containers forbid */
-    argv[n++] = "btl_vader_single_copy_mechanism";
     argv[n++] = "none";
     argv[n++] = "-np";
     snprintf(nums[0], sizeof nums[0], "%llu", (unsigned long long)r->ranks);
@@ -82,6 +78,19 @@ static size_t command_line(const ck_ranks_run *r, char *mpirun, char *worker, ch
         argv[n++] = "--quiet";
     argv[n] = NULL;
     return n;
+}
+
+/* What mpirun is told through its environment rather than its command line: a parameter
+ * given there is ignored by a release that does not have it, where an unknown option or
+ * --mca name is an error, and OpenMPI 4 and 5 name these differently. Shared memory without
+ * cross-process reads (CMA), which containers forbid: the transport is "vader" in 4 and
+ * "sm" in 5. No help text after a rank fails (4's --quiet, which 5's mpirun refuses): the
+ * ranks say what failed. Called in the child, before exec. */
+static void mpirun_environment(void)
+{
+    setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 1);
+    setenv("OMPI_MCA_btl_sm_single_copy_mechanism", "none", 1);
+    setenv("OMPI_MCA_orte_execute_quiet", "1", 1);
 }
 
 /* What mpirun's end says: the ranks' own status (0, 1, 2), or a failure of the job. */
@@ -113,13 +122,14 @@ int ck_ranks_launch(const ck_ranks_run *r, ck_err *err)
     int rc = find_worker(worker, sizeof worker, err);
     if (rc != CK_OK)
         return rc;
-    char *argv[25];
+    char *argv[21];
     command_line(r, mpirun, worker, nums, argv);
     fflush(NULL);
     pid_t pid = fork();
     if (pid < 0)
         return ck_err_fail(err, CK_ERR_RUNTIME, "run --ranks: cannot start mpirun: %s", strerror(errno));
     if (pid == 0) {
+        mpirun_environment();
         execv(mpirun, argv);
         fprintf(stderr, "ckplan: run --ranks: cannot run %s: %s\n", mpirun, strerror(errno));
         _exit(127);

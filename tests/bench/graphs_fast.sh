@@ -11,7 +11,7 @@ dir=${2:-../shared/graphs/checkmate}
 graphs=(vgg16-b256 vgg19-b256 mobilenet-b512 resnet50-b256 fcn8-b32 segnet-b32 unet-b32)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-field() { /usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval("d" + sys.argv[2]))' "$@"; }
+field() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval("d" + sys.argv[2]))' "$@"; }
 TIMEFORMAT='%R %U %S'
 # timed COMMAND...: runs it quietly; sets took (wall seconds) and cpu (user + system); the
 # command's status in ok.
@@ -20,7 +20,7 @@ timed() {
     t=$( { time "$@" >/dev/null 2>&1; } 2>&1 ) && ok=1 || ok=0
     [ "$ok" = 1 ] || t=$( { time "$@" >/dev/null 2>&1 || true; } 2>&1 )
     read -r took user sys <<<"$t"
-    cpu=$(/usr/bin/python3 -c "print(f'{$user + $sys:.2f}')")
+    cpu=$(python3 -c "print(f'{$user + $sys:.2f}')")
 }
 echo "### fast on Checkmate's graphs"
 echo
@@ -39,20 +39,20 @@ for g in "${graphs[@]}"; do
     base=$(field "$tmp/none.json" '["predicted"]["baseline_peak_bytes"]')
     nodes=$(field "$tmp/none.json" '["nodes"]')
     min=$("$bin" plan "$file" --min-budget)
-    row="| $g | $nodes | $base | $min ($(/usr/bin/python3 -c "print(f'{$min / $base:.3f}x')")) |"
+    row="| $g | $nodes | $base | $min ($(python3 -c "print(f'{$min / $base:.3f}x')")) |"
     worst=0 worst_cpu=0
     for at in 0.9 0.7 min; do
         budget=$min
-        [ "$at" = min ] || budget=$(/usr/bin/python3 -c "print(int($at * $base))")
+        [ "$at" = min ] || budget=$(python3 -c "print(int($at * $base))")
         timed "$bin" plan "$file" --budget "$budget" -o "$tmp/plan.json"
         if [ "$ok" = 1 ]; then
             cell=$(field "$tmp/plan.json" '["predicted"]["time"] / d["predicted"]["baseline_time"]')
-            cell=$(/usr/bin/python3 -c "print(f'{$cell:.4f}')")
+            cell=$(python3 -c "print(f'{$cell:.4f}')")
         else
             cell="infeasible"
         fi
-        worst=$(/usr/bin/python3 -c "print(max($worst, $took))")
-        worst_cpu=$(/usr/bin/python3 -c "print(max($worst_cpu, $cpu))")
+        worst=$(python3 -c "print(max($worst, $took))")
+        worst_cpu=$(python3 -c "print(max($worst_cpu, $cpu))")
         row="$row $cell |"
         rm -f "$tmp/plan.json"
     done

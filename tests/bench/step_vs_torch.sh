@@ -12,7 +12,7 @@
 # median of its 2N+1 timed rounds, after a warm-up step), with OPENBLAS_NUM_THREADS and
 # OMP_NUM_THREADS and --threads set to the thread count. PyTorch's is the median of N'
 # timed steps after warm-up, run by tests/bench/torch_step.py with torch.set_num_threads,
-# under /usr/bin/python3 (Debian's python3-torch is importable only from there). The
+# under the referee's interpreter, CKPLAN_PYTHON (.venv/bin/python: make deps). The
 # PyTorch module of MODEL.json is CKPLAN_TORCH_MODULES/MODEL.py when that variable names a
 # directory, else what `CKPLAN emit torch MODEL -o FILE.py` writes. The two alternate,
 # REPEATS times each (a busy neighbour then slows both alike); each column is the median
@@ -66,7 +66,7 @@ for entry in "$@"; do
         ck=() pt=()
         for _ in $(seq "$repeats"); do
             ck+=("$(ckplan_step "$work/$name.plan.json" "$threads")")
-            pt+=("$(OMP_NUM_THREADS=$threads /usr/bin/python3 "$here/torch_step.py" "$work/$name.py" \
+            pt+=("$(OMP_NUM_THREADS=$threads "${CKPLAN_PYTHON:?run it from make bench, or set CKPLAN_PYTHON}" "$here/torch_step.py" "$work/$name.py" \
                     "$threads" $((2 * steps + 1)) 5)")
         done
         c=$(median "${ck[@]}") p=$(median "${pt[@]}")

@@ -12,7 +12,7 @@ echo "step's activation peak measured in PyTorch (allocator tracker) and predict
 echo "measured by ckplan (\`ckplan run\`), and whether the gradients with the plan equal"
 echo "PyTorch's without one, bit for bit."
 echo
-/usr/bin/python3 - "$work/torch.tsv" <<'PY'
+python3 - "$work/torch.tsv" <<'PY'
 import sys
 rows, order, plain = {}, [], {}
 for line in open(sys.argv[1]):

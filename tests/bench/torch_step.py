@@ -1,6 +1,6 @@
 """Median wall-clock seconds of one PyTorch training step of an emitted module.
 
-usage: /usr/bin/python3 torch_step.py MODULE.py THREADS STEPS WARMUP
+usage: $CKPLAN_PYTHON torch_step.py MODULE.py THREADS STEPS WARMUP
 
 MODULE.py is what `ckplan emit torch` writes (build(seed) -> (model, inputs);
 model(*inputs) -> the scalar loss; make_optimizer(model): the optimizer and

@@ -8,7 +8,7 @@ usage:
   emit_check.py pick KIND CKPLAN OUT MODEL [PLAN OPTIONS...]
       plans MODEL at budgets from its baseline's peak down and writes to OUT the first plan
       of KIND (none, some-exact, first-exact, mixed, all, all-nested, inner: see KINDS)
-  emit_check.py run hf|fsdp SNIPPET PLAN          (needs torch: run with /usr/bin/python3)
+  emit_check.py run hf|fsdp SNIPPET PLAN          (needs torch: run with the venv's python, CKPLAN_PYTHON)
       executes the snippet against a small module tree of Hugging Face's shape
       (model.model.layers, model.config.use_cache) and checks that exactly the plan's
       layers are recomputed in backward and that every gradient equals the unwrapped
@@ -184,31 +184,6 @@ def check_figures(kind, output, plan_path, chain_path):
     print(json.dumps({"peak": peak, "time": time, "exact": exact, "fits": fits}))
 
 
-def load_fsdp_wrap():
-    """apply_activation_checkpointing imports torch.distributed.fsdp.wrap, and Debian's PyTorch
-    1.13 under Python 3.11 cannot import that package (its __init__ reaches a dataclass with a
-    mutable default, in sharded tensors, which wrap.py does not use). Then PyTorch's own
-    wrap.py, which needs only torch.nn, is loaded alone, so that the snippet still runs
-    PyTorch's code. Returns how it was found."""
-    try:
-        import torch.distributed.fsdp.wrap  # noqa: F401
-        return "imported"
-    except ValueError:
-        import importlib.util
-        import types
-
-        import torch.distributed
-        path = os.path.join(os.path.dirname(torch.distributed.__file__), "fsdp")
-        package = types.ModuleType("torch.distributed.fsdp")
-        package.__path__ = [path]
-        sys.modules["torch.distributed.fsdp"] = package
-        spec = importlib.util.spec_from_file_location("torch.distributed.fsdp.wrap", os.path.join(path, "wrap.py"))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module
-        spec.loader.exec_module(module)
-        return "wrap.py loaded alone"
-
-
 def run_snippet(kind, snippet_path, plan_path):
     import copy
     import types
@@ -261,7 +236,6 @@ def run_snippet(kind, snippet_path, plan_path):
         grads = [p.grad.clone() for p in model.parameters()] + [x.grad.clone()]
         return loss.detach(), forwards, again, grads
 
-    fsdp_wrap = load_fsdp_wrap() if kind == "fsdp" else None
     torch.manual_seed(0)
     plain = Model(n_layers)
     wrapped = copy.deepcopy(plain)
@@ -288,7 +262,7 @@ def run_snippet(kind, snippet_path, plan_path):
         raise AssertionError(f"{kind}: a model of {n_layers + 1} layers was not refused")
     except ValueError as e:
         assert "the plan is for" in str(e), e
-    print(json.dumps({"checkpointed": want, "recomputed": recomputed, "fsdp_wrap": fsdp_wrap}))
+    print(json.dumps({"checkpointed": want, "recomputed": recomputed}))
 
 
 def main():

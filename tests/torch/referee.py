@@ -1,6 +1,6 @@
 """PyTorch as the second referee of ckplan's memory model (docs/pytorch.md).
 
-usage: LD_PRELOAD=alloc_track.so /usr/bin/python3 referee.py CKPLAN MODEL WORKDIR RESULTS
+usage: LD_PRELOAD=alloc_track.so $CKPLAN_PYTHON referee.py CKPLAN MODEL WORKDIR RESULTS
        [--label NAME] [model options for ckplan...]
 
 For MODEL and every planner: ckplan plans it (at a budget between the smallest plan and the
@@ -55,7 +55,7 @@ def emit(plan, tag):
 
 
 def storage_of(t):
-    s = t.storage()
+    s = t.untyped_storage()
     return s.data_ptr(), s.nbytes()
 
 
@@ -95,8 +95,10 @@ def grads(model):
 
 
 def measured_peak(model, inputs, input_bytes):
-    """The activation peak of a step whose .grad buffers exist already, as PyTorch 1.13's
-    zero_grad() leaves them: the most held beyond what was held before the forward, plus
+    """The activation peak of a step whose .grad buffers exist already, as zero_grad(
+    set_to_none=False) leaves them, which is what ckplan's own executor assumes (PyTorch 2's
+    default, set_to_none=True, is the hf profile's concern): the most held beyond what was
+    held before the forward, plus
     x_0 when ckplan counts it as an activation (a float input: the chain's input_bytes)."""
     for p in model.parameters():
         if p.grad is not None:

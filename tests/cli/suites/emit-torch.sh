@@ -48,9 +48,9 @@ run emit torch no-such-model.json -o existing.py
 check "emit torch: a failed emit exits 2" 2 "no-such-model.json"
 check_that "emit torch: a failed emit leaves the output as it was" grep -qx kept existing.py
 
-# The module's interface, in PyTorch (Debian's, imported by /usr/bin/python3).
+# The module's interface, in PyTorch 2 (the referee's interpreter, .venv/: CKPLAN_PYTHON).
 check_that "emit torch: STAGES are the plan's stage names; the same seed gives the same parameters and inputs with and without the plan" \
-    /usr/bin/python3 -c 'import json, sys, torch
+    "$CKPLAN_PYTHON" -c 'import json, sys, torch
 sys.path.insert(0, ".")
 import gpt2_tiny_plain as plain, gpt2_tiny_dp as planned
 names = [s["name"] for s in json.load(open("tiny-plan.json"))["stage_info"]]

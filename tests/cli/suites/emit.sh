@@ -1,12 +1,12 @@
 # ckplan emit hf|fsdp|megatron|deepspeed (docs/emit.md): plans for the stacks users run. The
-# Python snippets are executed with PyTorch (/usr/bin/python3, Debian's python3-torch)
+# Python snippets are executed with PyTorch 2 (the referee's interpreter, CKPLAN_PYTHON)
 # against a module tree of Hugging Face's shape: exactly the plan's layers must be
 # recomputed in backward, and the gradients must equal the unwrapped module's. Every
 # predicted figure is checked against an independent replay (tests/cli/replay.py) of the
 # schedule the output expresses; which layers a plan checkpoints is computed from the plan
 # file by tests/cli/emit_check.py, not taken from ckplan.
 emit_check() { python3 "$here/emit_check.py" "$@"; }
-torch_check() { /usr/bin/python3 "$here/emit_check.py" "$@"; }
+torch_check() { "$CKPLAN_PYTHON" "$here/emit_check.py" "$@"; }
 mkdir -p "$work/emit" && cd "$work/emit" || return
 
 # --- usage ------------------------------------------------------------------------------

@@ -5,7 +5,7 @@
 # model again with the plan's options. Commands that execute chains refuse node granularity.
 
 mkdir -p graph-models && cd graph-models || return
-greplay() { /usr/bin/python3 "$here/graph_replay.py" "$@"; }
+greplay() { python3 "$here/graph_replay.py" "$@"; }
 json_num() { json_get "$@" | cut -d. -f1; }
 
 for m in gpt2-tiny llama-tiny mlp-deep; do
@@ -42,7 +42,7 @@ check "a node plan with model options" 0
 check_that "... records them" test "$(json_get opts.json '["model"]["options"]["set"]["T"]')" = 32
 run run opts.json
 check "... and run replays it against the model loaded with them" 0 "replayed, not executed"
-/usr/bin/python3 - opts.json opts-static.json <<'PY'
+python3 - opts.json opts-static.json <<'PY'
 import json, sys
 p = json.load(open(sys.argv[1]))
 p["predicted"]["static_bytes"] += 1

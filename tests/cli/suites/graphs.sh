@@ -6,11 +6,11 @@
 
 mkdir -p graphs && cd graphs || return
 graphs=${CKPLAN_GRAPHS:-$root/../shared/graphs/checkmate}
-greplay() { /usr/bin/python3 "$here/graph_replay.py" "$@"; }
+greplay() { python3 "$here/graph_replay.py" "$@"; }
 
 # A graph plan whose compute of some node reads an input freed right before it.
 break_plan() {
-    /usr/bin/python3 - "$1" "$2" "$3" <<'PY'
+    python3 - "$1" "$2" "$3" <<'PY'
 import json, sys
 plan, graph = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
 inputs = {}
@@ -65,7 +65,7 @@ for g in vgg16-b256 vgg19-b256 mobilenet-b512 resnet50-b256 fcn8-b32 segnet-b32 
     check "$g: --min-budget prints a number" 0
     for at in 0.9 0.7 min; do
         budget=$min
-        [ "$at" = min ] || budget=$(/usr/bin/python3 -c "print(int($at * $base))")
+        [ "$at" = min ] || budget=$(python3 -c "print(int($at * $base))")
         run plan "$file" --budget "$budget" -o "$g.$at.json"
         if [ "$budget" -lt "$min" ]; then
             check "$g at ${at}x: below the smallest budget, infeasible" 3 "smallest feasible budget: $min bytes"
@@ -91,13 +91,13 @@ done
 for g in vgg16-b256 unet-b32; do
     break_plan "$g.0.9.json" "$graphs/$g.json" "$g.broken.json"
     check_that "$g: the independent replay refuses a schedule reading a freed input" \
-        sh -c '! /usr/bin/python3 "$1" "$2" "$3"' - "$here/graph_replay.py" "$g.broken.json" "$graphs/$g.json"
+        sh -c '! python3 "$1" "$2" "$3"' - "$here/graph_replay.py" "$g.broken.json" "$graphs/$g.json"
     run run "$g.broken.json"
     check "$g: run refuses it too, naming the operation" 1 "which is not resident"
-    /usr/bin/python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); p["predicted"]["time"] += 1; json.dump(p, open(sys.argv[2], "w"))' \
+    python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); p["predicted"]["time"] += 1; json.dump(p, open(sys.argv[2], "w"))' \
         "$g.0.9.json" "$g.edited.json"
     check_that "$g: the independent replay refuses an edited time" \
-        sh -c '! /usr/bin/python3 "$1" "$2" "$3"' - "$here/graph_replay.py" "$g.edited.json" "$graphs/$g.json"
+        sh -c '! python3 "$1" "$2" "$3"' - "$here/graph_replay.py" "$g.edited.json" "$graphs/$g.json"
     run run "$g.edited.json"
     check "$g: run refuses it too" 1 "predicted.time: the plan file says"
 done
