@@ -56,7 +56,7 @@ VENV ?= .venv
 VENV_READY := $(VENV)/.installed
 export CKPLAN_PYTHON := $(abspath $(VENV))/bin/python
 
-.PHONY: all check check-unit check-cli check-bad check-torch check-style check-valgrind check-robustness fuzz demo \
+.PHONY: all check check-unit check-cli check-bad check-torch check-hf check-style check-valgrind check-robustness fuzz demo \
 	deps deps-build deps-python bench clean
 all: ckplan $(if $(HAVE_MPICC),ckplan-rank)
 
@@ -136,7 +136,7 @@ check: deps
 	@$(MAKE) --no-print-directory SAN=1 check-unit check-cli check-bad > build/check-san.log 2>&1 & \
 	san=$$!; $(MAKE) --no-print-directory check-unit check-cli check-bad; plain=$$?; \
 	wait $$san; status=$$?; cat build/check-san.log; [ $$plain -eq 0 ] && [ $$status -eq 0 ]
-	$(MAKE) --no-print-directory check-valgrind check-robustness check-torch
+	$(MAKE) --no-print-directory check-valgrind check-robustness check-torch check-hf
 	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(CHECK_FUZZ_SECONDS)
 	@tests/summary build/results
 
@@ -153,6 +153,10 @@ check-bad: $(CKPLAN)
 # PyTorch 2 (from PyPI, in .venv/) as the second referee: docs/pytorch.md.
 check-torch: $(CKPLAN) $(VENV_READY)
 	@tests/torch/run build/results/torch ./$(CKPLAN) build/torch-referee.tsv
+
+# Hugging Face transformers and PEFT themselves, every family's tiny config: docs/pytorch.md.
+check-hf: $(CKPLAN) $(VENV_READY)
+	@tests/torch/run-hf build/results/hf ./$(CKPLAN) build/hf-referee.tsv
 
 # Source rules (tests/style/): which layer includes which, and function names.
 check-style:
@@ -269,6 +273,11 @@ bench: deps
 	  echo "module (\`tests/bench/torch_referee.sh ./ckplan\`, the figures of \`make check-torch\`;"; \
 	  echo "method: docs/pytorch.md)."; echo; \
 	  tests/bench/torch_referee.sh ./ckplan; \
+	  echo; echo "## Hugging Face transformers as the referee: step peaks"; echo; \
+	  echo "Every family's tiny config built by transformers itself and trained as users train"; \
+	  echo "it (\`tests/bench/hf_referee.sh ./ckplan\`, the figures of \`make check-hf\`; method:"; \
+	  echo "docs/pytorch.md)."; echo; \
+	  tests/bench/hf_referee.sh ./ckplan; \
 	} > docs/benchmarks.md.tmp && mv docs/benchmarks.md.tmp docs/benchmarks.md
 	@cat docs/benchmarks.md
 

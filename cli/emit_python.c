@@ -1,5 +1,6 @@
 /* emit_python: the targets that print Python for a model of Hugging Face's shape, whose
- * decoder layers are model.model.layers: hf wraps their forward in torch.utils.checkpoint,
+ * decoder layers are one nn.ModuleList where transformers' causal LMs keep it (found by
+ * ckplan_decoder_layers in the output): hf wraps their forward in torch.utils.checkpoint,
  * fsdp gives apply_activation_checkpointing a check_fn. Both checkpoint non-reentrantly,
  * restoring the random state when recomputing, so that dropout sees the same masks and
  * gradients equal those without checkpointing. */
@@ -14,22 +15,47 @@ static void put_preamble(FILE *out, const ck_emit_input *in, const char *what, c
     fputs(how, out);
     ck_emit_comment_limits(out, in);
     ck_emit_comment_figures(out, in, "these layers", &in->expressed);
-    fprintf(out, "\n%s\nCKPLAN_LAYERS = %zu  # len(model.model.layers) the plan was made for\n",
+    fprintf(out, "\n%s\nCKPLAN_LAYERS = %zu  # the decoder layers the plan was made for\n",
             imports, in->layers->n_layers);
     fputs("CKPLAN_CHECKPOINT = ", out);
     ck_emit_put_layer_list(out, in);
     fputs("  # the indices of the layers to checkpoint\n\n\n", out);
 }
 
+/* Where transformers' causal LMs keep their decoder layers: model.layers (Llama, Mistral,
+ * Mixtral, Qwen, Phi-3, Gemma), transformer.h (GPT-2), model.decoder.layers (OPT); under
+ * PEFT's wrapper the same paths below get_base_model(). The first path that exists wins. */
+static void put_layers_finder(FILE *out)
+{
+    fputs("CKPLAN_LAYER_PATHS = (\"model.layers\", \"transformer.h\", \"model.decoder.layers\")\n"
+          "\n"
+          "\n"
+          "def ckplan_decoder_layers(model):\n"
+          "    \"\"\"The decoder layers of a transformers causal LM, PEFT-wrapped or not.\"\"\"\n"
+          "    roots = [model] + ([model.get_base_model()] if hasattr(model, \"get_base_model\") else [])\n"
+          "    for root in roots:\n"
+          "        for path in CKPLAN_LAYER_PATHS:\n"
+          "            found = root\n"
+          "            for name in path.split(\".\"):\n"
+          "                found = getattr(found, name, None)\n"
+          "            if found is not None:\n"
+          "                return found, path\n"
+          "    raise ValueError(\"ckplan: no decoder layers at model.\" + \", model.\".join(CKPLAN_LAYER_PATHS))\n"
+          "\n"
+          "\n",
+          out);
+}
+
 /* The Python function `def NAME(model):` opening with the check of the layer count. */
 static void put_layers_check(FILE *out, const char *name, const char *doc)
 {
+    put_layers_finder(out);
     fprintf(out, "def %s(model):\n"
                  "    \"\"\"%s\"\"\"\n"
-                 "    layers = model.model.layers\n"
+                 "    layers, path = ckplan_decoder_layers(model)\n"
                  "    if len(layers) != CKPLAN_LAYERS:\n"
                  "        raise ValueError(f\"ckplan: the plan is for {CKPLAN_LAYERS} decoder layers, \"\n"
-                 "                         f\"model.model.layers has {len(layers)}\")\n",
+                 "                         f\"model.{path} has {len(layers)}\")\n",
             name, doc);
 }
 
@@ -43,7 +69,7 @@ int ck_emit_hf(FILE *out, const ck_emit_input *in, ck_err *err)
                  "# checkpoints every layer.\n",
                  "import torch.utils.checkpoint\n");
     put_layers_check(out, "ckplan_checkpoint_layers",
-                     "Checkpoints model.model.layers[i] for i in CKPLAN_CHECKPOINT; use_cache off.");
+                     "Checkpoints decoder layer i for i in CKPLAN_CHECKPOINT; use_cache off.");
     fputs("    model.config.use_cache = False\n"
           "    for i in CKPLAN_CHECKPOINT:\n"
           "        forward = layers[i].forward\n"
@@ -73,8 +99,7 @@ int ck_emit_fsdp(FILE *out, const ck_emit_input *in, ck_err *err)
                  "from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (\n"
                  "    CheckpointImpl, apply_activation_checkpointing, checkpoint_wrapper)\n");
     put_layers_check(out, "ckplan_check_fn",
-                     "A check_fn that is true of model.model.layers[i] for i in CKPLAN_CHECKPOINT "
-                     "alone.");
+                     "A check_fn that is true of decoder layer i for i in CKPLAN_CHECKPOINT alone.");
     fputs("    chosen = frozenset(id(layers[i]) for i in CKPLAN_CHECKPOINT)\n"
           "    return lambda module: id(module) in chosen\n"
           "\n"
