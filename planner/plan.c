@@ -52,6 +52,21 @@ static bool add_details(cJSON *root, const ck_plan_doc *d)
     return ok;
 }
 
+/* predicted.every_layer: the figures of checkpointing every layer, which users compare
+ * the plan with, as predicted gives the plan's. */
+static bool add_every_layer(cJSON *pred, const ck_plan_doc *d)
+{
+    const ck_plan_every *e = d->every_layer;
+    if (!e)
+        return true;
+    cJSON *o = cJSON_AddObjectToObject(pred, "every_layer");
+    return o && add_u64(o, "layers", e->layers) &&
+           add_u64(o, "peak_bytes", d->static_bytes + e->replay.peak_bytes) &&
+           add_u64(o, "activation_peak_bytes", e->replay.peak_bytes) &&
+           ck_json_add_number(o, "time", e->replay.time) &&
+           ck_json_add_number(o, "overhead", ck_plan_overhead(e->replay.time, d->baseline.time));
+}
+
 /* One object per stage: its name and, for a model, the names of the nodes it covers. */
 static bool add_stage_info(cJSON *root, const ck_plan_stage_map *m)
 {
@@ -178,7 +193,7 @@ cJSON *ck_plan_to_json(const ck_plan_doc *d)
               add_u64(pred, "baseline_activation_peak_bytes", d->baseline.peak_bytes) &&
               ck_json_add_number(pred, "overhead",
                                       ck_plan_overhead(d->predicted.time, d->baseline.time)) &&
-              add_statics(model, pred, d->statics) &&
+              add_statics(model, pred, d->statics) && add_every_layer(pred, d) &&
               add_details(root, d) && add_stage_info(root, &d->stage_map) &&
               ck_warning_add_json(root, d->warnings) &&
               ck_plan_pipeline_add_json(root, d->pipeline) &&
