@@ -215,13 +215,22 @@ void ck_layers_mark(const ck_layers *l, ck_chain *c)
         c->stages[i].layer = l->stage_layer[i] == CK_LAYERS_NO_LAYER ? 0 : l->stage_layer[i] + 1;
 }
 
+/* The layer stage i stands for where c names no layers: its own, but for the last stage,
+ * whose output the loss reads: recomputing it would hold that output twice, as x_L and
+ * within x̄_L, for nothing saved (a model's layers are followed by a head). */
+static size_t stage_as_layer(const ck_chain *c, size_t i)
+{
+    return i + 1 < c->n_stages ? i + 1 : 0;
+}
+
 /* The layers of c as stage ranges [first[k], end[k]), into arrays of n_stages entries:
- * the runs of stages marked with one layer, or every stage where c names no layers. */
+ * the runs of stages marked with one layer, or where c names no layers every stage but
+ * the last. */
 static size_t layer_ranges(const ck_chain *c, size_t *first, size_t *end)
 {
     size_t n = 0;
     for (size_t i = 0; i < c->n_stages; i++) {
-        size_t layer = c->layers == CK_CHAIN_NO_LAYERS ? i + 1 : c->stages[i].layer;
+        size_t layer = c->layers == CK_CHAIN_NO_LAYERS ? stage_as_layer(c, i) : c->stages[i].layer;
         if (layer == 0)
             continue;
         if (n > 0 && end[n - 1] == i && c->layers == CK_CHAIN_LAYERS_FOUND &&

@@ -89,7 +89,8 @@ int ck_layers_known(const ck_chain *c, ck_err *err);
 /* Every-layer checkpointing of c, as Hugging Face's gradient_checkpointing_enable() and
  * FSDP's per-block check_fn do it: each layer a segment of ck_layers_segments_schedule, the
  * stages in no layer stored. The layers are c's where it knows them (ck_layers_mark), each
- * stage where c names none (a chain file); how many there are into *n_layers.
+ * stage but the last (which the loss reads) where c names none (a chain file); how many
+ * there are into *n_layers.
  * CK_ERR_INPUT as ck_layers_known gives it. */
 int ck_layers_every(const ck_chain *c, ck_schedule *out, size_t *n_layers, ck_err *err);
 
