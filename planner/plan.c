@@ -371,6 +371,25 @@ static int get_finite(const cJSON *obj, const char *key, double *out, const char
                    key, got);
 }
 
+/* predicted.every_layer, when given, into f (has_every). */
+static int read_every_layer(const cJSON *pred, const char *file, ck_plan_figures *f, ck_err *err)
+{
+    static const char *const keys[] = {"layers", "peak_bytes", "activation_peak_bytes", "time",
+                                       "overhead", NULL};
+    const char *p = "predicted.every_layer";
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(pred, "every_layer");
+    if (!e)
+        return CK_OK;
+    int rc = ck_json_expect_object(e, keys, file, p, err);
+    if (rc == CK_OK) rc = ck_json_get_u64(e, "layers", true, &f->every_layers, file, p, err);
+    if (rc == CK_OK) rc = ck_json_get_u64(e, "peak_bytes", true, &f->every_peak_bytes, file, p, err);
+    if (rc == CK_OK) rc = ck_json_get_u64(e, "activation_peak_bytes", true, &f->every_activation_peak_bytes, file, p, err);
+    if (rc == CK_OK) rc = ck_json_get_time(e, "time", true, &f->every_time, file, p, err);
+    if (rc == CK_OK) rc = get_finite(e, "overhead", &f->every_overhead, file, p, err);
+    f->has_every = rc == CK_OK;
+    return rc;
+}
+
 int ck_plan_predicted_from_json(const cJSON *root, const char *file, ck_plan_figures *f, ck_err *err)
 {
     const char *p = "predicted";
@@ -385,6 +404,7 @@ int ck_plan_predicted_from_json(const cJSON *root, const char *file, ck_plan_fig
     if (rc == CK_OK) rc = ck_json_get_time(pred, "time", true, &f->time, file, p, err);
     if (rc == CK_OK) rc = ck_json_get_time(pred, "baseline_time", true, &f->baseline_time, file, p, err);
     if (rc == CK_OK) rc = get_finite(pred, "overhead", &f->overhead, file, p, err);
+    if (rc == CK_OK) rc = read_every_layer(pred, file, f, err);
     const cJSON *parts = cJSON_GetObjectItemCaseSensitive(pred, "static");
     if (rc != CK_OK || !parts)
         return rc;

@@ -75,6 +75,9 @@ typedef struct {
     double time, baseline_time, overhead;
     bool has_static; /* false when the file has no predicted.static (chain files, older plans) */
     ck_plan_static statics;
+    bool has_every; /* predicted.every_layer given: its figures follow */
+    uint64_t every_layers, every_peak_bytes, every_activation_peak_bytes;
+    double every_time, every_overhead;
 } ck_plan_figures;
 
 /* A pipeline plan's `pipeline` object as read back (docs/plan-format.md). */
