@@ -193,10 +193,11 @@ static int parse_args(int argc, char **argv, plan_args *a, ck_err *err)
 static int check_chain_args(plan_args *a, ck_err *err)
 {
     a->planner = ck_planner_find(a->planner_name ? a->planner_name : "dp");
+    char names[128];
+    ck_planner_names(names, sizeof names);
     if (!a->planner)
-        return ck_err_fail(err, CK_ERR_INPUT, "--planner: no planner '%s' (dp, revolve, chen, sqrt or "
-                           "none; graph planners are for Checkmate graphs and --granularity node)",
-                           a->planner_name);
+        return ck_err_fail(err, CK_ERR_INPUT, "--planner: no planner '%s' (%s; graph planners are "
+                           "for Checkmate graphs and --granularity node)", a->planner_name, names);
     if (a->min_budget || a->time_limit_s > 0)
         return ck_err_fail(err, CK_ERR_INPUT, "plan: %s is for graphs (Checkmate's, or a model with "
                            "--granularity node); %s is not one",
@@ -468,6 +469,31 @@ static void print_static_parts(FILE *out, const ck_workload *w, const ck_static_
                        "reduce-scatter buffer: whole gradients of the largest unit");
 }
 
+/* Checkpointing every layer, what users compare a plan with (HF's
+ * gradient_checkpointing_enable()): its figures, replayed as the plan's are. Nothing with a
+ * pipeline layout; a line saying why for a model whose layers are unknown. */
+static void print_every_layer(FILE *out, const ck_plan_doc *d)
+{
+    const ck_plan_every *e = d->every_layer;
+    if (!e) {
+        if (!d->pipeline)
+            fprintf(out, "every layer: no figures, the model's layers are not known (see "
+                         "--planner every)\n\n");
+        return;
+    }
+    bool stages = d->stage_map.chain->layers == CK_CHAIN_NO_LAYERS;
+    char total[32], act[32], time[32];
+    ck_size_format(d->static_bytes + e->replay.peak_bytes, total, sizeof total);
+    ck_size_format(e->replay.peak_bytes, act, sizeof act);
+    format_time(e->replay.time, d->time_unit != NULL, time, sizeof time);
+    fprintf(out, "every %s checkpointed (%zu %s%s; %s; --planner every):\n",
+            stages ? "stage" : "layer", e->layers, stages ? "stage" : "layer",
+            e->layers == 1 ? "" : "s",
+            stages ? "a chain file names no layers" : "as gradient_checkpointing_enable() does");
+    fprintf(out, "  total %s, activations %s, step time %s, %+.1f%% overhead\n\n", total, act, time,
+            100 * ck_plan_overhead(e->replay.time, d->baseline.time));
+}
+
 static void print_summary(FILE *out, const ck_workload *w, const ck_plan_doc *d, const char *output,
                           bool *flags)
 {
@@ -507,6 +533,7 @@ static void print_summary(FILE *out, const ck_workload *w, const ck_plan_doc *d,
             !seconds                   ? " (in the chain's time unit)"
             : d->costs_path            ? " (measured stage times)"
                                        : " (roofline cost model)");
+    print_every_layer(out, d);
     if (d->pipeline)
         print_pipeline_ranks(out, w, d->pipeline);
     if (d->pipeline)

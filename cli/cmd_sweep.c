@@ -34,6 +34,8 @@
 
 static void sweep_usage(FILE *out)
 {
+    char names[128];
+    ck_planner_names(names, sizeof names);
     fprintf(out,
             "usage: ckplan sweep MODEL --budgets LIST|FROM:TO:N [options]\n"
             "       ckplan sweep MODEL --gpus N --device NAME [--global-batch G] [--csv] [options]\n"
@@ -49,7 +51,8 @@ static void sweep_usage(FILE *out)
             "  --budgets B           sizes as for plan --budget: a list (16M,24M,32M) or\n"
             "                        FROM:TO:N, N budgets evenly spaced with both ends\n"
             "                        included (16M:32M:5); without it, --device's budget\n"
-            "  --planners LIST       comma-separated planners (default %s)\n"
+            "  --planners LIST       comma-separated planners (default %s), of\n"
+            "                        %s (see 'ckplan plan --help')\n"
             "  --run                 run each feasible plan with verification, as run --verify;\n"
             "                        a plan too large to run on this machine (see run --help)\n"
             "                        is recorded as planned, with a warning; not with a\n"
@@ -62,7 +65,7 @@ static void sweep_usage(FILE *out)
             "  --runs FILE           append the records to FILE (default %s);\n"
             "                        sweeps and runs at once may share one file\n"
             "  --slots N|exact       dp: memory resolution (default %d), or exact: in bytes\n",
-            DEFAULT_PLANNERS, DEFAULT_RUNS_FILE, CK_DEFAULT_SLOTS);
+            DEFAULT_PLANNERS, names, DEFAULT_RUNS_FILE, CK_DEFAULT_SLOTS);
     fprintf(out,
             "\n"
             "Which layout? With --gpus N, plans MODEL with dp in every parallel layout of exactly\n"
@@ -192,9 +195,11 @@ static int parse_planners(const char *text, sweep_args *a, ck_err *err)
         if (comma)
             *comma = '\0';
         const ck_planner *p = ck_planner_find(item);
+        char names[128];
+        ck_planner_names(names, sizeof names);
         if (!p)
-            return ck_err_fail(err, CK_ERR_INPUT, "--planners: no planner '%s' (dp, revolve, chen, "
-                                              "sqrt or none, comma-separated)", item);
+            return ck_err_fail(err, CK_ERR_INPUT, "--planners: no planner '%s' (%s, "
+                                              "comma-separated)", item, names);
         if (a->n_planners == sizeof a->planners / sizeof a->planners[0])
             return ck_err_fail(err, CK_ERR_INPUT, "--planners: more than %zu planners",
                            sizeof a->planners / sizeof a->planners[0]);

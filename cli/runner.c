@@ -16,6 +16,7 @@
 #include "cli/interrupt.h"
 #include "cli/trace.h"
 #include "planner/json.h"
+#include "planner/layers.h"
 #include "planner/sha256.h"
 #include "planner/size.h"
 #include "sim/blas.h"
@@ -649,6 +650,21 @@ void ck_runner_basis_free(ck_runner_basis *b)
     b->have_loaded = false;
 }
 
+/* Every-layer checkpointing of w, replayed on its chain as the plan's schedule is, into
+ * out->every; nothing for a model whose layers are unknown. */
+static int replay_every(const ck_workload *w, ck_planned *out, ck_err *err)
+{
+    if (w->chain.layers == CK_CHAIN_LAYERS_UNKNOWN)
+        return CK_OK;
+    ck_schedule s;
+    int rc = ck_layers_every(&w->chain, &s, &out->every.layers, err);
+    if (rc == CK_OK)
+        rc = ck_schedule_replay(&w->chain, &s, &out->every.replay, NULL, NULL, err);
+    ck_schedule_free(&s);
+    out->have_every = rc == CK_OK;
+    return rc;
+}
+
 int ck_runner_plan(const ck_workload *w, const ck_planner *planner, uint64_t budget,
                    const ck_planner_opts *popts, const ck_workload_opts *wopts, ck_planned *out,
                    ck_err *err)
@@ -657,6 +673,9 @@ int ck_runner_plan(const ck_workload *w, const ck_planner *planner, uint64_t bud
     int wrc = ck_warning_training(w, &out->warnings, err);
     if (wrc != CK_OK)
         return wrc;
+    ck_err why;
+    if (planner->accepts && (wrc = planner->accepts(&w->chain, &why)) != CK_OK)
+        return ck_err_fail(err, wrc, "%s: --planner %s: %s", w->path, planner->name, why.msg);
     if (w->model && ck_layout_pipelined(&w->statics.layout))
         return plan_pipeline(w, planner, budget, popts, wopts, out, err);
     if (!ck_planner_activation_budget(budget, w->statics.total, &out->activation_budget)) {
@@ -684,9 +703,12 @@ int ck_runner_plan(const ck_workload *w, const ck_planner *planner, uint64_t bud
     if (rc == CK_OK)
         rc = ck_schedule_replay(&w->chain, &base, &out->baseline, NULL, NULL, err);
     ck_schedule_free(&base);
+    if (rc == CK_OK)
+        rc = replay_every(w, out, err);
     if (rc != CK_OK)
         return rc;
     out->doc = doc_of(w, planner, budget, popts, wopts, out);
+    out->doc.every_layer = out->have_every ? &out->every : NULL;
     return print_doc(out, err);
 }
 

@@ -26,6 +26,11 @@ typedef struct {
     uint64_t min_activation_bytes;
     bool static_too_large;
     ck_warnings warnings; /* of planning w for training, whatever the status */
+    /* Every-layer checkpointing (ck_layers_every) replayed on w's chain, as the plan is,
+     * for users to compare the plan with (doc.every_layer points here); not with a
+     * pipeline layout, nor for a model whose layers are unknown. */
+    bool have_every;
+    ck_plan_every every;
     /* A pipeline layout: its ranks, planned (doc.pipeline points here); then result and
      * the replays are the worst rank's first chunk's, and when infeasible the ranks say
      * which do not fit. */

@@ -51,7 +51,20 @@ typedef struct {
      * shard_bytes, in place of x_i (planner/action.h says when). Derived chains of such a
      * layout only: chain files have none, and planners plan without it (planner.h). */
     uint64_t shard_bytes;
+    /* Where the chain knows its layers (ck_chain.layers is CK_CHAIN_LAYERS_FOUND): 1 + the
+     * number of the model layer (block instance) this stage lies in, 0 for a stage in none
+     * (embeddings, final norm, head). 0 otherwise. */
+    size_t layer;
 } ck_stage;
+
+/* What a chain knows of the model layers its stages belong to: per-layer checkpointing
+ * (the every planner) checkpoints those. */
+typedef enum {
+    CK_CHAIN_NO_LAYERS, /* a chain file: it names no layers, each stage stands for one */
+    CK_CHAIN_LAYERS_FOUND, /* a model's: stages[i].layer says */
+    CK_CHAIN_LAYERS_UNKNOWN /* a model whose layers were not found (planner/layers.h says
+                               why: no repeated block, two, a stage across a layer's edge) */
+} ck_chain_layers;
 
 typedef struct {
     char *name;
@@ -60,6 +73,7 @@ typedef struct {
     ck_stage *stages;
     double loss_bwd_time;
     uint64_t loss_bwd_tmp_bytes;
+    ck_chain_layers layers;
 } ck_chain;
 
 /* Refuses n_stages above the limit in force (CKPLAN_MAX_STAGES, or CK_CHAIN_MAX_STAGES),

@@ -208,6 +208,72 @@ int ck_layers_view_of(const ck_layers *l, const ck_chain *c, const ck_schedule *
     return CK_OK;
 }
 
+void ck_layers_mark(const ck_layers *l, ck_chain *c)
+{
+    c->layers = CK_CHAIN_LAYERS_FOUND;
+    for (size_t i = 0; i < c->n_stages; i++)
+        c->stages[i].layer = l->stage_layer[i] == CK_LAYERS_NO_LAYER ? 0 : l->stage_layer[i] + 1;
+}
+
+/* The layer stage i stands for where c names no layers: its own, but for the last stage,
+ * whose output the loss reads: recomputing it would hold that output twice, as x_L and
+ * within x̄_L, for nothing saved (a model's layers are followed by a head). */
+static size_t stage_as_layer(const ck_chain *c, size_t i)
+{
+    return i + 1 < c->n_stages ? i + 1 : 0;
+}
+
+/* The layers of c as stage ranges [first[k], end[k]), into arrays of n_stages entries:
+ * the runs of stages marked with one layer, or where c names no layers every stage but
+ * the last. */
+static size_t layer_ranges(const ck_chain *c, size_t *first, size_t *end)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < c->n_stages; i++) {
+        size_t layer = c->layers == CK_CHAIN_NO_LAYERS ? stage_as_layer(c, i) : c->stages[i].layer;
+        if (layer == 0)
+            continue;
+        if (n > 0 && end[n - 1] == i && c->layers == CK_CHAIN_LAYERS_FOUND &&
+            c->stages[i - 1].layer == layer) {
+            end[n - 1] = i + 1;
+            continue;
+        }
+        first[n] = i;
+        end[n++] = i + 1;
+    }
+    return n;
+}
+
+int ck_layers_known(const ck_chain *c, ck_err *err)
+{
+    if (c->layers != CK_CHAIN_LAYERS_UNKNOWN)
+        return CK_OK;
+    return ck_err_fail(err, CK_ERR_INPUT, "per-layer checkpointing: model %s has no layers it can "
+                       "checkpoint one by one: it needs the instances of one repeated block (the "
+                       "decoder layers, as \"h.3\"), each in stages of its own, and the model "
+                       "repeats no block, repeats two, or cuts a stage across a layer's edge",
+                       c->name);
+}
+
+int ck_layers_every(const ck_chain *c, ck_schedule *out, size_t *n_layers, ck_err *err)
+{
+    *out = (ck_schedule){0};
+    *n_layers = 0;
+    int rc = ck_layers_known(c, err);
+    if (rc != CK_OK)
+        return rc;
+    size_t *first = malloc(c->n_stages * sizeof *first);
+    size_t *end = malloc(c->n_stages * sizeof *end);
+    rc = first && end ? CK_OK : ck_err_oom(err);
+    if (rc == CK_OK) {
+        *n_layers = layer_ranges(c, first, end);
+        rc = ck_layers_segments_schedule(c, first, end, *n_layers, out, err);
+    }
+    free(first);
+    free(end);
+    return rc;
+}
+
 bool ck_layers_same_schedule(const ck_schedule *a, const ck_schedule *b)
 {
     if (a->n != b->n)

@@ -78,6 +78,22 @@ void ck_layers_describe(const ck_layers *l, const ck_chain *c, const ck_layers_v
 int ck_layers_segments_schedule(const ck_chain *c, const size_t *first, const size_t *end,
                                 size_t n_segments, ck_schedule *out, ck_err *err);
 
+/* Marks c, the chain l was found for, with its layers (ck_chain_layers): the layer of
+ * each stage, so that planners, which see only the chain, can checkpoint whole layers. */
+void ck_layers_mark(const ck_layers *l, ck_chain *c);
+
+/* CK_OK when per-layer checkpointing can checkpoint c's layers, which it can unless c is
+ * a model's whose layers were not found: then CK_ERR_INPUT saying so. */
+int ck_layers_known(const ck_chain *c, ck_err *err);
+
+/* Every-layer checkpointing of c, as Hugging Face's gradient_checkpointing_enable() and
+ * FSDP's per-block check_fn do it: each layer a segment of ck_layers_segments_schedule, the
+ * stages in no layer stored. The layers are c's where it knows them (ck_layers_mark), each
+ * stage but the last (which the loss reads) where c names none (a chain file); how many
+ * there are into *n_layers.
+ * CK_ERR_INPUT as ck_layers_known gives it. */
+int ck_layers_every(const ck_chain *c, ck_schedule *out, size_t *n_layers, ck_err *err);
+
 /* Whether two schedules are the same operations in the same order. */
 bool ck_layers_same_schedule(const ck_schedule *a, const ck_schedule *b);
 

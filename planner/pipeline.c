@@ -34,6 +34,7 @@ static int sub_chain(const ck_chain *c, size_t a, size_t b, ck_chain *out, ck_er
                      : ck_err_oom(err);
     }
     out->input_bytes = ck_chain_x_bytes(c, a);
+    out->layers = c->layers;
     out->loss_bwd_time = b == c->n_stages ? c->loss_bwd_time : 0;
     out->loss_bwd_tmp_bytes = b == c->n_stages ? c->loss_bwd_tmp_bytes : 0;
     return rc;

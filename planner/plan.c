@@ -52,6 +52,21 @@ static bool add_details(cJSON *root, const ck_plan_doc *d)
     return ok;
 }
 
+/* predicted.every_layer: the figures of checkpointing every layer, which users compare
+ * the plan with, as predicted gives the plan's. */
+static bool add_every_layer(cJSON *pred, const ck_plan_doc *d)
+{
+    const ck_plan_every *e = d->every_layer;
+    if (!e)
+        return true;
+    cJSON *o = cJSON_AddObjectToObject(pred, "every_layer");
+    return o && add_u64(o, "layers", e->layers) &&
+           add_u64(o, "peak_bytes", d->static_bytes + e->replay.peak_bytes) &&
+           add_u64(o, "activation_peak_bytes", e->replay.peak_bytes) &&
+           ck_json_add_number(o, "time", e->replay.time) &&
+           ck_json_add_number(o, "overhead", ck_plan_overhead(e->replay.time, d->baseline.time));
+}
+
 /* One object per stage: its name and, for a model, the names of the nodes it covers. */
 static bool add_stage_info(cJSON *root, const ck_plan_stage_map *m)
 {
@@ -178,7 +193,7 @@ cJSON *ck_plan_to_json(const ck_plan_doc *d)
               add_u64(pred, "baseline_activation_peak_bytes", d->baseline.peak_bytes) &&
               ck_json_add_number(pred, "overhead",
                                       ck_plan_overhead(d->predicted.time, d->baseline.time)) &&
-              add_statics(model, pred, d->statics) &&
+              add_statics(model, pred, d->statics) && add_every_layer(pred, d) &&
               add_details(root, d) && add_stage_info(root, &d->stage_map) &&
               ck_warning_add_json(root, d->warnings) &&
               ck_plan_pipeline_add_json(root, d->pipeline) &&
@@ -356,6 +371,25 @@ static int get_finite(const cJSON *obj, const char *key, double *out, const char
                    key, got);
 }
 
+/* predicted.every_layer, when given, into f (has_every). */
+static int read_every_layer(const cJSON *pred, const char *file, ck_plan_figures *f, ck_err *err)
+{
+    static const char *const keys[] = {"layers", "peak_bytes", "activation_peak_bytes", "time",
+                                       "overhead", NULL};
+    const char *p = "predicted.every_layer";
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(pred, "every_layer");
+    if (!e)
+        return CK_OK;
+    int rc = ck_json_expect_object(e, keys, file, p, err);
+    if (rc == CK_OK) rc = ck_json_get_u64(e, "layers", true, &f->every_layers, file, p, err);
+    if (rc == CK_OK) rc = ck_json_get_u64(e, "peak_bytes", true, &f->every_peak_bytes, file, p, err);
+    if (rc == CK_OK) rc = ck_json_get_u64(e, "activation_peak_bytes", true, &f->every_activation_peak_bytes, file, p, err);
+    if (rc == CK_OK) rc = ck_json_get_time(e, "time", true, &f->every_time, file, p, err);
+    if (rc == CK_OK) rc = get_finite(e, "overhead", &f->every_overhead, file, p, err);
+    f->has_every = rc == CK_OK;
+    return rc;
+}
+
 int ck_plan_predicted_from_json(const cJSON *root, const char *file, ck_plan_figures *f, ck_err *err)
 {
     const char *p = "predicted";
@@ -370,6 +404,7 @@ int ck_plan_predicted_from_json(const cJSON *root, const char *file, ck_plan_fig
     if (rc == CK_OK) rc = ck_json_get_time(pred, "time", true, &f->time, file, p, err);
     if (rc == CK_OK) rc = ck_json_get_time(pred, "baseline_time", true, &f->baseline_time, file, p, err);
     if (rc == CK_OK) rc = get_finite(pred, "overhead", &f->overhead, file, p, err);
+    if (rc == CK_OK) rc = read_every_layer(pred, file, f, err);
     const cJSON *parts = cJSON_GetObjectItemCaseSensitive(pred, "static");
     if (rc != CK_OK || !parts)
         return rc;

@@ -24,6 +24,13 @@ typedef struct {
     const size_t *stage_first; /* model only, chain->n_stages + 1 entries (ck_derive_chain) */
 } ck_plan_stage_map;
 
+/* Every-layer checkpointing's figures (planner/layers.h, ck_layers_every) beside a plan's,
+ * from the replay of its schedule on the plan's chain. */
+typedef struct {
+    ck_replay replay;
+    size_t layers; /* how many it checkpoints: a chain file's stages */
+} ck_plan_every;
+
 /* Everything a plan file records. The replays are of the plan's schedule and of the
  * store-everything baseline; every predicted figure in the file is computed from them. */
 typedef struct {
@@ -35,6 +42,7 @@ typedef struct {
     const ck_static_mem *statics; /* model files: model.parameters and predicted.static; else NULL */
     size_t stages;
     ck_replay predicted, baseline;
+    const ck_plan_every *every_layer; /* predicted.every_layer; NULL: none written */
     const ck_plan_result *result;
     bool baseline_fits;      /* the budget holds the baseline, so it is the plan */
     const char *granularity; /* NULL for a chain file */
@@ -67,6 +75,9 @@ typedef struct {
     double time, baseline_time, overhead;
     bool has_static; /* false when the file has no predicted.static (chain files, older plans) */
     ck_plan_static statics;
+    bool has_every; /* predicted.every_layer given: its figures follow */
+    uint64_t every_layers, every_peak_bytes, every_activation_peak_bytes;
+    double every_time, every_overhead;
 } ck_plan_figures;
 
 /* A pipeline plan's `pipeline` object as read back (docs/plan-format.md). */

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "planner/json.h"
+#include "planner/layers.h"
 #include "planner/schedule.h"
 #include "planner/size.h"
 
@@ -45,6 +46,40 @@ static int replay_both(const ck_plan_file *p, const ck_chain *c, ck_replay *plan
     return rc;
 }
 
+/* predicted.every_layer against the replay of every-layer checkpointing on c. */
+static int check_every(const ck_plan_file *p, const ck_chain *c, uint64_t static_bytes,
+                       ck_plan_check *out, ck_err *err)
+{
+    ck_plan_figures *r = &out->replayed;
+    const ck_plan_figures *f = &p->predicted;
+    ck_schedule s;
+    ck_replay every;
+    size_t layers;
+    int rc = ck_layers_every(c, &s, &layers, err);
+    if (rc == CK_OK)
+        rc = ck_schedule_replay(c, &s, &every, NULL, NULL, err);
+    ck_schedule_free(&s);
+    if (rc != CK_OK)
+        return rc;
+    if (!ck_size_add(static_bytes, every.peak_bytes, &r->every_peak_bytes))
+        return ck_err_fail(err, CK_ERR_INPUT, "static memory plus activations exceed 2^64 bytes");
+    r->has_every = true;
+    r->every_layers = layers;
+    r->every_activation_peak_bytes = every.peak_bytes;
+    r->every_time = every.time;
+    r->every_overhead = ck_plan_overhead(every.time, r->baseline_time);
+    if (f->every_layers != r->every_layers)
+        out->differences[out->n_differences++] = (ck_plan_difference){
+            .field = "predicted.every_layer.layers", .is_count = true,
+            .plan_bytes = f->every_layers, .replayed_bytes = r->every_layers};
+    compare_bytes(out, "predicted.every_layer.peak_bytes", f->every_peak_bytes, r->every_peak_bytes);
+    compare_bytes(out, "predicted.every_layer.activation_peak_bytes", f->every_activation_peak_bytes,
+                  r->every_activation_peak_bytes);
+    compare_time(out, "predicted.every_layer.time", f->every_time, r->every_time);
+    compare_time(out, "predicted.every_layer.overhead", f->every_overhead, r->every_overhead);
+    return CK_OK;
+}
+
 int ck_plan_check_replay(const ck_plan_file *p, const ck_chain *c, uint64_t static_bytes,
                          ck_plan_check *out, ck_err *err)
 {
@@ -76,7 +111,7 @@ int ck_plan_check_replay(const ck_plan_file *p, const ck_chain *c, uint64_t stat
     compare_time(out, "predicted.time", f->time, r->time);
     compare_time(out, "predicted.baseline_time", f->baseline_time, r->baseline_time);
     compare_time(out, "predicted.overhead", f->overhead, r->overhead);
-    return CK_OK;
+    return f->has_every ? check_every(p, c, static_bytes, out, err) : CK_OK;
 }
 
 void ck_plan_check_statics(const ck_plan_file *p, const ck_static_mem *s, ck_plan_check *out)

@@ -26,9 +26,9 @@ typedef struct {
     double plan_time, replayed_time;
 } ck_plan_difference;
 
-/* budget_bytes, the eight fields of `predicted`, predicted.static's parts and
- * model.parameters. */
-enum { CK_PLAN_CHECKED_FIELDS = 9 + CK_PLAN_STATIC_PARTS + 1 };
+/* budget_bytes, the eight fields of `predicted`, predicted.static's parts,
+ * model.parameters and the five of predicted.every_layer. */
+enum { CK_PLAN_CHECKED_FIELDS = 9 + CK_PLAN_STATIC_PARTS + 1 + 5 };
 
 typedef struct {
     ck_plan_figures replayed; /* what the file's `predicted` should hold */
@@ -37,7 +37,8 @@ typedef struct {
 } ck_plan_check;
 
 /* Replays p's schedule and the store-everything baseline on c (the chain derived from the
- * plan's model, with static_bytes beside it) and compares every figure. CK_OK with *out
+ * plan's model, with static_bytes beside it), and every-layer checkpointing's when p has
+ * predicted.every_layer, and compares every figure. CK_OK with *out
  * filled whether or not they agree; CK_ERR_INPUT when the schedule is invalid on c (the
  * replay's message, naming the operation). */
 int ck_plan_check_replay(const ck_plan_file *p, const ck_chain *c, uint64_t static_bytes,

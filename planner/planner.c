@@ -6,8 +6,9 @@
 
 #include "planner/size.h"
 
-const ck_planner *const ck_planners[] = {&ck_planner_dp, &ck_planner_revolve, &ck_planner_chen,
-                                         &ck_planner_sqrt, &ck_planner_none, NULL};
+const ck_planner *const ck_planners[] = {&ck_planner_dp,    &ck_planner_revolve, &ck_planner_chen,
+                                         &ck_planner_sqrt,  &ck_planner_every,   &ck_planner_none,
+                                         NULL};
 
 const ck_planner *ck_planner_find(const char *name)
 {
@@ -15,6 +16,17 @@ const ck_planner *ck_planner_find(const char *name)
         if (strcmp((*p)->name, name) == 0)
             return *p;
     return NULL;
+}
+
+void ck_planner_names(char *buf, size_t len)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (const ck_planner *const *p = ck_planners; *p && used < len; p++) {
+        const char *sep = p == ck_planners ? "" : p[1] ? ", " : " or ";
+        int n = snprintf(buf + used, len - used, "%s%s", sep, (*p)->name);
+        used += n > 0 ? (size_t)n : 0;
+    }
 }
 
 int ck_planner_check_fit(const ck_chain *c, const ck_schedule *s, uint64_t budget,
@@ -170,7 +182,10 @@ int ck_planner_run(const ck_chain *c, const ck_planner *p, uint64_t budget,
                   uint64_t *min_budget, ck_err *err)
 {
     ck_planner_result_init(result);
-    int rc = ck_schedule_baseline(c, &result->schedule, err);
+    int rc = p->accepts ? p->accepts(c, err) : CK_OK;
+    if (rc != CK_OK)
+        return rc;
+    rc = ck_schedule_baseline(c, &result->schedule, err);
     if (rc == CK_OK)
         rc = ck_schedule_replay(c, &result->schedule, replay, NULL, NULL, err);
     if (rc == CK_OK && replay->peak_bytes <= budget)

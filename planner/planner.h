@@ -32,7 +32,7 @@ typedef struct {
 typedef struct {
     ck_schedule schedule;
     long snapshots;       /* revolve: snapshots, counting the one holding x_0 */
-    long segments;        /* sqrt, chen: number of segments */
+    long segments;        /* sqrt, chen: number of segments; every: of layers */
     uint64_t memory_unit; /* dp: bytes per memory slot */
 } ck_plan_result;
 
@@ -45,16 +45,24 @@ typedef struct {
      * finds one (a replayed peak). Any other status is an error described in err. */
     int (*plan)(const ck_chain *c, uint64_t budget, const ck_planner_opts *opts,
                 ck_plan_result *result, uint64_t *min_budget, ck_err *err);
+    /* CK_OK when the planner can plan c at all, whatever the budget, else CK_ERR_INPUT
+     * saying why (every needs c's layers); NULL: any chain. Checked before the baseline
+     * shortcut of ck_planner_run, so that a budget large enough does not hide it. */
+    int (*accepts)(const ck_chain *c, ck_err *err);
 } ck_planner;
 
-extern const ck_planner ck_planner_none, ck_planner_sqrt, ck_planner_chen, ck_planner_revolve,
-    ck_planner_dp;
+extern const ck_planner ck_planner_none, ck_planner_every, ck_planner_sqrt, ck_planner_chen,
+    ck_planner_revolve, ck_planner_dp;
 
 /* All planners in the order --help lists them, NULL-terminated. */
 extern const ck_planner *const ck_planners[];
 
 /* The planner called name, or NULL. */
 const ck_planner *ck_planner_find(const char *name);
+
+/* The planners' names for messages, in registry order: "dp, revolve, ..., sqrt or none"
+ * (truncated to fit len). */
+void ck_planner_names(char *buf, size_t len);
 
 /* For planners whose schedule does not depend on the budget: replays s and returns CK_OK
  * when it fits, else CK_ERR_INFEASIBLE with *min_budget set to its peak. */
@@ -75,7 +83,7 @@ bool ck_planner_activation_budget(uint64_t budget, uint64_t static_bytes, uint64
 uint64_t ck_planner_step_budget(uint64_t static_bytes, uint64_t activation_bytes);
 
 /* Plans c under budget with planner p and replays the result into *replay. When the
- * store-everything schedule fits, that is the plan, whatever p. On CK_ERR_INFEASIBLE,
+ * store-everything schedule fits, that is the plan, whatever p (that accepts c). On CK_ERR_INFEASIBLE,
  * *min_budget holds the smallest budget that gets a plan: the planner's smallest, or the
  * baseline's peak when that is lower. */
 int ck_planner_run(const ck_chain *c, const ck_planner *p, uint64_t budget,

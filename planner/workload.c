@@ -8,6 +8,7 @@
 #include "planner/graph_model.h"
 #include "planner/hf.h"
 #include "planner/json.h"
+#include "planner/layers.h"
 #include "planner/schedule.h"
 #include "planner/sha256.h"
 #include "planner/size.h"
@@ -102,6 +103,24 @@ static int check_pipeline(const ck_workload_opts *opts, ck_err *err)
     return CK_OK;
 }
 
+/* Marks w's chain with the model's layers (ck_layers_mark), or as a model whose layers
+ * are not found: only per-layer checkpointing needs them, and it says so. */
+static int mark_layers(ck_workload *w, ck_err *err)
+{
+    ck_layers l;
+    ck_err why;
+    int rc = ck_layers_find(w->model, w->chain.n_stages, w->stage_first, &l, &why);
+    if (rc == CK_ERR_INPUT) {
+        w->chain.layers = CK_CHAIN_LAYERS_UNKNOWN;
+        return CK_OK;
+    }
+    if (rc != CK_OK)
+        return ck_err_fail(err, rc, "%s", why.msg);
+    ck_layers_mark(&l, &w->chain);
+    ck_layers_free(&l);
+    return CK_OK;
+}
+
 /* The chain, program and static memory of w->model, and for CK_GRAN_NODE its graph. */
 static int derive(const ck_workload_opts *opts, ck_workload *w, ck_err *err)
 {
@@ -112,6 +131,8 @@ static int derive(const ck_workload_opts *opts, ck_workload *w, ck_err *err)
                            "layers' inputs; --granularity node plans a graph (use block or op)");
     ck_granularity g = opts->granularity == CK_GRAN_NODE ? CK_GRAN_OP : opts->granularity;
     int rc = ck_derive_chain(w->model, g, &opts->cost, &w->chain, &w->stage_first, err);
+    if (rc == CK_OK)
+        rc = mark_layers(w, err);
     if (rc == CK_OK)
         ck_derive_partition(w->model, w->stage_first, &opts->model.layout, &w->chain);
     if (rc == CK_OK)

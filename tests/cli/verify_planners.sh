@@ -5,6 +5,11 @@
 # predicted ones and the baseline's gradients bit for bit (tests/cli/check_runs.py), and a
 # plan below the baseline unless --may-store-all (dp's smallest plan may be the baseline).
 # Sourced by those suites; uses tests/cli/run's helpers.
+
+# The chain planners, as `plan --help` lists them from the registry: a new planner is
+# verified without a list here to update.
+registry_planners() { "$bin" plan --help | sed -n '/^planners:/,/^$/p' | awk 'NR > 1 && NF {print $1}'; }
+
 verify_planners() {
     local name=$1 model=$2 recomputes=--recomputes; shift 2
     [ "${1:-}" = --may-store-all ] && { recomputes=; shift; }
@@ -18,7 +23,7 @@ verify_planners() {
     check_that "$name: dp names its smallest plan" test -n "$min"
     local budget=$(( (min + base) / 2 )) planned=0
     rm -f "vp-$name.jsonl"
-    for planner in dp revolve chen sqrt none; do
+    for planner in $(registry_planners); do
         run plan "$model" "$@" --budget "$budget" --planner "$planner" -o "vp-$name-$planner.json"
         [ "$rc" = 0 ] || continue
         planned=$((planned + 1))

@@ -25,11 +25,12 @@ static bool plan_time(const ck_chain *c, const ck_planner *p, uint64_t budget, d
     return rc == CK_OK;
 }
 
-/* Every plan of sqrt, chen and revolve is a persistent schedule, so wherever one of them
- * fits, dp fits too and is at least as fast. */
+/* Every plan of sqrt, chen, revolve and every is a persistent schedule, so wherever one of
+ * them fits, dp fits too and is at least as fast. */
 START_TEST(dp_is_never_slower_than_the_others)
 {
-    const ck_planner *others[] = {&ck_planner_sqrt, &ck_planner_chen, &ck_planner_revolve};
+    const ck_planner *others[] = {&ck_planner_sqrt, &ck_planner_chen, &ck_planner_revolve,
+                                  &ck_planner_every};
     ck_rng rng;
     ck_rng_seed(&rng, 2019);
     for (int trial = 0; trial < 60; trial++) {
@@ -39,7 +40,7 @@ START_TEST(dp_is_never_slower_than_the_others)
         for (uint64_t budget = 0; budget <= top; budget++) {
             double dp_time = 0;
             bool dp_fits = plan_time(&c, &ck_planner_dp, budget, &dp_time);
-            for (int p = 0; p < 3; p++) {
+            for (size_t p = 0; p < sizeof others / sizeof others[0]; p++) {
                 double t;
                 if (!plan_time(&c, others[p], budget, &t))
                     continue;

@@ -3,6 +3,8 @@
 # import runs with --verify (measured peaks equal to the predicted ones, to the byte);
 # `ckplan import` writes a file that plans as the config does; bad configs are refused.
 
+. "$here/verify_planners.sh"
+
 # hf_f32 CONFIG OUT ARGS...: CONFIG imported with ARGS, its dtypes made f32 (without master
 # weights), so that the f32 executor runs it.
 hf_f32() {
@@ -23,7 +25,7 @@ hf_plans() {
     base=$(json_get "hf-$name-big.json" '["predicted"]["baseline_peak_bytes"]')
     run plan "$model" "$@" --budget "$(json_get "hf-$name-big.json" '["predicted"]["static_bytes"]')"
     min=$(printf '%s\n' "$err" | sed -n 's/.*its smallest plan needs [^(]*(\([0-9]*\) bytes).*/\1/p')
-    for planner in dp revolve chen sqrt none; do
+    for planner in $(registry_planners); do
         run plan "$model" "$@" --budget "$(( (min + base) / 2 ))" --planner "$planner" -o "hf-$name-$planner.json"
         [ "$rc" = 0 ] && planned=$((planned + 1))
     done
