@@ -582,7 +582,8 @@ static ck_plan_doc doc_of(const ck_workload *w, const ck_planner *planner, uint6
         .predicted = out->predicted,
         .baseline = out->baseline,
         .result = &out->result,
-        .baseline_fits = out->baseline.peak_bytes <= out->activation_budget,
+        .baseline_fits = out->baseline.peak_bytes <= out->activation_budget &&
+                         !planner->whatever_the_budget,
         .granularity = w->model ? ck_workload_granularity_name(wopts->granularity) : NULL,
         .time_unit = w->model ? "s" : NULL,
         .slots = popts->exact ? 0 : popts->slots,

@@ -238,4 +238,4 @@ static int plan_chen(const ck_chain *c, uint64_t budget, const ck_planner_opts *
 
 const ck_planner ck_planner_chen = {
     "chen", "Chen et al. 2016 Algorithm 3: greedy segments, best per-segment budget",
-    plan_chen, NULL};
+    plan_chen, NULL, false};

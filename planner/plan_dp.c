@@ -822,4 +822,4 @@ int ck_plan_dp_min_peak(const ck_chain *c, uint64_t *peak, ck_schedule *out, ck_
 }
 
 const ck_planner ck_planner_dp = {
-    "dp", "fastest persistent schedule within the budget (Beaumont et al. 2019)", plan_dp, NULL};
+    "dp", "fastest persistent schedule within the budget (Beaumont et al. 2019)", plan_dp, NULL, false};

@@ -22,4 +22,4 @@ static int plan_every(const ck_chain *c, uint64_t budget, const ck_planner_opts 
 
 const ck_planner ck_planner_every = {
     "every", "checkpoint every layer, as Hugging Face and FSDP do (a chain file: every stage)",
-    plan_every, ck_layers_known};
+    plan_every, ck_layers_known, .whatever_the_budget = true};

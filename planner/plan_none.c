@@ -10,4 +10,4 @@ static int plan_none(const ck_chain *c, uint64_t budget, const ck_planner_opts *
 }
 
 const ck_planner ck_planner_none = {
-    "none", "store every activation (the baseline: fastest, largest peak)", plan_none, NULL};
+    "none", "store every activation (the baseline: fastest, largest peak)", plan_none, NULL, false};

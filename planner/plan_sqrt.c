@@ -28,4 +28,4 @@ static int plan_sqrt(const ck_chain *c, uint64_t budget, const ck_planner_opts *
 }
 
 const ck_planner ck_planner_sqrt = {
-    "sqrt", "Chen et al. 2016: about sqrt(L) equal segments, each recomputed once", plan_sqrt, NULL};
+    "sqrt", "Chen et al. 2016: about sqrt(L) equal segments, each recomputed once", plan_sqrt, NULL, false};

@@ -188,7 +188,7 @@ int ck_planner_run(const ck_chain *c, const ck_planner *p, uint64_t budget,
     rc = ck_schedule_baseline(c, &result->schedule, err);
     if (rc == CK_OK)
         rc = ck_schedule_replay(c, &result->schedule, replay, NULL, NULL, err);
-    if (rc == CK_OK && replay->peak_bytes <= budget)
+    if (rc == CK_OK && replay->peak_bytes <= budget && !p->whatever_the_budget)
         return check_length("the store-everything schedule", result, err);
     ck_planner_result_free(result);
     if (rc != CK_OK)
@@ -197,7 +197,7 @@ int ck_planner_run(const ck_chain *c, const ck_planner *p, uint64_t budget,
     rc = ck_chain_partitioned(c)
              ? plan_partitioned(c, p, budget, baseline_peak, opts, result, replay, min_budget, err)
              : plan_at(c, c, p, budget, opts, result, replay, min_budget, err);
-    if (rc == CK_ERR_INFEASIBLE && *min_budget > baseline_peak)
+    if (rc == CK_ERR_INFEASIBLE && *min_budget > baseline_peak && !p->whatever_the_budget)
         *min_budget = baseline_peak; /* where the baseline fits, it is the plan */
     if (rc == CK_OK) {
         char what[64];

@@ -49,6 +49,9 @@ typedef struct {
      * saying why (every needs c's layers); NULL: any chain. Checked before the baseline
      * shortcut of ck_planner_run, so that a budget large enough does not hide it. */
     int (*accepts)(const ck_chain *c, ck_err *err);
+    /* The planner is a practice users compare against, not a search (every): its schedule
+     * is planned whatever the budget, even where storing everything fits. */
+    bool whatever_the_budget;
 } ck_planner;
 
 extern const ck_planner ck_planner_none, ck_planner_every, ck_planner_sqrt, ck_planner_chen,

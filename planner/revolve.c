@@ -194,4 +194,4 @@ static int plan_revolve(const ck_chain *c, uint64_t budget, const ck_planner_opt
 
 const ck_planner ck_planner_revolve = {
     "revolve", "binomial checkpointing (Griewank), as many snapshots as fit", plan_revolve,
-    NULL};
+    NULL, false};

@@ -265,7 +265,7 @@ static int one_checkpoint_plan(const ck_chain *c, uint64_t budget, const ck_plan
     return ck_planner_check_fit(c, &result->schedule, budget, min_budget, err);
 }
 
-static const ck_planner one_checkpoint_planner = {"one", "x_0 alone", one_checkpoint_plan, NULL};
+static const ck_planner one_checkpoint_planner = {"one", "x_0 alone", one_checkpoint_plan, NULL, false};
 
 /* With partitioned checkpoints (planner/action.h) what a microbatch keeps, C, is what its
  * forward left once its checkpoint functions have returned: F_ck 0, F_none 1 .. L-1 keep
