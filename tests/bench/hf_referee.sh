@@ -12,8 +12,8 @@ echo "training step's peak (forward with the model's own loss, backward, AdamW, 
 echo "zero_grad), in bytes, measured by the allocation tracker in transformers $("$CKPLAN_PYTHON" \
     -c 'import transformers, torch, peft; print(transformers.__version__ + ", PEFT " + peft.__version__ + ", PyTorch " + torch.__version__)'),"
 echo "f32 on the CPU, batch 2 x 64 tokens, beside \`ckplan plan\`'s predicted peak for the same"
-echo "case (none: store everything; every: every layer checkpointed, - where ckplan has no"
-echo "such planner; dp: a dp plan at 60% of the way from its minimum to the baseline, applied"
+echo "case (none: store everything; every: every layer checkpointed, against --planner every;"
+echo "dp: a dp plan at 60% of the way from its minimum to the baseline, applied"
 echo "through \`ckplan emit hf\`; lora: PEFT LoRA rank 8 against \`--lora 8\`; accum2: two"
 echo "micro-batches, against ckplan's single step)."
 echo

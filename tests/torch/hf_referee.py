@@ -15,7 +15,7 @@ activations and every temporary; the first step makes AdamW's state.
 Each case is run as users run it and set beside what ckplan predicts for it:
   none    store everything                     ckplan plan --planner none
   every   model.gradient_checkpointing_enable(use_reentrant=False), every layer
-                                               ckplan plan --planner every (where ckplan has it)
+                                               ckplan plan --planner every
   dp      a dp plan at 60% of the way from its minimum to the baseline, applied to the real
           model by the snippet `ckplan emit hf` writes       ckplan plan --planner dp
   lora    PEFT LoRA at rank 8 on the modules ckplan's --lora adapts  ckplan plan --lora 8
