@@ -160,7 +160,8 @@ static int prepare(ck_emit_input *in, ck_layers *layers, ck_layers_view *view, c
     int rc = ck_emit_check_no_variants(in->plan, in->label, err);
     if (rc != CK_OK)
         return rc;
-    rc = ck_plan_check_replay(in->plan, &w->chain, w->statics.total, &check, err);
+    ck_schedule_replayer exact = ck_workload_replayer(w);
+    rc = ck_plan_check_replay(in->plan, &w->chain, &exact, w->statics.total, &check, err);
     if (rc == CK_OK)
         rc = ck_layers_find(w->model, w->chain.n_stages, w->stage_first, layers, err);
     if (rc != CK_OK)

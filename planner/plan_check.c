@@ -32,25 +32,25 @@ static void compare_time(ck_plan_check *out, const char *field, double plan, dou
             .field = field, .is_time = true, .plan_time = plan, .replayed_time = replayed};
 }
 
-static int replay_both(const ck_plan_file *p, const ck_chain *c, ck_replay *plan, ck_replay *base,
-                       ck_err *err)
+static int replay_both(const ck_plan_file *p, const ck_chain *c, const ck_schedule_replayer *exact,
+                       ck_replay *plan, ck_replay *base, ck_err *err)
 {
     ck_schedule baseline = {0};
-    int rc = ck_schedule_replay(c, &p->schedule, plan, NULL, NULL, err);
+    int rc = ck_schedule_replay_by(exact, c, &p->schedule, plan, err);
     if (rc == CK_OK)
         rc = ck_schedule_baseline(c, &baseline, err);
     if (rc == CK_OK)
-        rc = ck_schedule_replay(c, &baseline, base, NULL, NULL, err);
+        rc = ck_schedule_replay_by(exact, c, &baseline, base, err);
     ck_schedule_free(&baseline);
     return rc;
 }
 
-int ck_plan_check_replay(const ck_plan_file *p, const ck_chain *c, uint64_t static_bytes,
-                         ck_plan_check *out, ck_err *err)
+int ck_plan_check_replay(const ck_plan_file *p, const ck_chain *c, const ck_schedule_replayer *exact,
+                         uint64_t static_bytes, ck_plan_check *out, ck_err *err)
 {
     memset(out, 0, sizeof *out);
     ck_replay plan, base;
-    int rc = replay_both(p, c, &plan, &base, err);
+    int rc = replay_both(p, c, exact, &plan, &base, err);
     if (rc != CK_OK)
         return rc;
     ck_plan_figures *r = &out->replayed;
