@@ -149,6 +149,29 @@ static int bisect(const search *s, uint64_t lo, uint64_t hi, ck_plan_result *res
     return rc;
 }
 
+/* The bisection assumes that a larger chain budget gives a larger exact peak, which
+ * holds only roughly; the plan at chain budget `budget` itself (what planning on the
+ * chain's bound alone gives, and fits when that bound holds) replaces its result when it
+ * fits and is faster, so that the search never does worse than no search. */
+static int no_slower_than_at_budget(const search *s, ck_plan_result *result, ck_replay *replay,
+                                    ck_err *err)
+{
+    ck_plan_result other;
+    ck_replay other_replay;
+    uint64_t least;
+    bool planned;
+    ck_planner_result_init(&other);
+    int rc = fits_at(s, s->budget, &other, &other_replay, &least, &planned, err);
+    if (rc == CK_OK && other_replay.time < replay->time) {
+        ck_plan_result swap = *result;
+        *result = other;
+        other = swap;
+        *replay = other_replay;
+    }
+    ck_planner_result_free(&other);
+    return rc == CK_ERR_INFEASIBLE ? CK_OK : rc;
+}
+
 /* Planners plan the chain (whole checkpoints, their peaks bounds where the exact replay
  * knows better), so the chain budget B' to plan at is searched for: the largest, by
  * bisection, whose schedule's exact replay fits the budget, so that memory the chain's
@@ -170,7 +193,9 @@ static int plan_searched(const search *s, uint64_t top, ck_plan_result *result, 
     rc = smallest_plan(s, &lo, result, replay, min_budget, err);
     if (rc == CK_ERR_INFEASIBLE && top_peak < *min_budget)
         *min_budget = top_peak;
-    return rc == CK_OK ? bisect(s, lo, hi, result, replay, err) : rc;
+    if (rc == CK_OK)
+        rc = bisect(s, lo, hi, result, replay, err);
+    return rc == CK_OK ? no_slower_than_at_budget(s, result, replay, err) : rc;
 }
 
 /* The chain's baseline peak: where the search's chain budgets end. */
