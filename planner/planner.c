@@ -152,7 +152,8 @@ static int bisect(const search *s, uint64_t lo, uint64_t hi, ck_plan_result *res
 /* The bisection assumes that a larger chain budget gives a larger exact peak, which
  * holds only roughly; the plan at chain budget `budget` itself (what planning on the
  * chain's bound alone gives, and fits when that bound holds) replaces its result when it
- * fits and is faster, so that the search never does worse than no search. */
+ * fits and is faster, or as fast in less memory, so that the search never does worse than
+ * no search. */
 static int no_slower_than_at_budget(const search *s, ck_plan_result *result, ck_replay *replay,
                                     ck_err *err)
 {
@@ -162,7 +163,9 @@ static int no_slower_than_at_budget(const search *s, ck_plan_result *result, ck_
     bool planned;
     ck_planner_result_init(&other);
     int rc = fits_at(s, s->budget, &other, &other_replay, &least, &planned, err);
-    if (rc == CK_OK && other_replay.time < replay->time) {
+    bool better = other_replay.time < replay->time ||
+                  (other_replay.time == replay->time && other_replay.peak_bytes < replay->peak_bytes);
+    if (rc == CK_OK && better) {
         ck_plan_result swap = *result;
         *result = other;
         other = swap;
