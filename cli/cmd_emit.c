@@ -78,7 +78,7 @@ static void target_usage(FILE *out, const struct emit_target *t)
                  "(before the loss) does not store all of it: some stage of it has no F_all.\n"
                  "What per-layer checkpointing cannot express of the plan is said, and the\n"
                  "activation peak and time of what the output expresses come from replaying its\n"
-                 "schedule on the plan's chain, next to the plan's own.\n"
+                 "schedule compiled to the model's program, as run would, next to the plan's own.\n"
                  "\n"
                  "  -o, --output FILE   write to FILE (atomically) instead of stdout\n"
                  "  -h, --help          show this help\n"

@@ -95,7 +95,7 @@ void ck_emit_comment_figures(FILE *out, const ck_emit_input *in, const char *wha
                              const ck_emit_figures *f)
 {
     char budget[32], over[32];
-    fputs("# predicted, from replaying each schedule on the plan's chain (roofline step times):\n", out);
+    fputs("# predicted, from replaying each schedule's compiled program (roofline step times):\n", out);
     fprintf(out, "#   %-18s %18s %10s %10s %10s %9s\n", "", "activation peak", "", "with static",
             "step", "overhead");
     put_figures_line(out, what, f);
