@@ -163,9 +163,8 @@ static int no_slower_than_at_budget(const search *s, ck_plan_result *result, ck_
     bool planned;
     ck_planner_result_init(&other);
     int rc = fits_at(s, s->budget, &other, &other_replay, &least, &planned, err);
-    bool better = other_replay.time < replay->time ||
-                  (other_replay.time == replay->time && other_replay.peak_bytes < replay->peak_bytes);
-    if (rc == CK_OK && better) {
+    if (rc == CK_OK && (other_replay.time < replay->time ||
+                        (other_replay.time == replay->time && other_replay.peak_bytes < replay->peak_bytes))) {
         ck_plan_result swap = *result;
         *result = other;
         other = swap;
