@@ -78,7 +78,7 @@ static void target_usage(FILE *out, const struct emit_target *t)
                  "(before the loss) does not store all of it: some stage of it has no F_all.\n"
                  "What per-layer checkpointing cannot express of the plan is said, and the\n"
                  "activation peak and time of what the output expresses come from replaying its\n"
-                 "schedule on the plan's chain, next to the plan's own.\n"
+                 "schedule compiled to the model's program, as run would, next to the plan's own.\n"
                  "\n"
                  "  -o, --output FILE   write to FILE (atomically) instead of stdout\n"
                  "  -h, --help          show this help\n"
@@ -160,7 +160,8 @@ static int prepare(ck_emit_input *in, ck_layers *layers, ck_layers_view *view, c
     int rc = ck_emit_check_no_variants(in->plan, in->label, err);
     if (rc != CK_OK)
         return rc;
-    rc = ck_plan_check_replay(in->plan, &w->chain, w->statics.total, &check, err);
+    ck_schedule_replayer exact = ck_workload_replayer(w);
+    rc = ck_plan_check_replay(in->plan, &w->chain, &exact, w->statics.total, &check, err);
     if (rc == CK_OK)
         rc = ck_layers_find(w->model, w->chain.n_stages, w->stage_first, layers, err);
     if (rc != CK_OK)

@@ -567,7 +567,9 @@ static int report_infeasible(const plan_args *a, const ck_workload *w, uint64_t 
         ck_replay r;
         uint64_t dp_min = 0;
         ck_err ignored;
-        int rc = ck_planner_run(&w->chain, &ck_planner_dp, 0, &a->planner_opts, &res, &r, &dp_min, &ignored);
+        ck_schedule_replayer exact = ck_workload_replayer(w);
+        int rc = ck_planner_run_by(&w->chain, &exact, &ck_planner_dp, 0, &a->planner_opts, &res, &r,
+                                   &dp_min, &ignored);
         ck_planner_result_free(&res);
         if (rc == CK_ERR_INFEASIBLE && dp_min < activation_min) {
             uint64_t dp_total = ck_planner_step_budget(w->statics.total, dp_min);

@@ -18,7 +18,7 @@ int ck_emit_check_no_variants(const ck_plan_file *p, const char *label, ck_err *
 int ck_emit_replay(const ck_emit_input *in, const ck_schedule *s, ck_emit_figures *out, ck_err *err)
 {
     ck_replay r;
-    int rc = ck_schedule_replay(&in->w->chain, s, &r, NULL, NULL, err);
+    int rc = ck_workload_replay(in->w, s, &r, NULL, NULL, err);
     if (rc != CK_OK)
         return rc;
     out->activation_peak_bytes = r.peak_bytes;
@@ -95,7 +95,7 @@ void ck_emit_comment_figures(FILE *out, const ck_emit_input *in, const char *wha
                              const ck_emit_figures *f)
 {
     char budget[32], over[32];
-    fputs("# predicted, from replaying each schedule on the plan's chain (roofline step times):\n", out);
+    fputs("# predicted, from replaying each schedule's compiled program (roofline step times):\n", out);
     fprintf(out, "#   %-18s %18s %10s %10s %10s %9s\n", "", "activation peak", "", "with static",
             "step", "overhead");
     put_figures_line(out, what, f);

@@ -14,7 +14,7 @@
 #include "planner/plan.h"
 #include "planner/workload.h"
 
-/* A schedule's figures from its replay on the plan's chain. */
+/* A schedule's figures from its exact replay (ck_workload_replay: the model's program). */
 typedef struct {
     uint64_t activation_peak_bytes, peak_bytes; /* peak_bytes adds the static memory */
     double time, overhead;                      /* overhead over storing everything */
@@ -38,7 +38,7 @@ typedef struct {
  * and cannot recompute inside one. */
 int ck_emit_check_no_variants(const ck_plan_file *p, const char *label, ck_err *err);
 
-/* The figures of schedule s on in's chain, in->baseline's time being the baseline's. */
+/* The figures of schedule s by in's exact replay, in->baseline's time being the baseline's. */
 int ck_emit_replay(const ck_emit_input *in, const ck_schedule *s, ck_emit_figures *out, ck_err *err);
 
 /* "# " comment lines: the plan's origin, what the output expresses, what it cannot, and

@@ -49,19 +49,6 @@ typedef struct {
     bool exact; /* its schedule is the plan's */
 } candidate;
 
-static int evaluate(const ck_emit_input *in, flags f, candidate *out, ck_err *err)
-{
-    ck_schedule s;
-    int rc = flags_schedule(in, f, &s, err);
-    if (rc != CK_OK)
-        return rc;
-    out->f = f;
-    out->exact = ck_layers_same_schedule(&s, &in->plan->schedule);
-    rc = ck_emit_replay(in, &s, &out->fig, err);
-    ck_schedule_free(&s);
-    return rc;
-}
-
 /* Whether a is closer to the plan than b: exactly it; else fitting the budget, then the
  * faster (fitting) or the smaller peak (neither fitting); ties to the fewer flags. */
 static bool closer(const candidate *a, const candidate *b)
@@ -77,13 +64,38 @@ static bool closer(const candidate *a, const candidate *b)
     return a->fig.time < b->fig.time;
 }
 
+/* Flags f as a candidate, its figures the exact replay's (ck_emit_replay: the program's,
+ * some ten times the chain's cost). With best given, *out->considered is false, and that
+ * replay skipped, when the chain's replay already shows f cannot be closer than best: a
+ * fitting best that f's time (the chain's and the program's alike) does not beat. */
+static int evaluate(const ck_emit_input *in, flags f, const candidate *best, candidate *out,
+                    bool *considered, ck_err *err)
+{
+    ck_schedule s;
+    int rc = flags_schedule(in, f, &s, err);
+    if (rc != CK_OK)
+        return rc;
+    out->f = f;
+    out->exact = ck_layers_same_schedule(&s, &in->plan->schedule);
+    ck_replay chain;
+    *considered = true;
+    if (best && !out->exact && best->fig.fits &&
+        (rc = ck_schedule_replay(&in->w->chain, &s, &chain, NULL, NULL, err)) == CK_OK)
+        *considered = !best->exact && chain.time <= best->fig.time;
+    if (rc == CK_OK && *considered)
+        rc = ck_emit_replay(in, &s, &out->fig, err);
+    ck_schedule_free(&s);
+    return rc;
+}
+
 /* The closest of all settings: no recomputation, block 1..n, uniform 2..n (uniform 1 is
- * block n). Each is a replay of the whole chain: for 10,000 layers some 15 s, so a signal
- * is polled between them. */
+ * block n). Each is a replay of the whole chain (for 10,000 layers some 15 s), and of
+ * its program where it may be the closest, so a signal is polled between them. */
 static int closest(const ck_emit_input *in, candidate *best, ck_err *err)
 {
     size_t n = in->layers->n_layers;
-    int rc = evaluate(in, (flags){NO_RECOMPUTE, 0}, best, err);
+    bool considered;
+    int rc = evaluate(in, (flags){NO_RECOMPUTE, 0}, NULL, best, &considered, err);
     for (size_t k = 1; rc == CK_OK && k <= 2 * n; k++) {
         flags f = k <= n ? (flags){BLOCK, k} : (flags){UNIFORM, k - n};
         candidate c;
@@ -91,8 +103,8 @@ static int closest(const ck_emit_input *in, candidate *best, ck_err *err)
             continue;
         if ((rc = ck_interrupt_check(err)) != CK_OK)
             break;
-        rc = evaluate(in, f, &c, err);
-        if (rc == CK_OK && closer(&c, best))
+        rc = evaluate(in, f, best, &c, &considered, err);
+        if (rc == CK_OK && considered && closer(&c, best))
             *best = c;
     }
     return rc;

@@ -401,28 +401,6 @@ int ck_runner_outputs_apart(const ck_run_settings *s, const ck_named_file *input
     return ck_files_check_apart("run", inputs, n_inputs, out, sizeof out / sizeof out[0], err);
 }
 
-/* The memory a run predicts is what the step holds exactly (ck_workload_replay): for a
- * model its compiled program's, which is the chain's bound except where F_all's own
- * transient is smaller; the plan file's figures are still checked against the chain. */
-static int exact_peaks(const ck_workload *w, const ck_schedule *s, ck_plan_figures *f, ck_err *err)
-{
-    ck_schedule base = {0};
-    ck_replay plan, baseline;
-    int rc = ck_workload_replay(w, s, &plan, NULL, NULL, err);
-    if (rc == CK_OK)
-        rc = ck_schedule_baseline(&w->chain, &base, err);
-    if (rc == CK_OK)
-        rc = ck_workload_replay(w, &base, &baseline, NULL, NULL, err);
-    ck_schedule_free(&base);
-    if (rc != CK_OK)
-        return rc;
-    f->activation_peak_bytes = plan.peak_bytes;
-    f->peak_bytes = f->static_bytes + plan.peak_bytes;
-    f->baseline_activation_peak_bytes = baseline.peak_bytes;
-    f->baseline_peak_bytes = f->static_bytes + baseline.peak_bytes;
-    return CK_OK;
-}
-
 int ck_runner_prepare(const ck_run_settings *a, const ck_plan_file *p, const ck_workload *given,
                       ck_runner_basis *b, ck_err *err)
 {
@@ -441,14 +419,13 @@ int ck_runner_prepare(const ck_run_settings *a, const ck_plan_file *p, const ck_
     }
     if (rc == CK_OK)
         rc = ck_plan_bind_variants(p, &b->w->chain, a->label, &b->schedule, err);
-    if (rc == CK_OK) {
+    if (rc == CK_OK) { /* what the step holds exactly, as plan wrote it: the program's */
         ck_plan_file bound = *p;
         bound.schedule = b->schedule;
-        rc = ck_plan_check_replay(&bound, &b->w->chain, b->w->statics.total, &b->check, err);
+        ck_schedule_replayer exact = ck_workload_replayer(b->w);
+        rc = ck_plan_check_replay(&bound, &b->w->chain, &exact, b->w->statics.total, &b->check, err);
         if (rc == CK_OK)
             ck_plan_check_statics(p, &b->w->statics, &b->check);
-        if (rc == CK_OK)
-            rc = exact_peaks(b->w, &b->schedule, &b->check.replayed, err);
         if (rc == CK_ERR_INPUT)
             rc = name_plan(rc, a->label, "", err);
     }
@@ -651,16 +628,17 @@ void ck_runner_basis_free(ck_runner_basis *b)
     b->have_loaded = false;
 }
 
-/* Every-layer checkpointing of w, replayed on its chain as the plan's schedule is, into
- * out->every; nothing for a model whose layers are unknown. */
+/* Every-layer checkpointing of w, replayed exactly as the plan's schedule is (a model's
+ * compiled program), into out->every; nothing for a model whose layers are unknown. */
 static int replay_every(const ck_workload *w, ck_planned *out, ck_err *err)
 {
     if (w->chain.layers == CK_CHAIN_LAYERS_UNKNOWN)
         return CK_OK;
     ck_schedule s;
+    ck_schedule_replayer exact = ck_workload_replayer(w);
     int rc = ck_layers_every(&w->chain, &s, &out->every.layers, err);
     if (rc == CK_OK)
-        rc = ck_schedule_replay(&w->chain, &s, &out->every.replay, NULL, NULL, err);
+        rc = ck_schedule_replay_by(&exact, &w->chain, &s, &out->every.replay, err);
     ck_schedule_free(&s);
     out->have_every = rc == CK_OK;
     return rc;
@@ -679,21 +657,23 @@ int ck_runner_plan(const ck_workload *w, const ck_planner *planner, uint64_t bud
         return ck_err_fail(err, wrc, "%s: --planner %s: %s", w->path, planner->name, why.msg);
     if (w->model && ck_layout_pipelined(&w->statics.layout))
         return plan_pipeline(w, planner, budget, popts, wopts, out, err);
+    /* plans are held to, and report, what the step holds exactly: the model's program */
+    ck_schedule_replayer exact = ck_workload_replayer(w);
     if (!ck_planner_activation_budget(budget, w->statics.total, &out->activation_budget)) {
         /* Still find the planner's minimum, so that a sweep can record what would fit. */
         ck_err why;
         ck_replay r;
         out->static_too_large = true;
-        int rc = ck_planner_run(&w->chain, planner, 0, popts, &out->result, &r,
-                               &out->min_activation_bytes, &why);
+        int rc = ck_planner_run_by(&w->chain, &exact, planner, 0, popts, &out->result, &r,
+                                   &out->min_activation_bytes, &why);
         ck_planner_result_free(&out->result);
         if (rc == CK_ERR_RUNTIME || rc == CK_INTERRUPTED) /* no minimum found: nothing to record */
             return ck_err_fail(err, rc, "%s", why.msg);
         return CK_ERR_INFEASIBLE;
     }
     uint64_t min_budget = 0;
-    int rc = ck_planner_run(&w->chain, planner, out->activation_budget, popts, &out->result,
-                           &out->predicted, &min_budget, err);
+    int rc = ck_planner_run_by(&w->chain, &exact, planner, out->activation_budget, popts,
+                               &out->result, &out->predicted, &min_budget, err);
     if (rc == CK_ERR_INFEASIBLE) {
         out->min_activation_bytes = min_budget;
         return rc;
@@ -702,7 +682,7 @@ int ck_runner_plan(const ck_workload *w, const ck_planner *planner, uint64_t bud
     if (rc == CK_OK)
         rc = ck_schedule_baseline(&w->chain, &base, err);
     if (rc == CK_OK)
-        rc = ck_schedule_replay(&w->chain, &base, &out->baseline, NULL, NULL, err);
+        rc = ck_workload_replay(w, &base, &out->baseline, NULL, NULL, err);
     ck_schedule_free(&base);
     if (rc == CK_OK)
         rc = replay_every(w, out, err);

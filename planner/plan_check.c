@@ -33,22 +33,22 @@ static void compare_time(ck_plan_check *out, const char *field, double plan, dou
             .field = field, .is_time = true, .plan_time = plan, .replayed_time = replayed};
 }
 
-static int replay_both(const ck_plan_file *p, const ck_chain *c, ck_replay *plan, ck_replay *base,
-                       ck_err *err)
+static int replay_both(const ck_plan_file *p, const ck_chain *c, const ck_schedule_replayer *exact,
+                       ck_replay *plan, ck_replay *base, ck_err *err)
 {
     ck_schedule baseline = {0};
-    int rc = ck_schedule_replay(c, &p->schedule, plan, NULL, NULL, err);
+    int rc = ck_schedule_replay_by(exact, c, &p->schedule, plan, err);
     if (rc == CK_OK)
         rc = ck_schedule_baseline(c, &baseline, err);
     if (rc == CK_OK)
-        rc = ck_schedule_replay(c, &baseline, base, NULL, NULL, err);
+        rc = ck_schedule_replay_by(exact, c, &baseline, base, err);
     ck_schedule_free(&baseline);
     return rc;
 }
 
-/* predicted.every_layer against the replay of every-layer checkpointing on c. */
-static int check_every(const ck_plan_file *p, const ck_chain *c, uint64_t static_bytes,
-                       ck_plan_check *out, ck_err *err)
+/* predicted.every_layer against the replay (by exact) of every-layer checkpointing on c. */
+static int check_every(const ck_plan_file *p, const ck_chain *c, const ck_schedule_replayer *exact,
+                       uint64_t static_bytes, ck_plan_check *out, ck_err *err)
 {
     ck_plan_figures *r = &out->replayed;
     const ck_plan_figures *f = &p->predicted;
@@ -57,7 +57,7 @@ static int check_every(const ck_plan_file *p, const ck_chain *c, uint64_t static
     size_t layers;
     int rc = ck_layers_every(c, &s, &layers, err);
     if (rc == CK_OK)
-        rc = ck_schedule_replay(c, &s, &every, NULL, NULL, err);
+        rc = ck_schedule_replay_by(exact, c, &s, &every, err);
     ck_schedule_free(&s);
     if (rc != CK_OK)
         return rc;
@@ -80,12 +80,12 @@ static int check_every(const ck_plan_file *p, const ck_chain *c, uint64_t static
     return CK_OK;
 }
 
-int ck_plan_check_replay(const ck_plan_file *p, const ck_chain *c, uint64_t static_bytes,
-                         ck_plan_check *out, ck_err *err)
+int ck_plan_check_replay(const ck_plan_file *p, const ck_chain *c, const ck_schedule_replayer *exact,
+                         uint64_t static_bytes, ck_plan_check *out, ck_err *err)
 {
     memset(out, 0, sizeof *out);
     ck_replay plan, base;
-    int rc = replay_both(p, c, &plan, &base, err);
+    int rc = replay_both(p, c, exact, &plan, &base, err);
     if (rc != CK_OK)
         return rc;
     ck_plan_figures *r = &out->replayed;
@@ -111,7 +111,7 @@ int ck_plan_check_replay(const ck_plan_file *p, const ck_chain *c, uint64_t stat
     compare_time(out, "predicted.time", f->time, r->time);
     compare_time(out, "predicted.baseline_time", f->baseline_time, r->baseline_time);
     compare_time(out, "predicted.overhead", f->overhead, r->overhead);
-    return f->has_every ? check_every(p, c, static_bytes, out, err) : CK_OK;
+    return f->has_every ? check_every(p, c, exact, static_bytes, out, err) : CK_OK;
 }
 
 void ck_plan_check_statics(const ck_plan_file *p, const ck_static_mem *s, ck_plan_check *out)

@@ -1,5 +1,5 @@
-/* plan_check: a plan file's figures against the replay of its own schedule on the chain
- * its model derives, so that no number `ckplan run` reports or checks against is taken on
+/* plan_check: a plan file's figures against the exact replay of its own schedule on the
+ * chain its model derives (for a model, by its compiled program), so that no number `ckplan run` reports or checks against is taken on
  * trust from the file (docs/plan-format.md, "How ckplan run checks a plan"). */
 #ifndef CK_PLAN_CHECK_H
 #define CK_PLAN_CHECK_H
@@ -11,6 +11,7 @@
 #include "planner/chain.h"
 #include "planner/err.h"
 #include "planner/plan.h"
+#include "planner/schedule.h"
 
 /* Times (and the overhead) agree within this fraction of the larger one: a JSON tool that
  * rewrites a plan may round a number's last digits. Sizes must agree exactly. */
@@ -36,13 +37,13 @@ typedef struct {
     size_t n_differences; /* 0: the file's figures are the replay's */
 } ck_plan_check;
 
-/* Replays p's schedule and the store-everything baseline on c (the chain derived from the
- * plan's model, with static_bytes beside it), and every-layer checkpointing's when p has
- * predicted.every_layer, and compares every figure. CK_OK with *out
- * filled whether or not they agree; CK_ERR_INPUT when the schedule is invalid on c (the
- * replay's message, naming the operation). */
-int ck_plan_check_replay(const ck_plan_file *p, const ck_chain *c, uint64_t static_bytes,
-                         ck_plan_check *out, ck_err *err);
+/* Replays p's schedule and the store-everything baseline by `exact` on c (the chain
+ * derived from the plan's model, with static_bytes beside it; exact NULL: the chain's own
+ * replay, else ck_workload_replayer's, which plan files report), and every-layer
+ * checkpointing's when p has predicted.every_layer, and compares every figure. CK_OK with *out filled whether or not they agree; CK_ERR_INPUT when the schedule
+ * is invalid on c (the replay's message, naming the operation). */
+int ck_plan_check_replay(const ck_plan_file *p, const ck_chain *c, const ck_schedule_replayer *exact,
+                         uint64_t static_bytes, ck_plan_check *out, ck_err *err);
 
 /* Sets out->replayed's static parts from s, the static memory of the plan's model (all
  * zero for a chain file), and adds to out->differences the ones p contradicts:

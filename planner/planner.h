@@ -2,7 +2,7 @@
  *
  * A planner turns a chain and an activation budget into a schedule. It may replay
  * candidate schedules to choose among them, but the figures ckplan reports are always
- * the replay of the schedule it returns (ck_planner_run does that replay). */
+ * the exact replay of the schedule it returns (ck_planner_run_by does that replay). */
 #ifndef CK_PLANNERS_H
 #define CK_PLANNERS_H
 
@@ -85,10 +85,23 @@ bool ck_planner_activation_budget(uint64_t budget, uint64_t static_bytes, uint64
  * that is over 64 bits. */
 uint64_t ck_planner_step_budget(uint64_t static_bytes, uint64_t activation_bytes);
 
-/* Plans c under budget with planner p and replays the result into *replay. When the
- * store-everything schedule fits, that is the plan, whatever p (that accepts c). On CK_ERR_INFEASIBLE,
- * *min_budget holds the smallest budget that gets a plan: the planner's smallest, or the
- * baseline's peak when that is lower. */
+/* Plans c under budget with planner p and replays the result into *replay by `exact`
+ * (NULL: the chain's own replay of c), which is also what the budget holds: a schedule
+ * fits iff its exact peak is at most budget. When the store-everything schedule fits,
+ * that is the plan, whatever p (that accepts c), unless p plans
+ * whatever the budget (every). Where the chain's replay is exact (a chain file, exact
+ * NULL, no partitioned checkpoints) p plans c at budget and, when it cannot,
+ * *min_budget is p's smallest budget. Otherwise (a model's program, of whose peaks the
+ * chain's are bounds; partitioned checkpoints, which planners do not see) p plans at the
+ * chain budget found by a search (planner.c, plan_searched): the largest whose schedule's
+ * exact peak fits; on CK_ERR_INFEASIBLE *min_budget is the smaller exact peak of p's
+ * schedules at its smallest chain budget and at the baseline's chain peak less one byte:
+ * a plan is found at that budget and not one byte below. Either way *min_budget is the
+ * baseline's exact peak when that is lower. */
+int ck_planner_run_by(const ck_chain *c, const ck_schedule_replayer *exact, const ck_planner *p,
+                      uint64_t budget, const ck_planner_opts *opts, ck_plan_result *result,
+                      ck_replay *replay, uint64_t *min_budget, ck_err *err);
+/* ck_planner_run_by with the chain's own replay. */
 int ck_planner_run(const ck_chain *c, const ck_planner *p, uint64_t budget,
                   const ck_planner_opts *opts, ck_plan_result *result, ck_replay *replay,
                   uint64_t *min_budget, ck_err *err);

@@ -87,3 +87,11 @@ int ck_schedule_replay(const ck_chain *c, const ck_schedule *s, ck_replay *out,
     ck_action_state_free(&st);
     return rc;
 }
+
+int ck_schedule_replay_by(const ck_schedule_replayer *r, const ck_chain *c, const ck_schedule *s,
+                          ck_replay *out, ck_err *err)
+{
+    if (r && r->fn)
+        return r->fn(r->ctx, s, out, err);
+    return ck_schedule_replay(c, s, out, NULL, NULL, err);
+}

@@ -50,4 +50,17 @@ typedef struct {
 int ck_schedule_replay(const ck_chain *c, const ck_schedule *s, ck_replay *out,
                        uint64_t *live_after, uint64_t *op_peak, ck_err *err);
 
+/* The replay whose figures are reported and held to a budget, when it is not the chain's
+ * own: for a model, its compiled program's (ck_workload_replayer, planner/workload), of
+ * which the chain's peak is a bound. Same contract as ck_schedule_replay on the chain it
+ * was made for; ctx is what fn needs. */
+typedef struct {
+    int (*fn)(const void *ctx, const ck_schedule *s, ck_replay *out, ck_err *err);
+    const void *ctx;
+} ck_schedule_replayer;
+
+/* s replayed by r, or by ck_schedule_replay on c when r (or r->fn) is NULL. */
+int ck_schedule_replay_by(const ck_schedule_replayer *r, const ck_chain *c, const ck_schedule *s,
+                          ck_replay *out, ck_err *err);
+
 #endif

@@ -256,12 +256,28 @@ int ck_workload_load(const char *path, const ck_workload_opts *opts, ck_workload
     return rc;
 }
 
+/* Whether w's exact figures are its compiled program's rather than its chain's. */
+static bool by_program(const ck_workload *w)
+{
+    return w->lower && !ck_chain_partitioned(&w->chain);
+}
+
 int ck_workload_replay(const ck_workload *w, const ck_schedule *s, ck_replay *out,
                        uint64_t *live_after, uint64_t *op_peak, ck_err *err)
 {
-    if (w->lower)
+    if (by_program(w))
         return ck_lower_replay(w->lower, &w->chain, s, out, live_after, op_peak, err);
     return ck_schedule_replay(&w->chain, s, out, live_after, op_peak, err);
+}
+
+static int replay_program(const void *ctx, const ck_schedule *s, ck_replay *out, ck_err *err)
+{
+    return ck_workload_replay(ctx, s, out, NULL, NULL, err);
+}
+
+ck_schedule_replayer ck_workload_replayer(const ck_workload *w)
+{
+    return (ck_schedule_replayer){by_program(w) ? replay_program : NULL, w};
 }
 
 void ck_workload_free(ck_workload *w)

@@ -58,9 +58,16 @@ int ck_workload_apply_costs(ck_workload *w, const ck_workload_opts *opts, ck_err
 
 /* What a step of schedule s holds, exactly: for a model the replay of its compiled program
  * (ck_lower_replay: F_all's own transient, below the chain's bound), for a chain file the
- * chain's replay. Times and counts are the chain's either way. */
+ * chain's replay. Times and counts are the chain's either way. A model with partitioned
+ * checkpoints (--partition-activations) is the exception: the program does not model
+ * shards, so its figures are the chain's replay with them (docs/parallel.md). */
 int ck_workload_replay(const ck_workload *w, const ck_schedule *s, ck_replay *out,
                        uint64_t *live_after, uint64_t *op_peak, ck_err *err);
+
+/* ck_workload_replay as a replayer for ck_planner_run_by and ck_plan_check_replay: what
+ * plan files report and budgets are held to. Its fn is NULL where that is the chain's own
+ * replay (chain files, partitioned checkpoints). w must outlive it. */
+ck_schedule_replayer ck_workload_replayer(const ck_workload *w);
 
 /* The stage of w's chain (a model's) that begins at node `node`; SIZE_MAX when none does. */
 size_t ck_workload_stage_at(const ck_workload *w, size_t node);

@@ -13,14 +13,21 @@ usage:
       (model.model.layers, model.config.use_cache) and checks that exactly the plan's
       layers are recomputed in backward and that every gradient equals the unwrapped
       module's, bit for bit, with dropout on
-  emit_check.py figures hf|fsdp|megatron|deepspeed OUTPUT PLAN CHAIN
-      replays the schedule that the output expresses on CHAIN (from `ckplan chain`) with
-      tests/cli/replay.py and checks the activation peak and time the output predicts
+  emit_check.py figures hf|fsdp|megatron|deepspeed OUTPUT PLAN CHAIN CKPLAN
+      builds the schedule that the output expresses, runs it with `CKPLAN run` (one step)
+      and checks that the activation peak the output predicts is the tracked peak measured,
+      and within the replay of that schedule on CHAIN (from `ckplan chain`, with
+      tests/cli/replay.py: the spec's bound), and that the time it predicts is the replay's
+  emit_check.py measure CKPLAN PLAN
+      prints the tracked activation peak of one step of PLAN as `CKPLAN run` measures it
 """
+import hashlib
 import json
 import os
 import re
+import subprocess
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from replay import replay  # noqa: E402  (the spec's replay, written apart from ckplan's)
@@ -165,13 +172,38 @@ def predicted(kind, text):
     return int(m.group(1)), float(m.group(2)) * scale
 
 
-def check_figures(kind, output, plan_path, chain_path):
+def measure(ckplan, plan_path):
+    """The tracked activation peak of one step of the plan, as `ckplan run` measures it (the
+    plan's figures need not be right: run warns and measures all the same)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        runs = os.path.join(tmp, "runs.jsonl")
+        subprocess.run([ckplan, "run", plan_path, "--steps", "1", "--runs", runs, "--quiet"],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        return json.loads(open(runs).read().splitlines()[-1])["plan_run"]["activation_peak_bytes"]
+
+
+def measured_peak(ckplan, plan, schedule):
+    """measure() of plan with its schedule replaced, remembered per schedule in the current
+    directory (hf, fsdp and deepspeed express the same one)."""
+    key = hashlib.sha256(json.dumps([plan["model"], schedule], sort_keys=True).encode()).hexdigest()[:16]
+    memo = f"measured-{key}.txt"
+    if not os.path.exists(memo):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "expressed.json")
+            json.dump(dict(plan, schedule=schedule), open(path, "w"))
+            open(memo, "w").write(str(measure(ckplan, path)))
+    return int(open(memo).read())
+
+
+def check_figures(kind, output, plan_path, chain_path, ckplan):
     text = open(output).read()
     plan, chain = json.load(open(plan_path)), json.load(open(chain_path))
     schedule = segments_schedule(len(chain["stages"]), expressed_segments(kind, text, plan))
-    peak, time = replay(chain, schedule)
+    bound, time = replay(chain, schedule)
+    peak = measured_peak(ckplan, plan, schedule)
     got_peak, got_time = predicted(kind, text)
-    assert got_peak == peak, f"{kind}: predicted activation peak {got_peak}, replay gives {peak}"
+    assert got_peak == peak, f"{kind}: predicted activation peak {got_peak}, measured {peak}"
+    assert peak <= bound, f"{kind}: measured activation peak {peak} above the chain's bound {bound}"
     tolerance = 1e-9 if kind == "deepspeed" else 0.006  # printed as 4 significant digits
     assert abs(got_time - time) <= tolerance * time, f"{kind}: predicted time {got_time}, replay gives {time}"
     fits = plan["predicted"]["static_bytes"] + peak <= plan["budget_bytes"]
@@ -273,7 +305,9 @@ def main():
     elif sys.argv[1] == "run":
         run_snippet(sys.argv[2], sys.argv[3], sys.argv[4])
     elif sys.argv[1] == "figures":
-        check_figures(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5])
+        check_figures(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6])
+    elif sys.argv[1] == "measure":
+        print(measure(sys.argv[2], sys.argv[3]))
     else:
         sys.exit(__doc__)
 

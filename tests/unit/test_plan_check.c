@@ -70,7 +70,7 @@ static ck_plan_check checked(const ck_chain *c, const ck_plan_file *p)
 {
     ck_plan_check out;
     ck_err err;
-    int rc = ck_plan_check_replay(p, c, STATIC_BYTES, &out, &err);
+    int rc = ck_plan_check_replay(p, c, NULL, STATIC_BYTES, &out, &err);
     ck_assert_msg(rc == CK_OK, "%s", err.msg);
     ck_plan_check_statics(p, &statics, &out);
     return out;
@@ -216,7 +216,7 @@ START_TEST(an_invalid_schedule_is_an_input_error)
     p.schedule.n--; /* no longer ends with y_0 */
     ck_plan_check out;
     ck_err err;
-    ck_assert_int_eq(ck_plan_check_replay(&p, &c, STATIC_BYTES, &out, &err), CK_ERR_INPUT);
+    ck_assert_int_eq(ck_plan_check_replay(&p, &c, NULL, STATIC_BYTES, &out, &err), CK_ERR_INPUT);
     ck_assert_ptr_nonnull(strstr(err.msg, "y_0"));
     ck_plan_file_free(&p);
     ck_chain_free(&c);

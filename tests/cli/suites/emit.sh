@@ -2,8 +2,9 @@
 # Python snippets are executed with PyTorch 2 (the referee's interpreter, CKPLAN_PYTHON)
 # against a module tree of Hugging Face's shape: exactly the plan's layers must be
 # recomputed in backward, and the gradients must equal the unwrapped module's. Every
-# predicted figure is checked against an independent replay (tests/cli/replay.py) of the
-# schedule the output expresses; which layers a plan checkpoints is computed from the plan
+# predicted figure is checked against the schedule the output expresses: its activation
+# peak is the one `ckplan run` measures, within the independent replay's bound
+# (tests/cli/replay.py), its time the replay's; which layers a plan checkpoints is computed from the plan
 # file by tests/cli/emit_check.py, not taken from ckplan.
 emit_check() { python3 "$here/emit_check.py" "$@"; }
 torch_check() { "$CKPLAN_PYTHON" "$here/emit_check.py" "$@"; }
@@ -51,7 +52,7 @@ for p in none some first mixed chen all op; do
         run emit $t $p.json -o $t-$p.py
         check "emit $t ($p): written" 0
         check_that "emit $t ($p): the snippet checkpoints exactly the plan's layers, gradients equal" torch_check run $t $t-$p.py $p.json
-        check_that "emit $t ($p): its predicted peak, time and budget verdict are the replay of what it expresses" emit_check figures $t $t-$p.py $p.json "$chain"
+        check_that "emit $t ($p): its predicted peak, time and budget verdict are the replay of what it expresses" emit_check figures $t $t-$p.py $p.json "$chain" "$bin"
     done
     run emit hf $p.json
     check_that "emit hf ($p): stdout is what -o wrote" test "$out" = "$(cat hf-$p.py)"
@@ -59,15 +60,15 @@ for p in none some first mixed chen all op; do
     check_that "emit hf ($p): non-reentrant, the random state kept" grep -q "use_reentrant=False, preserve_rng_state=True" hf-$p.py
     run emit megatron $p.json -o megatron-$p.txt
     check "emit megatron ($p): written" 0
-    check_that "emit megatron ($p): its predicted peak, time and budget verdict are the replay of its flags" emit_check figures megatron megatron-$p.txt $p.json "$chain"
+    check_that "emit megatron ($p): its predicted peak, time and budget verdict are the replay of its flags" emit_check figures megatron megatron-$p.txt $p.json "$chain" "$bin"
     run emit deepspeed $p.json -o deepspeed-$p.json
     check "emit deepspeed ($p): written" 0
-    check_that "emit deepspeed ($p): its predicted peak, time and budget verdict are the replay of its layers" emit_check figures deepspeed deepspeed-$p.json $p.json "$chain"
+    check_that "emit deepspeed ($p): its predicted peak, time and budget verdict are the replay of its layers" emit_check figures deepspeed deepspeed-$p.json $p.json "$chain" "$bin"
     check_that "emit deepspeed ($p): the layers to wrap are the plan's, exact as an outside replay says" python3 -c '
 import json, subprocess, sys
 d = json.load(open(sys.argv[1]))
 want = json.loads(subprocess.check_output([sys.executable, sys.argv[2], "layers", sys.argv[3]]))
-fig = json.loads(subprocess.check_output([sys.executable, sys.argv[2], "figures", "deepspeed", sys.argv[1], sys.argv[3], sys.argv[4]]))
+fig = json.loads(subprocess.check_output([sys.executable, sys.argv[2], "figures", "deepspeed", sys.argv[1], sys.argv[3], sys.argv[4], sys.argv[5]]))
 s, c = d["activation_checkpointing"], d["ckplan"]
 assert sorted(s) == sorted(["partition_activations", "cpu_checkpointing", "contiguous_memory_optimization",
                             "number_checkpoints", "synchronize_checkpoint_boundary", "profile"]), s
@@ -77,7 +78,7 @@ assert c["exact"] == fig["exact"] and (c["cannot_express"] == []) == c["exact"],
 plan = json.load(open(sys.argv[3]))
 assert c["plan_predicted"]["activation_peak_bytes"] == plan["predicted"]["activation_peak_bytes"], c
 assert c["baseline"]["activation_peak_bytes"] == plan["predicted"]["baseline_activation_peak_bytes"], c
-' deepspeed-$p.json "$here/emit_check.py" $p.json "$chain"
+' deepspeed-$p.json "$here/emit_check.py" $p.json "$chain" "$bin"
 done
 
 # What each case says.
@@ -95,15 +96,17 @@ check_that "emit megatron: other layers than the first cannot be expressed, the 
 check_that "emit megatron: what cannot be expressed says which flags come closest" grep -q "^# closest flags: " megatron-mixed.txt
 
 # Megatron's uniform method: a plan checkpointing mlp-deep's 16 layers in groups of 4 (its
-# schedule built and its figures replayed by the test, from the spec).
-python3 - "$here" all.json mlp.chain.json uniform.json <<'EOF'
+# schedule built by the test, its time replayed from the spec and its activation peak the
+# one `run` measures, which plan files hold).
+python3 - "$here" all.json mlp.chain.json uniform.json "$bin" <<'EOF'
 import json, sys
 sys.path.insert(0, sys.argv[1])
 import emit_check, replay
 plan, chain = json.load(open(sys.argv[2])), json.load(open(sys.argv[3]))
 L = len(chain["stages"])
 plan["schedule"] = emit_check.segments_schedule(L, [(a, a + 4) for a in range(0, 16, 4)])
-peak, time = replay.replay(chain, plan["schedule"])
+_, time = replay.replay(chain, plan["schedule"])
+peak = emit_check.measured_peak(sys.argv[5], plan, plan["schedule"])
 p = plan["predicted"]
 p.update(activation_peak_bytes=peak, peak_bytes=p["static_bytes"] + peak, time=time,
          overhead=time / p["baseline_time"] - 1)

@@ -69,11 +69,14 @@ for model in gpt2-tiny llama-tiny gpt2-tiny-bf16; do
     least=$(printf '%s' "$err" | sed -n 's/.*its smallest plan needs [^(]*(\([0-9]*\) bytes).*/\1/p')
     run plan "$root/models/$model.json" --budget "$least" --variants -o "$model-var.json"
     check "variants: $model plans at dp's smallest budget, the summary naming its variants" 0 "(F_all keeps less, B recomputes the rest):"
-    run plan "$root/models/$model.json" --budget "$least"
-    check "variants: $model block-only dp cannot reach that budget" 3 "too small for planner dp"
+    run plan "$root/models/$model.json" --budget $((static + 1))
+    least_block=$(printf '%s' "$err" | sed -n 's/.*its smallest plan needs [^(]*(\([0-9]*\) bytes).*/\1/p')
+    # Exact figures (the compiled program's): on these models F_all's own transient is
+    # what made "all" look larger than the variants, so block-only reaches as low.
+    check_that "variants: $model block-only dp reaches no lower than variant dp ($least_block, $least)" test "$least_block" -ge "$least"
     run run "$model-var.json" --verify --steps 1 --runs var.jsonl
     check "variants: $model's variant plan verifies byte-exact" 0 "gradients identical bit for bit" "verify: passed"
-    check_that "variants: $model's plan replays independently on its chain file" replay "$model-var.json" "$model-chain.json"
+    check_that "variants: $model's plan replays independently on its chain file, within its bound" replay --bound "$model-var.json" "$model-chain.json"
 done
 run emit hf gpt2-tiny-var.json -o emitted.py
 check "variants: emit refuses a plan with variants, naming the operation" 2 "gpt2-tiny-var.json: schedule[" "variant: emit writes checkpointing of whole layers"
