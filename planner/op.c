@@ -740,8 +740,10 @@ static void describe_cross_entropy(ovf *o, const ck_attrs *a, const ck_ttype *in
 
 /* act(gate) * up. Fused, one kernel keeps gate and up (swiglu's dup reads the gate only).
  * Written out, as Hugging Face's MLPs run it: act keeps the gate for the gate's gradient,
- * the product keeps act(gate) for up's and up for act(gate)'s, whose gradient is a
- * transient of the backward. */
+ * the product keeps act(gate) for up's and up for act(gate)'s. No workspace: autograd makes
+ * act(gate)'s gradient beside up's, runs up_proj's backward (made later, so first), which
+ * frees up's, then act's, which makes the gate's: two [..] gradients at a time, the two
+ * this node's backward holds (the referee measures the same peak). */
 static void describe_glu(ovf *o, const ck_op_def *op, const ck_attrs *a, const ck_ttype *out,
                          const ck_ttype *in, ck_op_info *info)
 {
@@ -756,7 +758,6 @@ static void describe_glu(ovf *o, const ck_op_def *op, const ck_attrs *a, const c
     only_for(info, 1, CK_NEED_INPUT(0));
     save_internal(o, info, CK_SLOT_GLU_ACT, out);
     only_for(info, 2, CK_NEED_INPUT(1));
-    info->bwd_ws_bytes = bytes_of(o, out);
 }
 
 /* What node of kind op->kind saves and owns, and the FLOPs beyond its per-element ones;

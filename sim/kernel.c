@@ -1148,20 +1148,16 @@ void ck_kernel_glu_written_forward(float *out, float *act, const float *gate, co
     ck_kernel_mul_forward(out, act, up, n);
 }
 
-void ck_kernel_glu_written_backward(float *dgate, float *dup, float *dact, const float *dout,
+void ck_kernel_glu_written_backward(float *dgate, float *dup, const float *dout,
                                     const float *gate, const float *up, const float *act,
                                     bool gelu, size_t n)
 {
     if (dup)
         add_product_into(dup, dout, act, n);
-    if (!dgate)
-        return;
-    memset(dact, 0, n * sizeof *dact);
-    add_product_into(dact, dout, up, n);
-    if (gelu)
-        ck_kernel_gelu_backward(dgate, gate, dact, n);
-    else
-        ck_kernel_silu_backward(dgate, gate, dact, n);
+    if (dgate && gelu)
+        geglu_dgate(dgate, dout, gate, up, n);
+    else if (dgate)
+        swiglu_dgate(dgate, dout, gate, up, n);
 }
 
 static void gelu_written(float *restrict out, float *restrict half, float *restrict tanh_out,
@@ -1769,8 +1765,8 @@ static void glu_backward(const ck_kernel_io *io, size_t n)
 {
     bool gelu = io->node->op->kind == CK_OP_GEGLU;
     if (!io->node->attrs.fused)
-        ck_kernel_glu_written_backward(io->din[0], io->din[1], io->ws, io->dout, io->in[0],
-                                       io->in[1], io->saved[CK_SLOT_GLU_ACT], gelu, n);
+        ck_kernel_glu_written_backward(io->din[0], io->din[1], io->dout, io->in[0], io->in[1],
+                                       io->saved[CK_SLOT_GLU_ACT], gelu, n);
     else if (gelu)
         ck_kernel_geglu_backward(io->din[0], io->din[1], io->dout, io->in[0], io->in[1], n);
     else

@@ -150,12 +150,12 @@ void ck_kernel_geglu_backward(float *dgate, float *dup, const float *dout, const
 
 /* The same gated units written out as two autograd ops (Hugging Face's MLPs, the hf
  * profile): act = silu(gate), or gelu(gate) with `gelu`, kept; out = act * up. Backward:
- * dup += dout act; dact = dout up, in the workspace dact (n floats), then dgate += act'(gate)
- * dact. Either gradient may be NULL (not required), and then what only it reads may be
- * NULL too (gate and up for dgate, act for dup); dgate and dup may be one buffer. */
+ * dup += dout act, dgate += dout up act'(gate). Either gradient may be NULL (not required),
+ * and then what only it reads may be NULL too (gate and up for dgate, act for dup); dgate
+ * and dup may be one buffer. */
 void ck_kernel_glu_written_forward(float *out, float *act, const float *gate, const float *up,
                                    bool gelu, size_t n);
-void ck_kernel_glu_written_backward(float *dgate, float *dup, float *dact, const float *dout,
+void ck_kernel_glu_written_backward(float *dgate, float *dup, const float *dout,
                                     const float *gate, const float *up, const float *act,
                                     bool gelu, size_t n);
 
