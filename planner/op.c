@@ -804,9 +804,14 @@ static void describe_kind(ovf *o, const ck_op_def *op, const ck_attrs *a, const 
     }
     case CK_OP_GELU:
         save_ref(o, info, CK_SAVE_INPUT, 0, &in[0]);
-        if (!a->fused) /* 0.5 x (1 + tanh(..)): pow keeps x, tanh its output, the product both */
-            for (ck_slot s = CK_SLOT_GELU_HALF; s <= CK_SLOT_GELU_SUM; s++)
-                save_internal(o, info, s, out);
+        if (a->fused)
+            break;
+        /* 0.5 x (1 + tanh(..)): pow keeps x, tanh its output, the product both. Backward,
+         * autograd's chain holds one more [..] gradient beside the output's and the input's
+         * (the product's two, then the tanh's input's): the workspace. */
+        for (ck_slot s = CK_SLOT_GELU_HALF; s <= CK_SLOT_GELU_SUM; s++)
+            save_internal(o, info, s, out);
+        info->bwd_ws_bytes = bytes_of(o, out);
         break;
     case CK_OP_SILU:
         save_ref(o, info, CK_SAVE_INPUT, 0, &in[0]);

@@ -1173,6 +1173,31 @@ void ck_kernel_gelu_written_forward(float *out, float *half, float *tanh_out, fl
     gelu_written(out, half, tanh_out, sum, inp, n);
 }
 
+/* g = dout half (1 - t^2) into gu: the tanh's input's gradient, the transient that autograd
+ * holds beside its other branch's. */
+static void gelu_written_gu(float *restrict gu, const float *restrict dout,
+                            const float *restrict half, const float *restrict t, size_t n)
+{
+    EACH(i, n, gu[i] = dout[i] * half[i] * (1.0f - t[i] * t[i]));
+}
+
+/* dinp += dout sum / 2 (through x / 2) + gu s (1 + 3 a x^2) (through the tanh). */
+static void gelu_written_dx(float *restrict dinp, const float *restrict dout,
+                            const float *restrict sum, const float *restrict gu,
+                            const float *restrict x, size_t n)
+{
+    EACH(i, n, dinp[i] += dout[i] * sum[i] * 0.5f +
+                          gu[i] * GELU_S * (1.0f + 3.0f * GELU_A * x[i] * x[i]));
+}
+
+void ck_kernel_gelu_written_backward(float *dinp, float *gu, const float *dout, const float *inp,
+                                     const float *half, const float *tanh_out, const float *sum,
+                                     size_t n)
+{
+    gelu_written_gu(gu, dout, half, tanh_out, n);
+    gelu_written_dx(dinp, dout, sum, gu, inp, n);
+}
+
 /* ---- cast ---- */
 
 /* bf16 is the top half of an f32: round the bottom half away, to even on a tie. */
@@ -1917,7 +1942,12 @@ void ck_kernel_backward(const ck_kernel_io *io)
                                    io->saved[CK_SLOT_RSTD], d.rows, d.c);
         break;
     case CK_OP_GELU:
-        ck_kernel_gelu_backward(da, a, dout, d.len);
+        if (n->attrs.fused)
+            ck_kernel_gelu_backward(da, a, dout, d.len);
+        else
+            ck_kernel_gelu_written_backward(da, io->ws, dout, a, io->saved[CK_SLOT_GELU_HALF],
+                                            io->saved[CK_SLOT_GELU_TANH],
+                                            io->saved[CK_SLOT_GELU_SUM], d.len);
         break;
     case CK_OP_RELU:
         ck_kernel_relu_backward(da, io->out, dout, d.len);

@@ -207,6 +207,7 @@ START_TEST(elementwise)
         ck_assert(info.saved[s].kind == CK_SAVE_INTERNAL && info.saved[s].bytes == 21 * 2);
     ck_assert_int_eq(info.saved[1].slot, CK_SLOT_GELU_HALF);
     ck_assert_int_eq(info.saved[3].slot, CK_SLOT_GELU_SUM);
+    ck_assert_uint_eq(info.bwd_ws_bytes, 21 * 2); /* the tanh input's gradient */
     a.fused = true;
     infer_ok("silu", &a, in, &info);
     ck_assert(info.n_saved == 1 && info.saved[0].kind == CK_SAVE_INPUT);
