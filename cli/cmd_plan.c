@@ -439,6 +439,8 @@ static void print_model_training(FILE *out, const ck_workload *w)
             t->recipe ? ", " : "", ck_training_optimizer_name(t->optimizer),
             ck_dtype_name(t->param_dtype), ck_dtype_name(t->grad_dtype), ck_dtype_name(w->model->dtype),
             t->master_weights ? ", f32 master weights" : "");
+    if (w->model->impl) /* a model file without one runs its nodes' attributes as written */
+        fprintf(out, "implementation: %s (%s)\n", w->model->impl->name, w->model->impl->summary);
     print_layout(out, &st->layout);
     print_model_parallel(out, &st->layout);
     print_pipeline_layout(out, &st->layout);

@@ -79,11 +79,12 @@ static void emit_attrs(FILE *f, const ck_model *m, const ck_node *n)
     fprintf(f, "{\"eps\": %.17g, \"p\": %.17g, \"heads\": %llu, \"kv_heads\": %llu, "
                "\"flash\": %s, \"cap\": %.17g, \"theta\": %llu, \"factor\": %.17g, \"to\": \"%s\", "
                "\"rank\": %llu, \"alpha\": %.17g, \"experts\": %llu, \"top_k\": %llu, \"fused\": %s, "
-               "\"expand_kv\": %s",
+               "\"expand_kv\": %s, \"upcast\": %s",
             a->eps, a->p, (unsigned long long)a->heads, (unsigned long long)a->kv_heads,
             py_bool(a->flash), a->cap, (unsigned long long)a->theta, a->factor, torch_dtype(a->to),
             (unsigned long long)a->rank, a->alpha, (unsigned long long)a->experts,
-            (unsigned long long)a->top_k, py_bool(a->fused), py_bool(a->expand_kv));
+            (unsigned long long)a->top_k, py_bool(a->fused), py_bool(a->expand_kv),
+            py_bool(a->upcast));
     if (n->op->kind == CK_OP_LORA) { /* the widths of y's parts: q, k, v with heads, else one */
         const ck_ttype *y = &m->tensors[n->inputs[1]].type;
         uint64_t out = y->dim[y->rank - 1];

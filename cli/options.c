@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "planner/impl.h"
 #include "planner/size.h"
 
 static int parse_rate(const char *text, const char *flag, double *out, ck_err *err)
@@ -170,6 +171,12 @@ int ck_options_workload(int code, const char *arg, ck_workload_opts *o, ck_err *
     case CK_OPT_OPTIMIZER:
         o->model.optimizer = arg;
         return CK_OK;
+    case CK_OPT_IMPL:
+        if (!ck_impl_find(arg))
+            return ck_err_fail(err, CK_ERR_INPUT, "--impl: expected one of %s, got '%.200s'",
+                               ck_impl_names(), arg);
+        o->model.impl = arg;
+        return CK_OK;
     case CK_OPT_LORA:
         rank = 0;
         if (ck_options_parse_count(arg, "--lora", 1, 65536, &rank, err) != CK_OK)
@@ -253,6 +260,12 @@ void ck_options_model_help(FILE *out)
             "                        file's recipe and dtypes: fp32, amp-bf16 (f32 weights,\n"
             "                        bf16 activations), bf16-master (bf16 weights, f32 master\n"
             "                        weights and optimizer state), bf16 (everything bf16)\n"
+            "  --impl NAME           the implementation whose autograd memory is counted, instead\n"
+            "                        of the file's training.impl (Hugging Face configs: hf);\n"
+            "                        it sets what nodes leave unset (docs/profiles.md):\n");
+    for (size_t i = 0; i < ck_impl_count(); i++)
+        fprintf(out, "                          %-6s %s\n", ck_impl_at(i)->name, ck_impl_at(i)->summary);
+    fprintf(out,
             "  --lora R              for Hugging Face configs: rank-R adapters on q, k, v, o and\n"
             "                        the MLP's projections, every base parameter frozen\n"
             "  --attention KIND      for Hugging Face configs: eager (keeps the probabilities),\n"

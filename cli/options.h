@@ -25,6 +25,7 @@ enum {
     CK_OPT_BATCH,
     CK_OPT_RECIPE,
     CK_OPT_OPTIMIZER,
+    CK_OPT_IMPL,
     CK_OPT_LORA,
     CK_OPT_ATTENTION,
     CK_OPT_DP,
@@ -58,6 +59,7 @@ enum {
         {"batch", required_argument, NULL, CK_OPT_BATCH},                                      \
         {"recipe", required_argument, NULL, CK_OPT_RECIPE},                                    \
         {"optimizer", required_argument, NULL, CK_OPT_OPTIMIZER},                              \
+        {"impl", required_argument, NULL, CK_OPT_IMPL},                                        \
         {"lora", required_argument, NULL, CK_OPT_LORA},                                        \
         {"attention", required_argument, NULL, CK_OPT_ATTENTION},                              \
         {"dp", required_argument, NULL, CK_OPT_DP},                                            \

@@ -29,6 +29,26 @@ def _blocks(heads, t, width, flash):
     return [(h, r, min(r + rows, t)) for h in range(heads) for r in range(0, t, rows)]
 
 
+def _expand_kv(qkv, heads, kv_heads):
+    """Hugging Face's repeat_kv on packed q, k, v: q, then k and v repeated to every query
+    head, packed as qkv with kv_heads = heads."""
+    b, t, w = qkv.shape
+    d = w // (heads + 2 * kv_heads)
+    x = qkv.view(b, t, heads + 2 * kv_heads, d)
+    kv = x[:, :, heads:].view(b, t, 2, kv_heads, 1, d).expand(b, t, 2, kv_heads,
+                                                               heads // kv_heads, d)
+    return torch.cat([x[:, :, :heads], kv.reshape(b, t, 2 * heads, d)], dim=2).view(b, t, 3 * heads * d)
+
+
+def _fold_kv(dexp, heads, shape, kv_heads):
+    """The copies' gradient summed into the packed qkv's: each kv head gets its group's."""
+    b, t, w = shape
+    d = w // (heads + 2 * kv_heads)
+    x = dexp.view(b, t, 3 * heads, d)
+    kv = x[:, :, heads:].reshape(b, t, 2, kv_heads, heads // kv_heads, d).sum(4)
+    return torch.cat([x[:, :, :heads], kv.reshape(b, t, 2 * kv_heads, d)], dim=2).view(shape)
+
+
 class _Attention(torch.autograd.Function):
     """Causal attention on packed q, k, v with grouped-query heads (head h reads kv head
     h // (H / KV)), optional soft-capping and dropout, block by block (_blocks).
@@ -37,8 +57,9 @@ class _Attention(torch.autograd.Function):
     generator seeded once per call from the global generator (so recomputation, which
     restores the global generator's state, redraws it). Otherwise keeps qkv, the output,
     the capped scores' tanh (softcap), the probabilities, and with dropout the u8 mask and
-    the dropped probabilities, as eager attention does. With expand_kv, also k and v
-    repeated to every query head, as Hugging Face's repeat_kv makes and its products keep."""
+    the dropped probabilities, as eager attention does. With expand_kv (not flash), it runs
+    on q and k, v repeated to every query head, as Hugging Face's repeat_kv makes them, and
+    keeps those copies instead of qkv, as eager attention's products do."""
 
     @staticmethod
     def scores(q, k, h, g, r0, r1, scale, cap, causal):
@@ -52,6 +73,10 @@ class _Attention(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, qkv, heads, kv_heads, p, flash, cap, expand):
+        ctx.packed = None
+        if expand and kv_heads < heads and not flash:  # run on the copies, keep them
+            ctx.packed = (qkv.shape, kv_heads)
+            qkv, kv_heads = _expand_kv(qkv, heads, kv_heads), heads
         q, k, v = _heads(qkv, heads, kv_heads)
         b, _, t, d = q.shape
         scale, group = 1.0 / math.sqrt(d), heads // kv_heads
@@ -65,9 +90,6 @@ class _Attention(torch.autograd.Function):
             kept = {"capped": cap > 0, "probs": True, "mask": p > 0, "dropped": p > 0}
             kept = {name: torch.empty(b, heads, t, t, dtype=torch.uint8 if name == "mask"
                                       else qkv.dtype) for name, want in kept.items() if want}
-        if expand and kv_heads < heads:  # Hugging Face's repeat_kv: copies the products keep
-            kept["k_expanded"] = k.repeat_interleave(group, dim=1)
-            kept["v_expanded"] = v.repeat_interleave(group, dim=1)
         for h, r0, r1 in _blocks(heads, t, heads * d, flash):
             g = h // group
             s, c = _Attention.scores(q, k, h, g, r0, r1, scale, cap, causal)
@@ -134,6 +156,8 @@ class _Attention(torch.autograd.Function):
             dq[:, h, r0:r1] += torch.matmul(ds, k[:, g])
             dk[:, g] += torch.matmul(ds.transpose(1, 2), q[:, h, r0:r1])
             del ds, c
+        if ctx.packed:
+            dqkv = _fold_kv(dqkv, heads, *ctx.packed)
         return dqkv, None, None, None, None, None, None
 
 
@@ -239,6 +263,13 @@ class _Rope(torch.autograd.Function):
 
 def _gelu(x):
     return F.gelu(x, approximate="tanh")
+
+
+def _gelu_written_out(x):
+    """GELU's tanh form in separate PyTorch ops, as GPT-2's NewGELUActivation runs it: pow
+    keeps x, tanh its output, the last product x / 2 and 1 + the tanh."""
+    inner = (x + x.pow(3.0) * 0.044715) * math.sqrt(2.0 / math.pi)
+    return (x * 0.5) * (torch.tanh(inner) + 1.0)
 
 
 # silu and gelu (tanh) with their fused backward kernels: grad -> grad * act'(x).
@@ -349,7 +380,17 @@ def _dropout(x, prob):
 def _cross_entropy(logits, targets, attrs):
     if attrs.get("fused"):
         return _FusedCrossEntropy.apply(logits, targets)
+    if attrs.get("upcast"):  # Hugging Face's ForCausalLMLoss
+        logits = logits.float()
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+def _gated(gate, up, act, attrs):
+    """act(gate) up: one kernel, or two autograd ops as Hugging Face's MLPs write it (which
+    keep act(gate) as well)."""
+    if attrs.get("fused", True):
+        return _GatedUnit.apply(gate, up, act)
+    return _ACTIVATIONS[act][0](gate) * up
 
 
 def _rmsnorm(x, p, attrs):
@@ -370,7 +411,7 @@ OPS = {
     "layernorm": lambda i, p, a: F.layer_norm(i[0], i[0].shape[-1:], p["gamma"], p["beta"],
                                               a["eps"]),
     "rmsnorm": lambda i, p, a: _rmsnorm(i[0], p, a),
-    "gelu": lambda i, p, a: _gelu(i[0]),
+    "gelu": lambda i, p, a: _gelu(i[0]) if a.get("fused", True) else _gelu_written_out(i[0]),
     "relu": lambda i, p, a: F.relu(i[0]),
     "silu": lambda i, p, a: F.silu(i[0]),
     "add": lambda i, p, a: i[0] + i[1],
@@ -379,8 +420,8 @@ OPS = {
     "attention": lambda i, p, a: _Attention.apply(i[0], a["heads"], a["kv_heads"], a["p"],
                                                   a["flash"], a["cap"], a["expand_kv"]),
     "rope": lambda i, p, a: _Rope.apply(i[0], a["heads"], a["kv_heads"], a["theta"]),
-    "swiglu": lambda i, p, a: _GatedUnit.apply(i[0], i[1], "silu"),
-    "geglu": lambda i, p, a: _GatedUnit.apply(i[0], i[1], "gelu"),
+    "swiglu": lambda i, p, a: _gated(i[0], i[1], "silu", a),
+    "geglu": lambda i, p, a: _gated(i[0], i[1], "gelu", a),
     "cast": lambda i, p, a: i[0].to(getattr(torch, a["to"])),
     "lora": lambda i, p, a: _lora(i[0], i[1], p, a),
     "qknorm": lambda i, p, a: _QKNorm.apply(i[0], p["q_gamma"], p["k_gamma"], a["heads"],

@@ -324,8 +324,9 @@ static void dims(builder *b, cJSON *doc, uint64_t lora_rank)
 }
 
 /* The bf16-master recipe with AdamW: bf16 weights and activations, f32 master weights and
- * state, how these models are commonly trained (--recipe and --optimizer change it). */
-static void header(builder *b, cJSON *doc, const cJSON *config)
+ * state, how these models are commonly trained (--recipe and --optimizer change it); the
+ * implementation profile, hf unless told (--impl): what transformers' own code keeps. */
+static void header(builder *b, cJSON *doc, const cJSON *config, const char *impl)
 {
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(config, "_name_or_path");
     put_string(b, doc, "format", CK_MODEL_FORMAT);
@@ -334,6 +335,7 @@ static void header(builder *b, cJSON *doc, const cJSON *config)
     check(b, t);
     put_string(b, t, "recipe", "bf16-master");
     put_string(b, t, "optimizer", "adamw");
+    put_string(b, t, "impl", impl ? impl : CK_IMPL_HF_DEFAULT);
     put_bool(b, doc, "use_cache", b->c->use_cache);
 }
 
@@ -388,7 +390,7 @@ int ck_hf_to_model(const cJSON *config, const char *file, const ck_model_opts *o
     cJSON *doc = cJSON_CreateObject();
     check(&b, doc);
     if (doc) {
-        header(&b, doc, config);
+        header(&b, doc, config, opts->impl);
         dims(&b, doc, opts->lora_rank);
         inputs(&b, doc);
         graph(&b, doc);

@@ -197,7 +197,7 @@ bool ck_model_opts_set(ck_model_opts *o, const char *name, size_t len, uint64_t 
 
 bool ck_model_opts_any(const ck_model_opts *o)
 {
-    return o->n_sets || o->recipe || o->optimizer || o->lora_rank || o->attention || o->layout.dp ||
+    return o->n_sets || o->recipe || o->optimizer || o->impl || o->lora_rank || o->attention || o->layout.dp ||
            ck_layout_pipelined(&o->layout) || ck_layout_model_parallel_given(&o->layout);
 }
 
@@ -217,6 +217,7 @@ static char *opts_text(const ck_model_opts *o, bool whole_layout)
     memcpy(sorted, o->sets, o->n_sets * sizeof *sorted);
     qsort(sorted, o->n_sets, sizeof *sorted, compare_sets);
     size_t size = 256 + (o->recipe ? strlen(o->recipe) : 0) + (o->optimizer ? strlen(o->optimizer) : 0) +
+                  (o->impl ? strlen(o->impl) : 0) +
                   (o->attention ? strlen(o->attention) : 0);
     for (size_t i = 0; i < o->n_sets; i++)
         size += sorted[i].len + 24;
@@ -231,6 +232,7 @@ static char *opts_text(const ck_model_opts *o, bool whole_layout)
                 (unsigned long long)sorted[i].value);
     if (o->recipe) KEY_ADD("%srecipe=%s", used ? " " : "", o->recipe);
     if (o->optimizer) KEY_ADD("%soptimizer=%s", used ? " " : "", o->optimizer);
+    if (o->impl) KEY_ADD("%simpl=%s", used ? " " : "", o->impl);
     if (o->lora_rank) KEY_ADD("%slora=%llu", used ? " " : "", (unsigned long long)o->lora_rank);
     if (o->attention) KEY_ADD("%sattention=%s", used ? " " : "", o->attention);
     /* model parallelism changes the model a rank runs, hence its stages */
@@ -397,15 +399,27 @@ static int check_mix_agrees(loader *ld, const cJSON *root, const cJSON *tr, cons
     return CK_OK;
 }
 
+/* The implementation profile: --impl, else training.impl, else none. */
+static int read_impl(loader *ld, const cJSON *tr, const ck_impl **out)
+{
+    const char *name;
+    char given[CK_JSON_PATH_MAX];
+    int rc = chosen_name(ld, tr, "impl", "--impl", ld->opts->impl, &name, given);
+    if (rc != CK_OK || !name || (*out = ck_impl_find(name)))
+        return rc;
+    return unknown_name(ld, given, ck_impl_names(), name);
+}
+
 /* --recipe replaces the file's recipe and mix; training.recipe sets the mix, and fields
  * of the mix given beside it must agree; without a recipe, the mix is the file's. */
 static int read_training(loader *ld, const cJSON *root, ck_training *t)
 {
     static const char *const keys[] = {"optimizer", "recipe", "param_dtype", "grad_dtype",
-                                       "master_weights", NULL};
+                                       "master_weights", "impl", NULL};
     *t = (ck_training){CK_RECIPE_CUSTOM, CK_OPT_NONE, CK_F32, CK_F32, false, CK_F32};
     const cJSON *tr = cJSON_GetObjectItemCaseSensitive(root, "training");
     int rc = tr ? ck_json_expect_object(tr, keys, ld->file, "training", ld->err) : CK_OK;
+    if (rc == CK_OK) rc = read_impl(ld, tr, &ld->m->impl);
     if (rc == CK_OK) rc = read_optimizer(ld, tr, &t->optimizer);
     if (rc == CK_OK) rc = read_recipe(ld, tr, &t->recipe);
     if (rc == CK_OK && tr) rc = read_mix(ld, tr, t);
@@ -548,6 +562,8 @@ static int parse_number(loader *ld, ck_attr_kind kind, const cJSON *v, const cha
 static int read_attrs(loader *ld, const cJSON *js, const ck_op_def *op, const char *path, ck_attrs *a)
 {
     ck_op_default_attrs(op, a);
+    if (ld->m->impl)
+        ck_impl_apply(ld->m->impl, op, a);
     for (size_t i = 0; i < op->n_attrs; i++) {
         const ck_attr_spec *spec = &op->attrs[i];
         void *field = (char *)a + spec->offset;

@@ -14,6 +14,7 @@
 #include <cjson/cJSON.h>
 
 #include "planner/err.h"
+#include "planner/impl.h"
 #include "planner/layout.h"
 #include "planner/op.h"
 #include "planner/training.h"
@@ -73,6 +74,9 @@ typedef struct {
     char *file, *name;
     ck_dtype dtype; /* of activations */
     ck_training training;
+    /* The implementation profile that filled the attributes nodes leave unset (--impl, else
+     * training.impl); NULL: none, the op table's defaults. */
+    const ck_impl *impl;
     bool use_cache; /* the model keeps a KV cache when run (Hugging Face's use_cache) */
     size_t n_inputs; /* tensors [0, n_inputs) are the graph inputs; tensor 0 is x_0 */
     size_t n_tensors;
@@ -97,6 +101,7 @@ typedef struct {
     ck_model_set sets[CK_MODEL_MAX_DIMS]; /* names distinct */
     const char *recipe;    /* a training recipe's name, or NULL */
     const char *optimizer; /* an optimizer's name, or NULL */
+    const char *impl;      /* an implementation profile's name (planner/impl), or NULL */
     uint64_t lora_rank;    /* Hugging Face configs only: 0, no adapters */
     const char *attention; /* Hugging Face configs only: "eager", "sdpa", "flash" or NULL */
     ck_layout layout;      /* --dp, --zero: the static memory of one rank of it; --tp, --sp,

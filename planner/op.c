@@ -27,7 +27,8 @@ static const ck_op_def op_table[] = {
     OP(CK_OP_RMSNORM, "rmsnorm", 1, 4, 8, .n_attrs = 2,
        .attrs = {ATTR("eps", CK_ATTR_POSITIVE, false, 1e-5, eps),
                  ATTR("fused", CK_ATTR_BOOL, false, 1, fused)}),
-    OP(CK_OP_GELU, "gelu", 1, 8, 12),
+    OP(CK_OP_GELU, "gelu", 1, 8, 12, .n_attrs = 1,
+       .attrs = {ATTR("fused", CK_ATTR_BOOL, false, 1, fused)}),
     OP(CK_OP_RELU, "relu", 1, 1, 1),
     OP(CK_OP_SILU, "silu", 1, 4, 6),
     OP(CK_OP_ADD, "add", 2, 1, 0),
@@ -51,7 +52,8 @@ static const ck_op_def op_table[] = {
                  ATTR("head_dim", CK_ATTR_DIM, false, 0, head_dim)}),
     /* silu(gate) * up: forward silu 4, product 1; backward the sigmoid again 3, silu 1,
      * d up 1, silu' = s (1 + g (1 - s)) 3, d gate 2. */
-    OP(CK_OP_SWIGLU, "swiglu", 2, 5, 10),
+    OP(CK_OP_SWIGLU, "swiglu", 2, 5, 10, .n_attrs = 1,
+       .attrs = {ATTR("fused", CK_ATTR_BOOL, false, 1, fused)}),
     /* One conversion per element, of the value forward and of its gradient backward. */
     OP(CK_OP_CAST, "cast", 1, 1, 1, .n_attrs = 1, .attrs = {ATTR("to", CK_ATTR_DTYPE, true, 0, to)}),
     /* out = y + alpha/rank B (A x): per output element, forward the scaling and the sum,
@@ -70,7 +72,8 @@ static const ck_op_def op_table[] = {
                  ATTR("head_dim", CK_ATTR_DIM, false, 0, head_dim),
                  ATTR("eps", CK_ATTR_POSITIVE, false, 1e-6, eps)}),
     /* gelu(gate) * up: forward gelu 8, product 1; backward gelu's 12, d up 1, d gate 1. */
-    OP(CK_OP_GEGLU, "geglu", 2, 9, 14),
+    OP(CK_OP_GEGLU, "geglu", 2, 9, 14, .n_attrs = 1,
+       .attrs = {ATTR("fused", CK_ATTR_BOOL, false, 1, fused)}),
     /* cap tanh(x / cap): a division, tanh and a product; backward (out / cap)^2, 1 minus
      * it, times the gradient. */
     OP(CK_OP_SOFTCAP, "softcap", 1, 3, 4, .n_attrs = 1,
@@ -83,8 +86,9 @@ static const ck_op_def op_table[] = {
        .attrs = {ATTR("experts", CK_ATTR_DIM, true, 0, experts),
                  ATTR("top_k", CK_ATTR_DIM, true, 0, top_k),
                  ATTR("hidden", CK_ATTR_DIM, true, 0, hidden)}),
-    OP(CK_OP_CROSS_ENTROPY, "cross_entropy", 2, 4, 3, .is_loss = true, .n_attrs = 1,
-       .attrs = {ATTR("fused", CK_ATTR_BOOL, false, 0, fused)}),
+    OP(CK_OP_CROSS_ENTROPY, "cross_entropy", 2, 4, 3, .is_loss = true, .n_attrs = 2,
+       .attrs = {ATTR("fused", CK_ATTR_BOOL, false, 0, fused),
+                 ATTR("upcast", CK_ATTR_BOOL, false, 0, upcast)}),
     OP(CK_OP_MSE, "mse", 2, 3, 3, .is_loss = true),
 };
 #define N_OPS (sizeof op_table / sizeof op_table[0])
@@ -507,7 +511,7 @@ static void save_scores(ovf *o, const ck_attrs *a, const ck_ttype *scores, ck_op
     /* Forward: the raw scores before softmax. Backward: the gradient of the
      * probabilities, turned into that of the scores in place. */
     info->fwd_ws_bytes = bytes_of(o, scores);
-    info->bwd_ws_bytes = info->fwd_ws_bytes;
+    info->bwd_ws_bytes = add(o, info->bwd_ws_bytes, info->fwd_ws_bytes);
 }
 
 /* Context parallelism (docs/parallel.md): the keys and values of the other ranks' parts of
@@ -527,6 +531,14 @@ static void add_context_ws(ovf *o, const ck_attrs *a, const ck_ttype *in, uint64
     info->bwd_ws_bytes = add(o, info->bwd_ws_bytes, mul(o, fwd, 2));
 }
 
+/* Whether attention copies k and v out to every query head: Hugging Face's repeat_kv,
+ * which its eager path runs when there are fewer kv heads than query heads (its sdpa path
+ * hands the shared heads to the kernel, as flash kernels read them: nothing to copy). */
+static bool expands_kv(const ck_attrs *a)
+{
+    return a->expand_kv && !a->flash && a->kv_heads < a->heads;
+}
+
 static void describe_attention(ovf *o, const ck_attrs *a, const ck_ttype *in,
                                const ck_ttype *out, ck_op_info *info)
 {
@@ -535,13 +547,15 @@ static void describe_attention(ovf *o, const ck_attrs *a, const ck_ttype *in,
     ck_ttype scores = {.dtype = out->dtype, .rank = 4, .dim = {b, a->heads, t, keys}};
     uint64_t s = numel(o, &scores);
     uint64_t sd = mul(o, s, head_dim);
-    save_ref(o, info, CK_SAVE_INPUT, 0, &in[0]);
-    save_ref(o, info, CK_SAVE_OUTPUT, 0, out);
-    if (a->expand_kv && a->kv_heads < a->heads) { /* repeat_kv's copies, kept by the products */
-        ck_ttype kv = {.dtype = out->dtype, .rank = 4, .dim = {b, a->heads, keys, head_dim}};
-        save_internal(o, info, CK_SLOT_K_EXPANDED, &kv);
-        save_internal(o, info, CK_SLOT_V_EXPANDED, &kv);
+    if (expands_kv(a)) { /* the copies, as repeat_kv makes them and the products keep them */
+        ck_ttype expanded = in[0];
+        expanded.dim[2] = mul(o, mul(o, a->heads, 3), head_dim);
+        save_internal(o, info, CK_SLOT_QKV_EXPANDED, &expanded);
+        info->bwd_ws_bytes = bytes_of(o, &expanded); /* their gradient, summed into qkv's */
+    } else {
+        save_ref(o, info, CK_SAVE_INPUT, 0, &in[0]);
     }
+    save_ref(o, info, CK_SAVE_OUTPUT, 0, out);
     /* Q K^T and P V: two products of 2*S*D; softmax about 5 FLOPs per score; softcap a
      * division, tanh and a product forward, 1 - t^2 and a product backward. */
     uint64_t cap = a->cap > 0 ? mul(o, s, 3) : 0;
@@ -553,7 +567,7 @@ static void describe_attention(ovf *o, const ck_attrs *a, const ck_ttype *in,
         /* Row by row: one row of f32 scores forward; backward recomputes a row of
          * probabilities (capped again) and its gradient. */
         info->fwd_ws_bytes = mul(o, t, 4);
-        info->bwd_ws_bytes = mul(o, t, 8);
+        info->bwd_ws_bytes = add(o, info->bwd_ws_bytes, mul(o, t, 8));
         info->bwd_flops = add(o, info->bwd_flops,
                               add(o, add(o, mul(o, sd, 2), mul(o, s, 5)), cap));
     } else {
@@ -707,12 +721,43 @@ static void describe_cross_entropy(ovf *o, const ck_attrs *a, const ck_ttype *in
         save_ref(o, info, CK_SAVE_INPUT, 0, &in[0]);
         save_ref(o, info, CK_SAVE_INPUT, 1, &in[1]);
         save_internal(o, info, CK_SLOT_LSE, &lse);
+    } else if (a->upcast && in[0].dtype != CK_F32) {
+        /* HF's ForCausalLMLoss: logits.float() (the forward's workspace) to log_softmax,
+         * whose f32 output nll_loss keeps; backward, the gradients of both f32 tensors. */
+        ck_ttype logp = in[0];
+        logp.dtype = CK_F32;
+        save_ref(o, info, CK_SAVE_INPUT, 1, &in[1]);
+        save_internal(o, info, CK_SLOT_LOGP, &logp);
+        info->fwd_ws_bytes = bytes_of(o, &logp);
+        info->bwd_ws_bytes = mul(o, bytes_of(o, &logp), 2);
     } else {
         save_ref(o, info, CK_SAVE_INPUT, 1, &in[1]);
         save_internal(o, info, CK_SLOT_LOGP, &in[0]);
         info->bwd_ws_bytes = bytes_of(o, &in[0]);
     }
     info->id_limit[1] = last_dim(&in[0]);
+}
+
+/* act(gate) * up. Fused, one kernel keeps gate and up (swiglu's dup reads the gate only).
+ * Written out, as Hugging Face's MLPs run it: act keeps the gate for the gate's gradient,
+ * the product keeps act(gate) for up's and up for act(gate)'s. No workspace: autograd makes
+ * act(gate)'s gradient beside up's, runs up_proj's backward (made later, so first), which
+ * frees up's, then act's, which makes the gate's: two [..] gradients at a time, the two
+ * this node's backward holds (the referee measures the same peak). */
+static void describe_glu(ovf *o, const ck_op_def *op, const ck_attrs *a, const ck_ttype *out,
+                         const ck_ttype *in, ck_op_info *info)
+{
+    save_ref(o, info, CK_SAVE_INPUT, 0, &in[0]);
+    save_ref(o, info, CK_SAVE_INPUT, 1, &in[1]);
+    if (a->fused) {
+        if (op->kind == CK_OP_SWIGLU)
+            only_for(info, 1, CK_NEED_INPUT(0));
+        return;
+    }
+    only_for(info, 0, CK_NEED_INPUT(0));
+    only_for(info, 1, CK_NEED_INPUT(0));
+    save_internal(o, info, CK_SLOT_GLU_ACT, out);
+    only_for(info, 2, CK_NEED_INPUT(1));
 }
 
 /* What node of kind op->kind saves and owns, and the FLOPs beyond its per-element ones;
@@ -739,9 +784,14 @@ static void describe_kind(ovf *o, const ck_op_def *op, const ck_attrs *a, const 
         break;
     case CK_OP_LAYERNORM:
     case CK_OP_RMSNORM: {
-        ck_ttype stats = rows_of(&in[0], CK_F32);
+        ck_ttype stats = rows_of(&in[0], CK_F32), upcast = in[0];
         uint64_t c = last_dim(&in[0]);
-        save_ref(o, info, CK_SAVE_INPUT, 0, &in[0]);
+        upcast.dtype = CK_F32;
+        /* LlamaRMSNorm computes on x.float(): on 16-bit x, that copy is what it keeps */
+        if (op->kind == CK_OP_RMSNORM && !a->fused && in[0].dtype != CK_F32)
+            save_internal(o, info, CK_SLOT_X_F32, &upcast);
+        else
+            save_ref(o, info, CK_SAVE_INPUT, 0, &in[0]);
         if (op->kind == CK_OP_LAYERNORM)
             save_internal(o, info, CK_SLOT_MEAN, &stats);
         save_internal(o, info, CK_SLOT_RSTD, &stats);
@@ -753,6 +803,16 @@ static void describe_kind(ovf *o, const ck_op_def *op, const ck_attrs *a, const 
         break;
     }
     case CK_OP_GELU:
+        save_ref(o, info, CK_SAVE_INPUT, 0, &in[0]);
+        if (a->fused)
+            break;
+        /* 0.5 x (1 + tanh(..)): pow keeps x, tanh its output, the product both. Backward,
+         * autograd's chain holds one more [..] gradient beside the output's and the input's
+         * (the product's two, then the tanh's input's): the workspace. */
+        for (ck_slot s = CK_SLOT_GELU_HALF; s <= CK_SLOT_GELU_SUM; s++)
+            save_internal(o, info, s, out);
+        info->bwd_ws_bytes = bytes_of(o, out);
+        break;
     case CK_OP_SILU:
         save_ref(o, info, CK_SAVE_INPUT, 0, &in[0]);
         break;
@@ -760,16 +820,16 @@ static void describe_kind(ovf *o, const ck_op_def *op, const ck_attrs *a, const 
     case CK_OP_SOFTCAP:
         save_ref(o, info, CK_SAVE_OUTPUT, 0, out);
         break;
-    case CK_OP_MUL:
     case CK_OP_SWIGLU:
     case CK_OP_GEGLU:
+        describe_glu(o, op, a, out, in, info);
+        break;
+    case CK_OP_MUL:
     case CK_OP_MSE:
         save_ref(o, info, CK_SAVE_INPUT, 0, &in[0]);
         save_ref(o, info, CK_SAVE_INPUT, 1, &in[1]);
         if (op->kind == CK_OP_MUL) { /* da = dout b, db = dout a */
             only_for(info, 0, CK_NEED_INPUT(1));
-            only_for(info, 1, CK_NEED_INPUT(0));
-        } else if (op->kind == CK_OP_SWIGLU) { /* dgate reads gate and up, dup gate only */
             only_for(info, 1, CK_NEED_INPUT(0));
         }
         break;

@@ -34,8 +34,9 @@ typedef struct {
     uint64_t theta;                 /* rope: the base of its frequencies */
     ck_dtype to;                    /* cast: the output's dtype */
     bool flash;                     /* attention */
-    bool expand_kv;                 /* attention: k and v copied out to all heads and kept
-                                     * (Hugging Face's repeat_kv, eager and sdpa) */
+    bool expand_kv;                 /* attention, not flash: k and v copied out to every
+                                     * query head, and the copies kept instead of the packed
+                                     * qkv (Hugging Face's repeat_kv before eager attention) */
     ck_dtype softmax_dtype;         /* attention: f32 or the input's (given as an integer
                                      * dtype, "not given", until ck_op_infer fills it) */
     double p;                       /* dropout's p, attention's dropout */
@@ -44,8 +45,11 @@ typedef struct {
     double cap;                     /* softcap's cap; attention's softcap (0: none) */
     double factor;                  /* scale */
     double eps;                     /* norms: added to the variance */
-    bool fused;                     /* rmsnorm (default true), cross_entropy (default false):
-                                     * one kernel, or PyTorch's ops written out */
+    bool fused;                     /* rmsnorm, gelu, swiglu, geglu (default true),
+                                     * cross_entropy (default false): one kernel, or the
+                                     * PyTorch ops Hugging Face writes out (planner/impl) */
+    bool upcast;                    /* cross_entropy unfused: on logits.float(), as
+                                     * Hugging Face's ForCausalLMLoss (default false) */
     uint64_t experts, top_k, hidden; /* moe: E experts, K of them per row, F wide */
     /* Megatron's sequence and context parallelism (docs/parallel.md); 0: not given (1). */
     uint64_t gather;  /* linear: its input is 1/gather of the sequence (dimension 1), which
@@ -97,9 +101,15 @@ typedef enum {
     CK_SLOT_CAPPED,     /* attention with softcap: tanh(scores / softcap) */
     CK_SLOT_PROBS_CAST, /* attention with softmax in f32: probs cast to the input's dtype */
     CK_SLOT_NORMED,     /* rmsnorm written out: x rstd, which the product with gamma keeps */
+    CK_SLOT_X_F32,      /* rmsnorm written out on 16-bit x: x.float(), which the square and
+                         * the product with rstd keep instead of x */
     CK_SLOT_LOGP,       /* cross_entropy unfused: log_softmax's output, which nll_loss keeps */
-    CK_SLOT_K_EXPANDED, /* attention with expand_kv: k repeated to every query head */
-    CK_SLOT_V_EXPANDED, /* and v */
+    CK_SLOT_QKV_EXPANDED, /* attention with expand_kv: q, then k and v repeated to every
+                           * query head, packed as qkv with kv_heads = heads */
+    CK_SLOT_GELU_HALF,  /* gelu written out (GPT-2's NewGELU): x / 2, */
+    CK_SLOT_GELU_TANH,  /* tanh(sqrt(2/pi) (x + 0.044715 x^3)) */
+    CK_SLOT_GELU_SUM,   /* and 1 + that, which the last product keeps beside x / 2 */
+    CK_SLOT_GLU_ACT,    /* swiglu, geglu written out: act(gate), kept for up's gradient */
     /* moe, per row of its input: */
     CK_SLOT_ROUTER_PROBS, /* f32 softmax of the router logits */
     CK_SLOT_TOPK_INDEX,   /* int64: the K experts chosen */

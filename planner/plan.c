@@ -120,6 +120,7 @@ bool ck_plan_add_model_opts(cJSON *model, const ck_model_opts *o)
     }
     return ok && (!o->recipe || cJSON_AddStringToObject(opts, "recipe", o->recipe)) &&
            (!o->optimizer || cJSON_AddStringToObject(opts, "optimizer", o->optimizer)) &&
+           (!o->impl || cJSON_AddStringToObject(opts, "impl", o->impl)) &&
            (!o->lora_rank || add_u64(opts, "lora", o->lora_rank)) &&
            (!o->attention || cJSON_AddStringToObject(opts, "attention", o->attention)) &&
            (!o->layout.dp || (add_u64(opts, "dp", o->layout.dp) && add_u64(opts, "zero", o->layout.zero))) &&
@@ -554,7 +555,7 @@ static int read_model_parallel(const cJSON *opts, const char *file, ck_layout *l
 int ck_plan_read_model_opts(const cJSON *model, const char *file, ck_model_opts *o, cJSON **json,
                             ck_err *err)
 {
-    static const char *const keys[] = {"set",  "recipe", "optimizer", "lora", "attention",
+    static const char *const keys[] = {"set",  "recipe", "optimizer", "impl", "lora", "attention",
                                        "dp",   "zero",   "tp",        "sp",   "cp",
                                        "pp",   "microbatches",       "virtual_stages",
                                        "partition_activations", NULL};
@@ -569,6 +570,7 @@ int ck_plan_read_model_opts(const cJSON *model, const char *file, ck_model_opts 
     if (rc == CK_OK && set) rc = read_model_sets(set, file, o, err);
     if (rc == CK_OK) rc = ck_json_get_string(opts, "recipe", false, &o->recipe, file, path, err);
     if (rc == CK_OK) rc = ck_json_get_string(opts, "optimizer", false, &o->optimizer, file, path, err);
+    if (rc == CK_OK) rc = ck_json_get_string(opts, "impl", false, &o->impl, file, path, err);
     if (rc == CK_OK) rc = ck_json_get_u64(opts, "lora", false, &o->lora_rank, file, path, err);
     if (rc == CK_OK) rc = ck_json_get_string(opts, "attention", false, &o->attention, file, path, err);
     if (rc == CK_OK) rc = read_layout(opts, file, &o->layout, err);

@@ -1126,6 +1126,78 @@ void ck_kernel_swiglu_backward(float *dgate, float *dup, const float *dout, cons
         swiglu_dup(dup, dout, gate, n);
 }
 
+/* ---- gated units and gelu written out (the hf profile) ---- */
+
+static void silu_into(float *restrict act, const float *restrict gate, size_t n)
+{
+    EACH(i, n, act[i] = gate[i] / (1.0f + exp_vec(-gate[i])));
+}
+
+static void gelu_into(float *restrict act, const float *restrict gate, size_t n)
+{
+    EACH(i, n, act[i] = gelu_tanh(gate[i]));
+}
+
+void ck_kernel_glu_written_forward(float *out, float *act, const float *gate, const float *up,
+                                   bool gelu, size_t n)
+{
+    if (gelu)
+        gelu_into(act, gate, n);
+    else
+        silu_into(act, gate, n);
+    ck_kernel_mul_forward(out, act, up, n);
+}
+
+void ck_kernel_glu_written_backward(float *dgate, float *dup, const float *dout,
+                                    const float *gate, const float *up, const float *act,
+                                    bool gelu, size_t n)
+{
+    if (dup)
+        add_product_into(dup, dout, act, n);
+    if (dgate && gelu)
+        geglu_dgate(dgate, dout, gate, up, n);
+    else if (dgate)
+        swiglu_dgate(dgate, dout, gate, up, n);
+}
+
+static void gelu_written(float *restrict out, float *restrict half, float *restrict tanh_out,
+                         float *restrict sum, const float *restrict inp, size_t n)
+{
+    EACH(i, n, float s = gelu_one_plus_tanh(inp[i], NULL); half[i] = 0.5f * inp[i];
+         tanh_out[i] = s - 1.0f; sum[i] = s; out[i] = half[i] * s);
+}
+
+void ck_kernel_gelu_written_forward(float *out, float *half, float *tanh_out, float *sum,
+                                    const float *inp, size_t n)
+{
+    gelu_written(out, half, tanh_out, sum, inp, n);
+}
+
+/* g = dout half (1 - t^2) into gu: the tanh's input's gradient, the transient that autograd
+ * holds beside its other branch's. */
+static void gelu_written_gu(float *restrict gu, const float *restrict dout,
+                            const float *restrict half, const float *restrict t, size_t n)
+{
+    EACH(i, n, gu[i] = dout[i] * half[i] * (1.0f - t[i] * t[i]));
+}
+
+/* dinp += dout sum / 2 (through x / 2) + gu s (1 + 3 a x^2) (through the tanh). */
+static void gelu_written_dx(float *restrict dinp, const float *restrict dout,
+                            const float *restrict sum, const float *restrict gu,
+                            const float *restrict x, size_t n)
+{
+    EACH(i, n, dinp[i] += dout[i] * sum[i] * 0.5f +
+                          gu[i] * GELU_S * (1.0f + 3.0f * GELU_A * x[i] * x[i]));
+}
+
+void ck_kernel_gelu_written_backward(float *dinp, float *gu, const float *dout, const float *inp,
+                                     const float *half, const float *tanh_out, const float *sum,
+                                     size_t n)
+{
+    gelu_written_gu(gu, dout, half, tanh_out, n);
+    gelu_written_dx(dinp, dout, sum, gu, inp, n);
+}
+
 /* ---- cast ---- */
 
 /* bf16 is the top half of an f32: round the bottom half away, to even on a tie. */
@@ -1603,35 +1675,59 @@ static lora_dims lora_dims_of(const ck_kernel_io *io)
     return d;
 }
 
-/* repeat_kv's copies, [B, H, T, D]: head h's k (or v) is kv head h / (H / KV)'s, which
- * is what the kernels read in place; kept, as the products of eager attention keep them. */
-static void expand_kv(float *k_out, float *v_out, const float *qkv, attn_dims d)
+/* repeat_kv's copies, packed as qkv with kv_heads = H: q as it is, head h's k and v those
+ * of kv head h / (H / KV). The kernels then run on them as on multi-head attention, which
+ * is what eager attention's products read and keep. */
+static void expand_kv(float *out, const float *qkv, attn_dims d)
 {
-    for (size_t b = 0; b < d.B; b++)
+    size_t HD = d.H * d.D, w = (d.H + 2 * d.KV) * d.D;
+    for (size_t r = 0; r < d.B * d.T; r++) {
+        const float *row = qkv + r * w;
+        float *o = out + r * 3 * HD;
+        memcpy(o, row, HD * sizeof *o);
         for (size_t h = 0; h < d.H; h++) {
             head_cols c = cols_of(h, d.H, d.KV, d.D);
-            for (size_t t = 0; t < d.T; t++) {
-                const float *row = qkv + (b * d.T + t) * c.w;
-                size_t at = ((b * d.H + h) * d.T + t) * d.D;
-                memcpy(k_out + at, row + c.k, d.D * sizeof *k_out);
-                memcpy(v_out + at, row + c.v, d.D * sizeof *v_out);
-            }
+            memcpy(o + HD + h * d.D, row + c.k, d.D * sizeof *o);
+            memcpy(o + 2 * HD + h * d.D, row + c.v, d.D * sizeof *o);
         }
+    }
+}
+
+/* The copies' gradient added into qkv's: each kv head gets the sum of its H / KV heads',
+ * as the backward of repeat_kv's expand sums them. */
+static void fold_kv(float *dqkv, const float *dexp, attn_dims d)
+{
+    size_t HD = d.H * d.D, w = (d.H + 2 * d.KV) * d.D;
+    for (size_t r = 0; r < d.B * d.T; r++) {
+        float *row = dqkv + r * w;
+        const float *e = dexp + r * 3 * HD;
+        add_into(row, e, HD);
+        for (size_t h = 0; h < d.H; h++) {
+            head_cols c = cols_of(h, d.H, d.KV, d.D);
+            add_into(row + c.k, e + HD + h * d.D, d.D);
+            add_into(row + c.v, e + 2 * HD + h * d.D, d.D);
+        }
+    }
 }
 
 static void attention_forward(const ck_kernel_io *io, float prob)
 {
     attn_dims d = attention_dims(io);
     float cap = (float)io->node->attrs.cap;
-    if (io->saved[CK_SLOT_K_EXPANDED])
-        expand_kv(io->saved[CK_SLOT_K_EXPANDED], io->saved[CK_SLOT_V_EXPANDED], io->in[0], d);
+    const float *qkv = io->in[0];
+    float *expanded = io->saved[CK_SLOT_QKV_EXPANDED];
+    if (expanded) {
+        expand_kv(expanded, qkv, d);
+        qkv = expanded;
+        d.KV = d.H;
+    }
     if (io->node->attrs.flash)
-        ck_kernel_attention_flash_forward(io->out, io->saved[CK_SLOT_LSE], io->in[0], io->ws, d.B,
+        ck_kernel_attention_flash_forward(io->out, io->saved[CK_SLOT_LSE], qkv, io->ws, d.B,
                                           d.T, d.H, d.KV, d.D, prob, cap, io->key);
     else
         ck_kernel_attention_forward(io->out, io->saved[CK_SLOT_PROBS], io->saved[CK_SLOT_MASK],
                                     io->saved[CK_SLOT_DROPPED], io->saved[CK_SLOT_CAPPED],
-                                    io->in[0], io->ws, d.B, d.T, d.H, d.KV, d.D, prob, cap,
+                                    qkv, io->ws, d.B, d.T, d.H, d.KV, d.D, prob, cap,
                                     io->key);
 }
 
@@ -1678,6 +1774,30 @@ static void moe_pass(const ck_kernel_io *io, bool backward)
     }
 }
 
+static void glu_forward(const ck_kernel_io *io, size_t n)
+{
+    bool gelu = io->node->op->kind == CK_OP_GEGLU;
+    if (!io->node->attrs.fused)
+        ck_kernel_glu_written_forward(io->out, io->saved[CK_SLOT_GLU_ACT], io->in[0], io->in[1],
+                                      gelu, n);
+    else if (gelu)
+        ck_kernel_geglu_forward(io->out, io->in[0], io->in[1], n);
+    else
+        ck_kernel_swiglu_forward(io->out, io->in[0], io->in[1], n);
+}
+
+static void glu_backward(const ck_kernel_io *io, size_t n)
+{
+    bool gelu = io->node->op->kind == CK_OP_GEGLU;
+    if (!io->node->attrs.fused)
+        ck_kernel_glu_written_backward(io->din[0], io->din[1], io->dout, io->in[0], io->in[1],
+                                       io->saved[CK_SLOT_GLU_ACT], gelu, n);
+    else if (gelu)
+        ck_kernel_geglu_backward(io->din[0], io->din[1], io->dout, io->in[0], io->in[1], n);
+    else
+        ck_kernel_swiglu_backward(io->din[0], io->din[1], io->dout, io->in[0], io->in[1], n);
+}
+
 void ck_kernel_forward(const ck_kernel_io *io)
 {
     const ck_node *n = io->node;
@@ -1698,11 +1818,18 @@ void ck_kernel_forward(const ck_kernel_io *io)
                                     p[0], p[1], d.rows, d.c, n->attrs.eps);
         break;
     case CK_OP_RMSNORM:
+        if (io->saved[CK_SLOT_X_F32]) /* x as the f32 view holds it: the upcast, exactly */
+            memcpy(io->saved[CK_SLOT_X_F32], a, d.rows * d.c * sizeof *a);
         ck_kernel_rmsnorm_forward(out, io->saved[CK_SLOT_RSTD], io->saved[CK_SLOT_NORMED], a, p[0],
                                   d.rows, d.c, n->attrs.eps);
         break;
     case CK_OP_GELU:
-        ck_kernel_gelu_forward(out, a, d.len);
+        if (n->attrs.fused)
+            ck_kernel_gelu_forward(out, a, d.len);
+        else
+            ck_kernel_gelu_written_forward(out, io->saved[CK_SLOT_GELU_HALF],
+                                           io->saved[CK_SLOT_GELU_TANH],
+                                           io->saved[CK_SLOT_GELU_SUM], a, d.len);
         break;
     case CK_OP_RELU:
         ck_kernel_relu_forward(out, a, d.len);
@@ -1723,10 +1850,8 @@ void ck_kernel_forward(const ck_kernel_io *io)
         attention_forward(io, prob);
         break;
     case CK_OP_SWIGLU:
-        ck_kernel_swiglu_forward(out, a, b, d.len);
-        break;
     case CK_OP_GEGLU:
-        ck_kernel_geglu_forward(out, a, b, d.len);
+        glu_forward(io, d.len);
         break;
     case CK_OP_SOFTCAP:
         ck_kernel_softcap_forward(out, a, (float)n->attrs.cap, d.len);
@@ -1766,17 +1891,29 @@ void ck_kernel_forward(const ck_kernel_io *io)
 
 static void attention_backward(const ck_kernel_io *io, float prob)
 {
-    attn_dims d = attention_dims(io);
+    attn_dims d = attention_dims(io), run = d;
     float cap = (float)io->node->attrs.cap;
+    const float *qkv = io->in[0];
+    float *dqkv = io->din[0], *ws = io->ws, *expanded = io->saved[CK_SLOT_QKV_EXPANDED];
+    if (expanded) { /* the copies' gradient first, in the workspace, then folded */
+        size_t n = d.B * d.T * 3 * d.H * d.D;
+        qkv = expanded;
+        dqkv = ws;
+        memset(dqkv, 0, n * sizeof *dqkv);
+        ws += n;
+        run.KV = d.H;
+    }
     if (io->node->attrs.flash)
-        ck_kernel_attention_flash_backward(io->din[0], io->dout, io->in[0], io->out,
-                                           io->saved[CK_SLOT_LSE], io->ws, d.B, d.T, d.H, d.KV,
-                                           d.D, prob, cap, io->key);
+        ck_kernel_attention_flash_backward(dqkv, io->dout, qkv, io->out, io->saved[CK_SLOT_LSE],
+                                           ws, run.B, run.T, run.H, run.KV, run.D, prob, cap,
+                                           io->key);
     else
-        ck_kernel_attention_backward(io->din[0], io->dout, io->in[0], io->saved[CK_SLOT_PROBS],
+        ck_kernel_attention_backward(dqkv, io->dout, qkv, io->saved[CK_SLOT_PROBS],
                                      io->saved[CK_SLOT_MASK], io->saved[CK_SLOT_DROPPED],
-                                     io->saved[CK_SLOT_CAPPED], io->ws, d.B, d.T, d.H, d.KV, d.D,
-                                     prob, cap, io->key);
+                                     io->saved[CK_SLOT_CAPPED], ws, run.B, run.T, run.H, run.KV,
+                                     run.D, prob, cap, io->key);
+    if (expanded && io->din[0])
+        fold_kv(io->din[0], dqkv, d);
 }
 
 void ck_kernel_backward(const ck_kernel_io *io)
@@ -1799,11 +1936,18 @@ void ck_kernel_backward(const ck_kernel_io *io)
         ck_kernel_layernorm_backward(da, dp[0], dp[1], dout, a, p[0], io->saved[CK_SLOT_MEAN],
                                      io->saved[CK_SLOT_RSTD], d.rows, d.c);
         break;
-    case CK_OP_RMSNORM:
-        ck_kernel_rmsnorm_backward(da, dp[0], dout, a, p[0], io->saved[CK_SLOT_RSTD], d.rows, d.c);
+    case CK_OP_RMSNORM: /* written out on 16-bit x, it kept x.float() instead of x */
+        ck_kernel_rmsnorm_backward(da, dp[0], dout,
+                                   io->saved[CK_SLOT_X_F32] ? io->saved[CK_SLOT_X_F32] : a, p[0],
+                                   io->saved[CK_SLOT_RSTD], d.rows, d.c);
         break;
     case CK_OP_GELU:
-        ck_kernel_gelu_backward(da, a, dout, d.len);
+        if (n->attrs.fused)
+            ck_kernel_gelu_backward(da, a, dout, d.len);
+        else
+            ck_kernel_gelu_written_backward(da, io->ws, dout, a, io->saved[CK_SLOT_GELU_HALF],
+                                            io->saved[CK_SLOT_GELU_TANH],
+                                            io->saved[CK_SLOT_GELU_SUM], d.len);
         break;
     case CK_OP_RELU:
         ck_kernel_relu_backward(da, io->out, dout, d.len);
@@ -1824,10 +1968,8 @@ void ck_kernel_backward(const ck_kernel_io *io)
         attention_backward(io, prob);
         break;
     case CK_OP_SWIGLU:
-        ck_kernel_swiglu_backward(da, db, dout, a, b, d.len);
-        break;
     case CK_OP_GEGLU:
-        ck_kernel_geglu_backward(da, db, dout, a, b, d.len);
+        glu_backward(io, d.len);
         break;
     case CK_OP_SOFTCAP:
         ck_kernel_softcap_backward(da, io->out, dout, (float)n->attrs.cap, d.len);

@@ -148,6 +148,27 @@ void ck_kernel_geglu_forward(float *restrict out, const float *restrict gate,
 void ck_kernel_geglu_backward(float *dgate, float *dup, const float *dout, const float *gate,
                               const float *up, size_t n);
 
+/* The same gated units written out as two autograd ops (Hugging Face's MLPs, the hf
+ * profile): act = silu(gate), or gelu(gate) with `gelu`, kept; out = act * up. Backward:
+ * dup += dout act, dgate += dout up act'(gate). Either gradient may be NULL (not required),
+ * and then what only it reads may be NULL too (gate and up for dgate, act for dup); dgate
+ * and dup may be one buffer. */
+void ck_kernel_glu_written_forward(float *out, float *act, const float *gate, const float *up,
+                                   bool gelu, size_t n);
+void ck_kernel_glu_written_backward(float *dgate, float *dup, const float *dout,
+                                    const float *gate, const float *up, const float *act,
+                                    bool gelu, size_t n);
+
+/* GELU written out as GPT-2's NewGELU in PyTorch ops, 0.5 x (1 + tanh(...)): the output and
+ * the tensors those ops keep, x / 2, the tanh and 1 + the tanh (the hf profile). The
+ * backward reads them, through the tanh input's gradient in the workspace gu (n floats),
+ * as autograd's chain of backward ops holds it. */
+void ck_kernel_gelu_written_forward(float *out, float *half, float *tanh_out, float *sum,
+                                    const float *inp, size_t n);
+void ck_kernel_gelu_written_backward(float *dinp, float *gu, const float *dout, const float *inp,
+                                     const float *half, const float *tanh_out, const float *sum,
+                                     size_t n);
+
 /* 16-bit floats by hand (C11 has no portable half type). From f32: round to nearest, ties
  * to even, overflow to infinity, NaN kept a (quiet) NaN; f16 keeps subnormals. To f32:
  * exact. */

@@ -170,26 +170,31 @@ static uint64_t layer_saved(const char *path, const ck_model_opts *mo)
     return saved;
 }
 
-static ck_model_opts seq_batch(uint64_t s, uint64_t b, const char *attention)
+static ck_model_opts seq_batch(uint64_t s, uint64_t b, const char *attention, const char *impl)
 {
-    ck_model_opts o = {.attention = attention};
+    ck_model_opts o = {.attention = attention, .impl = impl};
     ck_assert(ck_model_opts_set(&o, "T", 1, s));
     ck_assert(ck_model_opts_set(&o, "B", 1, b));
     return o;
 }
 
 /* GPT-2 medium in bf16 with eager attention and its 0.1 dropouts is Korthikanti et al.'s
- * layer: sbh(34 + 5as/h), plus the two layernorms' f32 mean and rstd, 16sb
- * (docs/model-format.md section 6). */
+ * layer under the fused profile: sbh(34 + 5as/h), plus the two layernorms' f32 mean and
+ * rstd, 16sb (docs/model-format.md section 6). Under hf, transformers' NewGELUActivation
+ * keeps three more 4h-wide tensors (x / 2, the tanh, 1 + the tanh): 24sbh in bf16
+ * (docs/profiles.md). */
 START_TEST(gpt2_layer_is_korthikanti)
 {
     const uint64_t h = 1024, a = 16;
     const uint64_t cases[][2] = {{1024, 1}, {512, 4}};
     for (size_t i = 0; i < 2; i++) {
         uint64_t s = cases[i][0], b = cases[i][1];
-        ck_model_opts o = seq_batch(s, b, "eager");
-        ck_assert_uint_eq(layer_saved("tests/data/hf/gpt2-medium.json", &o),
-                          s * b * h * 34 + 5 * a * s * s * b + 16 * s * b);
+        uint64_t korthikanti = s * b * h * 34 + 5 * a * s * s * b + 16 * s * b;
+        ck_model_opts fused = seq_batch(s, b, "eager", "fused");
+        ck_model_opts hf = seq_batch(s, b, "eager", NULL);
+        ck_assert_uint_eq(layer_saved("tests/data/hf/gpt2-medium.json", &fused), korthikanti);
+        ck_assert_uint_eq(layer_saved("tests/data/hf/gpt2-medium.json", &hf),
+                          korthikanti + 24 * s * b * h);
     }
 }
 END_TEST
@@ -207,10 +212,30 @@ START_TEST(llama_layer_by_hand)
     const uint64_t h = 4096, H = 32, K = 8, D = 128, F = 14336, e = 2;
     const uint64_t s = 1024, b = 2, sb = s * b;
     uint64_t common = 4 * e * sb * h + e * sb * (H + 2 * K) * D + e * sb * h + 8 * sb + 3 * e * sb * F;
-    ck_model_opts sdpa = seq_batch(s, b, NULL), eager = seq_batch(s, b, "eager");
+    ck_model_opts sdpa = seq_batch(s, b, NULL, "fused"), eager = seq_batch(s, b, "eager", "fused");
     ck_assert_uint_eq(layer_saved("tests/data/hf/llama-3-8b", &sdpa), common + 4 * sb * H);
     ck_assert_uint_eq(layer_saved("tests/data/hf/llama-3-8b", &eager),
                       common + (4 + 2) * b * H * s * s);
+}
+END_TEST
+
+/* The same layer as transformers' LlamaDecoderLayer keeps it (the hf profile, as
+ * tests/torch/hf_saved.py measures it in bf16): each LlamaRMSNorm computes on x.float() and
+ * keeps that f32 copy 4sbh, not x, and x rstd e*sbh besides rstd 4sb (so the layer keeps
+ * its output, q/k/v_proj's and gate/up_proj's inputs and o_proj's, 4e*sbh, and not the
+ * residual between its halves); act(gate) * up keeps act(gate) too: gate, up, act(gate) and
+ * down_proj's input, 4e*sbF; eager attention's repeat_kv keeps q and the copies of k and v
+ * to all H heads, 3e*sbHD, instead of the packed e*sb(H+2K)D. */
+START_TEST(llama_layer_hf_by_hand)
+{
+    const uint64_t h = 4096, H = 32, K = 8, D = 128, F = 14336, e = 2;
+    const uint64_t s = 1024, b = 2, sb = s * b;
+    uint64_t common = 4 * e * sb * h + 2 * (4 * sb * h + e * sb * h + 4 * sb) + 4 * e * sb * F;
+    ck_model_opts sdpa = seq_batch(s, b, NULL, NULL), eager = seq_batch(s, b, "eager", "hf");
+    ck_assert_uint_eq(layer_saved("tests/data/hf/llama-3-8b", &sdpa),
+                      common + e * sb * (H + 2 * K) * D + 4 * sb * H);
+    ck_assert_uint_eq(layer_saved("tests/data/hf/llama-3-8b", &eager),
+                      common + 3 * e * sb * H * D + (4 + 2) * b * H * s * s);
 }
 END_TEST
 
@@ -289,6 +314,7 @@ static Suite *hf_suite(void)
     tcase_add_test(tc, published_configs_count_exactly);
     tcase_add_test(tc, gpt2_layer_is_korthikanti);
     tcase_add_test(tc, llama_layer_by_hand);
+    tcase_add_test(tc, llama_layer_hf_by_hand);
     tcase_add_test(tc, lora_adapters_are_the_trainable_parameters);
     tcase_add_test(tc, directory_is_its_config);
     tcase_add_test(tc, bad_configs_name_the_key);

@@ -199,6 +199,16 @@ START_TEST(elementwise)
     ck_ttype out = infer_ok("gelu", &a, in, &info);
     assert_shape(&out, CK_F16, 2, 3, 7, 0);
     ck_assert(info.n_saved == 1 && info.saved[0].kind == CK_SAVE_INPUT);
+    /* Written out as GPT-2's NewGELU: x / 2, the tanh and 1 + the tanh besides x. */
+    a.fused = false;
+    infer_ok("gelu", &a, in, &info);
+    ck_assert_uint_eq(info.n_saved, 4);
+    for (size_t s = 1; s < 4; s++)
+        ck_assert(info.saved[s].kind == CK_SAVE_INTERNAL && info.saved[s].bytes == 21 * 2);
+    ck_assert_int_eq(info.saved[1].slot, CK_SLOT_GELU_HALF);
+    ck_assert_int_eq(info.saved[3].slot, CK_SLOT_GELU_SUM);
+    ck_assert_uint_eq(info.bwd_ws_bytes, 21 * 2); /* the tanh input's gradient */
+    a.fused = true;
     infer_ok("silu", &a, in, &info);
     ck_assert(info.n_saved == 1 && info.saved[0].kind == CK_SAVE_INPUT);
     infer_ok("relu", &a, in, &info);
@@ -239,18 +249,28 @@ START_TEST(attention_grouped_query)
     ck_assert_uint_eq(info.fwd_ws_bytes, 2 * 4 * 8 * 8 * 2);
     ck_assert_uint_eq(info.fwd_flops, 4 * (2 * 4 * 8 * 8) * 16 + 5 * (2 * 4 * 8 * 8));
 
-    /* Hugging Face's repeat_kv: k and v copied to all 4 heads, [B, H, T, D] each, kept. */
+    /* Hugging Face's repeat_kv: q, and k and v copied to all 4 heads, [B, H, T, D] each, kept
+     * instead of the packed qkv (measured: tests/torch/hf_saved.py); their gradient is a
+     * transient of the backward. */
     a.expand_kv = true;
     infer_ok("attention", &a, &in, &info);
-    ck_assert_uint_eq(info.n_saved, 5);
-    ck_assert(info.saved[2].slot == CK_SLOT_K_EXPANDED && info.saved[3].slot == CK_SLOT_V_EXPANDED);
-    ck_assert_uint_eq(info.saved[2].bytes, 2 * 4 * 8 * 16 * 2);
-    ck_assert_uint_eq(info.saved[3].bytes, 2 * 4 * 8 * 16 * 2);
+    ck_assert_uint_eq(info.n_saved, 3);
+    ck_assert_int_eq(info.saved[0].slot, CK_SLOT_QKV_EXPANDED);
+    ck_assert_int_eq(info.saved[0].kind, CK_SAVE_INTERNAL);
+    ck_assert_uint_eq(info.saved[0].bytes, 3 * 2 * 4 * 8 * 16 * 2);
+    ck_assert_int_eq(info.saved[1].kind, CK_SAVE_OUTPUT);
+    ck_assert_uint_eq(info.bwd_ws_bytes, 3 * 2 * 4 * 8 * 16 * 2 + 2 * 4 * 8 * 8 * 2);
     a.kv_heads = 4; /* one kv head a query head: repeat_kv copies nothing */
     ck_ttype all_heads = tt(CK_BF16, 3, 2, 8, 3 * 4 * 16);
     infer_ok("attention", &a, &all_heads, &info);
     ck_assert_uint_eq(info.n_saved, 3);
+    ck_assert_int_eq(info.saved[0].kind, CK_SAVE_INPUT);
     a.kv_heads = 2;
+    a.flash = true; /* sdpa and flash kernels read the shared heads: nothing copied */
+    infer_ok("attention", &a, &in, &info);
+    ck_assert_int_eq(info.saved[0].kind, CK_SAVE_INPUT);
+    ck_assert_uint_eq(info.n_saved, 3);
+    a.flash = false;
     a.expand_kv = false;
 
     a.p = 0.1;
@@ -345,6 +365,18 @@ static void assert_gated(const char *name, uint64_t fwd, uint64_t bwd)
     uint64_t x = 240 * 2; /* reads 2 inputs, writes 1; reads dy and the 2 saved, writes 2 */
     ck_assert_uint_eq(info.fwd_bytes_moved, 3 * x);
     ck_assert_uint_eq(info.bwd_bytes_moved, 5 * x);
+    /* Written out (Hugging Face's MLPs): act(gate) kept too, for up's gradient only, gate and
+     * up for the gate's; no workspace (act(gate)'s gradient lives while up's is gone). */
+    a.fused = false;
+    infer_ok(name, &a, in, &info);
+    ck_assert_uint_eq(info.n_saved, 3);
+    ck_assert(info.saved[2].kind == CK_SAVE_INTERNAL && info.saved[2].slot == CK_SLOT_GLU_ACT);
+    ck_assert_uint_eq(info.saved[2].bytes, 240 * 2);
+    ck_assert_uint_eq(info.saved[0].needed_for, CK_NEED_INPUT(0));
+    ck_assert_uint_eq(info.saved[1].needed_for, CK_NEED_INPUT(0));
+    ck_assert_uint_eq(info.saved[2].needed_for, CK_NEED_INPUT(1));
+    ck_assert_uint_eq(info.bwd_ws_bytes, 0);
+    a.fused = true;
     in[1].dim[2] = 12;
     ck_assert(strstr(infer_bad(name, &a, in),
                      "f.json: nodes[3].inputs[1]: expected the type of inputs[0], bf16 [2, 5, 24], "

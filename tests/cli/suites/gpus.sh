@@ -6,7 +6,7 @@
 
 mkdir -p gpus-suite && cd gpus-suite || exit 1 # its own directory: no runs file may appear
 llama="$root/tests/data/hf/llama-3-8b"
-gpus_opts=(--seq 8192 --batch 1 --recipe bf16-master --device h100-80gb)
+gpus_opts=(--seq 8192 --batch 1 --recipe bf16-master --device h100-80gb --impl fused)
 # in a directory of its own: other suites leave the default runs file in the scratch one
 mkdir -p gpus-fresh && cd gpus-fresh || exit 1
 run sweep "$llama" "${gpus_opts[@]}" --gpus 8
@@ -140,7 +140,7 @@ for k, r in four.items():
 PY
 run sweep "$llama" "${gpus_opts[@]}" --gpus 8 --global-batch 12
 check "a global batch that dp x batch does not divide is listed as such" 0 "batch does not divide"
-run sweep "$llama" --seq 8192 --recipe bf16-master --device h100-80gb --gpus 8 --global-batch 16
+run sweep "$llama" --seq 8192 --recipe bf16-master --device h100-80gb --impl fused --gpus 8 --global-batch 16
 check "--global-batch needs --batch" 2 "give --batch too"
 
 # layouts the model refuses are rows with the reason, listed last, not errors: Llama-3-8B's 32

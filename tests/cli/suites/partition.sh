@@ -5,7 +5,7 @@
 
 llama="$root/tests/data/hf/llama-3-8b"
 part_llama() {
-    run plan "$llama" --seq 32768 --batch 1 --recipe bf16-master --tp 2 --dp 4 --zero 1 \
+    run plan "$llama" --impl fused --seq 32768 --batch 1 --recipe bf16-master --tp 2 --dp 4 --zero 1 \
         --device h100-80gb "$@"
 }
 
@@ -43,7 +43,7 @@ assert p["predicted"]["peak_bytes"] <= p["budget_bytes"], p["predicted"]' part-d
 # forward's checkpoint functions have returned); sqrt's schedule is the same either way
 for mode in whole split; do
     extra=(); [ "$mode" = split ] && extra=(--partition-activations)
-    run plan "$llama" --seq 32768 --batch 1 --recipe bf16-master --tp 2 --pp 4 --microbatches 8 \
+    run plan "$llama" --impl fused --seq 32768 --batch 1 --recipe bf16-master --tp 2 --pp 4 --microbatches 8 \
         --budget 54G --planner sqrt "${extra[@]}" -o "part-pp-$mode.json"
     check "--pp 4 with $mode checkpoints plans" 0 "plan written to part-pp-$mode.json"
 done
@@ -86,34 +86,34 @@ run run part-sqrt.json --steps 1
 check "run refuses a tensor-parallel plan" 2 "cannot run tensor- or context-parallel layers"
 
 # sweep keeps the option in its records
-run sweep "$llama" --seq 32768 --batch 1 --recipe bf16-master --tp 2 --partition-activations \
+run sweep "$llama" --impl fused --seq 32768 --batch 1 --recipe bf16-master --tp 2 --partition-activations \
     --budgets 60G,75G --planners sqrt --runs part-runs.jsonl
 check "sweep --budgets plans with partitioned checkpoints" 0 "sweep: 2 points"
-run sweep "$llama" --seq 512 --batch 1 --tp 2 --partition-activations --budgets 60G --run --runs part-runs.jsonl
+run sweep "$llama" --impl fused --seq 512 --batch 1 --tp 2 --partition-activations --budgets 60G --run --runs part-runs.jsonl
 check "sweep --run refuses it: one process has no other ranks to gather from" 2 \
     "are gathered from the other tensor-parallel ranks"
 run report --runs part-runs.jsonl
 check "report shows them among the options" 0 "tp=2 partition_activations"
 
 # refusals
-run plan "$llama" --seq 4096 --partition-activations --budget 70G
+run plan "$llama" --impl fused --seq 4096 --partition-activations --budget 70G
 check "--partition-activations needs --tp" 2 "--partition-activations: checkpoints are split over the tensor-parallel ranks: it needs --tp 2 or more"
-run plan "$llama" --seq 4096 --tp 2 --sp --partition-activations --budget 70G
+run plan "$llama" --impl fused --seq 4096 --tp 2 --sp --partition-activations --budget 70G
 check "and no --sp" 2 "and no --sp, under which a layer's input is split already"
 run plan "$root/models/gpt2-tiny.json" --partition-activations --budget 70G
 check "a model file refuses it" 2 "--partition-activations"
-run plan "$llama" --seq 4096 --tp 2 --partition-activations --granularity node --budget 70G
+run plan "$llama" --impl fused --seq 4096 --tp 2 --partition-activations --granularity node --budget 70G
 check "graph planning refuses it" 2 "--granularity node plans a graph"
-run chain "$llama" --tp 2 --partition-activations -o part-chain.json
+run chain "$llama" --impl fused --tp 2 --partition-activations -o part-chain.json
 check "chain refuses it: a chain file has no field for shards" 2 "a ckplan-chain/1 file has no field for"
 check_that "and writes nothing" test ! -e part-chain.json
 run emit torch "$llama" --plan part-sqrt.json -o part.py
 check "emit torch refuses a plan with it" 2 "the emitted module (one process) does not have"
 check_that "and writes nothing" test ! -e part.py
-run emit torch "$llama" --seq 64 --tp 2 --partition-activations -o part.py
+run emit torch "$llama" --impl fused --seq 64 --tp 2 --partition-activations -o part.py
 check "emit torch takes the option as the other model options, and refuses it" 2 \
     "the emitted module (one process) does not have: emit a model or plan of --tp alone"
 run profile "$root/models/hf/llama-tiny.json" --tp 2 --partition-activations --steps 1 -o part-costs.json
 check "profile measures the stages: shards change no stage's time" 0 "costs written to part-costs.json"
-run sweep "$llama" --device h100-80gb --gpus 8 --partition-activations
+run sweep "$llama" --impl fused --device h100-80gb --gpus 8 --partition-activations
 check "sweep --gpus chooses the layout itself" 2 "it takes no --partition-activations"

@@ -5,7 +5,7 @@
 
 llama="$root/tests/data/hf/llama-3-8b"
 pipe_llama() {
-    run plan "$llama" --seq 8192 --batch 1 --recipe bf16-master --device h100-80gb "$@"
+    run plan "$llama" --impl fused --seq 8192 --batch 1 --recipe bf16-master --device h100-80gb "$@"
 }
 
 pipe_llama --pp 4 --microbatches 8 -o pipe-llama.json
@@ -69,7 +69,7 @@ for r in pl["ranks"]:
     assert r["total_bytes"] <= p["budget_bytes"]
 PY
 
-run plan "$llama" --seq 8192 --batch 1 --recipe bf16-master --device h100-80gb --pp 4 --json -o pipe-json.json
+run plan "$llama" --impl fused --seq 8192 --batch 1 --recipe bf16-master --device h100-80gb --pp 4 --json -o pipe-json.json
 check "--json carries the pipeline; --microbatches defaults to --pp" 0 '"pipeline":' '"worst_rank":'
 printf '%s\n' "$out" >pipe-json-stdout.json
 check_that "--json prints what -o writes" python3 -c '
@@ -94,10 +94,10 @@ check "--virtual-stages past its limit is refused" 2 "--virtual-stages: expected
 check_that "no plan written by a refusal" test ! -e pipe-bad.json
 run plan "$data/hetero3.json" --budget 1G --pp 2 -o pipe-bad.json
 check "a chain file refuses --pp" 2 "apply to model files" "(--pp, --microbatches, --virtual-stages)"
-run chain "$llama" --pp 2 -o pipe-bad.json
+run chain "$llama" --impl fused --pp 2 -o pipe-bad.json
 check "chain does not take pipeline layouts: a pipeline has a chain a rank" 2 \
     "pipeline layouts are planned by 'ckplan plan' and 'ckplan sweep' only: this command works on one chain"
-run sweep "$llama" --seq 8192 --batch 1 --recipe bf16-master --pp 4 --microbatches 8 --budgets 70G --run \
+run sweep "$llama" --impl fused --seq 8192 --batch 1 --recipe bf16-master --pp 4 --microbatches 8 --budgets 70G --run \
     --runs pipe-run.jsonl
 check "sweep --run refuses a pipeline, which one process cannot run" 2 \
     "sweep: --run runs each plan in one process" "sweep it without --run"
@@ -105,14 +105,14 @@ check_that "and records nothing" test ! -e pipe-run.jsonl
 
 # sweep --budgets plans a pipeline at each budget as plan does: each record is the plan's
 # worst rank, with the layout; an infeasible point's minimum is a budget plan meets
-run sweep "$llama" --seq 8192 --batch 1 --recipe bf16-master --device h100-80gb --pp 4 --microbatches 8 \
+run sweep "$llama" --impl fused --seq 8192 --batch 1 --recipe bf16-master --device h100-80gb --pp 4 --microbatches 8 \
     --dp 2 --zero 1 --budgets 30G,36G,50G,70G --planners dp,sqrt --runs pipe-sweep.jsonl
 check "sweep --budgets plans a pipeline layout at every point" 0 "sweep: 8 points: 0 ran"
 check_that "every record is what plan writes for its budget, layout included; minimums fit" \
     python3 - "$bin" "$llama" pipe-sweep.jsonl <<'PY'
 import json, subprocess, sys
 binary, llama, runs = sys.argv[1:]
-common = ["--seq", "8192", "--batch", "1", "--recipe", "bf16-master", "--device", "h100-80gb",
+common = ["--impl", "fused", "--seq", "8192", "--batch", "1", "--recipe", "bf16-master", "--device", "h100-80gb",
           "--pp", "4", "--microbatches", "8", "--dp", "2", "--zero", "1"]
 def plan(planner, budget):
     p = subprocess.run([binary, "plan", llama, *common, "--planner", planner, "--budget", str(budget),
@@ -123,7 +123,7 @@ assert len(records) == 8, len(records)
 statuses = [r["status"] for r in records]
 assert "planned" in statuses and "infeasible" in statuses, statuses
 for r in records:
-    assert r["model"]["options"] == {"set": {"B": 1, "T": 8192}, "recipe": "bf16-master", "dp": 2,
+    assert r["model"]["options"] == {"set": {"B": 1, "T": 8192}, "recipe": "bf16-master", "impl": "fused", "dp": 2,
                                      "zero": 1, "pp": 4, "microbatches": 8, "virtual_stages": 1}, r["model"]
     budget, planner = r["plan"]["budget_bytes"], r["plan"]["planner"]
     rc, doc = plan(planner, budget)
@@ -144,7 +144,7 @@ for r in records:
 PY
 run report --runs pipe-sweep.jsonl
 check "report shows each record's layout" 0 "options" \
-    "B=1 T=8192 recipe=bf16-master dp=2 zero=1 pp=4 microbatches=8 virtual_stages=1"
+    "B=1 T=8192 recipe=bf16-master impl=fused dp=2 zero=1 pp=4 microbatches=8 virtual_stages=1"
 
 # exit 3: the worst rank cannot fit; each rank that does not is named
 pipe_llama --pp 4 --microbatches 8 --budget 30G -o pipe-small.json

@@ -39,7 +39,7 @@ PY
 # whole; --sp halves the rest too.
 for opts in "" "--tp 2" "--tp 2 --sp"; do
     name=$(echo "tp-chain $opts" | tr -d ' -')
-    run chain "$gpt2" --seq 1024 --batch 2 --attention eager $opts -o "$name.json"
+    run chain "$gpt2" --seq 1024 --batch 2 --attention eager --impl fused $opts -o "$name.json"
 done
 check_that "--tp 2 halves attention's and the MLP's activations; --sp the rest" \
     python3 - tpchain.json tpchaintp2.json tpchaintp2sp.json <<'PY'

@@ -1,0 +1,64 @@
+#include "planner/impl.h"
+
+#include <string.h>
+
+/* Each choice is an attribute of the op table; a unit test checks every one names a boolean
+ * attribute of its op (test_impl.c). What each keeps: docs/profiles.md. */
+static const ck_impl profiles[] = {
+    {"hf", "transformers' modeling code, PyTorch 2 autograd", 7, {
+        /* LlamaRMSNorm: x * rsqrt(...) is kept for the product with the weight */
+        {CK_OP_RMSNORM, "fused", false},
+        /* act(gate) * up as two autograd ops: act(gate) is kept for up's gradient */
+        {CK_OP_SWIGLU, "fused", false},
+        {CK_OP_GEGLU, "fused", false},
+        /* GPT-2's NewGELUActivation, the tanh formula in Python ops */
+        {CK_OP_GELU, "fused", false},
+        /* repeat_kv before eager attention: the products keep the copies */
+        {CK_OP_ATTENTION, "expand_kv", true},
+        /* ForCausalLMLoss: F.cross_entropy on logits.float(), log_softmax's f32 output kept */
+        {CK_OP_CROSS_ENTROPY, "fused", false},
+        {CK_OP_CROSS_ENTROPY, "upcast", true}}},
+    {"fused", "liger-kernel, Megatron or llm.c's fused kernels", 7, {
+        {CK_OP_RMSNORM, "fused", true},
+        {CK_OP_SWIGLU, "fused", true},
+        {CK_OP_GEGLU, "fused", true},
+        {CK_OP_GELU, "fused", true},
+        {CK_OP_ATTENTION, "expand_kv", false},
+        {CK_OP_CROSS_ENTROPY, "fused", true},
+        {CK_OP_CROSS_ENTROPY, "upcast", false}}},
+};
+#define N_PROFILES (sizeof profiles / sizeof profiles[0])
+
+const ck_impl *ck_impl_find(const char *name)
+{
+    for (size_t i = 0; i < N_PROFILES; i++)
+        if (strcmp(profiles[i].name, name) == 0)
+            return &profiles[i];
+    return NULL;
+}
+
+size_t ck_impl_count(void)
+{
+    return N_PROFILES;
+}
+
+const ck_impl *ck_impl_at(size_t i)
+{
+    return i < N_PROFILES ? &profiles[i] : NULL;
+}
+
+const char *ck_impl_names(void)
+{
+    return "hf, fused";
+}
+
+void ck_impl_apply(const ck_impl *p, const ck_op_def *op, ck_attrs *a)
+{
+    for (size_t c = 0; c < p->n_choices; c++) {
+        if (p->choices[c].op != op->kind)
+            continue;
+        for (size_t i = 0; i < op->n_attrs; i++)
+            if (op->attrs[i].kind == CK_ATTR_BOOL && strcmp(op->attrs[i].name, p->choices[c].attr) == 0)
+                *(bool *)((char *)a + op->attrs[i].offset) = p->choices[c].value;
+    }
+}

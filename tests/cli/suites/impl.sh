@@ -1,0 +1,85 @@
+# Implementation profiles (planner/impl, docs/profiles.md): --impl hf|fused and
+# training.impl; the profiles listed by --help; a bad name exits 2 naming the option or
+# the field; the plan records --impl and run and emit read it back; import writes
+# training.impl; hf's written-out ops run byte-exact under every planner (run --verify).
+. "$here/verify_planners.sh"
+
+llama_hf=$root/models/hf/llama-tiny.json
+run plan --help
+check "impl: plan --help lists the profiles" 0 "--impl NAME" "hf     transformers' modeling code" "fused  liger-kernel"
+run chain "$llama_hf" --impl magic -o impl-never.json
+check "impl: an unknown profile exits 2 naming the option and the profiles" 2 "--impl: expected one of hf, fused, got 'magic'"
+for cmd in "plan --budget 1G" "chain" "sweep --budgets 1G" "import" "emit torch"; do
+    # shellcheck disable=SC2086 # the command and its options are words
+    run $cmd "$llama_hf" --impl nope -o impl-never-2.json
+    check "impl: ${cmd%% *} takes --impl and refuses a bad one" 2 "--impl: expected one of hf, fused"
+done
+check_that "impl: refused commands write nothing" test ! -e impl-never.json -a ! -e impl-never-2.json
+
+# A Hugging Face config is hf unless told; the summary says which; fused keeps less.
+run plan "$llama_hf" --recipe fp32 --budget 1000T -o impl-hf.json
+check "impl: a Hugging Face config plans as hf" 0 "implementation: hf (transformers' modeling code, PyTorch 2 autograd)"
+run plan "$llama_hf" --recipe fp32 --impl fused --budget 1000T -o impl-fused.json
+check "impl: --impl fused" 0 "implementation: fused (liger-kernel, Megatron or llm.c's fused kernels)"
+check_that "impl: hf keeps more than fused" python3 -c '
+import json, sys
+hf, fused = (json.load(open(p))["predicted"]["baseline_activation_peak_bytes"] for p in sys.argv[1:])
+assert hf > fused, (hf, fused)' impl-hf.json impl-fused.json
+check_that "impl: the plan records --impl in model.options" test "$(json_get impl-fused.json '["model"]["options"]["impl"]')" = fused
+run run impl-fused.json --steps 1 --runs impl.jsonl --quiet
+check "impl: run loads the model with the plan's profile" 0
+check_that "impl: run predicts the plan's figures (fused, not hf)" python3 -c '
+import json, sys
+r = json.loads(open(sys.argv[1]).read().splitlines()[-1])
+p = json.load(open(sys.argv[2]))["predicted"]
+assert r["predicted"]["activation_peak_bytes"] == p["activation_peak_bytes"]' impl.jsonl impl-fused.json
+
+# import writes training.impl; the file plans as the config does; --impl changes it.
+run import "$llama_hf" --recipe fp32 -o impl-imported.json
+check "impl: import writes the model" 0
+check_that "impl: import writes training.impl hf" test "$(json_get impl-imported.json '["training"]["impl"]')" = hf
+run import "$llama_hf" --recipe fp32 --impl fused -o impl-imported-fused.json
+check_that "impl: import --impl fused writes training.impl fused" test "$(json_get impl-imported-fused.json '["training"]["impl"]')" = fused
+run plan impl-imported.json --budget 1000T -o impl-hf-file.json
+check "impl: the imported file plans" 0 "implementation: hf"
+run plan impl-imported.json --impl fused --budget 1000T -o impl-fused-file.json
+check "impl: --impl replaces the file's training.impl" 0 "implementation: fused"
+check_that "impl: the imported files plan to the config's figures under either profile" python3 -c '
+import json, sys
+a, b, c, d = (json.load(open(p))["predicted"] for p in sys.argv[1:])
+assert a == b and c == d' impl-hf.json impl-hf-file.json impl-fused.json impl-fused-file.json
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["training"]["impl"]="hf2"; json.dump(d, open(sys.argv[2], "w"))' impl-imported.json impl-bad.json
+run plan impl-bad.json --budget 1000T -o impl-never-3.json
+check "impl: a bad training.impl exits 2 naming the file and the field" 2 "impl-bad.json: training.impl: expected one of hf, fused, got \"hf2\""
+
+# A model file without a profile keeps its figures; --impl hf fills what it leaves unset.
+run plan "$root/models/llama-tiny.json" --budget 1000T --json -o impl-file.json
+check_that "impl: a model file without a profile prints none" bash -c '! "$1" plan "$2" --budget 1000T -o impl-file2.json | grep -q implementation:' _ "$bin" "$root/models/llama-tiny.json"
+run plan "$root/models/llama-tiny.json" --impl hf --budget 1000T -o impl-file-hf.json
+check "impl: --impl hf on a model file" 0 "implementation: hf"
+check_that "impl: hf on llama-tiny.json keeps more" python3 -c '
+import json, sys
+a, b = (json.load(open(p))["predicted"]["baseline_activation_peak_bytes"] for p in sys.argv[1:])
+assert b > a, (a, b)' impl-file.json impl-file-hf.json
+
+# emit torch writes the written-out ops for hf, the fused Functions for fused.
+run emit torch "$llama_hf" --recipe fp32 --attention eager -o impl_hf.py
+check "impl: emit torch under hf" 0
+check_that "impl: the hf module writes its norms, gated unit and repeat_kv out" python3 -c '
+import sys
+t = open(sys.argv[1]).read()
+assert "\"fused\": True" not in t and "\"expand_kv\": True" in t and "\"upcast\": True" in t' impl_hf.py
+run emit torch "$llama_hf" --recipe fp32 --impl fused -o impl_fused.py
+check_that "impl: the fused module runs the fused kernels" python3 -c '
+import sys
+t = open(sys.argv[1]).read()
+assert "\"fused\": True" in t and "\"expand_kv\": True" not in t and "\"upcast\": True" not in t' impl_fused.py
+
+# run --verify is byte-exact under both profiles, every planner, eager and sdpa, f32 and
+# bf16 (the Hugging Face default recipe, 16-bit rmsnorm's f32 copy and the upcast loss).
+for impl in hf fused; do
+    verify_planners "impl-llama-$impl" "$llama_hf" --may-store-all --recipe fp32 --impl "$impl" --attention eager --seq 32 --batch 2
+    verify_planners "impl-llama-$impl-bf16" "$llama_hf" --may-store-all --impl "$impl" --seq 32 --batch 2
+    verify_planners "impl-gpt2-$impl" "$root/models/hf/gpt2-tiny.json" --may-store-all --recipe fp32 --impl "$impl" --seq 32 --batch 2
+    verify_planners "impl-gemma-$impl" "$root/models/hf/gemma-tiny.json" --may-store-all --recipe fp32 --impl "$impl" --attention eager --seq 32 --batch 2
+done
