@@ -441,6 +441,10 @@ static void print_model_training(FILE *out, const ck_workload *w)
             t->master_weights ? ", f32 master weights" : "");
     if (w->model->impl) /* a model file without one runs its nodes' attributes as written */
         fprintf(out, "implementation: %s (%s)\n", w->model->impl->name, w->model->impl->summary);
+    /* What ckplan assumes of the training loop, said where the user reads the figures. */
+    fputs("assumed: gradient buffers held for the whole step, as zero_grad(set_to_none=False) "
+          "leaves them\n  (PyTorch 2's default zero_grad() frees them: fewer bytes in the "
+          "forward; not modelled yet)\n", out);
     print_layout(out, &st->layout);
     print_model_parallel(out, &st->layout);
     print_pipeline_layout(out, &st->layout);

@@ -1,11 +1,12 @@
 #include "planner/impl.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* Each choice is an attribute of the op table; a unit test checks every one names a boolean
  * attribute of its op (test_impl.c). What each keeps: docs/profiles.md. */
 static const ck_impl profiles[] = {
-    {"hf", "transformers' modeling code, PyTorch 2 autograd", 7, {
+    {"hf", "transformers' modeling code, as PyTorch 2's autograd saves it", 7, {
         /* LlamaRMSNorm: x * rsqrt(...) is kept for the product with the weight */
         {CK_OP_RMSNORM, "fused", false},
         /* act(gate) * up as two autograd ops: act(gate) is kept for up's gradient */
@@ -49,7 +50,14 @@ const ck_impl *ck_impl_at(size_t i)
 
 const char *ck_impl_names(void)
 {
-    return "hf, fused";
+    /* joined from the table once: the names live in the table alone */
+    static char names[64];
+    if (!names[0])
+        for (size_t i = 0; i < N_PROFILES; i++) {
+            size_t used = strlen(names);
+            snprintf(names + used, sizeof names - used, "%s%s", i ? ", " : "", profiles[i].name);
+        }
+    return names;
 }
 
 void ck_impl_apply(const ck_impl *p, const ck_op_def *op, ck_attrs *a)
