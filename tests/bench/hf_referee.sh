@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
 # The Hugging Face referee's step peaks as Markdown (docs/benchmarks.md): runs
 # tests/torch/run-hf and tabulates torch's measured peak beside ckplan's prediction per
-# family, attention and case. usage: tests/bench/hf_referee.sh CKPLAN
+# family, attention and case. usage: tests/bench/hf_referee.sh CKPLAN [TSV]
+# With TSV (make check-hf's build/hf-referee.tsv), tabulates that run instead of running it.
 set -u
 ckplan=$1
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-tests/torch/run-hf "$work/hf" "$ckplan" "$work/hf.tsv" > "$work/log" 2>&1
+if [ $# -ge 2 ]; then
+    cp "$2" "$work/hf.tsv"
+    echo "hf: from $2" > "$work/log"
+else
+    tests/torch/run-hf "$work/hf" "$ckplan" "$work/hf.tsv" > "$work/log" 2>&1
+fi
 echo "\`tests/torch/run-hf\`: $(tail -n 1 "$work/log" | sed 's/^hf: //'). The whole second"
 echo "training step's peak (forward with the model's own loss, backward, AdamW, the default"
 echo "zero_grad), in bytes, measured by the allocation tracker in transformers $("$CKPLAN_PYTHON" \
