@@ -35,6 +35,7 @@ failure.
 
 import argparse
 import ctypes
+import gc
 import json
 import os
 import re
@@ -106,7 +107,10 @@ def backward(model, micro):
 
 
 def step_peak(model, micro_batches=1):
-    """The second step's peak, absolute, and what was held just before it."""
+    """The second step's peak, absolute, and what was held just before it. The peak counts
+    every tensor alive in the process: models of earlier cases that reference cycles keep
+    alive (a checkpoint wrapper's closure holds its layer) are collected first."""
+    gc.collect()
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-3)
     for step in range(2):
         micro = batches(micro_batches, seed=100 + step)
