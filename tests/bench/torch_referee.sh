@@ -40,7 +40,7 @@ for key in order:
     diff = (torch_peak / predicted - 1) * 100 if predicted else 0
     print("| %s | %s | %d of %d | %s | %s | %s | %+.2f%%%s | %s |" % (
         key[0], key[1], r["saved"][0], r["saved"][1], format(torch_peak, ","),
-        format(predicted, ","), format(measured, ","), diff, "" if ok == "ok" else " (FAIL)",
+        format(predicted, ","), format(measured, ","), diff, "" if ok == "ok" else " (%s)" % ok,
         r["grad"]))
 print()
 print("Plain autograd (the module without a plan), for comparison with the none planner's")
