@@ -147,16 +147,16 @@ def row(case, torch_peak, before, doc):
 
 
 def layer_list(model):
-    """The decoder layers, wherever the family's code keeps them."""
-    inner = model.base_model if hasattr(model, "base_model") else model
-    for path in ("model.layers", "layers", "decoder.layers", "h", "transformer.h", "model.decoder.layers"):
+    """The decoder layers of a plain transformers causal LM, written apart from the lookup
+    `emit hf` prints, so that the referee does not check that lookup against itself."""
+    for path in ("model.layers", "transformer.h", "model.decoder.layers"):
         obj = model
         try:
             for part in path.split("."):
                 obj = getattr(obj, part)
             return obj
         except AttributeError:
-            obj = inner
+            continue
     raise AttributeError("no decoder layers found")
 
 
