@@ -414,6 +414,24 @@ static void print_model_parallel(FILE *out, const ck_layout *l)
                      "planned at the whole-checkpoint budget B' whose replay fits\n", tp);
 }
 
+/* What ckplan assumes of the training loop, said where the user reads the figures. */
+static void print_assumed(FILE *out, const ck_training *t)
+{
+    static const char *const steps[] = {
+        [CK_OPTSTEP_FUSED] = "a fused optimizer step, no temporaries (Trainer's adamw_torch_fused)",
+        [CK_OPTSTEP_FOREACH] = "torch.optim's foreach step (CUDA's default): a copy of the trainable parameters",
+        [CK_OPTSTEP_FOR_LOOP] = "torch.optim's for-loop step (the CPU's default): two of the largest tensor"};
+    fprintf(out, "assumed: %s;\n  %s;\n",
+            t->grads == CK_GRADS_AUTOGRAD
+                ? "gradients made by the backward, freed by zero_grad() (PyTorch 2's default)"
+                : "gradients held for the whole step (zero_grad(set_to_none=False), Megatron, DeepSpeed)",
+            steps[t->optimizer_step]);
+    if (t->grad_accum > 1)
+        fprintf(out, "  %llu micro-steps accumulated per optimizer step: figures of the last, times per "
+                "micro-step;\n", (unsigned long long)t->grad_accum);
+    fputs("  (change with --grads, --optimizer-step, --grad-accum)\n", out);
+}
+
 /* The parameter count by part, and how they are trained. */
 static void print_model_training(FILE *out, const ck_workload *w)
 {
@@ -441,10 +459,7 @@ static void print_model_training(FILE *out, const ck_workload *w)
             t->master_weights ? ", f32 master weights" : "");
     if (w->model->impl) /* a model file without one runs its nodes' attributes as written */
         fprintf(out, "implementation: %s (%s)\n", w->model->impl->name, w->model->impl->summary);
-    /* What ckplan assumes of the training loop, said where the user reads the figures. */
-    fputs("assumed: gradient buffers held for the whole step, as zero_grad(set_to_none=False) "
-          "leaves them\n  (PyTorch 2's default zero_grad() frees them: fewer bytes in the "
-          "forward; not modelled yet)\n", out);
+    print_assumed(out, t);
     print_layout(out, &st->layout);
     print_model_parallel(out, &st->layout);
     print_pipeline_layout(out, &st->layout);
@@ -459,6 +474,11 @@ static void print_static_parts(FILE *out, const ck_workload *w, const ck_static_
     snprintf(note, sizeof note, "%s", ck_dtype_name(t->param_dtype));
     print_size_row(out, "  parameters", st->params, st->params, note);
     snprintf(note, sizeof note, "%s", ck_dtype_name(t->grad_dtype));
+    char made[32];
+    ck_size_format(st->made_grads, made, sizeof made);
+    if (t->grads == CK_GRADS_AUTOGRAD)
+        snprintf(note, sizeof note, "%s, made by the backward (in activations): %s",
+                 ck_dtype_name(t->grad_dtype), made);
     print_size_row(out, "  gradients", st->grads, st->grads, note);
     snprintf(note, sizeof note, "%s%s",
              t->optimizer ? ck_training_optimizer_name(t->optimizer) : "no optimizer",
@@ -526,7 +546,9 @@ static void print_summary(FILE *out, const ck_workload *w, const ck_plan_doc *d,
         print_static_parts(out, w, d->statics);
     print_size_row(out, "activations", d->predicted.peak_bytes, d->baseline.peak_bytes,
                    d->pipeline ? "(in flight - 1) x C + P, C and P by replay"
-                               : "peak of the replayed schedule");
+                   : w->model && w->model->training.grads == CK_GRADS_AUTOGRAD
+                       ? "peak of the replayed step, the gradients made by then included"
+                       : "peak of the replayed schedule");
     uint64_t total = d->static_bytes + d->predicted.peak_bytes;
     ck_size_format(d->budget_bytes - total, s1, sizeof s1);
     snprintf(note, sizeof note, "of %s budget, %s to spare", budget, s1);

@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "planner/impl.h"
 #include "planner/size.h"
+#include "planner/training.h"
 
 static int parse_rate(const char *text, const char *flag, double *out, ck_err *err)
 {
@@ -177,6 +178,28 @@ int ck_options_workload(int code, const char *arg, ck_workload_opts *o, ck_err *
                                ck_impl_names(), arg);
         o->model.impl = arg;
         return CK_OK;
+    case CK_OPT_GRADS: {
+        ck_grads g;
+        if (!ck_training_grads_parse(arg, &g))
+            return ck_err_fail(err, CK_ERR_INPUT, "--grads: expected one of %s, got '%.200s'",
+                               ck_training_grads_names(), arg);
+        o->model.grads = arg;
+        return CK_OK;
+    }
+    case CK_OPT_OPTIMIZER_STEP: {
+        ck_optstep how;
+        if (!ck_training_optstep_parse(arg, &how))
+            return ck_err_fail(err, CK_ERR_INPUT, "--optimizer-step: expected one of %s, got '%.200s'",
+                               ck_training_optstep_names(), arg);
+        o->model.optimizer_step = arg;
+        return CK_OK;
+    }
+    case CK_OPT_GRAD_ACCUM:
+        rank = 0;
+        if (ck_options_parse_count(arg, "--grad-accum", 1, CK_TRAINING_MAX_GRAD_ACCUM, &rank, err) != CK_OK)
+            return CK_ERR_INPUT;
+        o->model.grad_accum = rank;
+        return CK_OK;
     case CK_OPT_LORA:
         rank = 0;
         if (ck_options_parse_count(arg, "--lora", 1, 65536, &rank, err) != CK_OK)
@@ -266,6 +289,22 @@ void ck_options_model_help(FILE *out)
     for (size_t i = 0; i < ck_impl_count(); i++)
         fprintf(out, "                          %-6s %s\n", ck_impl_at(i)->name, ck_impl_at(i)->summary);
     fprintf(out,
+            "  --grads WHEN          when parameter gradients exist, instead of the file's\n"
+            "                        training.grads (Hugging Face configs: autograd on one\n"
+            "                        process, else held):\n"
+            "                          held     the whole step (zero_grad(set_to_none=False),\n"
+            "                                   Megatron's and DeepSpeed's buffers)\n"
+            "                          autograd made by the backward, freed by PyTorch 2's\n"
+            "                                   zero_grad()\n"
+            "  --optimizer-step HOW  how Adam's step is computed, which decides its temporaries:\n"
+            "                          fused    none (default: Hugging Face Trainer's\n"
+            "                                   adamw_torch_fused, DeepSpeed, Megatron)\n"
+            "                          foreach  torch.optim's default on CUDA: a copy of the\n"
+            "                                   trainable parameters in the state's dtype\n"
+            "                          for-loop torch.optim's default on the CPU: two copies\n"
+            "                                   of the largest trainable tensor\n"
+            "  --grad-accum N        micro-steps accumulated per optimizer step (default 1):\n"
+            "                        with autograd, later ones hold every gradient\n"
             "  --lora R              for Hugging Face configs: rank-R adapters on q, k, v, o and\n"
             "                        the MLP's projections, every base parameter frozen\n"
             "  --attention KIND      for Hugging Face configs: eager (keeps the probabilities),\n"

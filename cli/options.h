@@ -26,6 +26,9 @@ enum {
     CK_OPT_RECIPE,
     CK_OPT_OPTIMIZER,
     CK_OPT_IMPL,
+    CK_OPT_GRADS,
+    CK_OPT_OPTIMIZER_STEP,
+    CK_OPT_GRAD_ACCUM,
     CK_OPT_LORA,
     CK_OPT_ATTENTION,
     CK_OPT_DP,
@@ -60,6 +63,9 @@ enum {
         {"recipe", required_argument, NULL, CK_OPT_RECIPE},                                    \
         {"optimizer", required_argument, NULL, CK_OPT_OPTIMIZER},                              \
         {"impl", required_argument, NULL, CK_OPT_IMPL},                                        \
+        {"grads", required_argument, NULL, CK_OPT_GRADS},                                      \
+        {"optimizer-step", required_argument, NULL, CK_OPT_OPTIMIZER_STEP},                    \
+        {"grad-accum", required_argument, NULL, CK_OPT_GRAD_ACCUM},                            \
         {"lora", required_argument, NULL, CK_OPT_LORA},                                        \
         {"attention", required_argument, NULL, CK_OPT_ATTENTION},                              \
         {"dp", required_argument, NULL, CK_OPT_DP},                                            \

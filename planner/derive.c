@@ -240,6 +240,12 @@ int ck_derive_static_memory_part(const ck_model *m, const ck_layout *l, const bo
         if (ck_model_is_static(m, i) && read_by(m, mine, i))
             ok = ok && ck_size_add(out->held_inputs, m->tensors[i].bytes, &out->held_inputs);
     ok = ok && add_buffers(m, l, mine, out);
+    /* made during the step, the program holds them: on one process (a parallel layout keeps
+     * its framework's buffers, planner/model) */
+    if (t->grads == CK_GRADS_AUTOGRAD && !(l && (l->dp > 1 || l->zero > 0))) {
+        out->made_grads = out->grads;
+        out->grads = 0;
+    }
     const uint64_t parts[] = {out->params, out->grads,       out->optimizer,     out->master,
                               out->held_inputs, out->gather, out->reduce_scatter};
     for (size_t i = 0; ok && i < sizeof parts / sizeof parts[0]; i++)
@@ -336,12 +342,15 @@ static uint64_t excess(uint64_t peak, uint64_t base)
     return peak > base ? peak - base : 0;
 }
 
-/* A program state holding only tensor `in` (a stage's input; nothing when it is static). */
+/* A program state holding only tensor `in` (a stage's input; nothing when it is static),
+ * and with gradient accumulation every parameter gradient, as a later micro-step does. */
 static int with_input_only(const ck_model *m, size_t in, ck_program_state *ps, ck_err *err)
 {
     int rc = ck_program_state_init(ps, m, err);
     if (rc != CK_OK)
         return rc;
+    if (m->training.grad_accum > 1)
+        ck_program_state_hold_params(ps);
     ck_program_state_set(ps, ck_program_value(0, CK_COPY_PLAIN), false);
     if (!ck_model_is_static(m, in))
         ck_program_state_set(ps, ck_program_value(in, CK_COPY_PLAIN), true);
@@ -351,7 +360,9 @@ static int with_input_only(const ck_model *m, size_t in, ck_program_state *ps, c
 /* Stage i's variant v from its compiled F_all and B run with only x_i live: what F_all
  * keeps, its peak beyond that (*save_excess), B's peak beyond x̄_{i+1}, y_{i+1} and y_i,
  * and the forward time B spends recomputing (out->bwd_time, to which the caller adds the
- * backward's own). */
+ * backward's own). The parameter gradients B makes under CK_GRADS_AUTOGRAD, which the
+ * step holds to its end, are part of B's peak: in the chain's terms a transient, which
+ * the program's replay (the figures reported) holds on. */
 static int size_saving(const ck_model *m, const ck_lower *l, size_t i, size_t v,
                        const ck_cost_model *cm, ck_variant *out, uint64_t *save_excess, ck_err *err)
 {
@@ -366,10 +377,11 @@ static int size_saving(const ck_model *m, const ck_lower *l, size_t i, size_t v,
     uint64_t y_in = ck_program_has_grad(m, in) ? m->tensors[in].bytes : 0;
     if (ck_program_has_grad(m, last))
         ck_program_state_set(&ps, ck_program_grad(last), true);
-    uint64_t before_b = ps.held;
+    uint64_t before_b = ps.held, params_before = ck_program_state_params_bytes(&ps);
     out->bwd_time = 0;
     if (rc == CK_OK)
         rc = run_action(l, &ps, (ck_action){CK_B, i, v}, cm, &bwd_peak, &out->bwd_time, err);
+    base += ck_program_state_params_bytes(&ps) - params_before;
     if (rc == CK_OK && ps.held != base + y_in)
         rc = ck_err_fail(err, CK_ERR_RUNTIME, "%s: stage %zu's backward leaves %llu bytes, not %llu",
                          m->file, i, (unsigned long long)(ps.held - base), (unsigned long long)y_in);

@@ -69,6 +69,9 @@ typedef struct {
      * of the unit computed and the one prefetched) and the ZeRO-2/3 reduce-scatter buffer
      * (the whole gradients of the largest unit) */
     uint64_t params, grads, optimizer, master, held_inputs, gather, reduce_scatter, total;
+    /* Under CK_GRADS_AUTOGRAD the gradients are not static (grads is 0): the step's program
+     * makes these bytes of them during the backward (planner/program) */
+    uint64_t made_grads;
 } ck_static_mem;
 
 /* One rank's share of count elements split over n ranks: ⌈count/n⌉ (FSDP pads each flat

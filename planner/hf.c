@@ -325,8 +325,9 @@ static void dims(builder *b, cJSON *doc, uint64_t lora_rank)
 
 /* The bf16-master recipe with AdamW: bf16 weights and activations, f32 master weights and
  * state, how these models are commonly trained (--recipe and --optimizer change it); the
- * implementation profile, hf unless told (--impl): what transformers' own code keeps. */
-static void header(builder *b, cJSON *doc, const cJSON *config, const char *impl)
+ * implementation profile, hf unless told (--impl): what transformers' own code keeps; and
+ * gradients as PyTorch 2's autograd and zero_grad() make and free them (--grads). */
+static void header(builder *b, cJSON *doc, const cJSON *config, const ck_model_opts *opts)
 {
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(config, "_name_or_path");
     put_string(b, doc, "format", CK_MODEL_FORMAT);
@@ -335,7 +336,11 @@ static void header(builder *b, cJSON *doc, const cJSON *config, const char *impl
     check(b, t);
     put_string(b, t, "recipe", "bf16-master");
     put_string(b, t, "optimizer", "adamw");
-    put_string(b, t, "impl", impl ? impl : CK_IMPL_HF_DEFAULT);
+    put_string(b, t, "impl", opts->impl ? opts->impl : CK_IMPL_HF_DEFAULT);
+    /* PyTorch 2's zero_grad(); a parallel layout holds its buffers instead (planner/model) */
+    put_string(b, t, "grads", opts->grads ? opts->grads : "autograd");
+    if (opts->grad_accum > 1)
+        put_number(b, t, "grad_accum", (double)opts->grad_accum);
     put_bool(b, doc, "use_cache", b->c->use_cache);
 }
 
@@ -390,7 +395,7 @@ int ck_hf_to_model(const cJSON *config, const char *file, const ck_model_opts *o
     cJSON *doc = cJSON_CreateObject();
     check(&b, doc);
     if (doc) {
-        header(&b, doc, config, opts->impl);
+        header(&b, doc, config, opts);
         dims(&b, doc, opts->lora_rank);
         inputs(&b, doc);
         graph(&b, doc);

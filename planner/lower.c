@@ -2,6 +2,8 @@
 
 #include <stdlib.h>
 
+#include "planner/size.h"
+
 #define NO_READER SIZE_MAX
 
 struct ck_lower {
@@ -356,15 +358,26 @@ static void free_after_backward(const ck_lower *l, size_t i, size_t k, bool pass
     }
 }
 
+/* Whether the loss frees x_L between its passes: neither its backward nor any other reads
+ * it, as with PyTorch's unfused cross-entropy after a linear head (the chain holds x_L to
+ * B L-1: its figures are then a bound). */
+static bool loss_frees_input(const ck_lower *l)
+{
+    return ck_program_loss_frees_input(l->m) && l->first_saver[ck_lower_stage_output(l, l->n_stages - 1)] == NO_READER;
+}
+
 /* B i: each node's backward, in reverse, frees what no later backward reads. y_i is
  * allocated by the first backward that adds into it, when PyTorch's autograd makes it (the
- * chain counts it from the start: its figure is then a bound). */
+ * chain counts it from the start: its figure is then a bound). The last stage's kept
+ * output is gone already when the loss read and freed it. */
 static void lower_backward(const ck_lower *l, size_t i, sink *s)
 {
     const ck_model *m = l->m;
     size_t out = ck_lower_stage_output(l, i);
     if (l->first_saver[out] == NO_READER || l->first_saver[out] >= l->first[i + 1])
-        push(s, CK_INSTR_FREE, 0, false, ck_program_value(out, CK_COPY_KEPT));
+        s->ok = s->ok && ck_program_push(s->p, (ck_instr){.kind = CK_INSTR_FREE,
+                                                          .buf = ck_program_value(out, CK_COPY_KEPT),
+                                                          .if_live = i + 1 == l->n_stages && loss_frees_input(l)});
     for (size_t k = l->first[i + 1]; k-- > l->first[i];) {
         if (!m->nodes[k].backward) /* nothing it made requires a gradient: nothing to free */
             continue;
@@ -403,13 +416,10 @@ int ck_lower_action(const ck_lower *l, const ck_action *a, const ck_action_effec
     case CK_F_NONE:
         lower_forward(l, i, a->kind == CK_F_ALL, policy_of(l, i, a->kind == CK_F_ALL ? a->variant : 0), &s);
         break;
-    case CK_LOSS: {
-        size_t x = ck_lower_stage_output(l, l->n_stages - 1);
-        if (ck_program_has_grad(l->m, x))
-            push(&s, CK_INSTR_GRAD, 0, false, ck_program_grad(x));
-        push(&s, CK_INSTR_LOSS, l->m->n_nodes - 1, false, (ck_buf){0});
+    case CK_LOSS:
+        s.ok = s.ok && ck_program_push(out, (ck_instr){.kind = CK_INSTR_LOSS, .node = l->m->n_nodes - 1,
+                                                        .frees_input = loss_frees_input(l)});
         break;
-    }
     case CK_B: {
         ck_keep p = policy_of(l, i, freed_variant(e, i + 1));
         if (p != CK_KEEP_ALL)
@@ -450,6 +460,23 @@ int ck_lower_schedule(const ck_lower *l, const ck_chain *c, const ck_schedule *s
     return rc;
 }
 
+/* The optimizer step runs after the last operation, once the step's activations are
+ * freed, on the parameter gradients and its own temporaries: its peak counts as that
+ * operation's. */
+static int add_optimizer_step(const ck_model *m, size_t last, uint64_t *peak, ck_replay *out, ck_err *err)
+{
+    uint64_t step = ck_program_step_bytes(m);
+    if (step == UINT64_MAX)
+        return ck_err_fail(err, CK_ERR_INPUT, "%s: the optimizer step's memory exceeds 2^64 bytes", m->file);
+    if (step > peak[last])
+        peak[last] = step;
+    if (peak[last] > out->peak_bytes) {
+        out->peak_bytes = peak[last];
+        out->peak_op = last;
+    }
+    return CK_OK;
+}
+
 int ck_lower_replay(const ck_lower *l, const ck_chain *c, const ck_schedule *s, ck_replay *out,
                     uint64_t *live_after, uint64_t *op_peak, ck_err *err)
 {
@@ -481,6 +508,10 @@ int ck_lower_replay(const ck_lower *l, const ck_chain *c, const ck_schedule *s, 
             out->peak_bytes = peak[k];
             out->peak_op = k;
         }
+    }
+    if (rc == CK_OK && s->n)
+        rc = add_optimizer_step(l->m, s->n - 1, peak, out, err);
+    for (size_t k = 0; k < s->n && rc == CK_OK; k++) {
         if (live_after)
             live_after[k] = after[k];
         if (op_peak)

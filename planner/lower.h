@@ -58,7 +58,10 @@ int ck_lower_schedule(const ck_lower *l, const ck_chain *c, const ck_schedule *s
 /* The replay of schedule s of chain c by its compiled program: the same figures as
  * ck_schedule_replay, per action (live_after and op_peak, each NULL or s->n entries), but
  * from the program's buffers, so exact where the chain is a bound: a saving forward's
- * transient is its own there, while the chain's one fwd_tmp serves F_all and F_ck. */
+ * transient is its own there, while the chain's one fwd_tmp serves F_all and F_ck. Under
+ * CK_GRADS_AUTOGRAD the program's parameter gradients count (those of a later micro-step
+ * with gradient accumulation), and the last action's peak includes the optimizer step
+ * that follows it (ck_program_step_bytes). */
 int ck_lower_replay(const ck_lower *l, const ck_chain *c, const ck_schedule *s, ck_replay *out,
                     uint64_t *live_after, uint64_t *op_peak, ck_err *err);
 

@@ -197,7 +197,8 @@ bool ck_model_opts_set(ck_model_opts *o, const char *name, size_t len, uint64_t 
 
 bool ck_model_opts_any(const ck_model_opts *o)
 {
-    return o->n_sets || o->recipe || o->optimizer || o->impl || o->lora_rank || o->attention || o->layout.dp ||
+    return o->n_sets || o->recipe || o->optimizer || o->impl || o->grads || o->optimizer_step || o->grad_accum ||
+           o->lora_rank || o->attention || o->layout.dp ||
            ck_layout_pipelined(&o->layout) || ck_layout_model_parallel_given(&o->layout);
 }
 
@@ -217,7 +218,8 @@ static char *opts_text(const ck_model_opts *o, bool whole_layout)
     memcpy(sorted, o->sets, o->n_sets * sizeof *sorted);
     qsort(sorted, o->n_sets, sizeof *sorted, compare_sets);
     size_t size = 256 + (o->recipe ? strlen(o->recipe) : 0) + (o->optimizer ? strlen(o->optimizer) : 0) +
-                  (o->impl ? strlen(o->impl) : 0) +
+                  (o->impl ? strlen(o->impl) : 0) + (o->grads ? strlen(o->grads) : 0) +
+                  (o->optimizer_step ? strlen(o->optimizer_step) : 0) +
                   (o->attention ? strlen(o->attention) : 0);
     for (size_t i = 0; i < o->n_sets; i++)
         size += sorted[i].len + 24;
@@ -233,6 +235,9 @@ static char *opts_text(const ck_model_opts *o, bool whole_layout)
     if (o->recipe) KEY_ADD("%srecipe=%s", used ? " " : "", o->recipe);
     if (o->optimizer) KEY_ADD("%soptimizer=%s", used ? " " : "", o->optimizer);
     if (o->impl) KEY_ADD("%simpl=%s", used ? " " : "", o->impl);
+    if (o->grads) KEY_ADD("%sgrads=%s", used ? " " : "", o->grads);
+    if (o->optimizer_step) KEY_ADD("%soptimizer_step=%s", used ? " " : "", o->optimizer_step);
+    if (o->grad_accum) KEY_ADD("%sgrad_accum=%llu", used ? " " : "", (unsigned long long)o->grad_accum);
     if (o->lora_rank) KEY_ADD("%slora=%llu", used ? " " : "", (unsigned long long)o->lora_rank);
     if (o->attention) KEY_ADD("%sattention=%s", used ? " " : "", o->attention);
     /* model parallelism changes the model a rank runs, hence its stages */
@@ -410,16 +415,73 @@ static int read_impl(loader *ld, const cJSON *tr, const ck_impl **out)
     return unknown_name(ld, given, ck_impl_names(), name);
 }
 
+/* When gradients exist: --grads, else training.grads, else held. PyTorch's own lifetimes
+ * are modelled for one process only: a data-parallel, ZeRO, tensor- or pipeline-parallel
+ * rank keeps its gradients in the buffers its framework allocates for the step, so a file's
+ * autograd means held there, and --grads autograd with such a layout is refused. */
+static int read_grads(loader *ld, const cJSON *tr, ck_grads *out)
+{
+    const char *name;
+    char given[CK_JSON_PATH_MAX];
+    int rc = chosen_name(ld, tr, "grads", "--grads", ld->opts->grads, &name, given);
+    *out = CK_GRADS_HELD;
+    if (rc != CK_OK || !name)
+        return rc;
+    if (!ck_training_grads_parse(name, out))
+        return unknown_name(ld, given, ck_training_grads_names(), name);
+    const ck_layout *l = &ld->opts->layout;
+    bool parallel = l->dp > 1 || l->zero > 0 || ck_layout_tp(l) > 1 || ck_layout_pp(l) > 1;
+    if (*out == CK_GRADS_AUTOGRAD && parallel && ld->opts->grads)
+        return ck_err_fail(ld->err, CK_ERR_INPUT, "--grads autograd: autograd's gradient lifetimes "
+                           "are modelled for one process; a parallel layout (--dp, --zero, --tp, "
+                           "--pp) keeps its framework's gradient buffers: use held");
+    if (parallel)
+        *out = CK_GRADS_HELD;
+    return CK_OK;
+}
+
+/* How the optimizer's step is computed: --optimizer-step, else training.optimizer_step, else
+ * fused. */
+static int read_optimizer_step(loader *ld, const cJSON *tr, ck_optstep *out)
+{
+    const char *name;
+    char given[CK_JSON_PATH_MAX];
+    int rc = chosen_name(ld, tr, "optimizer_step", "--optimizer-step", ld->opts->optimizer_step, &name, given);
+    *out = CK_OPTSTEP_FUSED;
+    if (rc != CK_OK || !name || ck_training_optstep_parse(name, out))
+        return rc;
+    return unknown_name(ld, given, ck_training_optstep_names(), name);
+}
+
+/* Micro-steps per optimizer step: --grad-accum, else training.grad_accum, else 1. */
+static int read_grad_accum(loader *ld, const cJSON *tr, uint64_t *out)
+{
+    *out = ld->opts->grad_accum;
+    if (*out || !tr || !cJSON_GetObjectItemCaseSensitive(tr, "grad_accum")) {
+        *out = *out ? *out : 1;
+        return CK_OK;
+    }
+    int rc = ck_json_get_u64(tr, "grad_accum", true, out, ld->file, "training", ld->err);
+    if (rc == CK_OK && (*out < 1 || *out > CK_TRAINING_MAX_GRAD_ACCUM))
+        return fail_at(ld, "training.grad_accum", "expected 1 to %d micro-steps, got %llu",
+                       CK_TRAINING_MAX_GRAD_ACCUM, (unsigned long long)*out);
+    return rc;
+}
+
 /* --recipe replaces the file's recipe and mix; training.recipe sets the mix, and fields
  * of the mix given beside it must agree; without a recipe, the mix is the file's. */
 static int read_training(loader *ld, const cJSON *root, ck_training *t)
 {
     static const char *const keys[] = {"optimizer", "recipe", "param_dtype", "grad_dtype",
-                                       "master_weights", "impl", NULL};
-    *t = (ck_training){CK_RECIPE_CUSTOM, CK_OPT_NONE, CK_F32, CK_F32, false, CK_F32};
+                                       "master_weights", "impl", "grads", "optimizer_step", "grad_accum", NULL};
+    *t = (ck_training){CK_RECIPE_CUSTOM, CK_OPT_NONE, CK_F32, CK_F32, false, CK_F32, CK_GRADS_HELD,
+                       CK_OPTSTEP_FUSED, 1};
     const cJSON *tr = cJSON_GetObjectItemCaseSensitive(root, "training");
     int rc = tr ? ck_json_expect_object(tr, keys, ld->file, "training", ld->err) : CK_OK;
     if (rc == CK_OK) rc = read_impl(ld, tr, &ld->m->impl);
+    if (rc == CK_OK) rc = read_grads(ld, tr, &t->grads);
+    if (rc == CK_OK) rc = read_optimizer_step(ld, tr, &t->optimizer_step);
+    if (rc == CK_OK) rc = read_grad_accum(ld, tr, &t->grad_accum);
     if (rc == CK_OK) rc = read_optimizer(ld, tr, &t->optimizer);
     if (rc == CK_OK) rc = read_recipe(ld, tr, &t->recipe);
     if (rc == CK_OK && tr) rc = read_mix(ld, tr, t);

@@ -102,6 +102,9 @@ typedef struct {
     const char *recipe;    /* a training recipe's name, or NULL */
     const char *optimizer; /* an optimizer's name, or NULL */
     const char *impl;      /* an implementation profile's name (planner/impl), or NULL */
+    const char *grads;     /* "held" or "autograd" (planner/training), or NULL */
+    const char *optimizer_step; /* "fused", "foreach" or "for-loop", or NULL */
+    uint64_t grad_accum;   /* micro-steps per optimizer step; 0: as the file says */
     uint64_t lora_rank;    /* Hugging Face configs only: 0, no adapters */
     const char *attention; /* Hugging Face configs only: "eager", "sdpa", "flash" or NULL */
     ck_layout layout;      /* --dp, --zero: the static memory of one rank of it; --tp, --sp,

@@ -67,6 +67,24 @@ static bool add_every_layer(cJSON *pred, const ck_plan_doc *d)
            ck_json_add_number(o, "overhead", ck_plan_overhead(e->replay.time, d->baseline.time));
 }
 
+/* predicted.assumed, for a model: what the figures assume of the user's stack (the
+ * implementation profile, absent when the op table's defaults run; when gradients exist, the optimizer's step, the micro-steps) and
+ * the bytes of the gradients the step makes rather than holds. */
+static bool add_assumed(cJSON *pred, const ck_plan_doc *d)
+{
+    const ck_model *m = d->stage_map.model;
+    if (!m)
+        return true;
+    const ck_training *t = &m->training;
+    cJSON *o = cJSON_AddObjectToObject(pred, "assumed");
+    return o &&
+           (!m->impl || cJSON_AddStringToObject(o, "impl", m->impl->name)) &&
+           cJSON_AddStringToObject(o, "grads", ck_training_grads_name(t->grads)) &&
+           cJSON_AddStringToObject(o, "optimizer_step", ck_training_optstep_name(t->optimizer_step)) &&
+           add_u64(o, "grad_accum", t->grad_accum) &&
+           add_u64(o, "gradients_made_bytes", d->statics ? d->statics->made_grads : 0);
+}
+
 /* One object per stage: its name and, for a model, the names of the nodes it covers. */
 static bool add_stage_info(cJSON *root, const ck_plan_stage_map *m)
 {
@@ -121,6 +139,9 @@ bool ck_plan_add_model_opts(cJSON *model, const ck_model_opts *o)
     return ok && (!o->recipe || cJSON_AddStringToObject(opts, "recipe", o->recipe)) &&
            (!o->optimizer || cJSON_AddStringToObject(opts, "optimizer", o->optimizer)) &&
            (!o->impl || cJSON_AddStringToObject(opts, "impl", o->impl)) &&
+           (!o->grads || cJSON_AddStringToObject(opts, "grads", o->grads)) &&
+           (!o->optimizer_step || cJSON_AddStringToObject(opts, "optimizer_step", o->optimizer_step)) &&
+           (!o->grad_accum || add_u64(opts, "grad_accum", o->grad_accum)) &&
            (!o->lora_rank || add_u64(opts, "lora", o->lora_rank)) &&
            (!o->attention || cJSON_AddStringToObject(opts, "attention", o->attention)) &&
            (!o->layout.dp || (add_u64(opts, "dp", o->layout.dp) && add_u64(opts, "zero", o->layout.zero))) &&
@@ -194,7 +215,7 @@ cJSON *ck_plan_to_json(const ck_plan_doc *d)
               add_u64(pred, "baseline_activation_peak_bytes", d->baseline.peak_bytes) &&
               ck_json_add_number(pred, "overhead",
                                       ck_plan_overhead(d->predicted.time, d->baseline.time)) &&
-              add_statics(model, pred, d->statics) && add_every_layer(pred, d) &&
+              add_statics(model, pred, d->statics) && add_every_layer(pred, d) && add_assumed(pred, d) &&
               add_details(root, d) && add_stage_info(root, &d->stage_map) &&
               ck_warning_add_json(root, d->warnings) &&
               ck_plan_pipeline_add_json(root, d->pipeline) &&
@@ -555,7 +576,8 @@ static int read_model_parallel(const cJSON *opts, const char *file, ck_layout *l
 int ck_plan_read_model_opts(const cJSON *model, const char *file, ck_model_opts *o, cJSON **json,
                             ck_err *err)
 {
-    static const char *const keys[] = {"set",  "recipe", "optimizer", "impl", "lora", "attention",
+    static const char *const keys[] = {"set",  "recipe", "optimizer", "impl", "grads", "optimizer_step",
+                                       "grad_accum", "lora", "attention",
                                        "dp",   "zero",   "tp",        "sp",   "cp",
                                        "pp",   "microbatches",       "virtual_stages",
                                        "partition_activations", NULL};
@@ -571,6 +593,9 @@ int ck_plan_read_model_opts(const cJSON *model, const char *file, ck_model_opts 
     if (rc == CK_OK) rc = ck_json_get_string(opts, "recipe", false, &o->recipe, file, path, err);
     if (rc == CK_OK) rc = ck_json_get_string(opts, "optimizer", false, &o->optimizer, file, path, err);
     if (rc == CK_OK) rc = ck_json_get_string(opts, "impl", false, &o->impl, file, path, err);
+    if (rc == CK_OK) rc = ck_json_get_string(opts, "grads", false, &o->grads, file, path, err);
+    if (rc == CK_OK) rc = ck_json_get_string(opts, "optimizer_step", false, &o->optimizer_step, file, path, err);
+    if (rc == CK_OK) rc = ck_json_get_u64(opts, "grad_accum", false, &o->grad_accum, file, path, err);
     if (rc == CK_OK) rc = ck_json_get_u64(opts, "lora", false, &o->lora_rank, file, path, err);
     if (rc == CK_OK) rc = ck_json_get_string(opts, "attention", false, &o->attention, file, path, err);
     if (rc == CK_OK) rc = read_layout(opts, file, &o->layout, err);

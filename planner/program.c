@@ -22,7 +22,8 @@ void ck_program_free(ck_program *p)
     memset(p, 0, sizeof *p);
 }
 
-/* Buffers are numbered: values 2t + copy, saved sets 2(T + k) + copy, gradients 2(T + N) + t. */
+/* Buffers are numbered: values 2t + copy, saved sets 2(T + k) + copy, gradients
+ * 2(T + N) + t, parameter gradients 2(T + N) + T + k. */
 static size_t buf_index(const ck_model *m, ck_buf b)
 {
     switch (b.kind) {
@@ -30,10 +31,35 @@ static size_t buf_index(const ck_model *m, ck_buf b)
         return 2 * b.id + b.copy;
     case CK_BUF_SAVED:
         return 2 * (m->n_tensors + b.id) + b.copy;
+    case CK_BUF_PARAMS:
+        return 3 * m->n_tensors + 2 * m->n_nodes + b.id;
     case CK_BUF_GRAD:
         break;
     }
     return 2 * (m->n_tensors + m->n_nodes) + b.id;
+}
+
+/* Bytes of node k's own parameters' gradients when the program makes them; 0 when it
+ * makes none (held gradients, a frozen node, a tied node's own part of nothing). */
+static uint64_t params_bytes(const ck_model *m, size_t k)
+{
+    const ck_node *n = &m->nodes[k];
+    if (m->training.grads != CK_GRADS_AUTOGRAD || !n->trainable)
+        return 0; /* the model's sizes were checked against overflow when it was loaded */
+    return n->info.n_params * ck_dtype_bytes(m->training.grad_dtype);
+}
+
+/* The parameter gradient buffers node k's backward adds into: its own, and its tied
+ * parameter's owner's (the embedding a language model head shares). */
+static size_t params_added_by(const ck_model *m, size_t k, size_t owners[2])
+{
+    size_t n = 0;
+    if (params_bytes(m, k))
+        owners[n++] = k;
+    const ck_node *node = &m->nodes[k];
+    if (node->trainable && node->tied_to != CK_NO_NODE && params_bytes(m, node->tied_to))
+        owners[n++] = node->tied_to;
+    return n;
 }
 
 ck_buf ck_program_value(size_t t, ck_copy copy)
@@ -51,9 +77,14 @@ ck_buf ck_program_saved(size_t node, ck_copy copy)
     return (ck_buf){CK_BUF_SAVED, node, copy};
 }
 
+ck_buf ck_program_params(size_t node)
+{
+    return (ck_buf){CK_BUF_PARAMS, node, CK_COPY_PLAIN};
+}
+
 int ck_program_state_init(ck_program_state *st, const ck_model *m, ck_err *err)
 {
-    size_t n = 2 * (m->n_tensors + m->n_nodes) + m->n_tensors;
+    size_t n = 3 * m->n_tensors + 3 * m->n_nodes;
     *st = (ck_program_state){.m = m, .live = calloc(n, sizeof *st->live),
                              .shared = calloc(m->n_tensors, sizeof *st->shared)};
     if (!st->live || !st->shared) {
@@ -87,6 +118,38 @@ void ck_program_state_set(ck_program_state *st, ck_buf b, bool live)
     *flag = live;
 }
 
+void ck_program_state_hold_params(ck_program_state *st)
+{
+    for (size_t k = 0; k < st->m->n_nodes; k++)
+        if (params_bytes(st->m, k))
+            ck_program_state_set(st, ck_program_params(k), true);
+}
+
+uint64_t ck_program_state_params_bytes(const ck_program_state *st)
+{
+    uint64_t sum = 0;
+    for (size_t k = 0; k < st->m->n_nodes; k++)
+        if (ck_program_state_has(st, ck_program_params(k)))
+            sum += params_bytes(st->m, k);
+    return sum;
+}
+
+uint64_t ck_program_step_bytes(const ck_model *m)
+{
+    uint64_t largest = 0, all = 0, grads = 0, temps;
+    for (size_t k = 0; k < m->n_nodes; k++) {
+        grads += params_bytes(m, k);
+        for (size_t i = 0; m->nodes[k].trainable && i < m->nodes[k].info.n_param_tensors; i++) {
+            uint64_t n = m->nodes[k].info.params[i].numel;
+            largest = n > largest ? n : largest;
+            all += n;
+        }
+    }
+    if (!ck_training_step_temp_bytes(&m->training, largest, all, &temps) || !ck_size_add(grads, temps, &grads))
+        return UINT64_MAX;
+    return grads;
+}
+
 bool ck_program_has_grad(const ck_model *m, size_t t)
 {
     return m->tensors[t].requires_grad;
@@ -113,6 +176,8 @@ bool ck_program_has_saved(const ck_node *n)
 
 uint64_t ck_program_buf_bytes(const ck_model *m, ck_buf b)
 {
+    if (b.kind == CK_BUF_PARAMS)
+        return params_bytes(m, b.id);
     if (b.kind != CK_BUF_SAVED)
         return m->tensors[b.id].bytes;
     const ck_op_info *info = &m->nodes[b.id].info;
@@ -134,8 +199,10 @@ static int refuse(const ck_program_state *st, size_t k, const ck_instr *in, cons
 {
     const ck_model *m = st->m;
     static const char *const kinds[] = {[CK_BUF_VALUE] = "tensor", [CK_BUF_SAVED] = "saved tensors of",
-                                        [CK_BUF_GRAD] = "gradient of"};
-    const char *name = b.kind == CK_BUF_SAVED ? m->nodes[b.id].name : m->tensors[b.id].name;
+                                        [CK_BUF_GRAD] = "gradient of",
+                                        [CK_BUF_PARAMS] = "parameter gradients of"};
+    bool of_node = b.kind == CK_BUF_SAVED || b.kind == CK_BUF_PARAMS;
+    const char *name = of_node ? m->nodes[b.id].name : m->tensors[b.id].name;
     bool on_node = in->kind != CK_INSTR_GRAD && in->kind != CK_INSTR_FREE;
     return ck_err_fail(err, CK_ERR_INPUT, "program[%zu] (%s%s%s): %s %s%s %s", k,
                        instr_names[in->kind], on_node ? " " : "", on_node ? m->nodes[in->node].name : "",
@@ -196,6 +263,20 @@ static int check_pass(const ck_program_state *st, size_t k, const ck_instr *in, 
     return CK_OK;
 }
 
+/* Whether loss node n's backward reads its input (x_L) as well as what it saved. */
+static bool loss_reads_input(const ck_node *n)
+{
+    for (size_t s = 0; s < n->info.n_saved; s++)
+        if (n->info.saved[s].kind == CK_SAVE_INPUT && n->info.saved[s].input == 0)
+            return true;
+    return false;
+}
+
+bool ck_program_loss_frees_input(const ck_model *m)
+{
+    return !loss_reads_input(&m->nodes[m->n_nodes - 1]);
+}
+
 static int check_instr(const ck_program_state *st, size_t k, const ck_instr *in, ck_err *err)
 {
     const ck_model *m = st->m;
@@ -217,20 +298,20 @@ static int check_instr(const ck_program_state *st, size_t k, const ck_instr *in,
         if (in->pass)
             return check_pass(st, k, in, err);
         return check_saved(st, k, in, err);
-    case CK_INSTR_LOSS: {
-        size_t x = m->nodes[m->n_nodes - 1].inputs[0];
-        if (ck_program_has_grad(m, x) && !ck_program_state_has(st, ck_program_grad(x)))
-            return refuse(st, k, in, "writes", ck_program_grad(x), err);
+    case CK_INSTR_LOSS:
+        if (in->frees_input && loss_reads_input(&m->nodes[in->node]))
+            return ck_err_fail(err, CK_ERR_INPUT, "program[%zu] (loss %s): frees the input its "
+                               "backward reads", k, m->nodes[in->node].name);
         return check_inputs(st, k, in, err);
-    }
     case CK_INSTR_GRAD:
         if (in->buf.kind != CK_BUF_GRAD || in->buf.id >= m->n_tensors || !ck_program_has_grad(m, in->buf.id))
             break;
         return ck_program_state_has(st, in->buf) ? refuse(st, k, in, "allocates", in->buf, err) : CK_OK;
     case CK_INSTR_FREE:
-        if (in->buf.id >= (in->buf.kind == CK_BUF_SAVED ? m->n_nodes : m->n_tensors))
+        if (in->buf.kind == CK_BUF_PARAMS || /* zero_grad frees them, after the program */
+            in->buf.id >= (in->buf.kind == CK_BUF_SAVED ? m->n_nodes : m->n_tensors))
             break;
-        return ck_program_state_has(st, in->buf) ? CK_OK : refuse(st, k, in, "frees", in->buf, err);
+        return ck_program_state_has(st, in->buf) || in->if_live ? CK_OK : refuse(st, k, in, "frees", in->buf, err);
     }
     return ck_err_fail(err, CK_ERR_INPUT, "program[%zu]: malformed %s instruction", k,
                        in->kind <= CK_INSTR_FREE ? instr_names[in->kind] : "unknown");
@@ -284,7 +365,7 @@ static int whole_buf(emitter *em, ck_event_kind kind, ck_buf b, ck_hold hold, ck
         return emit(em, CK_EVENT_UNSHARE, b, 0, 0, hold, err);
     }
     if (b.kind != CK_BUF_SAVED)
-        return emit(em, kind, b, 0, m->tensors[b.id].bytes, hold, err);
+        return emit(em, kind, b, 0, ck_program_buf_bytes(m, b), hold, err);
     const ck_op_info *info = &m->nodes[b.id].info;
     int rc = CK_OK;
     for (size_t s = 0; s < info->n_saved && rc == CK_OK; s++)
@@ -293,12 +374,13 @@ static int whole_buf(emitter *em, ck_event_kind kind, ck_buf b, ck_hold hold, ck
     return rc;
 }
 
-static int run_with_workspace(emitter *em, uint64_t ws, ck_err *err)
+/* The node runs (pass 1: a loss's backward) with ws bytes of workspace. */
+static int run_with_workspace(emitter *em, uint64_t ws, size_t pass, ck_err *err)
 {
     ck_buf none = {0};
     int rc = emit(em, CK_EVENT_WORKSPACE, none, 0, ws, CK_HOLD_WORKSPACE, err);
     if (rc == CK_OK)
-        rc = emit(em, CK_EVENT_RUN, none, 0, 0, CK_HOLD_WORKSPACE, err);
+        rc = emit(em, CK_EVENT_RUN, none, pass, 0, CK_HOLD_WORKSPACE, err);
     if (rc == CK_OK)
         rc = emit(em, CK_EVENT_WORKSPACE_FREE, none, 0, ws, CK_HOLD_WORKSPACE, err);
     return rc;
@@ -312,7 +394,7 @@ static int forward_events(emitter *em, const ck_node *n, ck_err *err)
     if (rc == CK_OK && ck_program_has_saved(n))
         rc = whole_buf(em, CK_EVENT_ALLOC, saved, CK_HOLD_ACTIVATION, err);
     if (rc == CK_OK)
-        rc = run_with_workspace(em, n->info.fwd_ws_bytes, err);
+        rc = run_with_workspace(em, n->info.fwd_ws_bytes, 0, err);
     if (rc == CK_OK && ck_program_has_saved(n) && !in->keep)
         rc = whole_buf(em, CK_EVENT_FREE, saved, CK_HOLD_ACTIVATION, err);
     return rc;
@@ -335,20 +417,42 @@ static int backward_events(emitter *em, const ck_node *n, ck_err *err)
         if (ck_program_has_grad(m, t) && !ck_program_state_has(em->st, ck_program_grad(t)))
             rc = whole_buf(em, CK_EVENT_ALLOC, ck_program_grad(t), CK_HOLD_GRADIENT, err);
     }
-    return rc == CK_OK ? run_with_workspace(em, n->info.bwd_ws_bytes, err) : rc;
+    size_t owners[2];
+    uint64_t added = 0, ws = n->info.bwd_ws_bytes;
+    for (size_t j = 0, n_owners = params_added_by(m, em->in->node, owners); j < n_owners && rc == CK_OK; j++) {
+        ck_buf b = ck_program_params(owners[j]);
+        if (ck_program_state_has(em->st, b))
+            added += ck_program_buf_bytes(m, b);
+        else
+            rc = whole_buf(em, CK_EVENT_ALLOC, b, CK_HOLD_GRADIENT, err);
+    }
+    if (rc == CK_OK && !ck_size_add(ws, added, &ws))
+        return ck_err_fail(err, CK_ERR_INPUT, "program: memory held exceeds 2^64 bytes");
+    return rc == CK_OK ? run_with_workspace(em, ws, 0, err) : rc;
 }
 
-/* The loss's output and internals live only while it runs, as workspace. */
+/* The loss's output and internals live only while it runs, as workspace; its input is
+ * freed between its passes when nothing reads it after the forward; its input's gradient
+ * is made for its backward. */
 static int loss_events(emitter *em, const ck_node *n, ck_err *err)
 {
+    const ck_model *m = em->st->m;
+    size_t x = n->inputs[0];
     ck_buf out = ck_program_value(n->output, CK_COPY_PLAIN);
     ck_buf saved = ck_program_saved(em->in->node, CK_COPY_PLAIN);
-    uint64_t ws = n->info.fwd_ws_bytes > n->info.bwd_ws_bytes ? n->info.fwd_ws_bytes : n->info.bwd_ws_bytes;
+    ck_buf kept = ck_program_value(x, CK_COPY_KEPT), plain = ck_program_value(x, CK_COPY_PLAIN);
     int rc = whole_buf(em, CK_EVENT_ALLOC, out, CK_HOLD_WORKSPACE, err);
     if (rc == CK_OK)
         rc = whole_buf(em, CK_EVENT_ALLOC, saved, CK_HOLD_WORKSPACE, err);
     if (rc == CK_OK)
-        rc = run_with_workspace(em, ws, err);
+        rc = run_with_workspace(em, n->info.fwd_ws_bytes, 0, err);
+    if (rc == CK_OK && em->in->frees_input && !ck_model_is_static(m, x))
+        rc = whole_buf(em, CK_EVENT_FREE, ck_program_state_has(em->st, kept) ? kept : plain,
+                       CK_HOLD_ACTIVATION, err);
+    if (rc == CK_OK && ck_program_has_grad(m, x) && !ck_program_state_has(em->st, ck_program_grad(x)))
+        rc = whole_buf(em, CK_EVENT_ALLOC, ck_program_grad(x), CK_HOLD_GRADIENT, err);
+    if (rc == CK_OK)
+        rc = run_with_workspace(em, n->info.bwd_ws_bytes, 1, err);
     if (rc == CK_OK)
         rc = whole_buf(em, CK_EVENT_FREE, saved, CK_HOLD_WORKSPACE, err);
     if (rc == CK_OK)
@@ -358,7 +462,7 @@ static int loss_events(emitter *em, const ck_node *n, ck_err *err)
 
 static ck_hold buf_hold(ck_buf b)
 {
-    return b.kind == CK_BUF_GRAD ? CK_HOLD_GRADIENT : CK_HOLD_ACTIVATION;
+    return b.kind == CK_BUF_GRAD || b.kind == CK_BUF_PARAMS ? CK_HOLD_GRADIENT : CK_HOLD_ACTIVATION;
 }
 
 int ck_program_run(ck_program_state *st, size_t k, const ck_instr *in, ck_event_cb cb, void *ctx,
@@ -384,7 +488,8 @@ int ck_program_run(ck_program_state *st, size_t k, const ck_instr *in, ck_event_
         rc = whole_buf(&em, CK_EVENT_ALLOC, in->buf, CK_HOLD_GRADIENT, err);
         break;
     case CK_INSTR_FREE:
-        rc = whole_buf(&em, CK_EVENT_FREE, in->buf, buf_hold(in->buf), err);
+        if (ck_program_state_has(st, in->buf)) /* else if_live: nothing to do */
+            rc = whole_buf(&em, CK_EVENT_FREE, in->buf, buf_hold(in->buf), err);
         break;
     }
     st->held = em.held;
@@ -398,6 +503,8 @@ int ck_program_replay(const ck_model *m, const ck_program *p, uint64_t *live_aft
 {
     ck_program_state st;
     int rc = ck_program_state_init(&st, m, err);
+    if (rc == CK_OK && m->training.grad_accum > 1)
+        ck_program_state_hold_params(&st);
     for (size_t k = 0; k < p->n && rc == CK_OK; k++) {
         uint64_t top;
         rc = ck_program_run(&st, k, &p->instrs[k], NULL, NULL, &top, err);

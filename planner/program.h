@@ -27,7 +27,10 @@ typedef enum { CK_COPY_PLAIN, CK_COPY_KEPT } ck_copy;
 typedef enum {
     CK_BUF_VALUE, /* tensor `id`, in copy `copy` */
     CK_BUF_SAVED, /* the internal saved tensors of node `id` (op table slots), in `copy` */
-    CK_BUF_GRAD   /* the gradient of tensor `id` (one copy) */
+    CK_BUF_GRAD,  /* the gradient of tensor `id` (one copy) */
+    CK_BUF_PARAMS /* under CK_GRADS_AUTOGRAD, the gradients of node `id`'s own trainable
+                     parameters (a tied one's are its owner's), made by the first backward
+                     that computes one of them and held to the end of the step */
 } ck_buf_kind;
 
 typedef struct {
@@ -42,10 +45,16 @@ typedef enum {
                           otherwise); holds its forward workspace while it runs */
     CK_INSTR_BACKWARD, /* node's backward (a node whose output requires a gradient):
                           allocates zeroed gradients of its inputs that require one and have
-                          none yet, holds its backward workspace while it runs; with pass,
+                          none yet, and under CK_GRADS_AUTOGRAD its parameters' gradients
+                          that do not exist yet; holds its backward workspace while it runs,
+                          and beside it a new gradient for each parameter gradient that
+                          exists already (PyTorch computes one and adds it in); with pass,
                           an add's, its inputs take its output's gradient instead */
-    CK_INSTR_LOSS,     /* the loss node, forward and backward: its output, internals and
-                          workspace live while it runs; adds into its input's gradient */
+    CK_INSTR_LOSS,     /* the loss node, forward then backward: its output and internals
+                          live while it runs, each pass with its workspace; between them,
+                          with frees_input, it frees the copy of its input it read (PyTorch
+                          drops the logits once log_softmax has kept its output); then it
+                          allocates its input's gradient, unless live, and adds into it */
     CK_INSTR_GRAD,     /* allocates buf, a zeroed gradient (y_i when B i starts) */
     CK_INSTR_FREE      /* frees buf */
 } ck_instr_kind;
@@ -59,6 +68,10 @@ typedef struct {
                     both inputs as one tensor (ck_program_pass_inputs), nothing allocated:
                     the owner takes its buffer, the sharer reads the same memory until its
                     producer's backward, and freeing the sharer frees nothing */
+    bool frees_input; /* LOSS: its backward does not read its input, nor does any other
+                         backward (ck_lower decides), so it frees it after its forward */
+    bool if_live;     /* FREE: nothing to do when buf is not live (the loss's input, which
+                         a loss that read that copy has freed) */
 } ck_instr;
 
 typedef struct {
@@ -86,10 +99,24 @@ bool ck_program_state_has(const ck_program_state *st, ck_buf b);
 /* Marks b live or not, as if allocated or freed outside the program (for sizing one stage
  * on its own). */
 void ck_program_state_set(ck_program_state *st, ck_buf b, bool live);
-/* The buffers: tensor t's value in a copy, its gradient, node n's saved set in a copy. */
+/* The buffers: tensor t's value in a copy, its gradient, node n's saved set in a copy,
+ * node n's parameter gradients. */
 ck_buf ck_program_value(size_t t, ck_copy copy);
 ck_buf ck_program_grad(size_t t);
 ck_buf ck_program_saved(size_t node, ck_copy copy);
+ck_buf ck_program_params(size_t node);
+/* Marks every parameter gradient of the model live: a later micro-step of gradient
+ * accumulation starts holding them (CK_GRADS_AUTOGRAD; nothing otherwise). */
+void ck_program_state_hold_params(ck_program_state *st);
+/* The parameter gradients of the model that are live, as the bytes held by them. */
+uint64_t ck_program_state_params_bytes(const ck_program_state *st);
+/* What the optimizer step after the program holds beyond the static memory: its
+ * temporaries (ck_training_step_temp_bytes), and under CK_GRADS_AUTOGRAD every parameter
+ * gradient (static otherwise). UINT64_MAX when that overflows. */
+uint64_t ck_program_step_bytes(const ck_model *m);
+/* Whether the loss of m frees its input between its passes (CK_INSTR_LOSS's frees_input)
+ * as far as the loss itself goes: its backward reads only what it saved. */
+bool ck_program_loss_frees_input(const ck_model *m);
 /* Whether node n has internal saved tensors, hence a saved set. */
 bool ck_program_has_saved(const ck_node *n);
 /* Bytes of buffer b. */
@@ -105,7 +132,8 @@ typedef enum {
     CK_EVENT_ALLOC,     /* buf's allocation number `slot` (its bytes, zeroed) */
     CK_EVENT_FREE,      /* the same, freed */
     CK_EVENT_WORKSPACE, /* `bytes` of workspace while the node runs */
-    CK_EVENT_RUN,       /* run the instruction's node: the moment of its peak */
+    CK_EVENT_RUN,       /* run the instruction's node: the moment of its peak; a loss runs
+                           twice, its forward (slot 0) and its backward (slot 1) */
     CK_EVENT_WORKSPACE_FREE,
     CK_EVENT_MOVE,      /* gradient buf takes the memory of gradient `from`, no longer live */
     CK_EVENT_SHARE,     /* gradient buf is live on the memory of gradient `from` */
@@ -134,7 +162,10 @@ int ck_program_run(ck_program_state *st, size_t k, const ck_instr *in, ck_event_
                    uint64_t *peak, ck_err *err);
 
 /* Runs p on a fresh state counting bytes only: live_after[k] and peak[k] (each NULL or p->n
- * entries) receive the bytes held after and the most held during instruction k. */
+ * entries) receive the bytes held after and the most held during instruction k. Under
+ * CK_GRADS_AUTOGRAD with gradient accumulation, the state is that of a later micro-step
+ * (every parameter gradient live from the start), whose figures are each at least the
+ * first's. */
 int ck_program_replay(const ck_model *m, const ck_program *p, uint64_t *live_after,
                       uint64_t *peak, ck_err *err);
 

@@ -62,6 +62,70 @@ const char *ck_training_optimizer_names(void)
     return "none, sgd, momentum, adam, adamw, adafactor, adam8bit";
 }
 
+static const char *const grads_names[] = {[CK_GRADS_HELD] = "held", [CK_GRADS_AUTOGRAD] = "autograd"};
+
+const char *ck_training_grads_name(ck_grads g)
+{
+    return grads_names[g];
+}
+
+bool ck_training_grads_parse(const char *name, ck_grads *out)
+{
+    for (size_t i = 0; i < sizeof grads_names / sizeof grads_names[0]; i++)
+        if (strcmp(name, grads_names[i]) == 0) {
+            *out = (ck_grads)i;
+            return true;
+        }
+    return false;
+}
+
+const char *ck_training_grads_names(void)
+{
+    return "held, autograd";
+}
+
+static const char *const optstep_names[] = {[CK_OPTSTEP_FUSED] = "fused",
+                                            [CK_OPTSTEP_FOREACH] = "foreach",
+                                            [CK_OPTSTEP_FOR_LOOP] = "for-loop"};
+
+const char *ck_training_optstep_name(ck_optstep s)
+{
+    return optstep_names[s];
+}
+
+bool ck_training_optstep_parse(const char *name, ck_optstep *out)
+{
+    for (size_t i = 0; i < sizeof optstep_names / sizeof optstep_names[0]; i++)
+        if (strcmp(name, optstep_names[i]) == 0) {
+            *out = (ck_optstep)i;
+            return true;
+        }
+    return false;
+}
+
+const char *ck_training_optstep_names(void)
+{
+    return "fused, foreach, for-loop";
+}
+
+bool ck_training_step_temp_bytes(const ck_training *t, uint64_t largest_numel, uint64_t all_numel,
+                                 uint64_t *out)
+{
+    *out = 0;
+    if (t->optimizer != CK_OPT_ADAM && t->optimizer != CK_OPT_ADAMW)
+        return true;
+    uint64_t state = ck_dtype_bytes(t->state_dtype);
+    switch (t->optimizer_step) {
+    case CK_OPTSTEP_FUSED:
+        return true;
+    case CK_OPTSTEP_FOREACH:
+        return ck_size_mul(all_numel, state, out);
+    case CK_OPTSTEP_FOR_LOOP:
+        break;
+    }
+    return ck_size_mul(largest_numel, 2 * state, out);
+}
+
 /* transformers' Adafactor (beta1 None: no first moment) keeps, in f32 whatever the
  * parameters' dtype, a row and a column mean of the squared gradient for a matrix and the
  * full second moment for a vector. */

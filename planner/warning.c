@@ -241,7 +241,7 @@ static void say_static(ck_warning *x, const ck_static_mem *s, uint64_t budget, u
     ck_size_format(budget, have, sizeof have);
     ck_size_format(s->total, total, sizeof total);
     ck_size_format(s->params, p, sizeof p);
-    ck_size_format(s->grads, g, sizeof g);
+    ck_size_format(s->made_grads ? s->made_grads : s->grads, g, sizeof g);
     ck_size_format(s->optimizer, o, sizeof o);
     ck_size_format(s->master, m, sizeof m);
     ck_size_format(s->held_inputs, h, sizeof h);
@@ -249,18 +249,19 @@ static void say_static(ck_warning *x, const ck_static_mem *s, uint64_t budget, u
     if (s->layout.dp)
         snprintf(layout, sizeof layout, " per rank of --dp %llu --zero %u",
                  (unsigned long long)s->layout.dp, s->layout.zero);
-    say(x, "budget %s is below the static memory%s of %s (%llu bytes: parameters %s, gradients %s, "
+    say(x, "budget %s is below the static memory%s of %s (%llu bytes: parameters %s, gradients %s%s%s, "
            "optimizer state %s, master weights %s, held inputs %s", have, layout, total,
-        (unsigned long long)s->total, p, g, o, m, h);
+        (unsigned long long)s->total, p, s->made_grads ? "0 B (made in the backward: " : "", g,
+        s->made_grads ? ", counted with the activations)" : "", o, m, h);
     if (s->gather || s->reduce_scatter) {
         char ga[32], rs[32];
         ck_size_format(s->gather, ga, sizeof ga);
         ck_size_format(s->reduce_scatter, rs, sizeof rs);
         say(x, ", gather buffers %s, reduce-scatter buffers %s", ga, rs);
     }
-    say(x, "). Checkpointing only reduces activations (the smallest plan needs %s of them); to "
+    say(x, "). Checkpointing only reduces activations (the smallest plan needs %s of them%s); to "
            "fit, shard these (ZeRO, FSDP), offload them or quantize them. Static memory per GPU",
-        act);
+        act, s->made_grads ? ", with the gradients made by then" : "");
 }
 
 int ck_warning_static_over_budget(const ck_model *m, const ck_static_mem *s, uint64_t budget,

@@ -56,7 +56,15 @@ struct ck_exec {
     void **grad;             /* per tensor */
     void **held;             /* per input: the static ones (token ids, targets) */
     size_t n_params, n_trainable; /* trainable parameters come first in params */
-    void *params, *grads; /* in training.param_dtype; grads (n_trainable) in grad_dtype */
+    void *params, *grads; /* in training.param_dtype; grads (n_trainable) in grad_dtype:
+                             static, or under autograd the last step's gradients, copied
+                             out of param_grads for ck_exec_gradients (a report's, not
+                             tracked) */
+    bool autograd;        /* training.grads autograd: the program makes each node's
+                             parameter gradients, in param_grads, freed after the optimizer */
+    void **param_grads;   /* per node: its own parameters' gradients (CK_BUF_PARAMS) */
+    size_t grad_cursor;   /* the node whose block the optimizer read last */
+    uint64_t micro;       /* the micro-step being run, of training.grad_accum */
     float *master;        /* with training.master_weights: the f32 copy of the trainable
                              parameters, which the optimizer updates */
     float *opt_m, *opt_v; /* the optimizer's moments, f32, n_trainable */
@@ -148,8 +156,17 @@ static void model_release_step(ck_exec *e)
         for (size_t s = 0; s < 2 * CK_OP_MAX_SAVED; s++)
             release(e, made_kind(m, k), &e->saved[2 * k * CK_OP_MAX_SAVED + s],
                     m->nodes[k].info.saved[s % CK_OP_MAX_SAVED].bytes);
+    /* the parameter gradients outlive the step's program: release_param_grads */
     release(e, CK_MEM_WORKSPACE, &e->ws, e->ws_bytes);
     ck_program_state_free(&e->pstate);
+}
+
+/* The parameter gradients the program made, once the optimizer has applied them (as
+ * zero_grad() frees them), or when a step fails. */
+static void release_param_grads(ck_exec *e)
+{
+    for (size_t k = 0; e->param_grads && k < e->m->n_nodes; k++)
+        release(e, CK_MEM_GRADIENT, &e->param_grads[k], ck_program_buf_bytes(e->m, ck_program_params(k)));
 }
 
 /* ---- allocating ---- */
@@ -193,9 +210,18 @@ static void set_param(ck_exec *e, slot s, float x)
     ck_kernel_store(e->m->training.param_dtype, e->params, s.param, x);
 }
 
-static float grad_value(const ck_exec *e, slot s)
+/* Under autograd, trainable element j's gradient lies in its node's block: found from the
+ * node read last, as the optimizer visits elements in increasing order. */
+static float grad_value(ck_exec *e, slot s)
 {
-    return ck_kernel_load(e->m->training.grad_dtype, e->grads, s.grad);
+    if (!e->autograd)
+        return ck_kernel_load(e->m->training.grad_dtype, e->grads, s.grad);
+    const ck_model *m = e->m;
+    size_t k = s.grad < e->param_off[e->grad_cursor] ? 0 : e->grad_cursor;
+    while (!m->nodes[k].trainable || s.grad >= e->param_off[k] + m->nodes[k].info.n_params)
+        k++;
+    e->grad_cursor = k;
+    return ck_kernel_load(m->training.grad_dtype, e->param_grads[k], s.grad - e->param_off[k]);
 }
 
 /* Element j of node k's parameter i, at flat index `flat`, set to x where this rank keeps
@@ -254,8 +280,16 @@ static void adam_step(ck_exec *e, float decay)
     const ck_training *tr = &e->m->training;
     e->adam_t++;
     ck_kernel_adam_step st = ck_kernel_adam_at(e->adam_t, CK_EXEC_ADAM_LR, decay);
-    if (tr->param_dtype == CK_F32 && tr->grad_dtype == CK_F32 && !e->master && e->zero == 0) {
+    if (tr->param_dtype == CK_F32 && tr->grad_dtype == CK_F32 && !e->master && e->zero == 0 && !e->autograd) {
         ck_kernel_adam(e->params, e->grads, e->opt_m, e->opt_v, e->n_trainable, &st);
+        return;
+    }
+    if (tr->param_dtype == CK_F32 && tr->grad_dtype == CK_F32 && !e->master && e->autograd) {
+        for (size_t k = 0; k < e->m->n_nodes; k++) {
+            size_t at = e->param_off[k], n = (size_t)e->m->nodes[k].info.n_params;
+            if (e->param_grads[k])
+                ck_kernel_adam((float *)e->params + at, e->param_grads[k], e->opt_m + at, e->opt_v + at, n, &st);
+        }
         return;
     }
     slot s;
@@ -325,7 +359,12 @@ static ck_rng_key next_key(ck_exec *e, size_t k)
     return (ck_rng_key){e->opts.seed, e->step, k};
 }
 
-typedef enum { WALK_SAVING, WALK_PLAIN, WALK_BACKWARD, WALK_LOSS } walk_mode;
+typedef enum { WALK_SAVING, WALK_PLAIN, WALK_BACKWARD, WALK_LOSS_FORWARD, WALK_LOSS_BACKWARD } walk_mode;
+
+static bool is_loss(walk_mode mode)
+{
+    return mode == WALK_LOSS_FORWARD || mode == WALK_LOSS_BACKWARD;
+}
 
 /* The instruction being run and how it reads the program's buffers. */
 typedef struct {
@@ -342,7 +381,7 @@ static void *value(const walk *w, size_t t)
     ck_exec *e = w->e;
     if (ck_model_is_static(e->m, t))
         return e->held[t];
-    if (w->mode != WALK_BACKWARD && w->mode != WALK_LOSS && t == w->in->buf.id)
+    if (w->mode != WALK_BACKWARD && !is_loss(w->mode) && t == w->in->buf.id)
         return e->values[2 * t + w->in->buf.copy];
     void *plain = e->values[2 * t + CK_COPY_PLAIN], *kept = e->values[2 * t + CK_COPY_KEPT];
     if (w->mode == WALK_BACKWARD)
@@ -371,10 +410,10 @@ static void saved_slots(const walk *w, size_t k, void **saved)
         ck_ttype_numel(&sv->type, &n); /* checked when the model was loaded */
         if (sv->kind == CK_SAVE_INTERNAL)
             saved[sv->slot] = ck_widen_view(&w->e->widen, slots[s], sv->type.dtype, n,
-                                            w->mode != WALK_BACKWARD);
+                                            w->mode != WALK_BACKWARD && w->mode != WALK_LOSS_BACKWARD);
     }
     const ck_node *node = &w->e->m->nodes[k];
-    for (size_t j = 0; w->mode != WALK_BACKWARD && j < node->n_scratch; j++) {
+    for (size_t j = 0; w->mode != WALK_BACKWARD && w->mode != WALK_LOSS_BACKWARD && j < node->n_scratch; j++) {
         const ck_saved *sv = &node->scratch[j];
         uint64_t n = 0;
         ck_ttype_numel(&sv->type, &n);
@@ -424,9 +463,11 @@ static void param_places(const ck_exec *e, size_t k, size_t i, size_t at, void *
     const ck_shard_tensor *t = e->zero >= 2 ? ck_shard_param(&e->shard, e->m, k, i) : NULL;
     *param = t && e->zero >= 3 ? (void *)(gathered_unit(e, t->unit) + t->in_unit * pbytes)
                                : (void *)((char *)e->params + at * pbytes);
+    size_t owner = e->m->nodes[k].info.params[i].tied ? e->m->nodes[k].tied_to : k;
     *grad = !e->m->nodes[k].trainable ? NULL
-            : t ? (char *)e->scatter + t->in_unit * gbytes
-                : (char *)e->grads + at * gbytes;
+            : t           ? (char *)e->scatter + t->in_unit * gbytes
+            : e->autograd ? (char *)e->param_grads[owner] + (at - e->param_off[owner]) * gbytes
+                          : (char *)e->grads + at * gbytes;
 }
 
 /* The f32 views of node k's parameters and, in a backward, of their gradients, which it
@@ -452,31 +493,33 @@ static void param_views(const walk *w, size_t k, ck_kernel_io *io)
     }
 }
 
-/* The workspace node k's kernel gets for this pass (the loss's covers both of its passes). */
+/* The workspace node k's kernel gets for this pass. */
 static void *kernel_workspace(const walk *w, size_t k)
 {
     const uint64_t *ws = w->e->kernel_ws[k];
-    uint64_t need = w->mode == WALK_BACKWARD ? ws[1]
-                    : w->mode == WALK_LOSS   ? (ws[0] > ws[1] ? ws[0] : ws[1])
-                                             : ws[0];
+    uint64_t need = w->mode == WALK_BACKWARD || w->mode == WALK_LOSS_BACKWARD ? ws[1] : ws[0];
     return ck_widen_workspace(&w->e->widen, w->e->ws, w->e->ws_bytes, need);
 }
 
-/* What node k's pass reads and writes, as f32 views. The loss reads x_L and held inputs and
- * writes the gradient of x_L, y_L. Gradients are NULL where a tensor has none. */
+/* What node k's pass reads and writes, as f32 views. The loss's forward reads x_L and held
+ * inputs and writes the loss; its backward writes the gradient of x_L, y_L, reading x_L
+ * only where it is still live (the loss frees it first when nothing reads it, planner/
+ * program). Gradients are NULL where a tensor has none. */
 static ck_kernel_io node_io(const walk *w, size_t k)
 {
     ck_exec *e = w->e;
     const ck_node *n = &e->m->nodes[k];
     ck_kernel_io io = {.m = e->m, .node = n, .ws = kernel_workspace(w, k)};
-    bool loss = w->mode == WALK_LOSS, backward = w->mode == WALK_BACKWARD;
+    bool backward = w->mode == WALK_BACKWARD;
     for (size_t i = 0; i < n->op->arity; i++) {
         size_t t = n->inputs[i];
-        io.in[i] = tensor_view(w, t, value(w, t), false);
-        if (backward || (loss && i == 0))
+        void *v = value(w, t);
+        io.in[i] = v ? tensor_view(w, t, v, false) : NULL;
+        if (backward || (w->mode == WALK_LOSS_BACKWARD && i == 0))
             io.din[i] = tensor_view(w, t, e->grad[t], true);
     }
-    io.out = tensor_view(w, n->output, value(w, n->output), !backward);
+    if (w->mode != WALK_LOSS_BACKWARD)
+        io.out = tensor_view(w, n->output, value(w, n->output), !backward);
     io.dout = backward ? tensor_view(w, n->output, e->grad[n->output], false) : NULL;
     param_views(w, k, &io);
     saved_slots(w, k, io.saved);
@@ -496,10 +539,12 @@ static int run_node(const walk *w, size_t k, ck_err *err)
         return rc;
     if (w->mode == WALK_BACKWARD) {
         ck_kernel_backward(&io);
-    } else if (w->mode == WALK_LOSS) {
-        float loss = ck_kernel_loss(&io);
+    } else if (w->mode == WALK_LOSS_FORWARD) {
+        float loss = ck_kernel_loss_forward(&io);
         *(float *)io.out = loss;
         w->e->loss = loss;
+    } else if (w->mode == WALK_LOSS_BACKWARD) {
+        ck_kernel_loss_backward(&io);
     } else {
         ck_kernel_forward(&io);
     }
@@ -515,6 +560,8 @@ static void **event_slot(ck_exec *e, const ck_event *ev)
         return &e->values[2 * ev->buf.id + ev->buf.copy];
     case CK_BUF_SAVED:
         return &e->saved[(2 * ev->buf.id + ev->buf.copy) * CK_OP_MAX_SAVED + ev->slot];
+    case CK_BUF_PARAMS:
+        return &e->param_grads[ev->buf.id];
     case CK_BUF_GRAD:
         break;
     }
@@ -562,14 +609,15 @@ static int before_node(ck_exec *e, const ck_instr *in, ck_err *err)
     return rc;
 }
 
-/* The node of the running instruction, in the mode it asks for. */
-static int run_instruction(ck_exec *e, const ck_instr *in, ck_err *err)
+/* The node of the running instruction, in the mode it asks for (the loss's event says which
+ * of its passes). */
+static int run_instruction(ck_exec *e, const ck_instr *in, const ck_event *ev, ck_err *err)
 {
     int rc = before_node(e, in, err);
     if (rc != CK_OK)
         return rc;
     walk w = {e, in, in->kind == CK_INSTR_BACKWARD ? WALK_BACKWARD
-                     : in->kind == CK_INSTR_LOSS   ? WALK_LOSS
+                     : in->kind == CK_INSTR_LOSS   ? (ev->slot ? WALK_LOSS_BACKWARD : WALK_LOSS_FORWARD)
                      : in->keep                    ? WALK_SAVING
                                                    : WALK_PLAIN};
     return run_node(&w, in->node, err);
@@ -596,7 +644,7 @@ static int on_event(void *ctx, const ck_instr *in, const ck_event *ev, ck_err *e
         release(e, CK_MEM_WORKSPACE, &e->ws, ev->bytes);
         break;
     case CK_EVENT_RUN:
-        return run_instruction(e, in, err);
+        return run_instruction(e, in, ev, err);
     case CK_EVENT_MOVE: /* a pass: the owner takes the output gradient's buffer... */
         e->grad[ev->buf.id] = e->grad[ev->from.id];
         e->grad[ev->from.id] = NULL;
@@ -628,11 +676,14 @@ static int model_start_step(ck_exec *e, ck_err *err)
 {
     const ck_model *m = e->m;
     int rc = ck_program_state_init(&e->pstate, m, err);
+    if (rc == CK_OK && e->micro > 0) /* a later micro-step adds into the gradients made */
+        ck_program_state_hold_params(&e->pstate);
     if (rc == CK_OK && !ck_model_is_static(m, 0))
         rc = alloc(e, CK_MEM_ACTIVATION, &e->values[0], m->tensors[0].bytes, err);
     if (rc != CK_OK)
         return rc;
-    memset(e->grads, 0, e->n_grad_slots * ck_dtype_bytes(m->training.grad_dtype));
+    if (e->micro == 0 && !e->autograd) /* autograd's are made zeroed by the program */
+        memset(e->grads, 0, e->n_grad_slots * ck_dtype_bytes(m->training.grad_dtype));
     if (e->scatter)
         memset(e->scatter, 0, (size_t)e->scatter_bytes);
     e->gathered[0] = e->gathered[1] = e->scattering = e->scatter_below = NO_UNIT;
@@ -918,19 +969,66 @@ static int share_parameters(ck_exec *e, ck_err *err)
                                e->m->training.param_dtype, err);
 }
 
+/* The gradients of the step's micro-steps (training.grad_accum), each schedule run as step
+ * number step·N + micro, adding into the gradients of the ones before. The trace is the
+ * last micro-step's, whose memory is each operation's most. */
+static int run_micro_steps(ck_exec *e, const ck_schedule *s, uint64_t step, double *t0,
+                           const ck_exec_trace *trace, ck_err *err)
+{
+    uint64_t n = e->m ? e->m->training.grad_accum : 1;
+    int rc = CK_OK;
+    for (e->micro = 0; e->micro < n && rc == CK_OK; e->micro++) {
+        double t;
+        rc = run_schedule(e, s, step * n + e->micro, &t, trace, err);
+        *t0 = e->micro ? *t0 : t;
+    }
+    e->micro = 0;
+    return rc;
+}
+
+/* Under autograd, the gradients copied out of the nodes' blocks for ck_exec_gradients. */
+static void keep_param_grads(ck_exec *e)
+{
+    uint64_t gb = ck_dtype_bytes(e->m->training.grad_dtype);
+    for (size_t k = 0; e->autograd && k < e->m->n_nodes; k++)
+        if (e->param_grads[k])
+            memcpy((char *)e->grads + e->param_off[k] * gb, e->param_grads[k],
+                   (size_t)(e->m->nodes[k].info.n_params * gb));
+}
+
+/* The optimizer step, holding its temporaries (ck_program_step_bytes less the gradients)
+ * as workspace while it runs: its peak counts as the last operation's, as the replay has
+ * it. */
+static int optimize(ck_exec *e, const ck_schedule *s, const ck_exec_trace *trace, ck_err *err)
+{
+    uint64_t temps = ck_program_step_bytes(e->m), grads = e->mem.live[CK_MEM_GRADIENT];
+    temps = temps > grads ? temps - grads : 0;
+    void *ws = NULL;
+    int rc = alloc(e, CK_MEM_WORKSPACE, &ws, temps, err);
+    if (rc != CK_OK)
+        return rc;
+    optimizer_step(e);
+    if (trace && trace->peak && s->n && e->mem.live_activation_total > trace->peak[s->n - 1])
+        trace->peak[s->n - 1] = e->mem.live_activation_total;
+    release(e, CK_MEM_WORKSPACE, &ws, temps);
+    return share_parameters(e, err);
+}
+
 int ck_exec_step(ck_exec *e, const ck_schedule *s, uint64_t step, ck_step_stats *stats,
                  const ck_exec_trace *trace, ck_err *err)
 {
     double t0 = 0;
-    int rc = run_schedule(e, s, step, &t0, trace, err);
+    int rc = run_micro_steps(e, s, step, &t0, trace, err);
     if (rc == CK_OK && e->m)
         rc = reduce_gradients(e, err);
+    if (rc == CK_OK && e->m)
+        keep_param_grads(e);
     if (rc == CK_OK && e->grads_f32)
         ck_kernel_cast_forward(e->grads_f32, CK_F32, e->grads, e->m->training.grad_dtype, e->n_grad_slots);
-    if (rc == CK_OK && e->m) {
-        optimizer_step(e);
-        rc = share_parameters(e, err);
-    }
+    if (rc == CK_OK && e->m)
+        rc = optimize(e, s, trace, err);
+    if (e->m)
+        release_param_grads(e);
     if (rc == CK_OK && stats)
         *stats = (ck_step_stats){.loss = e->loss, .seconds = ck_clock_seconds() - t0,
                                  .activation_peak_bytes = e->mem.peak_activation_total,
@@ -949,6 +1047,9 @@ int ck_exec_step_reference(ck_exec *e, const ck_schedule *s, uint64_t step, uint
     if (!e->m || e->opts.dp)
         return ck_err_fail(err, CK_ERR_RUNTIME, "executor: the data-parallel reference runs a "
                            "model in one process");
+    if (e->autograd || e->m->training.grad_accum > 1)
+        return ck_err_fail(err, CK_ERR_RUNTIME, "executor: the data-parallel reference runs held "
+                           "gradients of one micro-step");
     ck_dtype d = e->m->training.grad_dtype;
     size_t bytes = e->n_trainable * ck_dtype_bytes(d), all = (size_t)n * bytes;
     unsigned char *each = malloc(all > 0 ? all : 1); /* a report's, not tracked */
@@ -1011,13 +1112,17 @@ const ck_mem *ck_exec_memory(const ck_exec *e)
 /* ---- creating ---- */
 
 /* What the executor cannot run, refused with the reason. */
-static int check_model(const ck_model *m, ck_err *err)
+static int check_model(const ck_model *m, const ck_exec_opts *opts, ck_err *err)
 {
     ck_optimizer o = m->training.optimizer;
     if (o == CK_OPT_ADAFACTOR || o == CK_OPT_ADAM8BIT)
         return ck_err_fail(err, CK_ERR_INPUT, "%s: optimizer %s is planned but not executed: the "
                        "executor runs none, sgd, momentum, adam and adamw (plan with another "
                        "--optimizer to run it)", m->file, ck_training_optimizer_name(o));
+    if (m->training.grad_accum > 1 && opts->dp)
+        return ck_err_fail(err, CK_ERR_INPUT, "%s: gradient accumulation (grad_accum %llu) is "
+                           "planned but not executed data-parallel: run it on one process",
+                           m->file, (unsigned long long)m->training.grad_accum);
     for (size_t t = 0; t < m->n_inputs; t++) {
         ck_dtype d = m->tensors[t].type.dtype;
         if (!ck_dtype_is_float(d) && d != CK_I32)
@@ -1123,8 +1228,12 @@ static int alloc_params(ck_exec *e, ck_err *err)
     uint64_t bytes = (uint64_t)e->n_state_slots * sizeof(float); /* master and moments */
     ck_optimizer o = tr->optimizer;
     int rc = alloc(e, CK_MEM_STATIC, &e->params, e->n_param_slots * ck_dtype_bytes(tr->param_dtype), err);
-    if (rc == CK_OK)
+    if (rc == CK_OK && !e->autograd)
         rc = alloc(e, CK_MEM_STATIC, &e->grads, e->n_grad_slots * ck_dtype_bytes(tr->grad_dtype), err);
+    if (rc == CK_OK && e->autograd) {
+        e->grads = calloc(e->n_grad_slots + 1, ck_dtype_bytes(tr->grad_dtype));
+        rc = e->grads ? CK_OK : ck_err_oom(err);
+    }
     if (rc == CK_OK && e->zero >= 3)
         rc = alloc(e, CK_MEM_STATIC, &e->gather, e->gather_bytes, err);
     if (rc == CK_OK && e->zero >= 2)
@@ -1150,7 +1259,7 @@ static int create_model(ck_exec *e, const size_t *stage_first, ck_err *err)
 {
     const ck_model *m = e->m;
     size_t nt = m->n_tensors, nn = m->n_nodes;
-    int rc = check_model(m, err);
+    int rc = check_model(m, &e->opts, err);
     if (rc == CK_OK)
         rc = ck_lower_create(m, stage_first, e->L, &e->lower, err);
     if (rc != CK_OK)
@@ -1164,8 +1273,10 @@ static int create_model(ck_exec *e, const size_t *stage_first, ck_err *err)
     e->grad = calloc(nt, sizeof *e->grad);
     e->keys = calloc(nn, sizeof *e->keys);
     e->kernel_ws = calloc(nn, sizeof *e->kernel_ws);
+    e->param_grads = calloc(nn, sizeof *e->param_grads);
+    e->autograd = m->training.grads == CK_GRADS_AUTOGRAD;
     if (!e->param_off || !e->held || !e->id_limit || !e->values || !e->saved ||
-        !e->grad || !e->keys || !e->kernel_ws)
+        !e->grad || !e->keys || !e->kernel_ws || !e->param_grads)
         return ck_err_oom(err);
     rc = find_id_limits(e, err);
     for (size_t k = 0; k < nn && rc == CK_OK; k++)
@@ -1258,7 +1369,10 @@ void ck_exec_free(ck_exec *e)
         const ck_training *tr = &e->m->training;
         uint64_t trained = (uint64_t)e->n_state_slots * sizeof(float);
         release(e, CK_MEM_STATIC, &e->params, e->n_param_slots * ck_dtype_bytes(tr->param_dtype));
-        release(e, CK_MEM_STATIC, &e->grads, e->n_grad_slots * ck_dtype_bytes(tr->grad_dtype));
+        if (e->autograd)
+            free(e->grads);
+        else
+            release(e, CK_MEM_STATIC, &e->grads, e->n_grad_slots * ck_dtype_bytes(tr->grad_dtype));
         release(e, CK_MEM_STATIC, &e->gather, e->gather_bytes);
         release(e, CK_MEM_STATIC, &e->scatter, e->scatter_bytes);
         release(e, CK_MEM_STATIC, (void **)&e->master, trained);
@@ -1279,6 +1393,7 @@ void ck_exec_free(ck_exec *e)
     free(e->values);
     free(e->saved);
     free(e->grad);
+    free(e->param_grads);
     free(e->keys);
     free(e->kernel_ws);
     free(e->grads_f32);

@@ -1030,57 +1030,59 @@ static void add_row_gradient(float *restrict d, const float *restrict z, float s
  * must lie in [0, V) (validated by the caller with the data). Writes lse [N], or (PyTorch's
  * unfused form: log_softmax kept whole, then nll_loss, whose gradient through log_softmax's
  * backward is the same) logp = logits - lse [N, V]: one of the two is NULL. */
-static float cross_entropy_rows(float *dlogits, float *lse, float *logp, const float *logits,
-                                const int32_t *targets, size_t N, size_t V)
+float ck_kernel_cross_entropy_forward(float *lse, float *logp, const float *logits,
+                                     const int32_t *targets, size_t N, size_t V)
 {
     if (N == 0)
         return 0.0f;
     double total = 0.0;
-    float invN = 1.0f / (float)N;
     for (size_t n = 0; n < N; n++) {
-        const float *x = logits + n * V, *z = x;
-        float l = row_lse(x, V), shift = l;
+        const float *x = logits + n * V;
+        float l = row_lse(x, V);
         size_t t = (size_t)targets[n];
         if (logp) {
             float *lp = logp + n * V;
             for (size_t v = 0; v < V; v++)
                 lp[v] = x[v] - l;
-            z = lp;
-            shift = 0.0f;
+            total -= lp[t];
         } else {
             lse[n] = l;
+            total += (double)l - x[t];
         }
-        total += (double)shift - z[t];
-        add_row_gradient(dlogits + n * V, z, shift, V, t, invN);
     }
     return (float)(total / (double)N);
 }
 
-float ck_kernel_cross_entropy(float *dlogits, float *lse, const float *logits, const int32_t *targets,
-                       size_t N, size_t V)
+void ck_kernel_cross_entropy_backward(float *dlogits, const float *lse, const float *logp,
+                                      const float *logits, const int32_t *targets, size_t N, size_t V)
 {
-    return cross_entropy_rows(dlogits, lse, NULL, logits, targets, N, V);
+    float invN = N ? 1.0f / (float)N : 0.0f;
+    for (size_t n = 0; n < N; n++) {
+        size_t t = (size_t)targets[n];
+        if (logp)
+            add_row_gradient(dlogits + n * V, logp + n * V, 0.0f, V, t, invN);
+        else
+            add_row_gradient(dlogits + n * V, logits + n * V, lse[n], V, t, invN);
+    }
 }
 
-float ck_kernel_cross_entropy_logp(float *dlogits, float *logp, const float *logits,
-                                   const int32_t *targets, size_t N, size_t V)
-{
-    return cross_entropy_rows(dlogits, NULL, logp, logits, targets, N, V);
-}
-
-/* loss = mean (pred - target)^2, dpred += 2 (pred - target) / n. */
-float ck_kernel_mse(float *dpred, const float *pred, const float *target, size_t n)
+float ck_kernel_mse_forward(const float *pred, const float *target, size_t n)
 {
     if (n == 0)
         return 0.0f;
     double total = 0.0;
-    float k = 2.0f / (float)n;
     for (size_t i = 0; i < n; i++) {
         float e = pred[i] - target[i];
         total += (double)e * e;
-        dpred[i] += k * e;
     }
     return (float)(total / (double)n);
+}
+
+void ck_kernel_mse_backward(float *dpred, const float *pred, const float *target, size_t n)
+{
+    float k = n ? 2.0f / (float)n : 0.0f;
+    for (size_t i = 0; i < n; i++)
+        dpred[i] += k * (pred[i] - target[i]);
 }
 
 /* ---- swiglu ---- */
@@ -1884,7 +1886,7 @@ void ck_kernel_forward(const ck_kernel_io *io)
         break;
     }
     case CK_OP_CROSS_ENTROPY:
-    case CK_OP_MSE: /* in ck_kernel_loss */
+    case CK_OP_MSE: /* ck_kernel_loss_forward and _backward */
         break;
     }
 }
@@ -2002,45 +2004,30 @@ void ck_kernel_backward(const ck_kernel_io *io)
         break;
     }
     case CK_OP_CROSS_ENTROPY:
-    case CK_OP_MSE: /* in ck_kernel_loss */
+    case CK_OP_MSE: /* ck_kernel_loss_forward and _backward */
         break;
     }
 }
 
-float ck_kernel_loss(const ck_kernel_io *io)
+/* The losses are mse and cross_entropy (planner/op's is_loss). */
+float ck_kernel_loss_forward(const ck_kernel_io *io)
 {
     flat_dims d = flat(io);
-    size_t len = numel_of(io, io->node->inputs[0]);
-    switch (io->node->op->kind) {
-    case CK_OP_CROSS_ENTROPY:
-        if (!io->node->attrs.fused) /* nll_loss's gradient, in io->ws, is not needed here */
-            return ck_kernel_cross_entropy_logp(io->din[0], io->saved[CK_SLOT_LOGP], io->in[0],
-                                                io->in[1], d.rows, d.c);
-        return ck_kernel_cross_entropy(io->din[0], io->saved[CK_SLOT_LSE], io->in[0], io->in[1],
-                                       d.rows, d.c);
-    case CK_OP_MSE:
-        return ck_kernel_mse(io->din[0], io->in[0], io->in[1], len);
-    case CK_OP_EMBEDDING:
-    case CK_OP_LINEAR:
-    case CK_OP_LAYERNORM:
-    case CK_OP_RMSNORM:
-    case CK_OP_GELU:
-    case CK_OP_RELU:
-    case CK_OP_SILU:
-    case CK_OP_ADD:
-    case CK_OP_MUL:
-    case CK_OP_DROPOUT:
-    case CK_OP_ATTENTION:
-    case CK_OP_ROPE:
-    case CK_OP_SWIGLU:
-    case CK_OP_CAST:
-    case CK_OP_LORA:
-    case CK_OP_QKNORM:
-    case CK_OP_GEGLU:
-    case CK_OP_SOFTCAP:
-    case CK_OP_SCALE:
-    case CK_OP_MOE: /* not losses */
-        break;
-    }
-    return 0.0f;
+    if (io->node->op->kind == CK_OP_MSE)
+        return ck_kernel_mse_forward(io->in[0], io->in[1], numel_of(io, io->node->inputs[0]));
+    if (!io->node->attrs.fused)
+        return ck_kernel_cross_entropy_forward(NULL, io->saved[CK_SLOT_LOGP], io->in[0], io->in[1], d.rows, d.c);
+    return ck_kernel_cross_entropy_forward(io->saved[CK_SLOT_LSE], NULL, io->in[0], io->in[1], d.rows, d.c);
+}
+
+/* Unfused cross-entropy from the log-probabilities alone: nll_loss's gradient, which
+ * PyTorch makes in io->ws, is not needed here. */
+void ck_kernel_loss_backward(const ck_kernel_io *io)
+{
+    flat_dims d = flat(io);
+    if (io->node->op->kind == CK_OP_MSE)
+        ck_kernel_mse_backward(io->din[0], io->in[0], io->in[1], numel_of(io, io->node->inputs[0]));
+    else
+        ck_kernel_cross_entropy_backward(io->din[0], io->saved[CK_SLOT_LSE], io->saved[CK_SLOT_LOGP],
+                                         io->in[0], io->in[1], d.rows, d.c);
 }

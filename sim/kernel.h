@@ -59,9 +59,11 @@ typedef struct {
 void ck_kernel_forward(const ck_kernel_io *io);
 /* The node's backward, accumulating into din[] and dparam[] (losses: nothing). */
 void ck_kernel_backward(const ck_kernel_io *io);
-/* A loss node's forward and backward together: returns the loss; din[0] receives the
- * gradient of in[0]. */
-float ck_kernel_loss(const ck_kernel_io *io);
+/* A loss node's forward: returns the loss, writes its internal saved tensors. */
+float ck_kernel_loss_forward(const ck_kernel_io *io);
+/* Its backward: din[0] receives the gradient of in[0], from the saved tensors, the targets
+ * (in[1]) and, where the op keeps it (planner/op), in[0]. */
+void ck_kernel_loss_backward(const ck_kernel_io *io);
 
 /* ---- the math kernels ---- */
 
@@ -314,17 +316,19 @@ ck_kernel_adam_step ck_kernel_adam_at(uint64_t t, float lr, float decay);
 void ck_kernel_adam(float *restrict p, const float *restrict g, float *restrict m,
                     float *restrict v, size_t n, const ck_kernel_adam_step *st);
 
-/* Cross-entropy of logits [N, V] against targets [N], forward and backward together (the
- * chain's loss operation): returns the mean loss, writes lse [N], and accumulates
- * dlogits += (softmax(logits) - onehot(target)) / N. */
-float ck_kernel_cross_entropy(float *dlogits, float *lse, const float *logits, const int32_t *targets,
-                       size_t N, size_t V);
-/* The same loss and gradient as PyTorch's unfused F.cross_entropy computes them, writing
- * the log-probabilities logp [N, V] (log_softmax's output) instead of lse. */
-float ck_kernel_cross_entropy_logp(float *dlogits, float *logp, const float *logits,
-                                   const int32_t *targets, size_t N, size_t V);
-/* Mean squared error over n values: returns mean((pred - target)^2) and accumulates
+/* Cross-entropy of logits [N, V] against targets [N]: returns the mean loss and writes the
+ * row log-sum-exp lse [N] (fused, one kernel) or, as PyTorch's unfused F.cross_entropy,
+ * the log-probabilities logp [N, V] = logits - lse (log_softmax's output): one of them is
+ * NULL. */
+float ck_kernel_cross_entropy_forward(float *lse, float *logp, const float *logits,
+                                      const int32_t *targets, size_t N, size_t V);
+/* dlogits += (softmax(logits) - onehot(target)) / N, from logits and lse, or from logp
+ * alone (logits then unread, NULL allowed). */
+void ck_kernel_cross_entropy_backward(float *dlogits, const float *lse, const float *logp,
+                                      const float *logits, const int32_t *targets, size_t N, size_t V);
+/* Mean squared error over n values: mean((pred - target)^2); its backward accumulates
  * dpred += 2 (pred - target) / n. */
-float ck_kernel_mse(float *dpred, const float *pred, const float *target, size_t n);
+float ck_kernel_mse_forward(const float *pred, const float *target, size_t n);
+void ck_kernel_mse_backward(float *dpred, const float *pred, const float *target, size_t n);
 
 #endif

@@ -1040,9 +1040,11 @@ START_TEST(cross_entropy)
     int32_t targets[N_];
     for (size_t n = 0; n < N_; n++)
         targets[n] = (int32_t)(n * 7 % V);
-    float loss = ck_kernel_cross_entropy(dlogits, lse, logits, targets, N_, V);
+    float loss = ck_kernel_cross_entropy_forward(lse, NULL, logits, targets, N_, V);
+    ck_kernel_cross_entropy_backward(dlogits, lse, NULL, logits, targets, N_, V);
     float *d1 = copy_f(dlogits, N_ * V);
-    float loss2 = ck_kernel_cross_entropy(dlogits, lse, logits, targets, N_, V);
+    float loss2 = ck_kernel_cross_entropy_forward(lse, NULL, logits, targets, N_, V);
+    ck_kernel_cross_entropy_backward(dlogits, lse, NULL, logits, targets, N_, V);
     ck_assert_float_eq(loss, loss2);
 
     ref_case rc = {.fn = ref_cross_entropy, .n_out = 1, .n = N_, .V = V, .ids = targets};
@@ -1058,7 +1060,8 @@ START_TEST(cross_entropy)
 
     /* PyTorch's unfused form: the same loss and gradient, and logp = logits - lse kept. */
     float *logp = obuf(N_ * V), *dlp = fbuf(N_ * V);
-    float loss3 = ck_kernel_cross_entropy_logp(dlp, logp, logits, targets, N_, V);
+    float loss3 = ck_kernel_cross_entropy_forward(NULL, logp, logits, targets, N_, V);
+    ck_kernel_cross_entropy_backward(dlp, NULL, logp, NULL, targets, N_, V); /* logits unread */
     ck_assert_msg(fabs(loss3 - rloss) <= RTOL_FWD * fabs(rloss), "logp loss %g vs %g",
                   (double)loss3, rloss);
     double *rlogp = dbuf(N_ * V);
@@ -1074,9 +1077,10 @@ START_TEST(mse)
 {
     seed_data(501);
     float *pred = frand(EW_N), *target = frand(EW_N), *dpred = fbuf(EW_N);
-    float loss = ck_kernel_mse(dpred, pred, target, EW_N);
+    float loss = ck_kernel_mse_forward(pred, target, EW_N);
+    ck_kernel_mse_backward(dpred, pred, target, EW_N);
     float *d1 = copy_f(dpred, EW_N);
-    ck_kernel_mse(dpred, pred, target, EW_N);
+    ck_kernel_mse_backward(dpred, pred, target, EW_N);
     ref_case rc = {.fn = ref_mse, .n_out = 1, .n = EW_N};
     rc.in[0] = to_double(pred, EW_N);
     rc.len[0] = EW_N;

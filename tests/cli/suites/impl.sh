@@ -19,7 +19,7 @@ check_that "impl: refused commands write nothing" test ! -e impl-never.json -a !
 # A Hugging Face config is hf unless told; the summary says which; fused keeps less.
 run plan "$llama_hf" --recipe fp32 --budget 1000T -o impl-hf.json
 check "impl: a Hugging Face config plans as hf" 0 "implementation: hf (transformers' modeling code, as PyTorch 2's autograd saves it)" \
-    "assumed: gradient buffers held for the whole step"
+    "assumed: gradients made by the backward, freed by zero_grad() (PyTorch 2's default)"
 run plan "$llama_hf" --recipe fp32 --impl fused --budget 1000T -o impl-fused.json
 check "impl: --impl fused" 0 "implementation: fused (liger-kernel, Megatron or llm.c's fused kernels)"
 check_that "impl: hf keeps more than fused" python3 -c '
