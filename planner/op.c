@@ -795,8 +795,10 @@ static void describe_kind(ovf *o, const ck_op_def *op, const ck_attrs *a, const 
         if (op->kind == CK_OP_LAYERNORM)
             save_internal(o, info, CK_SLOT_MEAN, &stats);
         save_internal(o, info, CK_SLOT_RSTD, &stats);
-        if (op->kind == CK_OP_RMSNORM && !a->fused) /* HF's LlamaRMSNorm: w * (x rstd) */
-            save_internal(o, info, CK_SLOT_NORMED, &in[0]);
+        if (op->kind == CK_OP_RMSNORM && !a->fused) { /* HF's LlamaRMSNorm: w * (x rstd), */
+            save_internal(o, info, CK_SLOT_NORMED, &in[0]); /* which the weight's gradient reads */
+            only_for(info, info->n_saved - 1, CK_NEED_PARAMS);
+        }
         param(o, info, "gamma", CK_INIT_ONES, true, false, SHAPE(c));
         if (op->kind == CK_OP_LAYERNORM)
             param(o, info, "beta", CK_INIT_ZEROS, true, false, SHAPE(c));
