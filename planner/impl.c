@@ -6,9 +6,11 @@
 /* Each choice is an attribute of the op table; a unit test checks every one names a boolean
  * attribute of its op (test_impl.c). What each keeps: docs/profiles.md. */
 static const ck_impl profiles[] = {
-    {"hf", "transformers' modeling code, as PyTorch 2's autograd saves it", 7, {
+    {"hf", "transformers' modeling code, as PyTorch 2's autograd saves it", 8, {
         /* LlamaRMSNorm: x * rsqrt(...) is kept for the product with the weight */
         {CK_OP_RMSNORM, "fused", false},
+        /* Qwen3's q_norm and k_norm, the same RMSNorm on each head */
+        {CK_OP_QKNORM, "fused", false},
         /* act(gate) * up as two autograd ops: act(gate) is kept for up's gradient */
         {CK_OP_SWIGLU, "fused", false},
         {CK_OP_GEGLU, "fused", false},
@@ -18,15 +20,22 @@ static const ck_impl profiles[] = {
         {CK_OP_ATTENTION, "expand_kv", true},
         /* ForCausalLMLoss: F.cross_entropy on logits.float(), log_softmax's f32 output kept */
         {CK_OP_CROSS_ENTROPY, "fused", false},
-        {CK_OP_CROSS_ENTROPY, "upcast", true}}},
-    {"fused", "liger-kernel, Megatron or llm.c's fused kernels", 7, {
+        {CK_OP_CROSS_ENTROPY, "upcast", true}}, NULL},
+    {"fused", "liger-kernel, Megatron or llm.c's fused kernels", 8, {
         {CK_OP_RMSNORM, "fused", true},
+        {CK_OP_QKNORM, "fused", true},
         {CK_OP_SWIGLU, "fused", true},
         {CK_OP_GEGLU, "fused", true},
         {CK_OP_GELU, "fused", true},
         {CK_OP_ATTENTION, "expand_kv", false},
         {CK_OP_CROSS_ENTROPY, "fused", true},
-        {CK_OP_CROSS_ENTROPY, "upcast", false}}},
+        {CK_OP_CROSS_ENTROPY, "upcast", false}}, NULL},
+    {"hf-cpu", "hf as PyTorch runs it on the CPU: dropout masks in the input's dtype, sdpa "
+               "with dropout on its math path", 2, {
+        /* torch.dropout off CUDA: input * bernoulli(empty_like(input)) / (1 - p), the noise
+         * kept in the input's dtype, where CUDA's native_dropout keeps a bool mask */
+        {CK_OP_DROPOUT, "cpu", true},
+        {CK_OP_ATTENTION, "cpu", true}}, &profiles[0]},
 };
 #define N_PROFILES (sizeof profiles / sizeof profiles[0])
 
@@ -62,6 +71,8 @@ const char *ck_impl_names(void)
 
 void ck_impl_apply(const ck_impl *p, const ck_op_def *op, ck_attrs *a)
 {
+    if (p->base)
+        ck_impl_apply(p->base, op, a);
     for (size_t c = 0; c < p->n_choices; c++) {
         if (p->choices[c].op != op->kind)
             continue;

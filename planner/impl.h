@@ -24,11 +24,12 @@ typedef struct {
     bool value;
 } ck_impl_choice;
 
-typedef struct {
+typedef struct ck_impl {
     const char *name;
     const char *summary; /* what runs, for the plan's summary and --help */
     size_t n_choices;
     ck_impl_choice choices[CK_IMPL_MAX_CHOICES];
+    const struct ck_impl *base; /* a profile whose choices come first, or NULL */
 } ck_impl;
 
 /* The profile called name, or NULL. */

@@ -33,9 +33,10 @@ static const ck_op_def op_table[] = {
     OP(CK_OP_SILU, "silu", 1, 4, 6),
     OP(CK_OP_ADD, "add", 2, 1, 0),
     OP(CK_OP_MUL, "mul", 2, 1, 2),
-    OP(CK_OP_DROPOUT, "dropout", 1, 2, 1, .draws = true, .n_attrs = 1,
-       .attrs = {ATTR("p", CK_ATTR_PROB, true, 0, p)}),
-    OP(CK_OP_ATTENTION, "attention", 1, 0, 0, .draws = true, .n_attrs = 9,
+    OP(CK_OP_DROPOUT, "dropout", 1, 2, 1, .draws = true, .n_attrs = 2,
+       .attrs = {ATTR("p", CK_ATTR_PROB, true, 0, p),
+                 ATTR("cpu", CK_ATTR_BOOL, false, 0, cpu)}),
+    OP(CK_OP_ATTENTION, "attention", 1, 0, 0, .draws = true, .n_attrs = 10,
        .attrs = {ATTR("heads", CK_ATTR_DIM, true, 0, heads),
                  ATTR("kv_heads", CK_ATTR_DIM, false, 0, kv_heads),
                  ATTR("dropout", CK_ATTR_PROB, false, 0, p),
@@ -44,7 +45,8 @@ static const ck_op_def op_table[] = {
                  ATTR("softmax_dtype", CK_ATTR_DTYPE, false, CK_I32, softmax_dtype),
                  ATTR("softcap", CK_ATTR_POSITIVE, false, 0, cap),
                  ATTR("expand_kv", CK_ATTR_BOOL, false, 0, expand_kv),
-                 ATTR("context", CK_ATTR_DIM, false, 0, context)}),
+                 ATTR("context", CK_ATTR_DIM, false, 0, context),
+                 ATTR("cpu", CK_ATTR_BOOL, false, 0, cpu)}),
     OP(CK_OP_ROPE, "rope", 1, 0, 0, .n_attrs = 4,
        .attrs = {ATTR("heads", CK_ATTR_DIM, true, 0, heads),
                  ATTR("kv_heads", CK_ATTR_DIM, false, 0, kv_heads),
@@ -66,11 +68,12 @@ static const ck_op_def op_table[] = {
                  ATTR("kv_heads", CK_ATTR_DIM, false, 0, kv_heads)}),
     /* RMSNorm of each q and k head: its FLOPs (rmsnorm's per normalised element) in
      * describe_kind. */
-    OP(CK_OP_QKNORM, "qknorm", 1, 0, 0, .n_attrs = 4,
+    OP(CK_OP_QKNORM, "qknorm", 1, 0, 0, .n_attrs = 5,
        .attrs = {ATTR("heads", CK_ATTR_DIM, true, 0, heads),
                  ATTR("kv_heads", CK_ATTR_DIM, false, 0, kv_heads),
                  ATTR("head_dim", CK_ATTR_DIM, false, 0, head_dim),
-                 ATTR("eps", CK_ATTR_POSITIVE, false, 1e-6, eps)}),
+                 ATTR("eps", CK_ATTR_POSITIVE, false, 1e-6, eps),
+                 ATTR("fused", CK_ATTR_BOOL, false, 1, fused)}),
     /* gelu(gate) * up: forward gelu 8, product 1; backward gelu's 12, d up 1, d gate 1. */
     OP(CK_OP_GEGLU, "geglu", 2, 9, 14, .n_attrs = 1,
        .attrs = {ATTR("fused", CK_ATTR_BOOL, false, 1, fused)}),
@@ -263,6 +266,8 @@ static int infer_attention(ck_attrs *a, const ck_ttype *in, ck_ttype *out, const
         return rc;
     if (!ck_dtype_is_float(a->softmax_dtype))
         a->softmax_dtype = in[0].dtype;
+    if (a->cpu && a->p > 0) /* PyTorch's fused CPU kernels take no dropout: the math path */
+        a->flash = false;
     if (a->softmax_dtype != CK_F32 && a->softmax_dtype != in[0].dtype)
         return bad_attr(file, path, "softmax_dtype", err,
                         "expected \"f32\" or the input's dtype, \"%s\", got \"%s\"",
@@ -449,6 +454,18 @@ static void only_for(ck_op_info *info, size_t s, unsigned needed)
     info->saved[s].needed_for = needed;
 }
 
+/* A dropout mask for an input of type `like`: one byte an element, held in bytes of
+ * like's dtype as PyTorch's CPU dropout holds them (the kernels use the first bytes). */
+static void save_mask(ovf *o, ck_op_info *info, const ck_attrs *a, const ck_ttype *like)
+{
+    ck_ttype mask = *like;
+    mask.dtype = CK_U8;
+    save_ref(o, info, CK_SAVE_INTERNAL, 0, &mask);
+    info->saved[info->n_saved - 1].slot = CK_SLOT_MASK;
+    if (a->cpu)
+        info->saved[info->n_saved - 1].bytes = bytes_of(o, like);
+}
+
 static void save_internal(ovf *o, ck_op_info *info, ck_slot slot, const ck_ttype *t)
 {
     save_ref(o, info, CK_SAVE_INTERNAL, 0, t);
@@ -499,9 +516,7 @@ static void save_scores(ovf *o, const ck_attrs *a, const ck_ttype *scores, ck_op
         save_internal(o, info, CK_SLOT_CAPPED, scores);
     save_internal(o, info, CK_SLOT_PROBS, &probs);
     if (a->p > 0) {
-        ck_ttype mask = *scores;
-        mask.dtype = CK_U8;
-        save_internal(o, info, CK_SLOT_MASK, &mask);
+        save_mask(o, info, a, scores);
         save_internal(o, info, CK_SLOT_DROPPED, scores);
         info->fwd_flops = add(o, info->fwd_flops, mul(o, s, 2));
         info->bwd_flops = add(o, info->bwd_flops, s);
@@ -645,6 +660,12 @@ static void describe_qknorm(ovf *o, const ck_attrs *a, const ck_ttype *in, uint6
     stats.dim[stats.rank++] = normed_heads;
     save_ref(o, info, CK_SAVE_INPUT, 0, &in[0]);
     save_internal(o, info, CK_SLOT_RSTD, &stats);
+    if (!a->fused) { /* Qwen3RMSNorm written out: w * (x rstd) keeps x rstd for w's gradient */
+        ck_ttype normed = in[0];
+        normed.dim[normed.rank - 1] = mul(o, normed_heads, d);
+        save_internal(o, info, CK_SLOT_NORMED, &normed);
+        only_for(info, info->n_saved - 1, CK_NEED_PARAMS);
+    }
     param(o, info, "q_gamma", CK_INIT_ONES, true, false, SHAPE(d));
     param(o, info, "k_gamma", CK_INIT_ONES, true, false, SHAPE(d));
     info->fwd_flops = mul(o, normed, 4);
@@ -835,12 +856,9 @@ static void describe_kind(ovf *o, const ck_op_def *op, const ck_attrs *a, const 
             only_for(info, 1, CK_NEED_INPUT(0));
         }
         break;
-    case CK_OP_DROPOUT: {
-        ck_ttype mask = *out;
-        mask.dtype = CK_U8;
-        save_internal(o, info, CK_SLOT_MASK, &mask);
+    case CK_OP_DROPOUT:
+        save_mask(o, info, a, out);
         break;
-    }
     case CK_OP_ATTENTION:
         describe_attention(o, a, in, out, info);
         break;

@@ -40,12 +40,18 @@ typedef struct {
     ck_dtype softmax_dtype;         /* attention: f32 or the input's (given as an integer
                                      * dtype, "not given", until ck_op_infer fills it) */
     double p;                       /* dropout's p, attention's dropout */
+    bool cpu;                       /* dropout, attention: as PyTorch runs them on the CPU,
+                                     * where dropout keeps its noise tensor in the input's
+                                     * dtype (CUDA's native_dropout keeps a bool mask, the
+                                     * default; ckplan's kernels write the mask's bytes in
+                                     * it), and sdpa with dropout takes the math path:
+                                     * attention is then not flash */
     uint64_t rank;                  /* lora: the adapter's rank */
     double alpha;                   /* lora: out = y + alpha / rank * B A x */
     double cap;                     /* softcap's cap; attention's softcap (0: none) */
     double factor;                  /* scale */
     double eps;                     /* norms: added to the variance */
-    bool fused;                     /* rmsnorm, gelu, swiglu, geglu (default true),
+    bool fused;                     /* rmsnorm, gelu, swiglu, geglu, qknorm (default true),
                                      * cross_entropy (default false): one kernel, or the
                                      * PyTorch ops Hugging Face writes out (planner/impl) */
     bool upcast;                    /* cross_entropy unfused: on logits.float(), as
@@ -78,7 +84,7 @@ typedef struct {
 } ck_attr_spec;
 
 #define CK_OP_MAX_ARITY 2
-#define CK_OP_MAX_ATTRS 9
+#define CK_OP_MAX_ATTRS 10
 #define CK_OP_MAX_SAVED 14 /* moe's: its input and 13 internal tensors */
 #define CK_OP_MAX_PARAMS 4 /* moe's router, w1, w3, w2 */
 #define CK_PARAM_MAX_RANK 3 /* moe's experts: E matrices in one tensor */

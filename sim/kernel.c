@@ -438,15 +438,19 @@ void ck_kernel_rmsnorm_backward(float *dinp, float *dweight, const float *dout, 
 }
 
 /* Row n, head h < H + KV: rstd[n, h] and out = rmsnorm(x, q_gamma or k_gamma); v copied. */
-void ck_kernel_qknorm_forward(float *out, float *rstd, const float *inp, const float *q_gamma,
-                              const float *k_gamma, size_t N, size_t H, size_t KV, size_t D,
-                              double eps)
+void ck_kernel_qknorm_forward(float *out, float *rstd, float *normed, const float *inp,
+                              const float *q_gamma, const float *k_gamma, size_t N, size_t H,
+                              size_t KV, size_t D, double eps)
 {
     size_t W = (H + 2 * KV) * D;
     for (size_t n = 0; n < N; n++) {
-        for (size_t h = 0; h < H + KV; h++)
-            rstd[n * (H + KV) + h] = rms_row_forward(out + n * W + h * D, inp + n * W + h * D,
-                                                     h < H ? q_gamma : k_gamma, D, eps);
+        for (size_t h = 0; h < H + KV; h++) {
+            const float *x = inp + n * W + h * D;
+            float r = rms_row_forward(out + n * W + h * D, x, h < H ? q_gamma : k_gamma, D, eps);
+            rstd[n * (H + KV) + h] = r;
+            for (size_t j = 0; normed && j < D; j++)
+                normed[(n * (H + KV) + h) * D + j] = x[j] * r;
+        }
         memcpy(out + n * W + (H + KV) * D, inp + n * W + (H + KV) * D, KV * D * sizeof *out);
     }
 }
@@ -1875,8 +1879,8 @@ void ck_kernel_forward(const ck_kernel_io *io)
     }
     case CK_OP_QKNORM: {
         attn_dims q = attention_dims(io);
-        ck_kernel_qknorm_forward(out, io->saved[CK_SLOT_RSTD], a, p[0], p[1], q.B * q.T, q.H,
-                                 q.KV, q.D, n->attrs.eps);
+        ck_kernel_qknorm_forward(out, io->saved[CK_SLOT_RSTD], io->saved[CK_SLOT_NORMED], a, p[0],
+                                 p[1], q.B * q.T, q.H, q.KV, q.D, n->attrs.eps);
         break;
     }
     case CK_OP_LORA: {

@@ -24,10 +24,11 @@ static const ck_op_def *op_of_kind(ck_op_kind k)
 
 START_TEST(every_choice_names_a_boolean_attribute)
 {
-    ck_assert_uint_eq(ck_impl_count(), 2);
+    ck_assert_uint_eq(ck_impl_count(), 3);
     for (size_t i = 0; i < ck_impl_count(); i++) {
         const ck_impl *p = ck_impl_at(i);
         ck_assert_ptr_eq(ck_impl_find(p->name), p);
+        ck_assert(!p->base || p->base->base == NULL); /* one level: a base is listed itself */
         ck_assert_ptr_nonnull(strstr(ck_impl_names(), p->name));
         for (size_t c = 0; c < p->n_choices; c++) {
             const ck_op_def *op = op_of_kind(p->choices[c].op);
@@ -100,11 +101,11 @@ END_TEST
 START_TEST(unknown_profiles_are_refused)
 {
     const char *msg = fx_refuse(RMS_MODEL("'impl': 'liger'", ""));
-    ck_assert_msg(strstr(msg, "t.json: training.impl: expected one of hf, fused, got \"liger\""),
+    ck_assert_msg(strstr(msg, "t.json: training.impl: expected one of hf, fused, hf-cpu, got \"liger\""),
                   "%s", msg);
     ck_model_opts o = {.impl = "nope"};
     msg = fx_refuse_opts(&o, RMS_MODEL("", ""));
-    ck_assert_msg(strstr(msg, "t.json: --impl: expected one of hf, fused, got \"nope\""), "%s", msg);
+    ck_assert_msg(strstr(msg, "t.json: --impl: expected one of hf, fused, hf-cpu, got \"nope\""), "%s", msg);
 }
 END_TEST
 

@@ -545,7 +545,7 @@ START_TEST(norms_take_their_eps)
     ck_assert_float_eq_tol(rstd, (float)(1.0 / sqrt(0.5)), 1e-6f);
     for (int i = 0; i < 12; i++)
         qkv[i] = 0.5f;
-    ck_kernel_qknorm_forward(qout, qrstd, qkv, w, w, 1, 1, 1, 4, 0.75); /* q, k, v heads of 4 */
+    ck_kernel_qknorm_forward(qout, qrstd, NULL, qkv, w, w, 1, 1, 1, 4, 0.75); /* q, k, v heads of 4 */
     ck_assert_float_eq_tol(qrstd[0], 1.0f, 1e-6f);
     ck_assert_float_eq_tol(qrstd[1], 1.0f, 1e-6f);
 }
@@ -1447,11 +1447,19 @@ START_TEST(qknorm)
     float *out = obuf(N * W), *rstd = obuf(N * (H + KV)), *dout = frand(N * W);
     float *dx = fbuf(N * W), *dqg = fbuf(D), *dkg = fbuf(D);
     rc.g = to_double(dout, N * W);
-    ck_kernel_qknorm_forward(out, rstd, x, qg, kg, N, H, KV, D, 1e-6);
+    float *normed = obuf(N * (H + KV) * D);
+    ck_kernel_qknorm_forward(out, rstd, normed, x, qg, kg, N, H, KV, D, 1e-6);
     assert_forward("qknorm", &rc, out);
     double *want_rstd = dbuf(N * (H + KV)), *scratch_out = dbuf(N * W);
     ref_qknorm_stats(&rc, scratch_out, want_rstd);
     assert_close("qknorm rstd", rstd, want_rstd, N * (H + KV), RTOL_FWD);
+    /* Qwen3RMSNorm written out keeps x rstd of each q and k head, the v heads left out */
+    double *want_normed = dbuf(N * (H + KV) * D);
+    for (size_t n = 0; n < N; n++)
+        for (size_t h = 0; h < H + KV; h++)
+            for (size_t j = 0; j < D; j++)
+                want_normed[(n * (H + KV) + h) * D + j] = rc.in[0][n * W + h * D + j] * want_rstd[n * (H + KV) + h];
+    assert_close("qknorm x rstd", normed, want_normed, N * (H + KV) * D, RTOL_FWD);
     ck_kernel_qknorm_backward(dx, dqg, dkg, dout, x, qg, kg, rstd, N, H, KV, D);
     float *grads[] = {dx, dqg, dkg}, *once[3];
     size_t lens[] = {N * W, D, D};

@@ -1,4 +1,4 @@
-# Implementation profiles (planner/impl, docs/profiles.md): --impl hf|fused and
+# Implementation profiles (planner/impl, docs/profiles.md): --impl hf|fused|hf-cpu and
 # training.impl; the profiles listed by --help; a bad name exits 2 naming the option or
 # the field; the plan records --impl and run and emit read it back; import writes
 # training.impl; hf's written-out ops run byte-exact under every planner (run --verify).
@@ -8,7 +8,7 @@ llama_hf=$root/models/hf/llama-tiny.json
 run plan --help
 check "impl: plan --help lists the profiles" 0 "--impl NAME" "hf     transformers' modeling code" "fused  liger-kernel"
 run chain "$llama_hf" --impl magic -o impl-never.json
-check "impl: an unknown profile exits 2 naming the option and the profiles" 2 "--impl: expected one of hf, fused, got 'magic'"
+check "impl: an unknown profile exits 2 naming the option and the profiles" 2 "--impl: expected one of hf, fused, hf-cpu, got 'magic'"
 for cmd in "plan --budget 1G" "chain" "sweep --budgets 1G" "import" "emit torch"; do
     # shellcheck disable=SC2086 # the command and its options are words
     run $cmd "$llama_hf" --impl nope -o impl-never-2.json
@@ -51,7 +51,7 @@ a, b, c, d = (json.load(open(p))["predicted"] for p in sys.argv[1:])
 assert a == b and c == d' impl-hf.json impl-hf-file.json impl-fused.json impl-fused-file.json
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["training"]["impl"]="hf2"; json.dump(d, open(sys.argv[2], "w"))' impl-imported.json impl-bad.json
 run plan impl-bad.json --budget 1000T -o impl-never-3.json
-check "impl: a bad training.impl exits 2 naming the file and the field" 2 "impl-bad.json: training.impl: expected one of hf, fused, got \"hf2\""
+check "impl: a bad training.impl exits 2 naming the file and the field" 2 "impl-bad.json: training.impl: expected one of hf, fused, hf-cpu, got \"hf2\""
 
 # A model file without a profile keeps its figures; --impl hf fills what it leaves unset.
 run plan "$root/models/llama-tiny.json" --budget 1000T --json -o impl-file.json
@@ -84,3 +84,24 @@ for impl in hf fused; do
     verify_planners "impl-gpt2-$impl" "$root/models/hf/gpt2-tiny.json" --may-store-all --recipe fp32 --impl "$impl" --seq 32 --batch 2
     verify_planners "impl-gemma-$impl" "$root/models/hf/gemma-tiny.json" --may-store-all --recipe fp32 --impl "$impl" --attention eager --seq 32 --batch 2
 done
+# Qwen3's q and k norms written out (hf); PyTorch's CPU dropout (hf-cpu): the masks in the
+# activations' dtype, sdpa with dropout on its math path.
+verify_planners "impl-qwen3-hf" "$root/models/hf/qwen3-tiny.json" --may-store-all --impl hf --seq 32 --batch 2
+for attention in eager sdpa; do
+    verify_planners "impl-gpt2-hf-cpu-$attention" "$root/models/hf/gpt2-tiny.json" --may-store-all --impl hf-cpu --attention "$attention" --seq 32 --batch 2
+done
+
+# hf-cpu holds each dropout mask in the activations' dtype where hf holds a byte: GPT-2's
+# baseline peak differs by at least one [B, T, C] mask (three bytes an element in f32),
+# and sdpa with dropout keeps eager's probabilities on the CPU.
+for attention in eager sdpa; do
+    run plan "$root/models/hf/gpt2-tiny.json" --recipe fp32 --attention "$attention" --seq 32 --batch 2 --budget 1000T --json -o "impl-gpt2-$attention-hf.json"
+    run plan "$root/models/hf/gpt2-tiny.json" --recipe fp32 --attention "$attention" --seq 32 --batch 2 --impl hf-cpu --budget 1000T --json -o "impl-gpt2-$attention-cpu.json"
+done
+check_that "impl: hf-cpu keeps float dropout masks, and eager's probabilities under sdpa with dropout" python3 -c '
+import json, sys
+peak = lambda p: json.load(open(p))["predicted"]["baseline_activation_peak_bytes"]
+eh, ec, sh, sc = (peak(p) for p in sys.argv[1:])
+mask = 3 * 2 * 32 * 64  # B T C: 4 bytes where hf holds 1
+assert ec - eh >= mask, (eh, ec)
+assert sc == ec and sh < sc, (sh, sc, ec)' impl-gpt2-eager-hf.json impl-gpt2-eager-cpu.json impl-gpt2-sdpa-hf.json impl-gpt2-sdpa-cpu.json
