@@ -7,30 +7,34 @@ usage: LD_PRELOAD=alloc_track.so $CKPLAN_PYTHON hf_referee.py CKPLAN CONFIG WORK
 CONFIG is a config.json of a family `ckplan import` supports. The model is built from it
 with random weights (AutoModelForCausalLM.from_config: nothing is loaded from a hub), in
 f32 on the CPU, use_cache off, dropout as the config has it, and trained as users train it:
-forward with labels (the model's own loss), backward, AdamW's step, then PyTorch's default
-zero_grad() (gradients set to None). The allocation tracker (alloc_track.c) takes the
-whole second step's peak: parameters, AdamW's state, the gradients autograd makes,
-activations and every temporary; the first step makes AdamW's state.
+forward with labels (the model's own loss), backward, AdamW's step (Trainer's default,
+fused), then PyTorch's default zero_grad() (gradients set to None). The allocation tracker
+(alloc_track.c) takes the whole second step's peak, less what the process held before the
+model was built: parameters, AdamW's state, the gradients autograd makes, activations and
+every temporary; the first step makes AdamW's state. ckplan plans with --impl hf-cpu: hf as
+PyTorch runs it on the CPU (its dropout masks), fp32.
 
 Each case is run as users run it and set beside what ckplan predicts for it:
-  none    store everything                     ckplan plan --planner none
-  every   model.gradient_checkpointing_enable(use_reentrant=False), every layer
-                                               ckplan plan --planner every
-  dp      a dp plan at 60% of the way from its minimum to the baseline, applied to the real
-          model by the snippet `ckplan emit hf` writes       ckplan plan --planner dp
-  lora    PEFT LoRA at rank 8 on the modules ckplan's --lora adapts  ckplan plan --lora 8
-  accum2  two micro-batches accumulated before the step          (ckplan: see the table)
+  none      store everything                     ckplan plan --planner none
+  every     model.gradient_checkpointing_enable(use_reentrant=False), every layer
+                                                 ckplan plan --planner every
+  foreach, for-loop  store everything with torch.optim's foreach or for-loop AdamW
+                                                 ckplan plan --optimizer-step ...
+  dp        a dp plan at 60% of the way from its minimum to the baseline, applied to the
+            real model by the snippet `ckplan emit hf` writes   ckplan plan --planner dp
+  lora      PEFT LoRA at rank 8 on the modules ckplan's --lora adapts  ckplan plan --lora 8
+  accum2    two micro-batches accumulated before the step   ckplan plan --grad-accum 2
 
 Checks (each "ok ..." or "FAIL ..."):
+  peak: each case's measured peak within 2% of ckplan's predicted peak, except the gaps
+    GAPS names (each a finding of docs/benchmarks.md, printed "gap ..."; a listed gap that
+    closes fails, so that the list stays true);
   gradients: with checkpointing (every, dp) the gradients equal, bit for bit, those of the
     same model with the same seed and no checkpointing, dropout on;
   emit: the snippet checkpoints exactly the layers the plan names (counted by forward
     calls in the backward).
-RESULTS gets one TSV line per case: label, case, torch peak bytes, ckplan peak bytes, the
-ratio, the bytes held before the step by torch and ckplan's static bytes. The peaks are
-measured and reported; they are not yet held to ckplan's figures (issue 23 items 2 and 3:
-ckplan's hf profile), so a ratio far from 1 is a finding in docs/benchmarks.md, not a
-failure.
+RESULTS gets one TSV line per case: label, attention, case, torch peak bytes, ckplan peak
+bytes, the ratio, the bytes held before the step by torch and ckplan's static bytes.
 """
 
 import argparse
@@ -70,7 +74,7 @@ def ckplan(*args):
 def plan(*extra):
     """ckplan's plan of CONFIG with the workload's options; None when ckplan refuses it."""
     out = os.path.join(ARGS.workdir, "plan-%d.json" % len(os.listdir(ARGS.workdir)))
-    r = ckplan("plan", ARGS.config, "--recipe", "fp32", "--attention", ARGS.attention,
+    r = ckplan("plan", ARGS.config, "--recipe", "fp32", "--impl", "hf-cpu", "--attention", ARGS.attention,
                "--seq", str(ARGS.seq), "--batch", str(ARGS.batch), "--json", "-o", out, *extra)
     if r.returncode not in (0, 3):
         return None, r.stderr.strip()
@@ -78,7 +82,11 @@ def plan(*extra):
 
 
 def build_model(seed):
+    """The model, and what the process held before it: tensors PyTorch and transformers
+    allocate for themselves (18 KB at import here), which are not the step's."""
     from transformers import AutoConfig, AutoModelForCausalLM
+    gc.collect()
+    base = track.ck_track_now()
 
     raw = json.load(open(ARGS.config))
     raw = {k: v for k, v in raw.items() if k not in ("architectures",)}
@@ -91,6 +99,7 @@ def build_model(seed):
     model = AutoModelForCausalLM.from_config(config, attn_implementation=ARGS.attention,
                                              dtype=torch.float32)
     model.train()
+    model.ckplan_base = base
     return model, model_type
 
 
@@ -106,12 +115,14 @@ def backward(model, micro):
         loss.backward()
 
 
-def step_peak(model, micro_batches=1):
-    """The second step's peak, absolute, and what was held just before it. The peak counts
-    every tensor alive in the process: models of earlier cases that reference cycles keep
-    alive (a checkpoint wrapper's closure holds its layer) are collected first."""
+def step_peak(model, micro_batches=1, step="fused"):
+    """The second step's peak and what was held just before it, beyond what the process
+    held before the model was built. Models of earlier cases that reference cycles keep
+    alive (a checkpoint wrapper's closure holds its layer) are collected first. AdamW is
+    Trainer's default (adamw_torch_fused), or torch.optim's foreach or for-loop step."""
     gc.collect()
-    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-3)
+    how = {"fused": {"fused": True}, "foreach": {"foreach": True}, "for-loop": {"foreach": False}}[step]
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-3, **how)
     for step in range(2):
         micro = batches(micro_batches, seed=100 + step)
         torch.manual_seed(5 + step)
@@ -121,7 +132,8 @@ def step_peak(model, micro_batches=1):
         backward(model, micro)
         opt.step()
         opt.zero_grad()
-    return track.ck_track_peak(), before
+    base = model.ckplan_base  # PEFT's wrapper passes attributes through to the model
+    return track.ck_track_peak() - base, before - base
 
 
 def gradients(model):
@@ -136,14 +148,56 @@ def report(case, ok, detail):
     FAILED.append(0 if ok else 1)
 
 
+# Where ckplan's figure is known to be off by more than the bar, and why: (config label,
+# attention or "*", case or "*"). Each is a finding, not a tolerance: docs/benchmarks.md.
+GAPS = {
+    ("mixtral-tiny", "*", "*"): "the MoE routing's workspace: ckplan holds the whole backward "
+                                "workspace of the experts at once, transformers one expert's",
+    ("gemma2-tiny", "eager", "*"): "Gemma 2's eager attention (soft-capped, sliding window): "
+                                   "ckplan over-counts about 3%, not traced yet",
+    ("phi3-tiny", "sdpa", "*"): "Phi-3's packed qkv under sdpa: v is a view that keeps the "
+                                "whole projection alive; ckplan keeps the packed q, k and v",
+    ("mistral-tiny", "sdpa", "*"): "sdpa with a sliding-window mask: transformers passes an "
+                                   "explicit mask, held beside PyTorch's CPU kernel",
+    ("qwen3-tiny", "*", "lora"): "Qwen3 with LoRA: ckplan over-counts about 2.5%, not traced yet",
+}
+PEAK_BAR = 0.02
+GAPS_SEEN = {}
+
+
+def gap_of(case):
+    """The GAPS key that covers case, or None."""
+    for attention in (ARGS.attention, "*"):
+        for c in (case, "*"):
+            if (ARGS.label, attention, c) in GAPS:
+                return (ARGS.label, attention, c)
+    return None
+
+
 def row(case, torch_peak, before, doc):
     predicted = doc["predicted"]["peak_bytes"] if doc else 0
     ratio = torch_peak / predicted if predicted else float("nan")
     static = doc["predicted"]["static_bytes"] if doc else 0
     RESULTS.write("%s\t%s\t%s\t%d\t%d\t%.4f\t%d\t%d\n" % (ARGS.label, ARGS.attention, case,
                                                        torch_peak, predicted, ratio, before, static))
-    print("peak %s %s %s: torch %d, ckplan %d (%.3fx)" % (ARGS.label, ARGS.attention, case,
-                                                        torch_peak, predicted, ratio), flush=True)
+    within = abs(ratio - 1) <= PEAK_BAR
+    key = gap_of(case)
+    detail = "torch %d, ckplan %d (%.3fx)" % (torch_peak, predicted, ratio)
+    if key:
+        GAPS_SEEN.setdefault(key, False)
+    if key and not within:
+        GAPS_SEEN[key] = True
+        print("gap %s %s %s: %s: %s" % (ARGS.label, ARGS.attention, case, detail, GAPS[key]), flush=True)
+    else:
+        report(case + " peak", within, detail + (" within 2%" if within else ", beyond 2%"))
+
+
+def gaps_still_open():
+    """A listed gap none of whose cases this run found beyond the bar has closed: the list
+    must say what is true."""
+    for key, beyond in GAPS_SEEN.items():
+        if not beyond:
+            report("gap %s/%s" % key[1:], False, "every case is within 2%%: take %r off GAPS" % (key,))
 
 
 def layer_list(model):
@@ -175,16 +229,29 @@ def count_forwards(model):
     return calls
 
 
-def case_plain_and_every():
-    doc, _ = plan("--planner", "none", "--budget", "1T")
-    model, _ = build_model(seed=0)
-    peak, before = step_peak(model)
-    row("none", peak, before, doc)
-    every_doc, why = plan("--planner", "every", "--budget", "1T")
-    model, _ = build_model(seed=0)
+def measured(case, doc, prepare=None, micro_batches=1, step="fused"):
+    """One case's step measured on a fresh model (prepare, when given, changes it and
+    returns the model to train), in a row beside ckplan's figures. The model is gone when
+    this returns, before the next is built."""
+    model, model_type = build_model(seed=0)
+    if prepare:
+        model = prepare(model, model_type)
+    if model is None:
+        return
+    peak, before = step_peak(model, micro_batches, step)
+    row(case, peak, before, doc)
+
+
+def checkpoint_every_layer(model, _):
     model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    peak, before = step_peak(model)
-    row("every", peak, before, every_doc)
+    return model
+
+
+def case_plain_and_every():
+    measured("none", plan("--planner", "none", "--budget", "1T")[0])
+    measured("every", plan("--planner", "every", "--budget", "1T")[0], checkpoint_every_layer)
+    for step in ("foreach", "for-loop"):
+        measured(step, plan("--planner", "none", "--budget", "1T", "--optimizer-step", step)[0], step=step)
     plain, _ = build_model(seed=0)
     ckpt, _ = build_model(seed=0)
     ckpt.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
@@ -196,7 +263,7 @@ def case_plain_and_every():
 def smallest_budget(static):
     """dp's smallest plan, from the message of a plan that cannot fit (exit 3): a budget of
     the static memory alone holds no activations."""
-    r = ckplan("plan", ARGS.config, "--recipe", "fp32", "--attention", ARGS.attention, "--seq",
+    r = ckplan("plan", ARGS.config, "--recipe", "fp32", "--impl", "hf-cpu", "--attention", ARGS.attention, "--seq",
                str(ARGS.seq), "--batch", str(ARGS.batch), "--budget", str(static))
     m = re.search(r"smallest plan needs [^(]*\((\d+) bytes\)", r.stderr)
     if r.returncode != 3 or not m:
@@ -216,14 +283,16 @@ def case_dp():
         return
     want = json.loads(subprocess.run([sys.executable, os.path.join(HERE, "..", "cli", "emit_check.py"),
                                       "layers", path], capture_output=True, text=True).stdout)
-    model, _ = build_model(seed=0)
-    try:
-        exec(compile(snippet.stdout, "emit-hf", "exec"), {"model": model})
-    except Exception as e:  # noqa: BLE001 - the snippet's own refusal is the finding
-        report("dp emit", False, "the snippet fails on transformers' model: %s: %s" % (type(e).__name__, e))
-        return
-    peak, before = step_peak(model)
-    row("dp", peak, before, doc)
+
+    def apply_snippet(model, _):
+        try:
+            exec(compile(snippet.stdout, "emit-hf", "exec"), {"model": model})
+        except Exception as e:  # noqa: BLE001 - the snippet's own refusal is the finding
+            report("dp emit", False, "the snippet fails on transformers' model: %s: %s" % (type(e).__name__, e))
+            return None
+        return model
+
+    measured("dp", doc, apply_snippet)
     plain, _ = build_model(seed=0)
     applied, _ = build_model(seed=0)
     calls = count_forwards(applied)  # under the snippet's wrapper: recomputation counts too
@@ -239,20 +308,16 @@ def case_dp():
 def case_lora():
     import peft
 
-    doc, _ = plan("--planner", "none", "--budget", "1T", "--lora", "8")
-    model, model_type = build_model(seed=0)
-    config = peft.LoraConfig(r=8, lora_alpha=16, lora_dropout=0.0,
-                             target_modules=LORA_TARGETS.get(model_type, LORA_DEFAULT))
-    model = peft.get_peft_model(model, config)
-    peak, before = step_peak(model)
-    row("lora", peak, before, doc)
+    def adapt(model, model_type):
+        config = peft.LoraConfig(r=8, lora_alpha=16, lora_dropout=0.0,
+                                 target_modules=LORA_TARGETS.get(model_type, LORA_DEFAULT))
+        return peft.get_peft_model(model, config)
+
+    measured("lora", plan("--planner", "none", "--budget", "1T", "--lora", "8")[0], adapt)
 
 
 def case_accum():
-    doc, _ = plan("--planner", "none", "--budget", "1T")
-    model, _ = build_model(seed=0)
-    peak, before = step_peak(model, micro_batches=2)
-    row("accum2", peak, before, doc)
+    measured("accum2", plan("--planner", "none", "--budget", "1T", "--grad-accum", "2")[0], micro_batches=2)
 
 
 def main():
@@ -277,6 +342,7 @@ def main():
         case_dp()
         case_lora()
         case_accum()
+        gaps_still_open()
     sys.exit(1 if any(FAILED) else 0)
 
 
