@@ -421,15 +421,15 @@ static void print_assumed(FILE *out, const ck_training *t)
         [CK_OPTSTEP_FUSED] = "a fused optimizer step, no temporaries (Trainer's adamw_torch_fused)",
         [CK_OPTSTEP_FOREACH] = "torch.optim's foreach step (CUDA's default): a copy of the trainable parameters",
         [CK_OPTSTEP_FOR_LOOP] = "torch.optim's for-loop step (the CPU's default): two of the largest tensor"};
-    fprintf(out, "assumed: %s;\n  %s;\n",
+    fprintf(out, "assumed: %s;\n  %s",
             t->grads == CK_GRADS_AUTOGRAD
                 ? "gradients made by the backward, freed by zero_grad() (PyTorch 2's default)"
                 : "gradients held for the whole step (zero_grad(set_to_none=False), Megatron, DeepSpeed)",
             steps[t->optimizer_step]);
     if (t->grad_accum > 1)
-        fprintf(out, "  %llu micro-steps accumulated per optimizer step: figures of the last, times per "
-                "micro-step;\n", (unsigned long long)t->grad_accum);
-    fputs("  (change with --grads, --optimizer-step, --grad-accum)\n", out);
+        fprintf(out, ";\n  %llu micro-steps accumulated per optimizer step: figures of the last, times per "
+                "micro-step", (unsigned long long)t->grad_accum);
+    fputs("\n  (--grads, --optimizer-step and --grad-accum change these)\n", out);
 }
 
 /* The parameter count by part, and how they are trained. */

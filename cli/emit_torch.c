@@ -266,7 +266,8 @@ static void emit_stages(FILE *f, const ck_workload *w)
                 fprintf(f, "%zu, ", i);
                 break;
             }
-    fputs("}\n", f);
+    fprintf(f, "}\n# the loss frees x_L between its passes: nothing reads it after (planner/lower)\n"
+               "LOSS_FREES_INPUT = %s\n", py_bool(ck_lower_loss_frees_input(w->lower)));
 }
 
 static void emit_schedule(FILE *f, const ck_plan_file *plan)

@@ -399,6 +399,19 @@ def _rmsnorm(x, p, attrs):
     return _rmsnorm_written_out(x, p["gamma"], attrs["eps"])
 
 
+def _qknorm(qkv, p, attrs):
+    """Qwen3's q_norm and k_norm on packed qkv; written out (not fused), each is the
+    RMSNorm Hugging Face writes, which keeps x rstd for its weight, on the heads' views."""
+    heads, kv_heads = attrs["heads"], attrs["kv_heads"]
+    if attrs.get("fused", True):
+        return _QKNorm.apply(qkv, p["q_gamma"], p["k_gamma"], heads, kv_heads, attrs["eps"])
+    b, t, w = qkv.shape
+    x = qkv.view(b, t, heads + 2 * kv_heads, w // (heads + 2 * kv_heads))
+    q = _rmsnorm_written_out(x[:, :, :heads], p["q_gamma"], attrs["eps"])
+    k = _rmsnorm_written_out(x[:, :, heads:heads + kv_heads], p["k_gamma"], attrs["eps"])
+    return torch.cat([q, k, x[:, :, heads + kv_heads:]], dim=2).view(b, t, w)
+
+
 def _embedding(ids, p):
     out = F.embedding(ids, p["wte"])
     return out + p["wpe"][:ids.shape[1]] if "wpe" in p else out
@@ -424,8 +437,7 @@ OPS = {
     "geglu": lambda i, p, a: _gated(i[0], i[1], "gelu", a),
     "cast": lambda i, p, a: i[0].to(getattr(torch, a["to"])),
     "lora": lambda i, p, a: _lora(i[0], i[1], p, a),
-    "qknorm": lambda i, p, a: _QKNorm.apply(i[0], p["q_gamma"], p["k_gamma"], a["heads"],
-                                            a["kv_heads"], a["eps"]),
+    "qknorm": lambda i, p, a: _qknorm(i[0], p, a),
     "softcap": lambda i, p, a: _SoftCap.apply(i[0], a["cap"]),
     # mul.Scalar keeps the factor as a number; x * factor would keep it as a 0-dim tensor
     "scale": lambda i, p, a: torch.ops.aten.mul.Scalar(i[0], a["factor"]),
@@ -507,6 +519,13 @@ class _Step(torch.autograd.Function):
 FORWARD_HOOK = None
 
 
+def hollow(t):
+    """t's storage freed, its shape and autograd history kept: it reads as zeros of one
+    element broadcast, enough to back-propagate from (what the loss frees)."""
+    t.data = torch.zeros((), dtype=t.dtype).expand(t.shape)
+    t.ckplan_hollow = True
+
+
 class _ScheduleRunner:
     """Runs SCHEDULE's five operations (../shared/spec/chain-model.md section 2) as they
     are defined: F_all keeps stage i's autograd graph (x̄_{i+1}), F_ck and F_none run it
@@ -559,7 +578,9 @@ class _ScheduleRunner:
     def backward_op(self, i):
         leaf, out = self.xbar.pop(i + 1)
         y = self.y.pop(i + 1)
-        if out.requires_grad:  # else nothing before it is trained
+        if out.requires_grad and getattr(out, "ckplan_hollow", False):  # the loss freed it
+            torch.autograd.backward(out, y)
+        elif out.requires_grad:  # else nothing before it is trained
             # Back-propagating dot(out, y) hands y to autograd, which frees it and out's
             # storage as soon as their last reader's backward is done, as ckplan's program
             # does; a Python reference to either would hold it for the whole backward.
@@ -586,6 +607,9 @@ class _ScheduleRunner:
         self.loss_leaf = x.detach().requires_grad_()
         with torch.enable_grad():
             self.loss = self.run_stage(n, self.loss_leaf)
+        if LOSS_FREES_INPUT:  # as ckplan's loss, and PyTorch once nothing refers to x_L
+            hollow(self.loss_leaf)
+            hollow(self.input_of(n))
         anchor = torch.zeros((), requires_grad=True)
         return _Step.apply(anchor, self)
 

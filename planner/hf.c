@@ -338,7 +338,9 @@ static void header(builder *b, cJSON *doc, const cJSON *config, const ck_model_o
     put_string(b, t, "optimizer", "adamw");
     put_string(b, t, "impl", opts->impl ? opts->impl : CK_IMPL_HF_DEFAULT);
     /* PyTorch 2's zero_grad(); a parallel layout holds its buffers instead (planner/model) */
-    put_string(b, t, "grads", opts->grads ? opts->grads : "autograd");
+    put_string(b, t, "grads", ck_model_opts_parallel(opts) ? "held"
+                              : opts->grads               ? opts->grads
+                                                          : "autograd");
     if (opts->grad_accum > 1)
         put_number(b, t, "grad_accum", (double)opts->grad_accum);
     put_bool(b, doc, "use_cache", b->c->use_cache);
@@ -385,7 +387,9 @@ int ck_hf_to_model(const cJSON *config, const char *file, const ck_model_opts *o
 {
     ck_hf_config c;
     ck_hf_rank r;
-    int rc = ck_hf_config_read(config, file, &c, err);
+    int rc = ck_model_opts_check_grads(opts, err);
+    if (rc == CK_OK)
+        rc = ck_hf_config_read(config, file, &c, err);
     if (rc == CK_OK)
         rc = ck_hf_rank_of(&c, opts, file, &r, err);
     if (rc != CK_OK)

@@ -361,9 +361,10 @@ static void free_after_backward(const ck_lower *l, size_t i, size_t k, bool pass
 /* Whether the loss frees x_L between its passes: neither its backward nor any other reads
  * it, as with PyTorch's unfused cross-entropy after a linear head (the chain holds x_L to
  * B L-1: its figures are then a bound). */
-static bool loss_frees_input(const ck_lower *l)
+bool ck_lower_loss_frees_input(const ck_lower *l)
 {
-    return ck_program_loss_frees_input(l->m) && l->first_saver[ck_lower_stage_output(l, l->n_stages - 1)] == NO_READER;
+    size_t x = ck_lower_stage_output(l, l->n_stages - 1);
+    return ck_program_loss_frees_input(l->m) && l->first_saver[x] == NO_READER;
 }
 
 /* B i: each node's backward, in reverse, frees what no later backward reads. y_i is
@@ -377,7 +378,7 @@ static void lower_backward(const ck_lower *l, size_t i, sink *s)
     if (l->first_saver[out] == NO_READER || l->first_saver[out] >= l->first[i + 1])
         s->ok = s->ok && ck_program_push(s->p, (ck_instr){.kind = CK_INSTR_FREE,
                                                           .buf = ck_program_value(out, CK_COPY_KEPT),
-                                                          .if_live = i + 1 == l->n_stages && loss_frees_input(l)});
+                                                          .if_live = i + 1 == l->n_stages && ck_lower_loss_frees_input(l)});
     for (size_t k = l->first[i + 1]; k-- > l->first[i];) {
         if (!m->nodes[k].backward) /* nothing it made requires a gradient: nothing to free */
             continue;
@@ -418,7 +419,7 @@ int ck_lower_action(const ck_lower *l, const ck_action *a, const ck_action_effec
         break;
     case CK_LOSS:
         s.ok = s.ok && ck_program_push(out, (ck_instr){.kind = CK_INSTR_LOSS, .node = l->m->n_nodes - 1,
-                                                        .frees_input = loss_frees_input(l)});
+                                                        .frees_input = ck_lower_loss_frees_input(l)});
         break;
     case CK_B: {
         ck_keep p = policy_of(l, i, freed_variant(e, i + 1));

@@ -202,6 +202,21 @@ bool ck_model_opts_any(const ck_model_opts *o)
            ck_layout_pipelined(&o->layout) || ck_layout_model_parallel_given(&o->layout);
 }
 
+bool ck_model_opts_parallel(const ck_model_opts *o)
+{
+    const ck_layout *l = &o->layout;
+    return l->dp > 1 || l->zero > 0 || ck_layout_tp(l) > 1 || ck_layout_pp(l) > 1;
+}
+
+int ck_model_opts_check_grads(const ck_model_opts *o, ck_err *err)
+{
+    if (!o->grads || strcmp(o->grads, "autograd") != 0 || !ck_model_opts_parallel(o))
+        return CK_OK;
+    return ck_err_fail(err, CK_ERR_INPUT, "--grads autograd: autograd's gradient lifetimes are "
+                       "modelled for one process; a parallel layout (--dp, --zero, --tp, --pp) "
+                       "keeps its framework's gradient buffers: use held");
+}
+
 static int compare_sets(const void *a, const void *b)
 {
     const ck_model_set *x = a, *y = b;
@@ -429,15 +444,9 @@ static int read_grads(loader *ld, const cJSON *tr, ck_grads *out)
         return rc;
     if (!ck_training_grads_parse(name, out))
         return unknown_name(ld, given, ck_training_grads_names(), name);
-    const ck_layout *l = &ld->opts->layout;
-    bool parallel = l->dp > 1 || l->zero > 0 || ck_layout_tp(l) > 1 || ck_layout_pp(l) > 1;
-    if (*out == CK_GRADS_AUTOGRAD && parallel && ld->opts->grads)
-        return ck_err_fail(ld->err, CK_ERR_INPUT, "--grads autograd: autograd's gradient lifetimes "
-                           "are modelled for one process; a parallel layout (--dp, --zero, --tp, "
-                           "--pp) keeps its framework's gradient buffers: use held");
-    if (parallel)
+    if (ck_model_opts_parallel(ld->opts))
         *out = CK_GRADS_HELD;
-    return CK_OK;
+    return ck_model_opts_check_grads(ld->opts, ld->err);
 }
 
 /* How the optimizer's step is computed: --optimizer-step, else training.optimizer_step, else

@@ -116,6 +116,12 @@ typedef struct {
 bool ck_model_opts_set(ck_model_opts *o, const char *name, size_t len, uint64_t value);
 /* Whether o changes anything. */
 bool ck_model_opts_any(const ck_model_opts *o);
+/* Whether o's layout is parallel (--dp, --zero, --tp or --pp), whose framework keeps the
+ * gradients in its own buffers: training.grads is then held. */
+bool ck_model_opts_parallel(const ck_model_opts *o);
+/* CK_OK unless o asks for autograd's gradient lifetimes with a parallel layout
+ * (CK_ERR_INPUT, saying why). */
+int ck_model_opts_check_grads(const ck_model_opts *o, ck_err *err);
 /* o as canonical text, the same for options that make the same model: "B=1 T=4096
  * recipe=bf16-master" (sets sorted by name), "" for none; of the layout, only tensor and
  * context parallelism change the stages ("tp=2 sp cp=2"), the data-parallel ranks and the

@@ -47,14 +47,22 @@ const char *ck_training_optimizer_name(ck_optimizer o)
     return optimizers[o];
 }
 
+/* The index of name in names[0, n); false when it is none of them. */
+static bool index_of(const char *const *names, size_t n, const char *name, size_t *at)
+{
+    for (*at = 0; *at < n; (*at)++)
+        if (strcmp(name, names[*at]) == 0)
+            return true;
+    return false;
+}
+
 bool ck_training_optimizer_parse(const char *name, ck_optimizer *out)
 {
-    for (size_t i = 0; i < N_OPTIMIZERS; i++)
-        if (strcmp(name, optimizers[i]) == 0) {
-            *out = (ck_optimizer)i;
-            return true;
-        }
-    return false;
+    size_t at;
+    bool found = index_of(optimizers, N_OPTIMIZERS, name, &at);
+    if (found)
+        *out = (ck_optimizer)at;
+    return found;
 }
 
 const char *ck_training_optimizer_names(void)
@@ -71,12 +79,11 @@ const char *ck_training_grads_name(ck_grads g)
 
 bool ck_training_grads_parse(const char *name, ck_grads *out)
 {
-    for (size_t i = 0; i < sizeof grads_names / sizeof grads_names[0]; i++)
-        if (strcmp(name, grads_names[i]) == 0) {
-            *out = (ck_grads)i;
-            return true;
-        }
-    return false;
+    size_t at;
+    bool found = index_of(grads_names, sizeof grads_names / sizeof grads_names[0], name, &at);
+    if (found)
+        *out = (ck_grads)at;
+    return found;
 }
 
 const char *ck_training_grads_names(void)
@@ -95,12 +102,11 @@ const char *ck_training_optstep_name(ck_optstep s)
 
 bool ck_training_optstep_parse(const char *name, ck_optstep *out)
 {
-    for (size_t i = 0; i < sizeof optstep_names / sizeof optstep_names[0]; i++)
-        if (strcmp(name, optstep_names[i]) == 0) {
-            *out = (ck_optstep)i;
-            return true;
-        }
-    return false;
+    size_t at;
+    bool found = index_of(optstep_names, sizeof optstep_names / sizeof optstep_names[0], name, &at);
+    if (found)
+        *out = (ck_optstep)at;
+    return found;
 }
 
 const char *ck_training_optstep_names(void)

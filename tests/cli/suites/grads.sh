@@ -14,6 +14,14 @@ run plan "$llama_hf" --budget 1G --optimizer-step slow -o grads-never.json
 check "grads: a bad --optimizer-step exits 2 naming the choices" 2 "--optimizer-step: expected one of fused, foreach, for-loop, got 'slow'"
 run plan "$llama_hf" --budget 1G --grads autograd --dp 2 -o grads-never.json
 check "grads: autograd's lifetimes are one process's: a parallel layout is refused" 2 "--grads autograd" "use held"
+run plan "$llama_hf" --budget 1G --grads autograd --tp 2 -o grads-never.json
+check "grads: so is tensor parallelism, which a Hugging Face config's builder takes" 2 "--grads autograd" "use held"
+for layout in "--tp 2" "--dp 2" "--dp 2 --zero 3" "--pp 2"; do
+    # shellcheck disable=SC2086 # the layout's options are words
+    run plan "$llama_hf" --recipe fp32 --budget 1000T $layout -o grads-layout.json
+    check_that "grads: $layout holds the gradients in its framework's buffers" \
+        test "$(json_get grads-layout.json '["predicted"]["assumed"]["grads"]')" = held
+done
 check_that "grads: refused plans write nothing" test ! -e grads-never.json
 
 # A Hugging Face config makes its gradients in the backward; held counts them as static.
