@@ -55,7 +55,7 @@ typedef struct {
     ck_rng_key key;                  /* the dropout stream of the node's forward */
 } ck_kernel_io;
 
-/* The node's forward (losses: nothing, see ck_kernel_loss). */
+/* The node's forward (losses: nothing, see ck_kernel_loss_forward). */
 void ck_kernel_forward(const ck_kernel_io *io);
 /* The node's backward, accumulating into din[] and dparam[] (losses: nothing). */
 void ck_kernel_backward(const ck_kernel_io *io);
