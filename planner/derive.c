@@ -342,15 +342,19 @@ static uint64_t excess(uint64_t peak, uint64_t base)
     return peak > base ? peak - base : 0;
 }
 
-/* A program state holding only tensor `in` (a stage's input; nothing when it is static),
- * and with gradient accumulation every parameter gradient, as a later micro-step does. */
-static int with_input_only(const ck_model *m, size_t in, ck_program_state *ps, ck_err *err)
+/* A program state holding only stage i's input (nothing when it is static), and with
+ * gradient accumulation the parameter gradients its backward adds into, as a later
+ * micro-step holds them (the others do not change what the stage holds). */
+static int with_input_only(const ck_model *m, const ck_lower *l, size_t i, ck_program_state *ps,
+                           ck_err *err)
 {
+    size_t in = ck_lower_stage_input(l, i), first, end;
     int rc = ck_program_state_init(ps, m, err);
     if (rc != CK_OK)
         return rc;
+    ck_lower_stage_nodes(l, i, &first, &end);
     if (m->training.grad_accum > 1)
-        ck_program_state_hold_params(ps);
+        ck_program_state_hold_params_of(ps, first, end);
     ck_program_state_set(ps, ck_program_value(0, CK_COPY_PLAIN), false);
     if (!ck_model_is_static(m, in))
         ck_program_state_set(ps, ck_program_value(in, CK_COPY_PLAIN), true);
@@ -368,7 +372,7 @@ static int size_saving(const ck_model *m, const ck_lower *l, size_t i, size_t v,
 {
     size_t in = ck_lower_stage_input(l, i), last = ck_lower_stage_output(l, i);
     ck_program_state ps;
-    int rc = with_input_only(m, in, &ps, err);
+    int rc = with_input_only(m, l, i, &ps, err);
     if (rc != CK_OK)
         return rc;
     uint64_t base = ps.held, save_peak, bwd_peak;
@@ -398,9 +402,9 @@ static int size_saving(const ck_model *m, const ck_lower *l, size_t i, size_t v,
 static int size_plain(const ck_model *m, const ck_lower *l, size_t i, uint64_t *plain_excess,
                       ck_err *err)
 {
-    size_t in = ck_lower_stage_input(l, i), out = ck_lower_stage_output(l, i);
+    size_t out = ck_lower_stage_output(l, i);
     ck_program_state ps;
-    int rc = with_input_only(m, in, &ps, err);
+    int rc = with_input_only(m, l, i, &ps, err);
     if (rc != CK_OK)
         return rc;
     uint64_t base = ps.held, plain_peak;

@@ -17,6 +17,12 @@ struct ck_lower {
     size_t *n_variants;
 };
 
+void ck_lower_stage_nodes(const ck_lower *l, size_t i, size_t *first, size_t *end)
+{
+    *first = l->first[i];
+    *end = l->first[i + 1];
+}
+
 size_t ck_lower_stage_input(const ck_lower *l, size_t i)
 {
     return i == 0 ? 0 : l->m->nodes[l->first[i] - 1].output;

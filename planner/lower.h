@@ -68,6 +68,8 @@ int ck_lower_replay(const ck_lower *l, const ck_chain *c, const ck_schedule *s, 
 /* Whether the loss frees x_L between its passes (CK_INSTR_LOSS's frees_input): neither its
  * backward nor any other reads it. */
 bool ck_lower_loss_frees_input(const ck_lower *l);
+/* Stage i's nodes, [*first, *end). */
+void ck_lower_stage_nodes(const ck_lower *l, size_t i, size_t *first, size_t *end);
 /* Stage i's input and output tensors (x_i, x_{i+1}). */
 size_t ck_lower_stage_input(const ck_lower *l, size_t i);
 size_t ck_lower_stage_output(const ck_lower *l, size_t i);

@@ -113,25 +113,31 @@ bool ck_program_state_has(const ck_program_state *st, ck_buf b)
 void ck_program_state_set(ck_program_state *st, ck_buf b, bool live)
 {
     bool *flag = &st->live[buf_index(st->m, b)];
+    if (b.kind == CK_BUF_PARAMS && *flag != live)
+        st->params_held = live ? st->params_held + params_bytes(st->m, b.id)
+                               : st->params_held - params_bytes(st->m, b.id);
     if (*flag != live)
         st->held = live ? st->held + ck_program_buf_bytes(st->m, b) : st->held - ck_program_buf_bytes(st->m, b);
     *flag = live;
 }
 
+void ck_program_state_hold_params_of(ck_program_state *st, size_t first, size_t end)
+{
+    for (size_t k = first; k < end; k++) {
+        size_t owners[2];
+        for (size_t j = 0, n = params_added_by(st->m, k, owners); j < n; j++)
+            ck_program_state_set(st, ck_program_params(owners[j]), true);
+    }
+}
+
 void ck_program_state_hold_params(ck_program_state *st)
 {
-    for (size_t k = 0; k < st->m->n_nodes; k++)
-        if (params_bytes(st->m, k))
-            ck_program_state_set(st, ck_program_params(k), true);
+    ck_program_state_hold_params_of(st, 0, st->m->n_nodes);
 }
 
 uint64_t ck_program_state_params_bytes(const ck_program_state *st)
 {
-    uint64_t sum = 0;
-    for (size_t k = 0; k < st->m->n_nodes; k++)
-        if (ck_program_state_has(st, ck_program_params(k)))
-            sum += params_bytes(st->m, k);
-    return sum;
+    return st->params_held;
 }
 
 uint64_t ck_program_step_bytes(const ck_model *m)
@@ -359,6 +365,8 @@ static int hand_over(emitter *em, ck_event_kind kind, size_t to, size_t from, ck
 static int whole_buf(emitter *em, ck_event_kind kind, ck_buf b, ck_hold hold, ck_err *err)
 {
     const ck_model *m = em->st->m;
+    if (b.kind == CK_BUF_PARAMS) /* never freed by an instruction: zero_grad frees them */
+        em->st->params_held += params_bytes(m, b.id);
     em->st->live[buf_index(m, b)] = kind == CK_EVENT_ALLOC;
     if (b.kind == CK_BUF_GRAD && em->st->shared[b.id]) {
         em->st->shared[b.id] = false;

@@ -89,6 +89,7 @@ typedef struct {
     bool *live;   /* one flag per buffer */
     bool *shared; /* per tensor: its gradient is live on another's memory (a pass) */
     uint64_t held;
+    uint64_t params_held; /* of held, the parameter gradients' (CK_BUF_PARAMS) */
 } ck_program_state;
 
 /* The start of a step: x_0 live (plain) when it is an activation; static inputs are not
@@ -108,6 +109,9 @@ ck_buf ck_program_params(size_t node);
 /* Marks every parameter gradient of the model live: a later micro-step of gradient
  * accumulation starts holding them (CK_GRADS_AUTOGRAD; nothing otherwise). */
 void ck_program_state_hold_params(ck_program_state *st);
+/* The same for the parameter gradients the backwards of nodes [first, end) add into
+ * (theirs and their tied parameters' owners'): all a stage's B reads of them. */
+void ck_program_state_hold_params_of(ck_program_state *st, size_t first, size_t end);
 /* The parameter gradients of the model that are live, as the bytes held by them. */
 uint64_t ck_program_state_params_bytes(const ck_program_state *st);
 /* What the optimizer step after the program holds beyond the static memory: its
