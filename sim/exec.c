@@ -280,12 +280,10 @@ static void adam_step(ck_exec *e, float decay)
     const ck_training *tr = &e->m->training;
     e->adam_t++;
     ck_kernel_adam_step st = ck_kernel_adam_at(e->adam_t, CK_EXEC_ADAM_LR, decay);
-    if (tr->param_dtype == CK_F32 && tr->grad_dtype == CK_F32 && !e->master && e->zero == 0 && !e->autograd) {
-        ck_kernel_adam(e->params, e->grads, e->opt_m, e->opt_v, e->n_trainable, &st);
-        return;
-    }
-    if (tr->param_dtype == CK_F32 && tr->grad_dtype == CK_F32 && !e->master && e->autograd) {
-        for (size_t k = 0; k < e->m->n_nodes; k++) {
+    if (tr->param_dtype == CK_F32 && tr->grad_dtype == CK_F32 && !e->master && e->zero == 0) {
+        if (!e->autograd) /* one array of gradients */
+            ck_kernel_adam(e->params, e->grads, e->opt_m, e->opt_v, e->n_trainable, &st);
+        for (size_t k = 0; e->autograd && k < e->m->n_nodes; k++) { /* a block a node */
             size_t at = e->param_off[k], n = (size_t)e->m->nodes[k].info.n_params;
             if (e->param_grads[k])
                 ck_kernel_adam((float *)e->params + at, e->param_grads[k], e->opt_m + at, e->opt_v + at, n, &st);
@@ -366,6 +364,12 @@ static bool is_loss(walk_mode mode)
     return mode == WALK_LOSS_FORWARD || mode == WALK_LOSS_BACKWARD;
 }
 
+/* A backward pass, a node's or the loss's: it reads what the forward saved. */
+static bool is_backward(walk_mode mode)
+{
+    return mode == WALK_BACKWARD || mode == WALK_LOSS_BACKWARD;
+}
+
 /* The instruction being run and how it reads the program's buffers. */
 typedef struct {
     ck_exec *e;
@@ -410,10 +414,10 @@ static void saved_slots(const walk *w, size_t k, void **saved)
         ck_ttype_numel(&sv->type, &n); /* checked when the model was loaded */
         if (sv->kind == CK_SAVE_INTERNAL)
             saved[sv->slot] = ck_widen_view(&w->e->widen, slots[s], sv->type.dtype, n,
-                                            w->mode != WALK_BACKWARD && w->mode != WALK_LOSS_BACKWARD);
+                                            !is_backward(w->mode));
     }
     const ck_node *node = &w->e->m->nodes[k];
-    for (size_t j = 0; w->mode != WALK_BACKWARD && w->mode != WALK_LOSS_BACKWARD && j < node->n_scratch; j++) {
+    for (size_t j = 0; !is_backward(w->mode) && j < node->n_scratch; j++) {
         const ck_saved *sv = &node->scratch[j];
         uint64_t n = 0;
         ck_ttype_numel(&sv->type, &n);
@@ -497,7 +501,7 @@ static void param_views(const walk *w, size_t k, ck_kernel_io *io)
 static void *kernel_workspace(const walk *w, size_t k)
 {
     const uint64_t *ws = w->e->kernel_ws[k];
-    uint64_t need = w->mode == WALK_BACKWARD || w->mode == WALK_LOSS_BACKWARD ? ws[1] : ws[0];
+    uint64_t need = is_backward(w->mode) ? ws[1] : ws[0];
     return ck_widen_workspace(&w->e->widen, w->e->ws, w->e->ws_bytes, need);
 }
 
