@@ -422,7 +422,7 @@ static int bake(cJSON *doc, const ck_model_opts *opts, ck_err *err)
         char name[CK_JSON_PATH_MAX];
         snprintf(name, sizeof name, "%.*s", (int)opts->sets[i].len, opts->sets[i].name);
         cJSON *v = cJSON_CreateNumber((double)opts->sets[i].value);
-        if (!v || !cJSON_ReplaceItemInObjectCaseSensitive(dims, name, v)) {
+        if (!v || !ck_json_put(dims, name, v)) {
             cJSON_Delete(v);
             return ck_err_oom(err);
         }
@@ -431,7 +431,7 @@ static int bake(cJSON *doc, const ck_model_opts *opts, ck_err *err)
     const char *keys[] = {"recipe", "optimizer"}, *values[] = {opts->recipe, opts->optimizer};
     for (size_t i = 0; i < 2; i++) {
         cJSON *v = values[i] ? cJSON_CreateString(values[i]) : NULL;
-        if (values[i] && (!v || !cJSON_ReplaceItemInObjectCaseSensitive(training, keys[i], v))) {
+        if (values[i] && (!v || !ck_json_put(training, keys[i], v))) {
             cJSON_Delete(v);
             return ck_err_oom(err);
         }

@@ -609,6 +609,20 @@ cJSON *ck_json_add_number(cJSON *obj, const char *key, double v)
     return item;
 }
 
+bool ck_json_put(cJSON *obj, const char *key, cJSON *item)
+{
+    cJSON *old = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (!old)
+        return cJSON_AddItemToObject(obj, key, item);
+    /* The old member's key moves to item: nothing to allocate, so nothing to fail. */
+    if (!(item->type & cJSON_StringIsConst))
+        cJSON_free(item->string);
+    item->string = old->string;
+    item->type = (item->type & ~cJSON_StringIsConst) | (old->type & cJSON_StringIsConst);
+    old->string = NULL;
+    return cJSON_ReplaceItemViaPointer(obj, old, item);
+}
+
 char *ck_json_print(const cJSON *root)
 {
     char *text = cJSON_Print(root);

@@ -97,6 +97,11 @@ size_t ck_json_utf8_length(const unsigned char *p, size_t n);
 cJSON *ck_json_number(double v);
 /* Adds ck_json_number(v) to obj as `key`; the item, or NULL when out of memory. */
 cJSON *ck_json_add_number(cJSON *obj, const char *key, double v);
+/* Puts item into obj as `key`, in place of the member of that name if there is one (its
+ * place kept) or last; obj then owns item. false, with obj unchanged and item the caller's,
+ * when out of memory. (cJSON 1.7.15's own replace goes on when copying the key fails and
+ * leaves a member without a name, printed as "".) */
+bool ck_json_put(cJSON *obj, const char *key, cJSON *item);
 
 /* Writes JSON text of root, formatted, with a final newline. Caller frees. NULL on OOM. */
 char *ck_json_print(const cJSON *root);

@@ -1,5 +1,6 @@
 /* ck_json_number: every finite double ckplan writes reads back as exactly itself, and
- * every integer below 2^53 (sizes, counts, seeds) is written in full. */
+ * every integer below 2^53 (sizes, counts, seeds) is written in full. ck_json_put, which
+ * writes a number (or any value) over a member, keeps the member's name and place. */
 #include "planner/json.h"
 
 #include <float.h>
@@ -93,6 +94,56 @@ START_TEST(non_finite_is_null)
 }
 END_TEST
 
+/* obj printed without spaces, compared with want. */
+static void prints_as(const cJSON *obj, const char *want)
+{
+    char *text = cJSON_PrintUnformatted(obj);
+    ck_assert_ptr_nonnull(text);
+    ck_assert_str_eq(text, want);
+    free(text);
+}
+
+START_TEST(put_replaces_in_place_and_appends_new_keys)
+{
+    cJSON *obj = cJSON_Parse("{\"a\":1,\"b\":2,\"c\":3}");
+    ck_assert_ptr_nonnull(obj);
+    /* A member whose key is a literal (cJSON's "CS" adders): replacing it must neither free
+     * the literal nor leave the new member nameless. */
+    cJSON_AddItemToObjectCS(obj, "lit", cJSON_CreateNumber(4));
+    ck_assert(ck_json_put(obj, "b", cJSON_CreateNumber(9)));
+    ck_assert(ck_json_put(obj, "lit", cJSON_CreateString("x")));
+    ck_assert(ck_json_put(obj, "d", cJSON_CreateTrue()));
+    prints_as(obj, "{\"a\":1,\"b\":9,\"c\":3,\"lit\":\"x\",\"d\":true}");
+    cJSON_Delete(obj);
+}
+END_TEST
+
+static void *failing_malloc(size_t size)
+{
+    (void)size;
+    return NULL;
+}
+
+/* With every cJSON allocation failing: replacing needs none (cJSON 1.7.15's own replace
+ * copies the key and, when that fails, leaves a member without a name); adding a new key
+ * fails and changes nothing. */
+START_TEST(put_out_of_memory_loses_no_name)
+{
+    cJSON *obj = cJSON_Parse("{\"a\":1,\"b\":2}");
+    cJSON *nine = cJSON_CreateNumber(9), *seven = cJSON_CreateNumber(7);
+    ck_assert(obj && nine && seven);
+    cJSON_Hooks failing = {.malloc_fn = failing_malloc, .free_fn = free};
+    cJSON_InitHooks(&failing);
+    bool replaced = ck_json_put(obj, "b", nine), added = ck_json_put(obj, "c", seven);
+    cJSON_InitHooks(NULL);
+    ck_assert(replaced);
+    ck_assert(!added);
+    prints_as(obj, "{\"a\":1,\"b\":9}");
+    cJSON_Delete(seven);
+    cJSON_Delete(obj);
+}
+END_TEST
+
 static Suite *json_numbers_suite(void)
 {
     Suite *s = suite_create("json_numbers");
@@ -101,6 +152,8 @@ static Suite *json_numbers_suite(void)
     tcase_add_test(tc, doubles_read_back_exactly);
     tcase_add_test(tc, shortest_text_that_reads_back);
     tcase_add_test(tc, non_finite_is_null);
+    tcase_add_test(tc, put_replaces_in_place_and_appends_new_keys);
+    tcase_add_test(tc, put_out_of_memory_loses_no_name);
     suite_add_tcase(s, tc);
     return s;
 }
