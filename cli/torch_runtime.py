@@ -59,7 +59,9 @@ class _Attention(torch.autograd.Function):
     the capped scores' tanh (softcap), the probabilities, and with dropout the u8 mask and
     the dropped probabilities, as eager attention does. With expand_kv (not flash), it runs
     on q and k, v repeated to every query head, as Hugging Face's repeat_kv makes them, and
-    keeps those copies instead of qkv, as eager attention's products do."""
+    keeps those copies instead of qkv, as eager attention's products do. With sdpa_mask
+    (flash), it keeps a [B, 1, T, T] additive causal mask in qkv's dtype, as sdpa keeps the
+    mask it is handed (a sliding window's), and applies the causal mask as before."""
 
     @staticmethod
     def scores(q, k, h, g, r0, r1, scale, cap, causal):
@@ -72,7 +74,7 @@ class _Attention(torch.autograd.Function):
         return s.masked_fill_(causal[r0:r1], float("-inf")), c
 
     @staticmethod
-    def forward(ctx, qkv, heads, kv_heads, p, flash, cap, expand):
+    def forward(ctx, qkv, heads, kv_heads, p, flash, cap, expand, sdpa_mask):
         ctx.packed = None
         if expand and kv_heads < heads and not flash:  # run on the copies, keep them
             ctx.packed = (qkv.shape, kv_heads)
@@ -86,6 +88,9 @@ class _Attention(torch.autograd.Function):
         out = torch.empty(b, t, heads * d, dtype=qkv.dtype)
         if flash:
             kept = {"lse": torch.empty(b, heads, t, dtype=torch.float32)}
+            if sdpa_mask:
+                kept["sdpa_mask"] = torch.zeros(b, 1, t, t, dtype=qkv.dtype).masked_fill_(
+                    causal, float("-inf"))
         else:
             kept = {"capped": cap > 0, "probs": True, "mask": p > 0, "dropped": p > 0}
             kept = {name: torch.empty(b, heads, t, t, dtype=torch.uint8 if name == "mask"
@@ -158,7 +163,7 @@ class _Attention(torch.autograd.Function):
             del ds, c
         if ctx.packed:
             dqkv = _fold_kv(dqkv, heads, *ctx.packed)
-        return dqkv, None, None, None, None, None, None
+        return dqkv, None, None, None, None, None, None, None
 
 
 class _RMSNorm(torch.autograd.Function):
@@ -431,7 +436,8 @@ OPS = {
     "mul": lambda i, p, a: i[0] * i[1],
     "dropout": lambda i, p, a: _dropout(i[0], a["p"]),
     "attention": lambda i, p, a: _Attention.apply(i[0], a["heads"], a["kv_heads"], a["p"],
-                                                  a["flash"], a["cap"], a["expand_kv"]),
+                                                  a["flash"], a["cap"], a["expand_kv"],
+                                                  a["sdpa_mask"]),
     "rope": lambda i, p, a: _Rope.apply(i[0], a["heads"], a["kv_heads"], a["theta"]),
     "swiglu": lambda i, p, a: _gated(i[0], i[1], "silu", a),
     "geglu": lambda i, p, a: _gated(i[0], i[1], "gelu", a),

@@ -202,6 +202,8 @@ static void attention(builder *b)
         put_number(b, n, "softcap", c->attn_cap);
     if (b->r->cp > 1)
         put_string(b, n, "context", "CP");
+    if (c->window)
+        put_number(b, n, "window", (double)c->window);
     sequence_parallel(b, projection(b, "o", "o_lora", "C", c->o_bias, false), "scatter");
     if (b->f->sandwich_norms)
         norm(b, "post_attn_norm");

@@ -12,11 +12,13 @@ static const ck_hf_family families[] = {
     {"gpt2", "layer_norm_epsilon", 1e-5, .layernorm = true, .learned_pos = true, .mlp = CK_HF_MLP_GELU, .fused_qkv = true},
     {"opt", NULL, 1e-5, .layernorm = true, .learned_pos = true, .pos_offset = 2, .mlp = CK_HF_MLP_RELU},
     {"llama", "rms_norm_eps", 1e-6, .mlp = CK_HF_MLP_SWIGLU, .softmax_f32 = true},
-    {"mistral", "rms_norm_eps", 1e-6, .mlp = CK_HF_MLP_SWIGLU, .softmax_f32 = true},
-    {"mixtral", "rms_norm_eps", 1e-5, .mlp = CK_HF_MLP_MOE, .softmax_f32 = true},
+    {"mistral", "rms_norm_eps", 1e-6, .mlp = CK_HF_MLP_SWIGLU, .softmax_f32 = true, .windowed = true,
+     .window = 4096},
+    {"mixtral", "rms_norm_eps", 1e-5, .mlp = CK_HF_MLP_MOE, .softmax_f32 = true, .windowed = true},
     {"qwen2", "rms_norm_eps", 1e-6, .mlp = CK_HF_MLP_SWIGLU, .softmax_f32 = true},
     {"qwen3", "rms_norm_eps", 1e-6, .mlp = CK_HF_MLP_SWIGLU, .softmax_f32 = true, .qknorm = true},
-    {"phi3", "rms_norm_eps", 1e-5, .mlp = CK_HF_MLP_SWIGLU, .softmax_f32 = true, .fused_qkv = true},
+    {"phi3", "rms_norm_eps", 1e-5, .mlp = CK_HF_MLP_SWIGLU, .softmax_f32 = true, .fused_qkv = true,
+     .windowed = true},
     {"gemma", "rms_norm_eps", 1e-6, .mlp = CK_HF_MLP_GEGLU, .softmax_f32 = true, .embed_scale = true},
     {"gemma2", "rms_norm_eps", 1e-6, .mlp = CK_HF_MLP_GEGLU, .softmax_f32 = true, .embed_scale = true,
      .sandwich_norms = true},
@@ -122,6 +124,16 @@ static int theta(const reader *r, uint64_t *out)
     return CK_OK;
 }
 
+/* sliding_window of the families whose every layer has it (MistralConfig's default 4096,
+ * MixtralConfig's and Phi3Config's none): an absent key is the family's default, null is
+ * none. */
+static int window(const reader *r, uint64_t absent, uint64_t *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(r->cfg, "sliding_window");
+    *out = v ? 0 : absent;
+    return v && !cJSON_IsNull(v) ? size(r, "sliding_window", false, out) : CK_OK;
+}
+
 /* Keys read in turn: sizes (a positive integer each) and probabilities. */
 typedef struct {
     const char *key;
@@ -217,6 +229,7 @@ static int read_decoder(const reader *r, ck_hf_config *c)
     int rc = read_sizes(r, sizes, N_OF(sizes));
     if (rc == CK_OK) rc = number(r, "attention_dropout", false, &c->attn_p);
     if (rc == CK_OK) rc = theta(r, &c->theta);
+    if (rc == CK_OK && c->family->windowed) rc = window(r, c->family->window, &c->window);
     return rc;
 }
 

@@ -27,6 +27,8 @@ typedef struct {
     bool embed_scale;     /* Gemma: embeddings times sqrt(hidden_size) */
     bool softmax_f32;     /* eager attention's softmax is upcast to f32 */
     bool fused_qkv;       /* one q/k/v module (GPT-2's c_attn, Phi-3's qkv_proj): one adapter */
+    bool windowed;        /* every layer's attention reads the config's sliding_window */
+    uint64_t window;      /* ... and its default when the key is absent (null: none) */
 } ck_hf_family;
 
 /* A config's sizes and switches. Dims the config leaves to a rule (KV = H, D = C/H,
@@ -39,6 +41,7 @@ typedef struct {
     uint64_t theta;                        /* rotary base; 0: the op's default */
     double norm_eps;                       /* added to the variance by every norm */
     double attn_cap, final_cap;            /* Gemma 2's soft-capping; 0: none */
+    uint64_t window;                       /* sliding window of keys; 0: none */
 } ck_hf_config;
 
 /* The model_types understood, as "gpt2, opt, ...". */

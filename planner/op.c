@@ -36,7 +36,7 @@ static const ck_op_def op_table[] = {
     OP(CK_OP_DROPOUT, "dropout", 1, 2, 1, .draws = true, .n_attrs = 2,
        .attrs = {ATTR("p", CK_ATTR_PROB, true, 0, p),
                  ATTR("cpu", CK_ATTR_BOOL, false, 0, cpu)}),
-    OP(CK_OP_ATTENTION, "attention", 1, 0, 0, .draws = true, .n_attrs = 10,
+    OP(CK_OP_ATTENTION, "attention", 1, 0, 0, .draws = true, .n_attrs = 12,
        .attrs = {ATTR("heads", CK_ATTR_DIM, true, 0, heads),
                  ATTR("kv_heads", CK_ATTR_DIM, false, 0, kv_heads),
                  ATTR("dropout", CK_ATTR_PROB, false, 0, p),
@@ -46,7 +46,9 @@ static const ck_op_def op_table[] = {
                  ATTR("softcap", CK_ATTR_POSITIVE, false, 0, cap),
                  ATTR("expand_kv", CK_ATTR_BOOL, false, 0, expand_kv),
                  ATTR("context", CK_ATTR_DIM, false, 0, context),
-                 ATTR("cpu", CK_ATTR_BOOL, false, 0, cpu)}),
+                 ATTR("cpu", CK_ATTR_BOOL, false, 0, cpu),
+                 ATTR("window", CK_ATTR_DIM, false, 0, window),
+                 ATTR("sdpa_mask", CK_ATTR_BOOL, false, 0, sdpa_mask)}),
     OP(CK_OP_ROPE, "rope", 1, 0, 0, .n_attrs = 4,
        .attrs = {ATTR("heads", CK_ATTR_DIM, true, 0, heads),
                  ATTR("kv_heads", CK_ATTR_DIM, false, 0, kv_heads),
@@ -585,6 +587,12 @@ static void describe_attention(ovf *o, const ck_attrs *a, const ck_ttype *in,
         info->bwd_ws_bytes = add(o, info->bwd_ws_bytes, mul(o, t, 8));
         info->bwd_flops = add(o, info->bwd_flops,
                               add(o, add(o, mul(o, sd, 2), mul(o, s, 5)), cap));
+        if (a->sdpa_mask && a->window && keys >= a->window) {
+            /* transformers passes a mask once the keys reach the window (masking_utils'
+             * _ignore_causal_mask_sdpa), shared by the heads */
+            ck_ttype mask = {.dtype = out->dtype, .rank = 4, .dim = {b, 1, t, keys}};
+            save_internal(o, info, CK_SLOT_SDPA_MASK, &mask);
+        }
     } else {
         save_scores(o, a, &scores, info);
     }

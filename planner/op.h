@@ -64,6 +64,12 @@ typedef struct {
                        * sequence to 1/scatter of it */
     uint64_t context; /* attention: the keys and values span `context` times the queries'
                        * sequence, held by the other context-parallel ranks */
+    uint64_t window;  /* attention: each query sees the last `window` keys (Mistral's
+                       * sliding window; 0: all). ckplan's kernels attend to every earlier
+                       * key: the window only decides whether sdpa is handed a mask */
+    bool sdpa_mask;   /* attention, flash: as PyTorch's sdpa, which converts an explicit mask
+                       * (there is one when the keys reach the window) to the query's dtype
+                       * and keeps it for the backward, one [B, 1, T, keys] a layer */
 } ck_attrs;
 
 typedef enum {
@@ -84,7 +90,7 @@ typedef struct {
 } ck_attr_spec;
 
 #define CK_OP_MAX_ARITY 2
-#define CK_OP_MAX_ATTRS 10
+#define CK_OP_MAX_ATTRS 12
 #define CK_OP_MAX_SAVED 14 /* moe's: its input and 13 internal tensors */
 #define CK_OP_MAX_PARAMS 4 /* moe's router, w1, w3, w2 */
 #define CK_PARAM_MAX_RANK 3 /* moe's experts: E matrices in one tensor */
@@ -116,6 +122,8 @@ typedef enum {
     CK_SLOT_GELU_TANH,  /* tanh(sqrt(2/pi) (x + 0.044715 x^3)) */
     CK_SLOT_GELU_SUM,   /* and 1 + that, which the last product keeps beside x / 2 */
     CK_SLOT_GLU_ACT,    /* swiglu, geglu written out: act(gate), kept for up's gradient */
+    CK_SLOT_SDPA_MASK,  /* attention with sdpa_mask: the additive mask sdpa keeps (held for
+                         * its bytes: ckplan's kernels apply the causal mask themselves) */
     /* moe, per row of its input: */
     CK_SLOT_ROUTER_PROBS, /* f32 softmax of the router logits */
     CK_SLOT_TOPK_INDEX,   /* int64: the K experts chosen */

@@ -157,8 +157,6 @@ GAPS = {
                                    "ckplan over-counts about 3%, not traced yet",
     ("phi3-tiny", "sdpa", "*"): "Phi-3's packed qkv under sdpa: v is a view that keeps the "
                                 "whole projection alive; ckplan keeps the packed q, k and v",
-    ("mistral-tiny", "sdpa", "*"): "sdpa with a sliding-window mask: transformers passes an "
-                                   "explicit mask, held beside PyTorch's CPU kernel",
     ("qwen3-tiny", "*", "lora"): "Qwen3 with LoRA: ckplan over-counts about 2.5%, not traced yet",
 }
 PEAK_BAR = 0.02

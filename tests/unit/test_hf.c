@@ -3,12 +3,14 @@
  * the published one (checked against the count the model card or paper gives); saved bytes
  * of a GPT-2 and a LLaMA layer by hand; the options only configs take; refused configs. */
 #include <check.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check_main.h"
 #include "fixtures.h"
 #include "planner/hf.h"
+#include "planner/hf_config.h"
 #include "planner/json.h"
 #include "planner/workload.h"
 
@@ -306,6 +308,44 @@ START_TEST(bad_configs_name_the_key)
 }
 END_TEST
 
+/* The sliding window config `extra` gives a small decoder of model_type (an expert count
+ * for Mixtral's sake), or (uint64_t)-1 when refused, with the message in *msg. */
+static uint64_t window_of(const char *model_type, const char *extra, const char **msg)
+{
+    static ck_err err;
+    char json[512];
+    snprintf(json, sizeof json, "{\"model_type\": \"%s\", \"hidden_size\": 64, "
+             "\"num_attention_heads\": 4, \"num_hidden_layers\": 2, \"intermediate_size\": 8, "
+             "\"vocab_size\": 16, \"num_local_experts\": 4, \"num_experts_per_tok\": 2%s}",
+             model_type, extra);
+    cJSON *root = cJSON_Parse(json);
+    ck_assert_ptr_nonnull(root);
+    ck_hf_config c;
+    int rc = ck_hf_config_read(root, "c.json", &c, &err);
+    cJSON_Delete(root);
+    *msg = err.msg;
+    return rc == CK_OK ? c.window : (uint64_t)-1;
+}
+
+/* sliding_window: absent is the family's default (MistralConfig's 4096, none for Mixtral
+ * and Phi-3), null is none; families without one (Llama) ignore the key. */
+START_TEST(sliding_window_defaults_per_family)
+{
+    const char *msg;
+    ck_assert_uint_eq(window_of("mistral", "", &msg), 4096);
+    ck_assert_uint_eq(window_of("mistral", ", \"sliding_window\": null", &msg), 0);
+    ck_assert_uint_eq(window_of("mistral", ", \"sliding_window\": 32", &msg), 32);
+    ck_assert_uint_eq(window_of("mixtral", "", &msg), 0);
+    ck_assert_uint_eq(window_of("mixtral", ", \"sliding_window\": 4096", &msg), 4096);
+    ck_assert_uint_eq(window_of("phi3", "", &msg), 0);
+    ck_assert_uint_eq(window_of("phi3", ", \"sliding_window\": 2047", &msg), 2047);
+    ck_assert_uint_eq(window_of("llama", ", \"sliding_window\": 32", &msg), 0);
+    ck_assert_uint_eq(window_of("mistral", ", \"sliding_window\": \"32\"", &msg), (uint64_t)-1);
+    fx_assert_has(msg, "c.json: sliding_window: expected a positive integer", NULL);
+    ck_assert_uint_eq(window_of("mistral", ", \"sliding_window\": 0", &msg), (uint64_t)-1);
+}
+END_TEST
+
 static Suite *hf_suite(void)
 {
     Suite *s = suite_create("hf");
@@ -319,6 +359,7 @@ static Suite *hf_suite(void)
     tcase_add_test(tc, lora_adapters_are_the_trainable_parameters);
     tcase_add_test(tc, directory_is_its_config);
     tcase_add_test(tc, bad_configs_name_the_key);
+    tcase_add_test(tc, sliding_window_defaults_per_family);
     suite_add_tcase(s, tc);
     return s;
 }

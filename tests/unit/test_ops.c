@@ -522,6 +522,43 @@ END_TEST
 START_TEST(scale_saves_nothing) { assert_scalar_op("scale", false, 1, 1); }
 END_TEST
 
+/* Whether any of info's saved tensors is in slot, and its bytes (0 when none). */
+static uint64_t slot_bytes(const ck_op_info *info, ck_slot slot)
+{
+    for (size_t i = 0; i < info->n_saved; i++)
+        if (info->saved[i].kind == CK_SAVE_INTERNAL && info->saved[i].slot == slot)
+            return info->saved[i].bytes;
+    return 0;
+}
+
+/* sdpa handed a sliding window's mask keeps it, [B, 1, T, keys] in the activation dtype,
+ * once the keys reach the window (T = 8 here; with context 2 the keys are 16), and only on
+ * the flash path with sdpa_mask: eager attention adds the mask and keeps none. */
+START_TEST(attention_keeps_sdpa_mask_from_the_window)
+{
+    ck_ttype in = tt(CK_BF16, 3, 2, 8, (4 + 2 * 2) * 16);
+    struct {
+        uint64_t window, context;
+        bool flash, sdpa_mask;
+        uint64_t want;
+    } cases[] = {
+        {8, 0, true, true, 2 * 8 * 8 * 2},  {7, 0, true, true, 2 * 8 * 8 * 2},
+        {9, 0, true, true, 0},              {0, 0, true, true, 0},
+        {4, 0, true, false, 0},             {4, 0, false, true, 0},
+        {16, 2, true, true, 2 * 8 * 16 * 2}, {17, 2, true, true, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ck_attrs a = defaults("attention");
+        a.heads = 4, a.kv_heads = 2, a.window = cases[i].window, a.context = cases[i].context;
+        a.flash = cases[i].flash, a.sdpa_mask = cases[i].sdpa_mask;
+        ck_op_info info;
+        infer_ok("attention", &a, &in, &info);
+        ck_assert_msg(slot_bytes(&info, CK_SLOT_SDPA_MASK) == cases[i].want, "case %zu: %llu",
+                      i, (unsigned long long)slot_bytes(&info, CK_SLOT_SDPA_MASK));
+    }
+}
+END_TEST
+
 /* Eager attention on bf16 qkv [2, 8, (4 + 2*2) * 16], S = B*H*T*T = 512 scores, e = 2:
  * the softmax upcast to f32 keeps 4S + eS bytes of probabilities (the f32 softmax output
  * and its bf16 cast for the product with V); softcap keeps its tanh, eS more, and costs
@@ -748,6 +785,7 @@ static Suite *ops_suite(void)
     tcase_add_test(tc, softcap_saves_its_output);
     tcase_add_test(tc, scale_saves_nothing);
     tcase_add_test(tc, attention_softmax_dtype_and_softcap);
+    tcase_add_test(tc, attention_keeps_sdpa_mask_from_the_window);
     tcase_add_test(tc, swiglu_saves_both_inputs);
     tcase_add_test(tc, cast_changes_the_dtype);
     tcase_add_test(tc, losses_make_scalars);
