@@ -72,10 +72,10 @@ static const char *torch_dtype(ck_dtype d)
 
 /* ---- the model as data ---- */
 
-static bool saves_sdpa_mask(const ck_op_info *info)
+static bool saves_slot(const ck_op_info *info, ck_slot slot)
 {
     for (size_t i = 0; i < info->n_saved; i++)
-        if (info->saved[i].kind == CK_SAVE_INTERNAL && info->saved[i].slot == CK_SLOT_SDPA_MASK)
+        if (info->saved[i].kind == CK_SAVE_INTERNAL && info->saved[i].slot == slot)
             return true;
     return false;
 }
@@ -93,8 +93,10 @@ static void emit_attrs(FILE *f, const ck_model *m, const ck_node *n)
             (unsigned long long)a->rank, a->alpha, (unsigned long long)a->experts,
             (unsigned long long)a->top_k, py_bool(a->fused), py_bool(a->expand_kv),
             py_bool(a->upcast));
-    if (n->op->kind == CK_OP_ATTENTION) /* whether the op table has it keep sdpa's mask */
-        fprintf(f, ", \"sdpa_mask\": %s", py_bool(saves_sdpa_mask(&n->info)));
+    if (n->op->kind == CK_OP_ATTENTION) /* what the op table has it keep as sdpa does */
+        fprintf(f, ", \"sdpa_mask\": %s, \"v_view\": %s",
+                py_bool(saves_slot(&n->info, CK_SLOT_SDPA_MASK)),
+                py_bool(saves_slot(&n->info, CK_SLOT_QK_APART)));
     if (n->op->kind == CK_OP_LORA) { /* the widths of y's parts: q, k, v with heads, else one */
         const ck_ttype *y = &m->tensors[n->inputs[1]].type;
         uint64_t out = y->dim[y->rank - 1];

@@ -196,6 +196,8 @@ static void attention(builder *b)
         put_number(b, n, "dropout", c->attn_p);
     if (!b->eager)
         put_bool(b, n, "flash", true);
+    if (!b->eager && b->f->fused_qkv && !b->f->learned_pos) /* Phi-3: sliced, then rotated */
+        put_bool(b, n, "v_view", true);
     if (b->eager && b->f->softmax_f32)
         put_string(b, n, "softmax_dtype", "f32");
     if (b->eager && c->attn_cap > 0)

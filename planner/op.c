@@ -36,7 +36,7 @@ static const ck_op_def op_table[] = {
     OP(CK_OP_DROPOUT, "dropout", 1, 2, 1, .draws = true, .n_attrs = 2,
        .attrs = {ATTR("p", CK_ATTR_PROB, true, 0, p),
                  ATTR("cpu", CK_ATTR_BOOL, false, 0, cpu)}),
-    OP(CK_OP_ATTENTION, "attention", 1, 0, 0, .draws = true, .n_attrs = 12,
+    OP(CK_OP_ATTENTION, "attention", 1, 0, 0, .draws = true, .n_attrs = 13,
        .attrs = {ATTR("heads", CK_ATTR_DIM, true, 0, heads),
                  ATTR("kv_heads", CK_ATTR_DIM, false, 0, kv_heads),
                  ATTR("dropout", CK_ATTR_PROB, false, 0, p),
@@ -48,7 +48,8 @@ static const ck_op_def op_table[] = {
                  ATTR("context", CK_ATTR_DIM, false, 0, context),
                  ATTR("cpu", CK_ATTR_BOOL, false, 0, cpu),
                  ATTR("window", CK_ATTR_DIM, false, 0, window),
-                 ATTR("sdpa_mask", CK_ATTR_BOOL, false, 0, sdpa_mask)}),
+                 ATTR("sdpa_mask", CK_ATTR_BOOL, false, 0, sdpa_mask),
+                 ATTR("v_view", CK_ATTR_BOOL, false, 0, v_view)}),
     OP(CK_OP_ROPE, "rope", 1, 0, 0, .n_attrs = 4,
        .attrs = {ATTR("heads", CK_ATTR_DIM, true, 0, heads),
                  ATTR("kv_heads", CK_ATTR_DIM, false, 0, kv_heads),
@@ -592,6 +593,12 @@ static void describe_attention(ovf *o, const ck_attrs *a, const ck_ttype *in,
              * _ignore_causal_mask_sdpa), shared by the heads */
             ck_ttype mask = {.dtype = out->dtype, .rank = 4, .dim = {b, 1, t, keys}};
             save_internal(o, info, CK_SLOT_SDPA_MASK, &mask);
+        }
+        if (a->v_view) { /* the packed input stands for the projection v keeps alive */
+            ck_ttype qk = in[0];
+            qk.dim[2] = mul(o, add(o, a->heads, a->kv_heads), head_dim);
+            save_internal(o, info, CK_SLOT_QK_APART, &qk);
+            save_internal(o, info, CK_SLOT_OUT_HEADS, out);
         }
     } else {
         save_scores(o, a, &scores, info);

@@ -70,6 +70,10 @@ typedef struct {
     bool sdpa_mask;   /* attention, flash: as PyTorch's sdpa, which converts an explicit mask
                        * (there is one when the keys reach the window) to the query's dtype
                        * and keeps it for the backward, one [B, 1, T, keys] a layer */
+    bool v_view;      /* attention, flash: v is a view of the packed projection, while q and
+                       * k, rotated by a cat, are tensors of their own (transformers' Phi-3):
+                       * sdpa keeps all of the projection through v besides q and k, and its
+                       * output, laid out by head like q, is copied for the next product */
 } ck_attrs;
 
 typedef enum {
@@ -90,7 +94,7 @@ typedef struct {
 } ck_attr_spec;
 
 #define CK_OP_MAX_ARITY 2
-#define CK_OP_MAX_ATTRS 12
+#define CK_OP_MAX_ATTRS 13
 #define CK_OP_MAX_SAVED 14 /* moe's: its input and 13 internal tensors */
 #define CK_OP_MAX_PARAMS 4 /* moe's router, w1, w3, w2 */
 #define CK_PARAM_MAX_RANK 3 /* moe's experts: E matrices in one tensor */
@@ -124,6 +128,8 @@ typedef enum {
     CK_SLOT_GLU_ACT,    /* swiglu, geglu written out: act(gate), kept for up's gradient */
     CK_SLOT_SDPA_MASK,  /* attention with sdpa_mask: the additive mask sdpa keeps (held for
                          * its bytes: ckplan's kernels apply the causal mask themselves) */
+    CK_SLOT_QK_APART,   /* attention with v_view: the rotated q and k, [B, T, (H + KV) D] */
+    CK_SLOT_OUT_HEADS,  /* attention with v_view: the output as sdpa lays it out, by head */
     /* moe, per row of its input: */
     CK_SLOT_ROUTER_PROBS, /* f32 softmax of the router logits */
     CK_SLOT_TOPK_INDEX,   /* int64: the K experts chosen */

@@ -559,6 +559,25 @@ START_TEST(attention_keeps_sdpa_mask_from_the_window)
 }
 END_TEST
 
+/* v_view (Phi-3 under sdpa): beside the packed input, which stands for the projection v
+ * keeps, the rotated q and k, [B, T, (H + KV) D], and the output again, laid out by head;
+ * flash only (eager attention's products keep copies of their own, modelled by the input). */
+START_TEST(attention_v_view_keeps_q_k_and_the_output_apart)
+{
+    ck_ttype in = tt(CK_BF16, 3, 2, 8, (4 + 2 * 2) * 16);
+    ck_attrs a = defaults("attention");
+    a.heads = 4, a.kv_heads = 2, a.flash = true, a.v_view = true;
+    ck_op_info info;
+    infer_ok("attention", &a, &in, &info);
+    ck_assert_uint_eq(slot_bytes(&info, CK_SLOT_QK_APART), 2 * 8 * (4 + 2) * 16 * 2);
+    ck_assert_uint_eq(slot_bytes(&info, CK_SLOT_OUT_HEADS), 2 * 8 * 4 * 16 * 2);
+    a = defaults("attention");
+    a.heads = 4, a.kv_heads = 2, a.v_view = true;
+    infer_ok("attention", &a, &in, &info);
+    ck_assert_uint_eq(slot_bytes(&info, CK_SLOT_QK_APART) + slot_bytes(&info, CK_SLOT_OUT_HEADS), 0);
+}
+END_TEST
+
 /* Eager attention on bf16 qkv [2, 8, (4 + 2*2) * 16], S = B*H*T*T = 512 scores, e = 2:
  * the softmax upcast to f32 keeps 4S + eS bytes of probabilities (the f32 softmax output
  * and its bf16 cast for the product with V); softcap keeps its tanh, eS more, and costs
@@ -786,6 +805,7 @@ static Suite *ops_suite(void)
     tcase_add_test(tc, scale_saves_nothing);
     tcase_add_test(tc, attention_softmax_dtype_and_softcap);
     tcase_add_test(tc, attention_keeps_sdpa_mask_from_the_window);
+    tcase_add_test(tc, attention_v_view_keeps_q_k_and_the_output_apart);
     tcase_add_test(tc, swiglu_saves_both_inputs);
     tcase_add_test(tc, cast_changes_the_dtype);
     tcase_add_test(tc, losses_make_scalars);

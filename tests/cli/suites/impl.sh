@@ -90,6 +90,11 @@ verify_planners "impl-qwen3-hf" "$root/models/hf/qwen3-tiny.json" --may-store-al
 for attention in eager sdpa; do
     verify_planners "impl-gpt2-hf-cpu-$attention" "$root/models/hf/gpt2-tiny.json" --may-store-all --impl hf-cpu --attention "$attention" --seq 32 --batch 2
 done
+# What sdpa keeps of transformers' tensors: Mistral's sliding-window mask (its window, 32,
+# is reached at T = 32) and Phi-3's q and k apart from the projection v keeps.
+for name in mistral phi3; do
+    verify_planners "impl-$name-hf-sdpa" "$root/models/hf/$name-tiny.json" --may-store-all --impl hf --attention sdpa --seq 32 --batch 1
+done
 
 # hf-cpu holds each dropout mask in the activations' dtype where hf holds a byte: GPT-2's
 # baseline peak differs by at least one [B, T, C] mask (three bytes an element in f32),
