@@ -412,14 +412,16 @@ def _rmsnorm(x, p, attrs):
 
 def _qknorm(qkv, p, attrs):
     """Qwen3's q_norm and k_norm on packed qkv; written out (not fused), each is the
-    RMSNorm Hugging Face writes, which keeps x rstd for its weight, on the heads' views."""
+    RMSNorm Hugging Face writes, which keeps x rstd for its weight, on copies of the q and k
+    heads: in transformers they are q_proj's and k_proj's own outputs, so that the norms
+    keep no part of v."""
     heads, kv_heads = attrs["heads"], attrs["kv_heads"]
     if attrs.get("fused", True):
         return _QKNorm.apply(qkv, p["q_gamma"], p["k_gamma"], heads, kv_heads, attrs["eps"])
     b, t, w = qkv.shape
     x = qkv.view(b, t, heads + 2 * kv_heads, w // (heads + 2 * kv_heads))
-    q = _rmsnorm_written_out(x[:, :, :heads], p["q_gamma"], attrs["eps"])
-    k = _rmsnorm_written_out(x[:, :, heads:heads + kv_heads], p["k_gamma"], attrs["eps"])
+    q = _rmsnorm_written_out(x[:, :, :heads].clone(), p["q_gamma"], attrs["eps"])
+    k = _rmsnorm_written_out(x[:, :, heads:heads + kv_heads].clone(), p["k_gamma"], attrs["eps"])
     return torch.cat([q, k, x[:, :, heads + kv_heads:]], dim=2).view(b, t, w)
 
 

@@ -671,14 +671,19 @@ static void describe_qknorm(ovf *o, const ck_attrs *a, const ck_ttype *in, uint6
     uint64_t normed_heads = add(o, a->heads, a->kv_heads);
     uint64_t d = last_dim(&in[0]) / add(o, normed_heads, a->kv_heads);
     uint64_t normed = mul(o, mul(o, n / last_dim(&in[0]), d), normed_heads);
-    ck_ttype stats = rows_of(&in[0], CK_F32);
+    ck_ttype stats = rows_of(&in[0], CK_F32), heads = in[0];
     stats.dim[stats.rank++] = normed_heads;
-    save_ref(o, info, CK_SAVE_INPUT, 0, &in[0]);
+    heads.dim[heads.rank - 1] = mul(o, normed_heads, d);
+    if (a->fused) {
+        save_ref(o, info, CK_SAVE_INPUT, 0, &in[0]);
+    } else { /* Qwen3RMSNorm on q_proj's and k_proj's own outputs, not on v: it keeps */
+        ck_ttype upcast = heads; /* x.float(), the f32 copy on 16-bit x, for the square */
+        upcast.dtype = CK_F32;
+        save_internal(o, info, CK_SLOT_X_F32, &upcast);
+    }
     save_internal(o, info, CK_SLOT_RSTD, &stats);
-    if (!a->fused) { /* Qwen3RMSNorm written out: w * (x rstd) keeps x rstd for w's gradient */
-        ck_ttype normed = in[0];
-        normed.dim[normed.rank - 1] = mul(o, normed_heads, d);
-        save_internal(o, info, CK_SLOT_NORMED, &normed);
+    if (!a->fused) { /* ... and w * (x rstd) keeps x rstd for w's gradient */
+        save_internal(o, info, CK_SLOT_NORMED, &heads);
         only_for(info, info->n_saved - 1, CK_NEED_PARAMS);
     }
     param(o, info, "q_gamma", CK_INIT_ONES, true, false, SHAPE(d));

@@ -118,7 +118,9 @@ typedef enum {
     CK_SLOT_PROBS_CAST, /* attention with softmax in f32: probs cast to the input's dtype */
     CK_SLOT_NORMED,     /* rmsnorm written out: x rstd, which the product with gamma keeps */
     CK_SLOT_X_F32,      /* rmsnorm written out on 16-bit x: x.float(), which the square and
-                         * the product with rstd keep instead of x */
+                         * the product with rstd keep instead of x; qknorm written out: that
+                         * of the q and k heads, on any x (q and k are tensors of their own,
+                         * q_proj's and k_proj's outputs, where ckplan packs them with v) */
     CK_SLOT_LOGP,       /* cross_entropy unfused: log_softmax's output, which nll_loss keeps */
     CK_SLOT_QKV_EXPANDED, /* attention with expand_kv: q, then k and v repeated to every
                            * query head, packed as qkv with kv_heads = heads */

@@ -437,10 +437,12 @@ void ck_kernel_rmsnorm_backward(float *dinp, float *dweight, const float *dout, 
         rms_row_backward(dinp ? dinp + n * C : NULL, dweight, dout + n * C, inp + n * C, weight, rstd[n], C);
 }
 
-/* Row n, head h < H + KV: rstd[n, h] and out = rmsnorm(x, q_gamma or k_gamma); v copied. */
-void ck_kernel_qknorm_forward(float *out, float *rstd, float *normed, const float *inp,
-                              const float *q_gamma, const float *k_gamma, size_t N, size_t H,
-                              size_t KV, size_t D, double eps)
+/* Row n, head h < H + KV: rstd[n, h] and out = rmsnorm(x, q_gamma or k_gamma); v copied.
+ * With heads (written out), the q and k heads are copied there too, [N, (H + KV) D]: what
+ * the backward reads instead of inp. */
+void ck_kernel_qknorm_forward(float *out, float *rstd, float *normed, float *heads,
+                              const float *inp, const float *q_gamma, const float *k_gamma,
+                              size_t N, size_t H, size_t KV, size_t D, double eps)
 {
     size_t W = (H + 2 * KV) * D;
     for (size_t n = 0; n < N; n++) {
@@ -451,21 +453,26 @@ void ck_kernel_qknorm_forward(float *out, float *rstd, float *normed, const floa
             for (size_t j = 0; normed && j < D; j++)
                 normed[(n * (H + KV) + h) * D + j] = x[j] * r;
         }
+        if (heads)
+            memcpy(heads + n * (H + KV) * D, inp + n * W, (H + KV) * D * sizeof *heads);
         memcpy(out + n * W + (H + KV) * D, inp + n * W + (H + KV) * D, KV * D * sizeof *out);
     }
 }
 
-/* Each q and k head as rmsnorm's backward, with its own gamma's gradient; dv += dout. */
+/* Each q and k head as rmsnorm's backward, with its own gamma's gradient; dv += dout. x is
+ * the forward's input, or (heads) its q and k heads alone. */
 void ck_kernel_qknorm_backward(float *dinp, float *dq_gamma, float *dk_gamma, const float *dout,
-                               const float *inp, const float *q_gamma, const float *k_gamma,
-                               const float *rstd, size_t N, size_t H, size_t KV, size_t D)
+                               const float *x, bool heads, const float *q_gamma,
+                               const float *k_gamma, const float *rstd, size_t N, size_t H,
+                               size_t KV, size_t D)
 {
-    size_t W = (H + 2 * KV) * D;
+    size_t W = (H + 2 * KV) * D, xw = heads ? (H + KV) * D : W;
     for (size_t n = 0; n < N; n++) {
         for (size_t h = 0; h < H + KV; h++) {
             size_t at = n * W + h * D;
-            rms_row_backward(dinp ? dinp + at : NULL, h < H ? dq_gamma : dk_gamma, dout + at, inp + at,
-                             h < H ? q_gamma : k_gamma, rstd[n * (H + KV) + h], D);
+            rms_row_backward(dinp ? dinp + at : NULL, h < H ? dq_gamma : dk_gamma, dout + at,
+                             x + n * xw + h * D, h < H ? q_gamma : k_gamma,
+                             rstd[n * (H + KV) + h], D);
         }
         if (dinp)
             add_into(dinp + n * W + (H + KV) * D, dout + n * W + (H + KV) * D, KV * D);
@@ -1893,8 +1900,9 @@ void ck_kernel_forward(const ck_kernel_io *io)
     }
     case CK_OP_QKNORM: {
         attn_dims q = attention_dims(io);
-        ck_kernel_qknorm_forward(out, io->saved[CK_SLOT_RSTD], io->saved[CK_SLOT_NORMED], a, p[0],
-                                 p[1], q.B * q.T, q.H, q.KV, q.D, n->attrs.eps);
+        ck_kernel_qknorm_forward(out, io->saved[CK_SLOT_RSTD], io->saved[CK_SLOT_NORMED],
+                                 io->saved[CK_SLOT_X_F32], a, p[0], p[1], q.B * q.T, q.H, q.KV,
+                                 q.D, n->attrs.eps);
         break;
     }
     case CK_OP_LORA: {
@@ -2010,8 +2018,9 @@ void ck_kernel_backward(const ck_kernel_io *io)
     }
     case CK_OP_QKNORM: {
         attn_dims q = attention_dims(io);
-        ck_kernel_qknorm_backward(da, dp[0], dp[1], dout, a, p[0], p[1], io->saved[CK_SLOT_RSTD],
-                                  q.B * q.T, q.H, q.KV, q.D);
+        const float *heads = io->saved[CK_SLOT_X_F32];
+        ck_kernel_qknorm_backward(da, dp[0], dp[1], dout, heads ? heads : a, heads != NULL, p[0],
+                                  p[1], io->saved[CK_SLOT_RSTD], q.B * q.T, q.H, q.KV, q.D);
         break;
     }
     case CK_OP_LORA: {

@@ -99,13 +99,15 @@ void ck_kernel_rmsnorm_backward(float *dinp, float *dweight, const float *dout, 
 /* Qwen3's q_norm and k_norm on packed qkv [N, (H + 2*KV) * D] (attention's layout): each
  * query head is rmsnorm'd with q_gamma [D], each key head with k_gamma [D], with eps; value
  * heads pass through. rstd is [N, H + KV], by row then head; normed (or NULL), [N, (H + KV)
- * * D], receives x rstd of the q and k heads. */
-void ck_kernel_qknorm_forward(float *out, float *rstd, float *normed, const float *inp,
-                              const float *q_gamma, const float *k_gamma, size_t N, size_t H,
-                              size_t KV, size_t D, double eps);
+ * * D], receives x rstd of the q and k heads; heads (or NULL), of the same shape, the q
+ * and k heads themselves. The backward reads x: inp (heads false), or those heads. */
+void ck_kernel_qknorm_forward(float *out, float *rstd, float *normed, float *heads,
+                              const float *inp, const float *q_gamma, const float *k_gamma,
+                              size_t N, size_t H, size_t KV, size_t D, double eps);
 void ck_kernel_qknorm_backward(float *dinp, float *dq_gamma, float *dk_gamma, const float *dout,
-                               const float *inp, const float *q_gamma, const float *k_gamma,
-                               const float *rstd, size_t N, size_t H, size_t KV, size_t D);
+                               const float *x, bool heads, const float *q_gamma,
+                               const float *k_gamma, const float *rstd, size_t N, size_t H,
+                               size_t KV, size_t D);
 
 /* GELU, tanh approximation (as GPT-2). Saves its input. */
 void ck_kernel_gelu_forward(float *restrict out, const float *restrict inp, size_t n);

@@ -155,7 +155,6 @@ GAPS = {
                                 "workspace of the experts at once, transformers one expert's",
     ("gemma2-tiny", "eager", "*"): "Gemma 2's eager attention (soft-capped, sliding window): "
                                    "ckplan over-counts about 3%, not traced yet",
-    ("qwen3-tiny", "*", "lora"): "Qwen3 with LoRA: ckplan over-counts about 2.5%, not traced yet",
 }
 PEAK_BAR = 0.02
 GAPS_SEEN = {}

@@ -545,7 +545,7 @@ START_TEST(norms_take_their_eps)
     ck_assert_float_eq_tol(rstd, (float)(1.0 / sqrt(0.5)), 1e-6f);
     for (int i = 0; i < 12; i++)
         qkv[i] = 0.5f;
-    ck_kernel_qknorm_forward(qout, qrstd, NULL, qkv, w, w, 1, 1, 1, 4, 0.75); /* q, k, v heads of 4 */
+    ck_kernel_qknorm_forward(qout, qrstd, NULL, NULL, qkv, w, w, 1, 1, 1, 4, 0.75); /* q, k, v heads of 4 */
     ck_assert_float_eq_tol(qrstd[0], 1.0f, 1e-6f);
     ck_assert_float_eq_tol(qrstd[1], 1.0f, 1e-6f);
 }
@@ -1437,7 +1437,8 @@ static void ref_qknorm_stats(const ref_case *rc, double *out, double *rstd)
 static void ref_qknorm(const ref_case *rc, double *out) { ref_qknorm_stats(rc, out, NULL); }
 
 /* 3 q heads sharing 1 kv head, heads of 4, with gammas away from 1 so that q_gamma and
- * k_gamma swapped, or v normalised, show. */
+ * k_gamma swapped, or v normalised, show. The backward from the q and k heads the forward
+ * kept (written out) adds exactly what the one from the whole input does. */
 START_TEST(qknorm)
 {
     enum { N = 6, H = 3, KV = 1, D = 4, W = (H + 2 * KV) * D };
@@ -1447,8 +1448,10 @@ START_TEST(qknorm)
     float *out = obuf(N * W), *rstd = obuf(N * (H + KV)), *dout = frand(N * W);
     float *dx = fbuf(N * W), *dqg = fbuf(D), *dkg = fbuf(D);
     rc.g = to_double(dout, N * W);
-    float *normed = obuf(N * (H + KV) * D);
-    ck_kernel_qknorm_forward(out, rstd, normed, x, qg, kg, N, H, KV, D, 1e-6);
+    float *normed = obuf(N * (H + KV) * D), *heads = obuf(N * (H + KV) * D);
+    ck_kernel_qknorm_forward(out, rstd, normed, heads, x, qg, kg, N, H, KV, D, 1e-6);
+    for (size_t n = 0; n < N; n++)
+        ck_assert(memcmp(heads + n * (H + KV) * D, x + n * W, (H + KV) * D * sizeof *x) == 0);
     assert_forward("qknorm", &rc, out);
     double *want_rstd = dbuf(N * (H + KV)), *scratch_out = dbuf(N * W);
     ref_qknorm_stats(&rc, scratch_out, want_rstd);
@@ -1460,12 +1463,12 @@ START_TEST(qknorm)
             for (size_t j = 0; j < D; j++)
                 want_normed[(n * (H + KV) + h) * D + j] = rc.in[0][n * W + h * D + j] * want_rstd[n * (H + KV) + h];
     assert_close("qknorm x rstd", normed, want_normed, N * (H + KV) * D, RTOL_FWD);
-    ck_kernel_qknorm_backward(dx, dqg, dkg, dout, x, qg, kg, rstd, N, H, KV, D);
+    ck_kernel_qknorm_backward(dx, dqg, dkg, dout, x, false, qg, kg, rstd, N, H, KV, D);
     float *grads[] = {dx, dqg, dkg}, *once[3];
     size_t lens[] = {N * W, D, D};
     for (size_t k = 0; k < 3; k++)
         once[k] = copy_f(grads[k], lens[k]);
-    ck_kernel_qknorm_backward(dx, dqg, dkg, dout, x, qg, kg, rstd, N, H, KV, D);
+    ck_kernel_qknorm_backward(dx, dqg, dkg, dout, heads, true, qg, kg, rstd, N, H, KV, D);
     const char *names[] = {"qknorm dx", "qknorm dq_gamma", "qknorm dk_gamma"};
     for (size_t k = 0; k < 3; k++) {
         assert_doubled(names[k], grads[k], once[k], lens[k]);

@@ -472,6 +472,17 @@ START_TEST(qknorm_normalises_q_and_k_heads)
     uint64_t x = 960 * 2, params = 24 * 2, stats = 240;
     ck_assert_uint_eq(info.fwd_bytes_moved, 2 * x + params + stats);
     ck_assert_uint_eq(info.bwd_bytes_moved, x + x + stats + 3 * params + x);
+    /* Written out (Qwen3RMSNorm on q_proj's and k_proj's outputs): not the input, which holds
+     * v too, but the q and k heads as f32 (x.float()), then rstd, and x rstd in bf16 for the
+     * weights' gradient. */
+    a.fused = false;
+    infer_ok("qknorm", &a, &in, &info);
+    ck_assert_uint_eq(info.n_saved, 3);
+    ck_assert(info.saved[0].kind == CK_SAVE_INTERNAL && info.saved[0].slot == CK_SLOT_X_F32);
+    assert_shape(&info.saved[0].type, CK_F32, 3, 2, 5, 72);
+    ck_assert(info.saved[1].slot == CK_SLOT_RSTD && info.saved[2].slot == CK_SLOT_NORMED);
+    assert_shape(&info.saved[2].type, CK_BF16, 3, 2, 5, 72);
+    a.fused = true;
     a.head_dim = 12;
     infer_ok("qknorm", &a, &in, &info);
     a.head_dim = 16;
