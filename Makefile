@@ -124,18 +124,22 @@ $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(TEST_SUPPORT_OBJ) $(BUILD)/libckplan
 
 # Every test: the source checks (their failures are counted, and fail the last line,
 # without stopping the rest), unit tests, command-line tests and the bad-input corpus, and
-# at the same time (one core each: both are single-threaded) the last three again under
-# AddressSanitizer and UndefinedBehaviorSanitizer, each pass's output shown when it ends;
-# then plan, run and report under valgrind, interrupts and fault injection, PyTorch as the
-# referee, fuzzing; the last line adds them all up.
+# the last three again under AddressSanitizer and UndefinedBehaviorSanitizer, on two cores
+# (each pass is single-threaded): the sanitizers' command-line tests, the longest part, on
+# one, and the plain pass then the sanitizers' unit and bad-input tests on the other, the
+# background pass's output shown when it ends; then plan, run and report under valgrind,
+# interrupts and fault injection, PyTorch as the referee, fuzzing; the last line adds them
+# all up.
 check: deps
 	@rm -rf build/results build/check-*.log
 	-$(MAKE) --no-print-directory check-style
 	$(MAKE) --no-print-directory ckplan ckplan-rank $(TEST_BIN)
 	$(MAKE) --no-print-directory SAN=1 build-san/ckplan build-san/ckplan-rank
-	@$(MAKE) --no-print-directory SAN=1 check-unit check-cli check-bad > build/check-san.log 2>&1 & \
+	@$(MAKE) --no-print-directory SAN=1 check-cli > build/check-san.log 2>&1 & \
 	san=$$!; $(MAKE) --no-print-directory check-unit check-cli check-bad; plain=$$?; \
-	wait $$san; status=$$?; cat build/check-san.log; [ $$plain -eq 0 ] && [ $$status -eq 0 ]
+	$(MAKE) --no-print-directory SAN=1 check-unit check-bad; rest=$$?; \
+	wait $$san; status=$$?; cat build/check-san.log; \
+	[ $$plain -eq 0 ] && [ $$rest -eq 0 ] && [ $$status -eq 0 ]
 	$(MAKE) --no-print-directory check-valgrind check-robustness check-torch check-hf
 	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(CHECK_FUZZ_SECONDS)
 	@tests/summary build/results
