@@ -127,14 +127,15 @@ $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(TEST_SUPPORT_OBJ) $(BUILD)/libckplan
 # the last three again under AddressSanitizer and UndefinedBehaviorSanitizer, on two cores
 # (each pass is single-threaded): the sanitizers' command-line tests, the longest part, on
 # one, and the plain pass then the sanitizers' unit and bad-input tests on the other, the
-# background pass's output shown when it ends; then plan, run and report under valgrind,
+# background pass's output shown when it ends (the unit-test programs of both builds are
+# made first: the command-line tests' chart smoke test runs two of them); then plan, run and report under valgrind,
 # interrupts and fault injection, PyTorch as the referee, fuzzing; the last line adds them
 # all up.
 check: deps
 	@rm -rf build/results build/check-*.log
 	-$(MAKE) --no-print-directory check-style
 	$(MAKE) --no-print-directory ckplan ckplan-rank $(TEST_BIN)
-	$(MAKE) --no-print-directory SAN=1 build-san/ckplan build-san/ckplan-rank
+	$(MAKE) --no-print-directory SAN=1 build-san/ckplan build-san/ckplan-rank $(TEST_BIN:$(BUILD)/%=build-san/%)
 	@$(MAKE) --no-print-directory SAN=1 check-cli > build/check-san.log 2>&1 & \
 	san=$$!; $(MAKE) --no-print-directory check-unit check-cli check-bad; plain=$$?; \
 	$(MAKE) --no-print-directory SAN=1 check-unit check-bad; rest=$$?; \
