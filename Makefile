@@ -163,11 +163,13 @@ check-torch: $(CKPLAN) $(VENV_READY)
 check-hf: $(CKPLAN) $(VENV_READY)
 	@tests/torch/run-hf build/results/hf ./$(CKPLAN) build/hf-referee.tsv
 
-# Source rules (tests/style/): which layer includes which, and function names.
+# Source rules (tests/style/): which layer includes which, function names, and library
+# calls that fail silently.
 check-style:
 	@status=0; \
 	tests/style/layers build/results/style-layers || status=1; \
 	tests/style/prefixes build/results/style-prefixes || status=1; \
+	tests/style/calls build/results/style-calls || status=1; \
 	exit $$status
 
 check-valgrind: $(CKPLAN)
