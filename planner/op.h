@@ -130,8 +130,10 @@ typedef enum {
     CK_SLOT_GLU_ACT,    /* swiglu, geglu written out: act(gate), kept for up's gradient */
     CK_SLOT_SDPA_MASK,  /* attention with sdpa_mask: the additive mask sdpa keeps (held for
                          * its bytes: ckplan's kernels apply the causal mask themselves) */
-    CK_SLOT_QK_APART,   /* attention with v_view: the rotated q and k, [B, T, (H + KV) D] */
-    CK_SLOT_OUT_HEADS,  /* attention with v_view: the output as sdpa lays it out, by head */
+    CK_SLOT_QK_APART,   /* attention with v_view: the rotated q and k, [B, T, (H + KV) D], */
+    CK_SLOT_OUT_HEADS,  /* and the output as sdpa lays it out, by head (both held for their
+                         * bytes, as PyTorch keeps them: ckplan's kernels read the packed
+                         * input and the output) */
     /* moe, per row of its input: */
     CK_SLOT_ROUTER_PROBS, /* f32 softmax of the router logits */
     CK_SLOT_TOPK_INDEX,   /* int64: the K experts chosen */

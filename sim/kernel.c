@@ -1723,18 +1723,6 @@ static void fold_kv(float *dqkv, const float *dexp, attn_dims d)
     }
 }
 
-/* With v_view, the tensors sdpa keeps beside the projection: the rotated q and k (the first
- * (H + KV) D columns of each packed row) and a copy of the output. */
-static void keep_apart(const ck_kernel_io *io, attn_dims d)
-{
-    float *qk = io->saved[CK_SLOT_QK_APART], *heads = io->saved[CK_SLOT_OUT_HEADS];
-    size_t w = (d.H + 2 * d.KV) * d.D, n = (d.H + d.KV) * d.D;
-    for (size_t r = 0; qk && r < d.B * d.T; r++)
-        memcpy(qk + r * n, (const float *)io->in[0] + r * w, n * sizeof *qk);
-    if (heads)
-        memcpy(heads, io->out, d.B * d.T * d.H * d.D * sizeof *heads);
-}
-
 static void attention_forward(const ck_kernel_io *io, float prob)
 {
     attn_dims d = attention_dims(io);
@@ -1746,16 +1734,14 @@ static void attention_forward(const ck_kernel_io *io, float prob)
         qkv = expanded;
         d.KV = d.H;
     }
-    if (io->node->attrs.flash) {
+    if (io->node->attrs.flash)
         ck_kernel_attention_flash_forward(io->out, io->saved[CK_SLOT_LSE], qkv, io->ws, d.B,
                                           d.T, d.H, d.KV, d.D, prob, cap, io->key);
-        keep_apart(io, d);
-    } else {
+    else
         ck_kernel_attention_forward(io->out, io->saved[CK_SLOT_PROBS], io->saved[CK_SLOT_MASK],
                                     io->saved[CK_SLOT_DROPPED], io->saved[CK_SLOT_CAPPED],
                                     qkv, io->ws, d.B, d.T, d.H, d.KV, d.D, prob, cap,
                                     io->key);
-    }
 }
 
 typedef struct {
