@@ -342,23 +342,29 @@ static uint64_t excess(uint64_t peak, uint64_t base)
     return peak > base ? peak - base : 0;
 }
 
-/* A program state holding only stage i's input (nothing when it is static), and with
+/* What sizing the stages one by one shares: one program state, reset for each action
+ * run, as allocating one per stage would take time quadratic in the model's size. */
+typedef struct {
+    const ck_model *m;
+    const ck_lower *l;
+    const ck_cost_model *cm;
+    ck_program_state ps;
+} sizer;
+
+/* z's state reset to hold only stage i's input (nothing when it is static), and with
  * gradient accumulation the parameter gradients its backward adds into, as a later
  * micro-step holds them (the others do not change what the stage holds). */
-static int with_input_only(const ck_model *m, const ck_lower *l, size_t i, ck_program_state *ps,
-                           ck_err *err)
+static ck_program_state *with_input_only(sizer *z, size_t i)
 {
-    size_t in = ck_lower_stage_input(l, i), first, end;
-    int rc = ck_program_state_init(ps, m, err);
-    if (rc != CK_OK)
-        return rc;
-    ck_lower_stage_nodes(l, i, &first, &end);
-    if (m->training.grad_accum > 1)
-        ck_program_state_hold_params_of(ps, first, end);
-    ck_program_state_set(ps, ck_program_value(0, CK_COPY_PLAIN), false);
-    if (!ck_model_is_static(m, in))
-        ck_program_state_set(ps, ck_program_value(in, CK_COPY_PLAIN), true);
-    return CK_OK;
+    size_t in = ck_lower_stage_input(z->l, i), first, end;
+    ck_program_state_reset(&z->ps);
+    ck_lower_stage_nodes(z->l, i, &first, &end);
+    if (z->m->training.grad_accum > 1)
+        ck_program_state_hold_params_of(&z->ps, first, end);
+    ck_program_state_set(&z->ps, ck_program_value(0, CK_COPY_PLAIN), false);
+    if (!ck_model_is_static(z->m, in))
+        ck_program_state_set(&z->ps, ck_program_value(in, CK_COPY_PLAIN), true);
+    return &z->ps;
 }
 
 /* Stage i's variant v from its compiled F_all and B run with only x_i live: what F_all
@@ -367,70 +373,61 @@ static int with_input_only(const ck_model *m, const ck_lower *l, size_t i, ck_pr
  * backward's own). The parameter gradients B makes under CK_GRADS_AUTOGRAD, which the
  * step holds to its end, are part of B's peak: in the chain's terms a transient, which
  * the program's replay (the figures reported) holds on. */
-static int size_saving(const ck_model *m, const ck_lower *l, size_t i, size_t v,
-                       const ck_cost_model *cm, ck_variant *out, uint64_t *save_excess, ck_err *err)
+static int size_saving(sizer *z, size_t i, size_t v, ck_variant *out, uint64_t *save_excess,
+                       ck_err *err)
 {
-    size_t in = ck_lower_stage_input(l, i), last = ck_lower_stage_output(l, i);
-    ck_program_state ps;
-    int rc = with_input_only(m, l, i, &ps, err);
-    if (rc != CK_OK)
-        return rc;
-    uint64_t base = ps.held, save_peak, bwd_peak;
-    rc = run_action(l, &ps, (ck_action){CK_F_ALL, i, v}, cm, &save_peak, NULL, err);
-    out->saved_bytes = ps.held - base;
+    const ck_model *m = z->m;
+    size_t in = ck_lower_stage_input(z->l, i), last = ck_lower_stage_output(z->l, i);
+    ck_program_state *ps = with_input_only(z, i);
+    uint64_t base = ps->held, save_peak, bwd_peak;
+    int rc = run_action(z->l, ps, (ck_action){CK_F_ALL, i, v}, z->cm, &save_peak, NULL, err);
+    out->saved_bytes = ps->held - base;
     uint64_t y_in = ck_program_has_grad(m, in) ? m->tensors[in].bytes : 0;
     if (ck_program_has_grad(m, last))
-        ck_program_state_set(&ps, ck_program_grad(last), true);
-    uint64_t before_b = ps.held, params_before = ck_program_state_params_bytes(&ps);
+        ck_program_state_set(ps, ck_program_grad(last), true);
+    uint64_t before_b = ps->held, params_before = ck_program_state_params_bytes(ps);
     out->bwd_time = 0;
     if (rc == CK_OK)
-        rc = run_action(l, &ps, (ck_action){CK_B, i, v}, cm, &bwd_peak, &out->bwd_time, err);
-    base += ck_program_state_params_bytes(&ps) - params_before;
-    if (rc == CK_OK && ps.held != base + y_in)
+        rc = run_action(z->l, ps, (ck_action){CK_B, i, v}, z->cm, &bwd_peak, &out->bwd_time, err);
+    base += ck_program_state_params_bytes(ps) - params_before;
+    if (rc == CK_OK && ps->held != base + y_in)
         rc = ck_err_fail(err, CK_ERR_RUNTIME, "%s: stage %zu's backward leaves %llu bytes, not %llu",
-                         m->file, i, (unsigned long long)(ps.held - base), (unsigned long long)y_in);
+                         m->file, i, (unsigned long long)(ps->held - base), (unsigned long long)y_in);
     if (rc == CK_OK) {
         *save_excess = excess(save_peak, base + out->saved_bytes);
         out->fwd_tmp_bytes = *save_excess;
         out->bwd_tmp_bytes = excess(bwd_peak, before_b + y_in);
     }
-    ck_program_state_free(&ps);
     return in_model(m, rc, err);
 }
 
 /* F_ck's peak beyond x_i and x_{i+1}, run with only x_i live. */
-static int size_plain(const ck_model *m, const ck_lower *l, size_t i, uint64_t *plain_excess,
-                      ck_err *err)
+static int size_plain(sizer *z, size_t i, uint64_t *plain_excess, ck_err *err)
 {
-    size_t out = ck_lower_stage_output(l, i);
-    ck_program_state ps;
-    int rc = with_input_only(m, l, i, &ps, err);
-    if (rc != CK_OK)
-        return rc;
-    uint64_t base = ps.held, plain_peak;
-    rc = run_action(l, &ps, (ck_action){CK_F_CK, i, 0}, NULL, &plain_peak, NULL, err);
-    *plain_excess = excess(plain_peak, base + m->tensors[out].bytes);
-    ck_program_state_free(&ps);
-    return in_model(m, rc, err);
+    size_t out = ck_lower_stage_output(z->l, i);
+    ck_program_state *ps = with_input_only(z, i);
+    uint64_t base = ps->held, plain_peak;
+    int rc = run_action(z->l, ps, (ck_action){CK_F_CK, i, 0}, NULL, &plain_peak, NULL, err);
+    *plain_excess = excess(plain_peak, base + z->m->tensors[out].bytes);
+    return in_model(z->m, rc, err);
 }
 
 /* Stage i's sizes, from its compiled actions: saved_bytes is what F_all keeps; fwd_tmp the
  * larger of F_all's and F_ck's peaks beyond what they keep (the chain has one transient
  * for both); bwd_tmp B's peak beyond x̄_{i+1}, y_{i+1} and y_i; and its variants
  * (ck_lower_variants), each with its own (backward times are added by the caller). */
-static int size_stage(const ck_model *m, const ck_lower *l, size_t i, const ck_cost_model *cm,
-                      ck_chain *c, ck_err *err)
+static int size_stage(sizer *z, size_t i, ck_chain *c, ck_err *err)
 {
     ck_stage *st = &c->stages[i];
     ck_keep keeps[CK_N_KEEPS];
     ck_variant v[CK_N_KEEPS];
-    size_t n = ck_lower_variants(l, i, keeps);
+    size_t n = ck_lower_variants(z->l, i, keeps);
     uint64_t plain_excess = 0, save_excess = 0;
-    st->out_bytes = m->tensors[ck_lower_stage_output(l, i)].bytes;
-    int rc = size_plain(m, l, i, &plain_excess, err);
+    st->out_bytes = z->m->tensors[ck_lower_stage_output(z->l, i)].bytes;
+    int rc = size_plain(z, i, &plain_excess, err);
     for (size_t k = 0; k < n && rc == CK_OK; k++) {
         v[k].name = (char *)ck_lower_keep_name(keeps[k]);
-        rc = size_saving(m, l, i, k, cm, &v[k], &save_excess, err);
+        rc = size_saving(z, i, k, &v[k], &save_excess, err);
         if (k == 0) {
             st->saved_bytes = v[0].saved_bytes;
             st->fwd_tmp_bytes = save_excess > plain_excess ? save_excess : plain_excess;
@@ -449,16 +446,18 @@ static char *range_name(const char *a, const char *b)
     return s;
 }
 
-static int fill_stage(const ck_model *m, const ck_lower *l, const size_t *first, size_t i,
-                      ck_granularity g, const ck_cost_model *cm, ck_chain *c, ck_err *err)
+static int fill_stage(sizer *z, const size_t *first, size_t i, ck_granularity g, ck_chain *c,
+                      ck_err *err)
 {
+    const ck_model *m = z->m;
+    const ck_cost_model *cm = z->cm;
     ck_stage *st = &c->stages[i];
     const ck_node *a = &m->nodes[first[i]], *b = &m->nodes[first[i + 1] - 1];
     st->name = g == CK_GRAN_OP ? range_name(a->name, b->name)
                                : range_name(m->groups[a->group].name, m->groups[b->group].name);
     if (!st->name)
         return ck_err_oom(err);
-    int rc = size_stage(m, l, i, cm, c, err);
+    int rc = size_stage(z, i, c, err);
     for (size_t k = first[i]; k < first[i + 1] && rc == CK_OK; k++) {
         const ck_op_info *info = &m->nodes[k].info;
         st->fwd_time += ck_derive_op_time(cm, info->fwd_flops, info->fwd_bytes_moved);
@@ -478,9 +477,10 @@ static int fill_stage(const ck_model *m, const ck_lower *l, const size_t *first,
 
 /* The loss is not a stage: its forward and backward run together in the chain's `loss`
  * action, whose transient bytes are what its compiled instructions hold beyond y_L. */
-static int fill_loss(const ck_model *m, const ck_lower *l, const ck_cost_model *cm, ck_chain *c,
-                     ck_err *err)
+static int fill_loss(sizer *z, ck_chain *c, ck_err *err)
 {
+    const ck_model *m = z->m;
+    const ck_cost_model *cm = z->cm;
     const ck_op_info *info = &m->nodes[m->n_nodes - 1].info;
     c->loss_bwd_time = ck_derive_op_time(cm, info->fwd_flops, info->fwd_bytes_moved) +
                        ck_derive_op_time(cm, info->bwd_flops, info->bwd_bytes_moved);
@@ -488,17 +488,15 @@ static int fill_loss(const ck_model *m, const ck_lower *l, const ck_cost_model *
                         c->loss_bwd_time, err);
     if (rc != CK_OK)
         return rc;
-    size_t x = ck_lower_stage_output(l, c->n_stages - 1);
-    ck_program_state ps;
-    if ((rc = ck_program_state_init(&ps, m, err)) != CK_OK)
-        return rc;
-    ck_program_state_set(&ps, ck_program_value(0, CK_COPY_PLAIN), false);
-    ck_program_state_set(&ps, ck_program_value(x, CK_COPY_PLAIN), true);
-    uint64_t base = ps.held, peak;
+    size_t x = ck_lower_stage_output(z->l, c->n_stages - 1);
+    ck_program_state *ps = &z->ps;
+    ck_program_state_reset(ps);
+    ck_program_state_set(ps, ck_program_value(0, CK_COPY_PLAIN), false);
+    ck_program_state_set(ps, ck_program_value(x, CK_COPY_PLAIN), true);
+    uint64_t base = ps->held, peak;
     uint64_t y = ck_program_has_grad(m, x) ? m->tensors[x].bytes : 0;
-    rc = run_action(l, &ps, (ck_action){CK_LOSS, 0, 0}, NULL, &peak, NULL, err);
+    rc = run_action(z->l, ps, (ck_action){CK_LOSS, 0, 0}, NULL, &peak, NULL, err);
     c->loss_bwd_tmp_bytes = excess(peak, base + y);
-    ck_program_state_free(&ps);
     return in_model(m, rc, err);
 }
 
@@ -509,11 +507,17 @@ static int fill_chain(const ck_model *m, const size_t *first, ck_granularity g,
     int rc = ck_lower_create(m, first, out->n_stages, &l, err);
     if (rc != CK_OK)
         return rc;
+    sizer z = {.m = m, .l = l, .cm = cm};
+    if ((rc = ck_program_state_init(&z.ps, m, err)) != CK_OK) {
+        ck_lower_free(l);
+        return rc;
+    }
     out->input_bytes = ck_model_is_static(m, 0) ? 0 : m->tensors[0].bytes;
     for (size_t i = 0; i < out->n_stages && rc == CK_OK; i++)
-        rc = fill_stage(m, l, first, i, g, cm, out, err);
+        rc = fill_stage(&z, first, i, g, out, err);
     if (rc == CK_OK)
-        rc = fill_loss(m, l, cm, out, err);
+        rc = fill_loss(&z, out, err);
+    ck_program_state_free(&z.ps);
     ck_lower_free(l);
     return rc;
 }

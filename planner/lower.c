@@ -259,20 +259,23 @@ static void free_kept(const ck_lower *l, size_t i, ck_keep p, sink *s)
 
 /* Which nodes of stage i B recomputes under p: those whose dropped output "all" keeps or
  * whose dropped internals their backward reads, and the makers of what they read that was
- * not kept. A reverse sweep: readers come after makers. */
+ * not kept. A reverse sweep: readers come after makers. redo and needed (whether node k's
+ * output is read by one recomputed) have an entry per node of the stage, from its first:
+ * the model's tensors are too many to clear for each stage. */
 static void find_recomputed(const ck_lower *l, ck_keep p, size_t i, bool *redo, bool *needed)
 {
     const ck_model *m = l->m;
-    for (size_t k = l->first[i + 1]; k-- > l->first[i];) {
+    size_t first = l->first[i];
+    for (size_t k = l->first[i + 1]; k-- > first;) {
         const ck_node *n = &m->nodes[k];
-        redo[k - l->first[i]] = (drops_output(l, p, i, k) && (l->kept[n->output] || needed[n->output])) ||
-                                (drops_internals(l, p, k) && ck_program_has_saved(n));
-        if (!redo[k - l->first[i]])
+        redo[k - first] = (drops_output(l, p, i, k) && (l->kept[n->output] || needed[k - first])) ||
+                          (drops_internals(l, p, k) && ck_program_has_saved(n));
+        if (!redo[k - first])
             continue;
         for (size_t j = 0; j < n->op->arity; j++) {
             size_t t = n->inputs[j];
             if (made_in(l, i, t) && !kept_tensor(l, p, i, t))
-                needed[t] = true;
+                needed[m->tensors[t].producer - first] = true;
         }
     }
 }
@@ -286,14 +289,15 @@ static void lower_recompute(const ck_lower *l, size_t i, ck_keep p, sink *s)
     const ck_model *m = l->m;
     size_t first = l->first[i], end = l->first[i + 1];
     bool *redo = calloc(end - first, sizeof *redo);
-    bool *needed = calloc(m->n_tensors, sizeof *needed);
-    size_t *last = calloc(m->n_tensors, sizeof *last);
+    bool *needed = calloc(end - first, sizeof *needed);
+    size_t *last = calloc(end - first, sizeof *last); /* per node: its output's last recomputed reader, + 1 */
     s->ok = s->ok && redo && needed && last;
     if (s->ok)
         find_recomputed(l, p, i, redo, needed);
     for (size_t k = first; s->ok && k < end; k++)
         for (size_t j = 0; redo[k - first] && j < m->nodes[k].op->arity; j++)
-            last[m->nodes[k].inputs[j]] = k + 1;
+            if (made_in(l, i, m->nodes[k].inputs[j]))
+                last[m->tensors[m->nodes[k].inputs[j]].producer - first] = k + 1;
     for (size_t k = first; s->ok && k < end; k++) {
         const ck_node *n = &m->nodes[k];
         if (!redo[k - first])
@@ -304,11 +308,11 @@ static void lower_recompute(const ck_lower *l, size_t i, ck_keep p, sink *s)
         for (size_t j = 0; j < n->op->arity; j++) {
             size_t t = n->inputs[j];
             size_t maker = made_in(l, i, t) ? m->tensors[t].producer : 0;
-            if (first_input(n, j) && made_in(l, i, t) && redo[maker - first] && last[t] == k + 1 &&
+            if (first_input(n, j) && made_in(l, i, t) && redo[maker - first] && last[maker - first] == k + 1 &&
                 !(drops_output(l, p, i, maker) && l->kept[t]))
                 push(s, CK_INSTR_FREE, 0, false, ck_program_value(t, CK_COPY_PLAIN));
         }
-        if (!restored && last[n->output] == 0)
+        if (!restored && last[k - first] == 0)
             push(s, CK_INSTR_FREE, 0, false, ck_program_value(n->output, CK_COPY_PLAIN));
     }
     for (size_t k = first; s->ok && k < end; k++)

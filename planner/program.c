@@ -82,20 +82,42 @@ ck_buf ck_program_params(size_t node)
     return (ck_buf){CK_BUF_PARAMS, node, CK_COPY_PLAIN};
 }
 
+static size_t n_bufs(const ck_model *m)
+{
+    return 3 * m->n_tensors + 3 * m->n_nodes;
+}
+
+static void mark(const ck_program_state *st, uint32_t *flag, bool on)
+{
+    *flag = on ? st->gen : 0;
+}
+
 int ck_program_state_init(ck_program_state *st, const ck_model *m, ck_err *err)
 {
-    size_t n = 3 * m->n_tensors + 3 * m->n_nodes;
-    *st = (ck_program_state){.m = m, .live = calloc(n, sizeof *st->live),
+    *st = (ck_program_state){.m = m, .live = calloc(n_bufs(m), sizeof *st->live),
                              .shared = calloc(m->n_tensors, sizeof *st->shared)};
     if (!st->live || !st->shared) {
         ck_program_state_free(st);
         return ck_err_oom(err);
     }
+    ck_program_state_reset(st);
+    return CK_OK;
+}
+
+void ck_program_state_reset(ck_program_state *st)
+{
+    const ck_model *m = st->m;
+    if (st->gen == UINT32_MAX) { /* the stamps of 2^32 - 1 states ago would read as set */
+        memset(st->live, 0, n_bufs(m) * sizeof *st->live);
+        memset(st->shared, 0, m->n_tensors * sizeof *st->shared);
+        st->gen = 0;
+    }
+    st->gen++;
+    st->held = st->params_held = 0;
     if (!ck_model_is_static(m, 0)) {
-        st->live[buf_index(m, ck_program_value(0, CK_COPY_PLAIN))] = true;
+        mark(st, &st->live[buf_index(m, ck_program_value(0, CK_COPY_PLAIN))], true);
         st->held = m->tensors[0].bytes;
     }
-    return CK_OK;
 }
 
 void ck_program_state_free(ck_program_state *st)
@@ -107,18 +129,23 @@ void ck_program_state_free(ck_program_state *st)
 
 bool ck_program_state_has(const ck_program_state *st, ck_buf b)
 {
-    return st->live[buf_index(st->m, b)];
+    return st->live[buf_index(st->m, b)] == st->gen;
+}
+
+bool ck_program_state_shares(const ck_program_state *st, size_t t)
+{
+    return st->shared[t] == st->gen;
 }
 
 void ck_program_state_set(ck_program_state *st, ck_buf b, bool live)
 {
-    bool *flag = &st->live[buf_index(st->m, b)];
-    if (b.kind == CK_BUF_PARAMS && *flag != live)
+    if (ck_program_state_has(st, b) == live)
+        return;
+    if (b.kind == CK_BUF_PARAMS)
         st->params_held = live ? st->params_held + params_bytes(st->m, b.id)
                                : st->params_held - params_bytes(st->m, b.id);
-    if (*flag != live)
-        st->held = live ? st->held + ck_program_buf_bytes(st->m, b) : st->held - ck_program_buf_bytes(st->m, b);
-    *flag = live;
+    st->held = live ? st->held + ck_program_buf_bytes(st->m, b) : st->held - ck_program_buf_bytes(st->m, b);
+    mark(st, &st->live[buf_index(st->m, b)], live);
 }
 
 void ck_program_state_hold_params_of(ck_program_state *st, size_t first, size_t end)
@@ -352,10 +379,10 @@ static int emit(emitter *em, ck_event_kind kind, ck_buf b, size_t slot, uint64_t
 static int hand_over(emitter *em, ck_event_kind kind, size_t to, size_t from, ck_err *err)
 {
     ck_program_state *st = em->st;
-    st->live[buf_index(st->m, ck_program_grad(to))] = true;
+    mark(st, &st->live[buf_index(st->m, ck_program_grad(to))], true);
     if (kind == CK_EVENT_MOVE)
-        st->live[buf_index(st->m, ck_program_grad(from))] = false;
-    st->shared[to] = kind == CK_EVENT_SHARE;
+        mark(st, &st->live[buf_index(st->m, ck_program_grad(from))], false);
+    mark(st, &st->shared[to], kind == CK_EVENT_SHARE);
     ck_event ev = {kind, ck_program_grad(to), 0, 0, CK_HOLD_GRADIENT, ck_program_grad(from)};
     return em->cb ? em->cb(em->ctx, em->in, &ev, err) : CK_OK;
 }
@@ -367,9 +394,9 @@ static int whole_buf(emitter *em, ck_event_kind kind, ck_buf b, ck_hold hold, ck
     const ck_model *m = em->st->m;
     if (b.kind == CK_BUF_PARAMS) /* never freed by an instruction: zero_grad frees them */
         em->st->params_held += params_bytes(m, b.id);
-    em->st->live[buf_index(m, b)] = kind == CK_EVENT_ALLOC;
-    if (b.kind == CK_BUF_GRAD && em->st->shared[b.id]) {
-        em->st->shared[b.id] = false;
+    mark(em->st, &em->st->live[buf_index(m, b)], kind == CK_EVENT_ALLOC);
+    if (b.kind == CK_BUF_GRAD && ck_program_state_shares(em->st, b.id)) {
+        mark(em->st, &em->st->shared[b.id], false);
         return emit(em, CK_EVENT_UNSHARE, b, 0, 0, hold, err);
     }
     if (b.kind != CK_BUF_SAVED)

@@ -83,11 +83,14 @@ typedef struct {
 bool ck_program_push(ck_program *p, ck_instr in);
 void ck_program_free(ck_program *p);
 
-/* What is live while a program runs. */
+/* What is live while a program runs. A flag is set when it equals gen, so that a reset
+ * (ck_program_state_reset) takes constant time: sizing a model's stages one by one resets
+ * a state per stage, and clearing the model's every flag each time would be quadratic. */
 typedef struct {
     const ck_model *m;
-    bool *live;   /* one flag per buffer */
-    bool *shared; /* per tensor: its gradient is live on another's memory (a pass) */
+    uint32_t *live;   /* per buffer: live when gen */
+    uint32_t *shared; /* per tensor, when gen: its gradient is live on another's memory (a pass) */
+    uint32_t gen;
     uint64_t held;
     uint64_t params_held; /* of held, the parameter gradients' (CK_BUF_PARAMS) */
 } ck_program_state;
@@ -95,8 +98,12 @@ typedef struct {
 /* The start of a step: x_0 live (plain) when it is an activation; static inputs are not
  * buffers of the program. */
 int ck_program_state_init(ck_program_state *st, const ck_model *m, ck_err *err);
+/* Back to what ck_program_state_init leaves, in constant time (but once in 2^32 calls). */
+void ck_program_state_reset(ck_program_state *st);
 void ck_program_state_free(ck_program_state *st);
 bool ck_program_state_has(const ck_program_state *st, ck_buf b);
+/* Whether tensor t's gradient is live on another's memory (a pass: CK_EVENT_SHARE). */
+bool ck_program_state_shares(const ck_program_state *st, size_t t);
 /* Marks b live or not, as if allocated or freed outside the program (for sizing one stage
  * on its own). */
 void ck_program_state_set(ck_program_state *st, ck_buf b, bool live);

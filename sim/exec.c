@@ -143,7 +143,7 @@ static void model_release_step(ck_exec *e)
 {
     const ck_model *m = e->m;
     for (size_t t = 0; e->pstate.shared && t < m->n_tensors; t++)
-        if (e->pstate.shared[t]) /* another gradient's memory: released as that one */
+        if (ck_program_state_shares(&e->pstate, t)) /* another gradient's memory: released as that one */
             e->grad[t] = NULL;
     for (size_t t = 0; t < m->n_tensors; t++) {
         const ck_tensor *ten = &m->tensors[t];

@@ -140,6 +140,51 @@ START_TEST(invalid_instructions_are_refused)
 }
 END_TEST
 
+/* A state reset is the start of a step again, whatever ran before, also when its stamps
+ * wrap around (ck_program_state_reset). */
+START_TEST(reset_returns_to_the_start_of_a_step)
+{
+    ck_workload w;
+    ck_err err = {{0}};
+    ck_workload_opts wo;
+    ck_workload_opts_default(&wo);
+    wo.granularity = CK_GRAN_OP;
+    wo.model.grads = "autograd"; /* the program makes parameter gradients */
+    ck_assert_msg(ck_workload_load("models/mlp-deep.json", &wo, &w, &err) == CK_OK, "%s", err.msg);
+    const ck_model *m = w.model;
+    size_t out0 = m->nodes[0].output;
+    ck_buf x0 = {CK_BUF_VALUE, 0, CK_COPY_PLAIN}, plain0 = {CK_BUF_VALUE, out0, CK_COPY_PLAIN};
+    ck_buf grad0 = {CK_BUF_GRAD, out0, CK_COPY_PLAIN};
+    ck_buf unused = {CK_BUF_VALUE, m->nodes[1].output, CK_COPY_KEPT};
+    ck_program_state st;
+    ck_assert_int_eq(ck_program_state_init(&st, m, &err), CK_OK);
+    for (int round = 0; round < 2; round++) {
+        if (round == 1) { /* the loop's first reset takes the last stamp, its second wraps */
+            st.gen = UINT32_MAX - 2;
+            ck_program_state_reset(&st);
+        }
+        for (int again = 0; again < 2; again++) {
+            ck_program_state_hold_params(&st);
+            ck_assert_msg(run_one(&st, (ck_instr){.kind = CK_INSTR_FORWARD, .node = 0, .buf = plain0}, &err) == CK_OK &&
+                              run_one(&st, (ck_instr){.kind = CK_INSTR_GRAD, .node = 0, .buf = grad0}, &err) == CK_OK,
+                          "round %d, step %d: %s", round, again, err.msg);
+            ck_assert(ck_program_state_has(&st, plain0) && ck_program_state_has(&st, grad0));
+            ck_assert_uint_gt(ck_program_state_params_bytes(&st), 0);
+            ck_program_state_reset(&st);
+            ck_assert_msg(!ck_program_state_has(&st, plain0) && !ck_program_state_has(&st, grad0),
+                          "round %d, reset %d: a buffer of the last step is still live", round, again);
+            ck_assert_msg(!ck_program_state_has(&st, unused),
+                          "round %d, reset %d: a buffer no step made is live", round, again);
+            ck_assert(ck_program_state_has(&st, x0));
+            ck_assert_uint_eq(st.held, m->tensors[0].bytes);
+            ck_assert_uint_eq(ck_program_state_params_bytes(&st), 0);
+        }
+    }
+    ck_program_state_free(&st);
+    ck_workload_free(&w);
+}
+END_TEST
+
 static Suite *program_suite(void)
 {
     Suite *s = suite_create("program");
@@ -147,6 +192,7 @@ static Suite *program_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, lowered_schedules_agree_with_the_chain);
     tcase_add_test(tc, invalid_instructions_are_refused);
+    tcase_add_test(tc, reset_returns_to_the_start_of_a_step);
     suite_add_tcase(s, tc);
     return s;
 }
