@@ -64,11 +64,14 @@ static bool keep_needed(ck_node *n, unsigned need)
 }
 
 /* Adds to a trainable node's backward workspace its parameters' gradients as PyTorch's
- * autograd makes them: the node's backward returns each parameter's gradient as a new
- * tensor, and only then does AccumulateGrad add it into the .grad buffer held for the step
- * (the static gradients), so each is a gradient-sized temporary beside that buffer while
- * the backward runs. A tied parameter's too: the head's gradient of the embedding's table.
- * The executor holds the same bytes, so that its memory is PyTorch's. */
+ * autograd makes them when the .grad buffers are held for the step (CK_GRADS_HELD): the
+ * node's backward returns each parameter's gradient as a new tensor, and only then does
+ * AccumulateGrad add it into the .grad buffer (the static gradients), so each is a
+ * gradient-sized temporary beside that buffer while the backward runs. A tied parameter's
+ * too: the head's gradient of the embedding's table. The executor holds the same bytes, so
+ * that its memory is PyTorch's. Under autograd's lifetimes the program makes the
+ * gradients (planner/program): AccumulateGrad takes the first one as the .grad without a
+ * copy, and a later micro-step's is a temporary the program counts itself. */
 static bool add_grad_temporaries(ck_node *n, ck_dtype grad_dtype)
 {
     bool ok = true;
@@ -103,7 +106,8 @@ int ck_model_grad_propagate(ck_model *m, ck_err *err)
         if (!keep_needed(n, required_grads(m, n)))
             return ck_err_fail(err, CK_ERR_INPUT, "%s: node %s: its forward workspace overflows "
                                "64 bits", m->file, n->name);
-        if (n->trainable && !add_grad_temporaries(n, m->training.grad_dtype))
+        if (n->trainable && m->training.grads == CK_GRADS_HELD &&
+            !add_grad_temporaries(n, m->training.grad_dtype))
             return ck_err_fail(err, CK_ERR_INPUT, "%s: node %s: its backward workspace overflows "
                                "64 bits", m->file, n->name);
     }

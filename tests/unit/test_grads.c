@@ -162,6 +162,40 @@ START_TEST(autograd_makes_each_gradient_at_its_first_backward)
 }
 END_TEST
 
+/* A node's backward holds its parameters' gradients as temporaries beside the .grad
+ * buffers only when those are held for the step: under autograd's lifetimes the first
+ * gradient is the buffer itself (AccumulateGrad takes it without a copy), which the program
+ * makes, so its workspace holds nothing more (counting both held it twice). */
+START_TEST(autograd_counts_each_gradient_once)
+{
+    size_t trainable = 0;
+    for (size_t i = 0; i < N_MODELS; i++) {
+        ck_workload held, made;
+        load(&held, i, CK_GRAN_OP, "held", 0, NULL);
+        load(&made, i, CK_GRAN_OP, "autograd", 0, NULL);
+        const ck_model *m = held.model;
+        for (size_t k = 0; k < m->n_nodes; k++) {
+            const ck_node *n = &m->nodes[k];
+            uint64_t temps = 0; /* its own parameters' and a tied one's (the head's table) */
+            for (size_t j = 0; n->trainable && j < n->info.n_param_tensors; j++) {
+                const ck_param *p = &n->info.params[j];
+                uint64_t numel = p->tied ? p->dim[0] * (p->rank > 1 ? p->dim[1] : 1) : p->numel;
+                temps += numel * ck_dtype_bytes(m->training.grad_dtype);
+            }
+            ck_assert_msg(n->info.bwd_ws_bytes == made.model->nodes[k].info.bwd_ws_bytes + temps,
+                          "%s node %s: held %llu, autograd %llu, gradients %llu", models[i].path,
+                          n->name, (unsigned long long)n->info.bwd_ws_bytes,
+                          (unsigned long long)made.model->nodes[k].info.bwd_ws_bytes,
+                          (unsigned long long)temps);
+            trainable += n->trainable;
+        }
+        ck_workload_free(&held);
+        ck_workload_free(&made);
+    }
+    ck_assert_uint_gt(trainable, 20);
+}
+END_TEST
+
 /* A later micro-step holds every gradient throughout, and each backward holds a new
  * gradient beside the one it adds into: at most its stage's nodes' gradients more. */
 START_TEST(accumulation_holds_every_gradient)
@@ -337,6 +371,7 @@ static Suite *grads_suite(void)
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, autograd_makes_each_gradient_at_its_first_backward);
+    tcase_add_test(tc, autograd_counts_each_gradient_once);
     tcase_add_test(tc, accumulation_holds_every_gradient);
     tcase_add_test(tc, optimizer_step_temporaries);
     tcase_add_test(tc, executor_holds_the_replay_and_computes_the_same);
