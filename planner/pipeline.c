@@ -119,10 +119,11 @@ static int fill_ranks(const ck_workload *w, ck_pipeline *p, const size_t *bounds
     int rc = CK_OK;
     for (uint64_t i = 0; i < p->n_ranks && rc == CK_OK; i++) {
         ck_pipeline_rank *r = &p->ranks[i];
-        r->n_chunks = (size_t)p->virtual_stages;
         r->in_flight = ck_pipeline_in_flight(p->n_ranks, p->microbatches, p->virtual_stages, i);
-        if (!(r->chunks = calloc(r->n_chunks, sizeof *r->chunks)))
+        /* n_chunks only once they exist: ck_pipeline_free walks them */
+        if (!(r->chunks = calloc((size_t)p->virtual_stages, sizeof *r->chunks)))
             return ck_err_oom(err);
+        r->n_chunks = (size_t)p->virtual_stages;
         for (size_t j = 0; j < r->n_chunks && rc == CK_OK; j++) {
             size_t c = (size_t)(i + j * p->n_ranks);
             ck_pipeline_chunk *ch = &r->chunks[j];
