@@ -87,12 +87,12 @@ static void emit_attrs(FILE *f, const ck_model *m, const ck_node *n)
     fprintf(f, "{\"eps\": %.17g, \"p\": %.17g, \"heads\": %llu, \"kv_heads\": %llu, "
                "\"flash\": %s, \"cap\": %.17g, \"theta\": %llu, \"factor\": %.17g, \"to\": \"%s\", "
                "\"rank\": %llu, \"alpha\": %.17g, \"experts\": %llu, \"top_k\": %llu, \"fused\": %s, "
-               "\"expand_kv\": %s, \"upcast\": %s",
+               "\"expand_kv\": %s, \"upcast\": %s, \"grouped\": %s",
             a->eps, a->p, (unsigned long long)a->heads, (unsigned long long)a->kv_heads,
             py_bool(a->flash), a->cap, (unsigned long long)a->theta, a->factor, torch_dtype(a->to),
             (unsigned long long)a->rank, a->alpha, (unsigned long long)a->experts,
             (unsigned long long)a->top_k, py_bool(a->fused), py_bool(a->expand_kv),
-            py_bool(a->upcast));
+            py_bool(a->upcast), py_bool(a->grouped));
     if (n->op->kind == CK_OP_ATTENTION) /* what the op table has it keep as sdpa does */
         fprintf(f, ", \"sdpa_mask\": %s, \"v_view\": %s",
                 py_bool(saves_slot(&n->info, CK_SLOT_SDPA_MASK)),
@@ -111,26 +111,31 @@ static void emit_attrs(FILE *f, const ck_model *m, const ck_node *n)
     fputc('}', f);
 }
 
-/* The node's own parameters (not absent, not tied); moe's expert tensors [E, ...] as E
- * parameters of their own ("w1.0" ...), as Hugging Face's experts are separate modules. */
+/* The node's own parameters (not absent, not tied); the eager loop's moe expert tensors
+ * [E, ...] as E parameters of their own ("w1.0" ...), as transformers 4's experts are
+ * separate modules. Grouped, as transformers 5 has them: w1 and w3 as one "gate_up"
+ * [E, 2F, C] (its product is then one tensor, which silu and the product with up keep
+ * through their views), w2 whole. */
 static void emit_params(FILE *f, const ck_node *n)
 {
     static const char *const inits[] = {[CK_INIT_NORMAL] = "normal", [CK_INIT_ONES] = "ones",
                                         [CK_INIT_ZEROS] = "zeros"};
+    bool moe = n->op->kind == CK_OP_MOE, grouped = moe && n->attrs.grouped;
     fputc('[', f);
     for (size_t i = 0; i < n->info.n_param_tensors; i++) {
         const ck_param *p = &n->info.params[i];
-        if (p->numel == 0)
+        if (p->numel == 0 || (grouped && strcmp(p->name, "w3") == 0))
             continue;
-        bool split = n->op->kind == CK_OP_MOE && p->rank == 3;
+        bool split = moe && !grouped && p->rank == 3, gate_up = grouped && strcmp(p->name, "w1") == 0;
+        uint64_t dim[CK_PARAM_MAX_RANK] = {p->dim[0], p->dim[1] * (gate_up ? 2 : 1), p->dim[2]};
         for (uint64_t e = 0; e < (split ? p->dim[0] : 1); e++) {
             fputc('(', f);
             if (split)
                 fprintf(f, "\"%s.%llu\"", p->name, (unsigned long long)e);
             else
-                py_str(f, p->name);
+                py_str(f, gate_up ? "gate_up" : p->name);
             fputs(", ", f);
-            py_shape(f, split ? p->rank - 1 : p->rank, split ? p->dim + 1 : p->dim);
+            py_shape(f, split ? p->rank - 1 : p->rank, split ? dim + 1 : dim);
             fprintf(f, ", \"%s\"), ", inits[p->init]);
         }
     }

@@ -349,8 +349,37 @@ class _FusedCrossEntropy(torch.autograd.Function):
         return grad.to(logits.dtype).view_as(logits), None
 
 
+def _moe_grouped(x, p, attrs):
+    """Mixtral's sparse MoE block as transformers 5's grouped_mm experts run it: the routed
+    rows sorted by expert, three grouped products, the weighted rows gathered back to token
+    order and summed over the top k."""
+    shape = x.shape
+    x = x.reshape(-1, shape[-1])
+    experts, top_k = attrs["experts"], attrs["top_k"]
+    # The logits, the sorted ids, their float copy and the counts stay referenced to the
+    # end, as transformers' locals: planner/op counts them in the forward's workspace.
+    logits = F.linear(x, p["router"])
+    weights, chosen = torch.topk(F.softmax(logits.float(), dim=-1), top_k, dim=-1)
+    weights /= weights.sum(dim=-1, keepdim=True)
+    ids, order = torch.sort(chosen.reshape(-1))
+    rows = x[order // top_k]
+    row_weights = weights.reshape(-1)[order]
+    ids_float = ids.float()
+    counts = torch.histc(ids_float, bins=experts, min=0, max=experts - 1)
+    offsets = torch.cumsum(counts, dim=0, dtype=torch.int32)
+    gate, up = F.grouped_mm(rows, p["gate_up"].transpose(-2, -1), offs=offsets).chunk(2, dim=-1)
+    out = F.grouped_mm(F.silu(gate) * up, p["w2"].transpose(-2, -1), offs=offsets)
+    weighted = out * row_weights.unsqueeze(-1)
+    inverse = torch.empty_like(order)
+    inverse[order] = torch.arange(order.numel())
+    weighted = weighted[inverse]
+    return weighted.view(-1, top_k, shape[-1]).sum(dim=1).to(x.dtype).view(shape)
+
+
 def _moe(x, p, attrs):
-    """Mixtral's sparse MoE block as Hugging Face's eager MixtralSparseMoeBlock runs it."""
+    """Mixtral's sparse MoE block as transformers' eager MixtralSparseMoeBlock loop runs it."""
+    if attrs["grouped"]:
+        return _moe_grouped(x, p, attrs)
     shape = x.shape
     x = x.reshape(-1, shape[-1])
     experts, top_k = attrs["experts"], attrs["top_k"]

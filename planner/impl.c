@@ -6,7 +6,7 @@
 /* Each choice is an attribute of the op table; a unit test checks every one names a boolean
  * attribute of its op (test_impl.c). What each keeps: docs/profiles.md. */
 static const ck_impl profiles[] = {
-    {"hf", "transformers' modeling code, as PyTorch 2's autograd saves it", 9, {
+    {"hf", "transformers' modeling code, as PyTorch 2's autograd saves it", 10, {
         /* LlamaRMSNorm: x * rsqrt(...) is kept for the product with the weight */
         {CK_OP_RMSNORM, "fused", false},
         /* Qwen3's q_norm and k_norm, the same RMSNorm on each head */
@@ -20,10 +20,12 @@ static const ck_impl profiles[] = {
         {CK_OP_ATTENTION, "expand_kv", true},
         /* sdpa keeps the sliding window's mask, converted to the query's dtype */
         {CK_OP_ATTENTION, "sdpa_mask", true},
+        /* transformers 5's experts: grouped_mm, its default where PyTorch has the op */
+        {CK_OP_MOE, "grouped", true},
         /* ForCausalLMLoss: F.cross_entropy on logits.float(), log_softmax's f32 output kept */
         {CK_OP_CROSS_ENTROPY, "fused", false},
         {CK_OP_CROSS_ENTROPY, "upcast", true}}, NULL},
-    {"fused", "liger-kernel, Megatron or llm.c's fused kernels", 9, {
+    {"fused", "liger-kernel, Megatron or llm.c's fused kernels", 10, {
         {CK_OP_RMSNORM, "fused", true},
         {CK_OP_QKNORM, "fused", true},
         {CK_OP_SWIGLU, "fused", true},
@@ -31,6 +33,7 @@ static const ck_impl profiles[] = {
         {CK_OP_GELU, "fused", true},
         {CK_OP_ATTENTION, "expand_kv", false},
         {CK_OP_ATTENTION, "sdpa_mask", false},
+        {CK_OP_MOE, "grouped", true}, /* Megatron's grouped GEMM */
         {CK_OP_CROSS_ENTROPY, "fused", true},
         {CK_OP_CROSS_ENTROPY, "upcast", false}}, NULL},
     {"hf-cpu", "hf as PyTorch runs it on the CPU: dropout masks in the input's dtype, sdpa "

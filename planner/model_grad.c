@@ -79,11 +79,13 @@ static bool add_grad_temporaries(ck_node *n, ck_dtype grad_dtype)
     for (size_t i = 0; i < n->info.n_param_tensors; i++) {
         const ck_param *p = &n->info.params[i];
         uint64_t bytes = ck_dtype_bytes(grad_dtype);
-        /* A rank-3 parameter is E experts' matrices (moe), which Hugging Face keeps as
-         * modules of their own: their gradients come one matrix at a time. */
-        for (size_t d = p->rank == CK_PARAM_MAX_RANK ? 1 : 0; d < p->rank; d++)
+        /* A rank-3 parameter is E experts' matrices (moe), which transformers' eager loop
+         * keeps as modules of their own: their gradients come one matrix at a time (grouped,
+         * as transformers 5's experts, each tensor's at once). */
+        bool by_expert = p->rank == CK_PARAM_MAX_RANK && !n->attrs.grouped;
+        for (size_t d = by_expert ? 1 : 0; d < p->rank; d++)
             ok = ok && ck_size_mul(bytes, p->dim[d], &bytes);
-        if (p->rank == CK_PARAM_MAX_RANK)
+        if (by_expert)
             expert_max = bytes > expert_max ? bytes : expert_max;
         else if (p->numel > 0 || p->tied)
             ok = ok && ck_size_add(n->info.bwd_ws_bytes, bytes, &n->info.bwd_ws_bytes);

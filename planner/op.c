@@ -88,10 +88,11 @@ static const ck_op_def op_table[] = {
     OP(CK_OP_SCALE, "scale", 1, 1, 1, .n_attrs = 1,
        .attrs = {ATTR("factor", CK_ATTR_POSITIVE, true, 0, factor)}),
     /* Its FLOPs depend on the routing's sizes: in describe_moe. */
-    OP(CK_OP_MOE, "moe", 1, 0, 0, .n_attrs = 3,
+    OP(CK_OP_MOE, "moe", 1, 0, 0, .n_attrs = 4,
        .attrs = {ATTR("experts", CK_ATTR_DIM, true, 0, experts),
                  ATTR("top_k", CK_ATTR_DIM, true, 0, top_k),
-                 ATTR("hidden", CK_ATTR_DIM, true, 0, hidden)}),
+                 ATTR("hidden", CK_ATTR_DIM, true, 0, hidden),
+                 ATTR("grouped", CK_ATTR_BOOL, false, 0, grouped)}),
     OP(CK_OP_CROSS_ENTROPY, "cross_entropy", 2, 4, 3, .is_loss = true, .n_attrs = 2,
        .attrs = {ATTR("fused", CK_ATTR_BOOL, false, 0, fused),
                  ATTR("upcast", CK_ATTR_BOOL, false, 0, upcast)}),
@@ -697,33 +698,77 @@ static ck_ttype matrix(ck_dtype d, uint64_t rows, uint64_t cols)
     return (ck_ttype){.dtype = d, .rank = cols ? 2 : 1, .dim = {rows, cols}};
 }
 
-/* moe as Hugging Face's eager MixtralSparseMoeBlock runs under PyTorch autograd; section 3
- * of docs/model-format.md names the PyTorch op that keeps each saved tensor. x is N rows of
- * C, R = N*K rows are routed (a row once to each of its K experts), F is an expert's width. */
+/* What moe keeps beside its input, in the order of ck_slot: as the eager loop of
+ * transformers' MixtralSparseMoeBlock, or its grouped_mm experts (grouped), keep them. The
+ * grouped routing weights stay f32 (the router's softmax dtype), and instead of index_add_'s
+ * source it keeps an inverse permutation and the experts' offsets. */
+static size_t moe_internals(const ck_attrs *a, ck_dtype act, uint64_t n, uint64_t c,
+                            uint64_t r, ck_slot slot[], ck_ttype type[])
+{
+    uint64_t e = a->experts, k = a->top_k, f = a->hidden;
+    const struct {
+        ck_slot slot;
+        ck_ttype type;
+        bool grouped, eager;
+    } all[] = {
+        {CK_SLOT_ROUTER_PROBS, matrix(CK_F32, n, e), true, true},
+        {CK_SLOT_TOPK_INDEX, matrix(CK_I64, n, k), true, true},
+        {CK_SLOT_TOPK_PROBS, matrix(CK_F32, n, k), true, true},
+        {CK_SLOT_TOPK_SUM, matrix(CK_F32, n, 0), true, true},
+        {CK_SLOT_ROUTE_INDEX, matrix(CK_I64, r, 2), true, true},
+        {CK_SLOT_ROUTE_ORDER, matrix(CK_I64, r, 0), true, false},
+        {CK_SLOT_EXPERT_OFFSETS, matrix(CK_I32, e, 0), true, false},
+        {CK_SLOT_ROUTE_WEIGHT, matrix(a->grouped ? CK_F32 : act, r, 0), true, true},
+        {CK_SLOT_EXPERT_IN, matrix(act, r, c), true, true},
+        {CK_SLOT_EXPERT_GATE, matrix(act, r, f), true, true},
+        {CK_SLOT_EXPERT_ACT, matrix(act, r, f), true, true},
+        {CK_SLOT_EXPERT_UP, matrix(act, r, f), true, true},
+        {CK_SLOT_EXPERT_HIDDEN, matrix(act, r, f), true, true},
+        {CK_SLOT_EXPERT_OUT, matrix(act, r, c), true, true},
+        {CK_SLOT_EXPERT_WEIGHTED, matrix(act, r, c), false, true},
+    };
+    size_t n_kept = 0;
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (a->grouped ? all[i].grouped : all[i].eager) {
+            slot[n_kept] = all[i].slot;
+            type[n_kept++] = all[i].type;
+        }
+    return n_kept;
+}
+
+/* What transformers' grouped_mm experts hold at their forward's highest point, the gather
+ * back to token order, beyond the output [N, C]: the weighted rows and their gather, f32
+ * [R, C] each (the f32 weights promote them), beside the Python locals then: the router
+ * logits [N, E], the weights f32 [N, K], the sorted expert ids int64 [R], their f32 copy for
+ * the histogram and the f32 counts [E]. */
+static uint64_t grouped_moe_forward_ws(ovf *o, uint64_t n, uint64_t c, uint64_t e, uint64_t k,
+                                       uint64_t eb)
+{
+    uint64_t r = mul(o, n, k), gather = mul(o, mul(o, mul(o, r, c), 2), 4);
+    uint64_t locals = add(o, add(o, mul(o, mul(o, n, e), eb), mul(o, r, 4)),
+                          add(o, mul(o, r, 8 + 4), mul(o, e, 4)));
+    return add(o, gather, locals) - mul(o, mul(o, n, c), eb); /* gather >= out: R >= N, 8 >= eb */
+}
+
+/* moe as transformers' MixtralSparseMoeBlock runs under PyTorch autograd (moe_internals);
+ * section 3 of docs/model-format.md names the PyTorch op that keeps each saved tensor. x is
+ * N rows of C, R = N*K rows are routed (a row once to each of its K experts), F is an
+ * expert's width. */
 static void describe_moe(ovf *o, const ck_attrs *a, const ck_ttype *in, ck_op_info *info)
 {
     const ck_ttype *x = &in[0];
     ck_dtype act = x->dtype;
     uint64_t c = last_dim(x), n = numel(o, x) / c, e = a->experts, k = a->top_k, f = a->hidden;
     uint64_t r = mul(o, n, k), eb = ck_dtype_bytes(act);
-    const struct {
-        ck_slot slot;
-        ck_ttype type;
-    } internal[] = {
-        {CK_SLOT_ROUTER_PROBS, matrix(CK_F32, n, e)},  {CK_SLOT_TOPK_INDEX, matrix(CK_I64, n, k)},
-        {CK_SLOT_TOPK_PROBS, matrix(CK_F32, n, k)},    {CK_SLOT_TOPK_SUM, matrix(CK_F32, n, 0)},
-        {CK_SLOT_ROUTE_INDEX, matrix(CK_I64, r, 2)},   {CK_SLOT_ROUTE_WEIGHT, matrix(act, r, 0)},
-        {CK_SLOT_EXPERT_IN, matrix(act, r, c)},        {CK_SLOT_EXPERT_GATE, matrix(act, r, f)},
-        {CK_SLOT_EXPERT_ACT, matrix(act, r, f)},       {CK_SLOT_EXPERT_UP, matrix(act, r, f)},
-        {CK_SLOT_EXPERT_HIDDEN, matrix(act, r, f)},    {CK_SLOT_EXPERT_OUT, matrix(act, r, c)},
-        {CK_SLOT_EXPERT_WEIGHTED, matrix(act, r, c)},
-    };
+    ck_slot slots[CK_OP_MAX_SAVED];
+    ck_ttype types[CK_OP_MAX_SAVED];
+    size_t n_internal = moe_internals(a, act, n, c, r, slots, types);
     save_ref(o, info, CK_SAVE_INPUT, 0, x); /* for the router's weight gradient */
     only_for(info, 0, CK_NEED_PARAMS);
-    for (size_t i = 0; i < sizeof internal / sizeof internal[0]; i++) {
-        save_internal(o, info, internal[i].slot, &internal[i].type);
+    for (size_t i = 0; i < n_internal; i++) {
+        save_internal(o, info, slots[i], &types[i]);
         /* The experts' w1 and w3 inputs and w2's input serve their weights' gradients. */
-        if (internal[i].slot == CK_SLOT_EXPERT_IN || internal[i].slot == CK_SLOT_EXPERT_HIDDEN)
+        if (slots[i] == CK_SLOT_EXPERT_IN || slots[i] == CK_SLOT_EXPERT_HIDDEN)
             only_for(info, info->n_saved - 1, CK_NEED_PARAMS);
     }
     param(o, info, "router", CK_INIT_NORMAL, true, false, SHAPE(e, c));
@@ -741,10 +786,15 @@ static void describe_moe(ovf *o, const ck_attrs *a, const ck_ttype *in, ck_op_in
                           add(o, add(o, mul(o, rcf, 6), mul(o, rf, glu[0])), mul(o, rc, 2)));
     info->bwd_flops = add(o, add(o, add(o, mul(o, nce, 4), ne), mul(o, r, 4)),
                           add(o, add(o, mul(o, rcf, 12), mul(o, rf, glu[1])), mul(o, rc, 4)));
-    /* Forward, as HF holds them: the router logits, the routing weights [N, K] and the int64
-     * one-hot expert mask [E, K, N]. Backward:
-     * one expert's gradients (N rows of C and two of F) and the routing's in f32. */
+    /* Forward, as the eager loop holds them: the router logits, the routing weights [N, K]
+     * and the int64 one-hot expert mask [E, K, N] (ckplan's kernel's too); grouped, at least
+     * that. Backward: one expert's gradients (N rows of C and two of F) and the routing's
+     * in f32. */
     info->fwd_ws_bytes = add(o, mul(o, mul(o, r, e), 8), mul(o, add(o, ne, r), eb));
+    if (a->grouped) {
+        uint64_t held = grouped_moe_forward_ws(o, n, c, e, k, eb);
+        info->fwd_ws_bytes = held > info->fwd_ws_bytes ? held : info->fwd_ws_bytes;
+    }
     info->bwd_ws_bytes = add(o, mul(o, add(o, mul(o, n, c), mul(o, mul(o, n, f), 2)), eb),
                              mul(o, add(o, r, ne), 4));
 }

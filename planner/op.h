@@ -57,6 +57,10 @@ typedef struct {
     bool upcast;                    /* cross_entropy unfused: on logits.float(), as
                                      * Hugging Face's ForCausalLMLoss (default false) */
     uint64_t experts, top_k, hidden; /* moe: E experts, K of them per row, F wide */
+    bool grouped;                   /* moe: the routed rows sorted by expert and run as grouped
+                                     * products (transformers 5's default experts
+                                     * implementation, grouped_mm), not one expert at a time
+                                     * (its "eager" loop, and transformers 4's) */
     /* Megatron's sequence and context parallelism (docs/parallel.md); 0: not given (1). */
     uint64_t gather;  /* linear: its input is 1/gather of the sequence (dimension 1), which
                        * it all-gathers, into a transient, before the product */
@@ -95,7 +99,7 @@ typedef struct {
 
 #define CK_OP_MAX_ARITY 2
 #define CK_OP_MAX_ATTRS 13
-#define CK_OP_MAX_SAVED 14 /* moe's: its input and 13 internal tensors */
+#define CK_OP_MAX_SAVED 15 /* moe's: its input and up to 14 internal tensors */
 #define CK_OP_MAX_PARAMS 4 /* moe's router, w1, w3, w2 */
 #define CK_PARAM_MAX_RANK 3 /* moe's experts: E matrices in one tensor */
 
@@ -140,7 +144,13 @@ typedef enum {
     CK_SLOT_TOPK_PROBS,   /* f32: their probabilities before renormalisation */
     CK_SLOT_TOPK_SUM,     /* f32: the sum of those */
     /* moe, per routed row (a row and one of its experts), grouped by expert: */
-    CK_SLOT_ROUTE_INDEX,  /* int64 pairs: the row, its top-k position */
+    CK_SLOT_ROUTE_INDEX,  /* int64 pairs: the row, its top-k position (grouped: the sort's
+                           * permutation and the rows it gathers, which the two gathers
+                           * keep) */
+    CK_SLOT_ROUTE_ORDER,  /* grouped, int64: the inverse permutation, which the gather back
+                           * to token order keeps (held for its bytes) */
+    CK_SLOT_EXPERT_OFFSETS, /* grouped, int32 per expert: where its rows end, which the
+                             * grouped products keep (held for its bytes) */
     CK_SLOT_ROUTE_WEIGHT, /* the renormalised probability it is weighted by */
     CK_SLOT_EXPERT_IN,    /* the row of the input, gathered */
     CK_SLOT_EXPERT_GATE,  /* w1 x */
@@ -148,7 +158,8 @@ typedef enum {
     CK_SLOT_EXPERT_UP,    /* w3 x */
     CK_SLOT_EXPERT_HIDDEN,/* silu(w1 x) * w3 x */
     CK_SLOT_EXPERT_OUT,   /* w2 of that */
-    CK_SLOT_EXPERT_WEIGHTED, /* that times the routing weight: index_add_'s source */
+    CK_SLOT_EXPERT_WEIGHTED, /* not grouped: that times the routing weight, index_add_'s
+                              * source, which it keeps */
     CK_N_SLOTS
 } ck_slot;
 

@@ -1523,10 +1523,12 @@ void ck_kernel_moe_forward(float *out, const ck_kernel_moe_saved *s, const float
         if (r > r0)
             moe_expert_forward(s, w, e, r0, r - r0, C, F);
         for (size_t i = r0; i < r; i++) {
-            float *o = out + (size_t)s->route_index[2 * i] * C, *y = s->weighted + i * C;
+            float *o = out + (size_t)s->route_index[2 * i] * C;
             for (size_t c = 0; c < C; c++) {
-                y[c] = s->expert_out[i * C + c] * s->route_weight[i];
-                o[c] += y[c];
+                float y = s->expert_out[i * C + c] * s->route_weight[i];
+                if (s->weighted)
+                    s->weighted[i * C + c] = y;
+                o[c] += y;
             }
         }
     }

@@ -288,7 +288,8 @@ typedef struct {
     float *expert_in;     /* [R, C] its row of x */
     float *gate, *act, *up, *hidden; /* [R, F] w1 x, silu(w1 x), w3 x, act * up */
     float *expert_out;    /* [R, C] w2 hidden */
-    float *weighted;      /* [R, C] expert_out times route_weight, added into the output */
+    float *weighted;      /* [R, C] expert_out times route_weight, added into the output
+                           * (NULL grouped: nothing keeps it) */
 } ck_kernel_moe_saved;
 
 /* The moe tensors among a node's internal saved tensors, indexed by ck_slot. */

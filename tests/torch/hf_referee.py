@@ -148,11 +148,16 @@ def report(case, ok, detail):
     FAILED.append(0 if ok else 1)
 
 
+# The experts' backward, a recomputed layer's the step's peak: ckplan's moe node holds all
+# its saved tensors until its backward ends, PyTorch frees each as its part of the backward
+# ends (ckplan over, 4 to 6%).
+MOE_GAP = ("the experts' backward: ckplan holds the moe's saved tensors to its end, PyTorch "
+           "frees each as the grouped_mm backward goes")
 # Where ckplan's figure is known to be off by more than the bar, and why: (config label,
 # attention or "*", case or "*"). Each is a finding, not a tolerance: docs/benchmarks.md.
 GAPS = {
-    ("mixtral-tiny", "*", "*"): "the MoE routing's workspace: ckplan holds the whole backward "
-                                "workspace of the experts at once, transformers one expert's",
+    ("mixtral-tiny", "*", "every"): MOE_GAP,
+    ("mixtral-tiny", "*", "dp"): MOE_GAP,
     ("gemma2-tiny", "eager", "*"): "a stage output that nothing saves is held to its stage's "
                                    "backward (lm_head's logits before the final soft-cap, the "
                                    "embedding before its scale); PyTorch frees it after its last "

@@ -1,7 +1,7 @@
 /* moe, Mixtral's sparse mixture-of-experts block: the op table's sizes against a hand count
- * of what Hugging Face's eager MixtralSparseMoeBlock keeps under autograd, and the kernels
- * against a double-precision reference and finite differences, run in buffers of exactly the
- * sizes the op table declares. */
+ * of what transformers' MixtralSparseMoeBlock keeps under autograd, with its eager loop and
+ * with its grouped_mm experts, and the kernels against a double-precision reference and
+ * finite differences, run in buffers of exactly the sizes the op table declares. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,15 +114,66 @@ START_TEST(sizes_by_hand)
 }
 END_TEST
 
-/* Every attribute is required; top_k above experts, a non-float input and sizes past 64 bits
+/* Grouped (transformers 5's grouped_mm experts), measured with tests/torch's allocation
+ * tracker on MixtralSparseMoeBlock: no weighted outputs (the gather back to token order
+ * keeps only its indices), a third int64 index per routed row (the inverse permutation),
+ * the int32 offsets of the experts, the routing weights in f32; the forward's workspace the
+ * weighted rows and their gather in f32 beyond the output, and the Python locals then. */
+START_TEST(grouped_sizes_by_hand)
+{
+    ck_attrs a = moe_attrs(4, 2, 6);
+    a.grouped = true;
+    ck_ttype x = {.dtype = CK_BF16, .rank = 3, .dim = {2, 3, 8}};
+    ck_op_info info;
+    ck_err err = {{0}};
+    const char *msg = describe(&a, &x, &info, &err);
+    ck_assert_msg(!msg, "%s", msg);
+    const struct {
+        ck_slot slot;
+        ck_dtype dtype;
+        uint64_t bytes;
+    } want[] = {
+        {CK_SLOT_ROUTER_PROBS, CK_F32, 6 * 4 * 4},   {CK_SLOT_TOPK_INDEX, CK_I64, 6 * 8 * 2},
+        {CK_SLOT_TOPK_PROBS, CK_F32, 6 * 4 * 2},     {CK_SLOT_TOPK_SUM, CK_F32, 6 * 4},
+        {CK_SLOT_ROUTE_INDEX, CK_I64, 12 * 8 * 2},   {CK_SLOT_ROUTE_ORDER, CK_I64, 12 * 8},
+        {CK_SLOT_EXPERT_OFFSETS, CK_I32, 4 * 4},     {CK_SLOT_ROUTE_WEIGHT, CK_F32, 12 * 4},
+        {CK_SLOT_EXPERT_IN, CK_BF16, 12 * 2 * 8},    {CK_SLOT_EXPERT_GATE, CK_BF16, 12 * 2 * 6},
+        {CK_SLOT_EXPERT_ACT, CK_BF16, 12 * 2 * 6},   {CK_SLOT_EXPERT_UP, CK_BF16, 12 * 2 * 6},
+        {CK_SLOT_EXPERT_HIDDEN, CK_BF16, 12 * 2 * 6}, {CK_SLOT_EXPERT_OUT, CK_BF16, 12 * 2 * 8},
+    };
+    size_t n_want = sizeof want / sizeof want[0];
+    ck_assert_uint_eq(info.n_saved, n_want + 1);
+    ck_assert_int_eq(info.saved[0].kind, CK_SAVE_INPUT);
+    for (size_t i = 0; i < n_want; i++) {
+        const ck_saved *s = &info.saved[i + 1];
+        ck_assert_int_eq(s->kind, CK_SAVE_INTERNAL);
+        ck_assert_int_eq(s->slot, want[i].slot);
+        ck_assert_int_eq(s->type.dtype, want[i].dtype);
+        ck_assert_uint_eq(s->bytes, want[i].bytes);
+    }
+    /* At the gather back: weighted and gathered f32 [R, C], less the bf16 output [N, C],
+     * with the logits [N, E] bf16, the weights f32 [N, K], the sorted ids int64 [R], their
+     * f32 copy [R] and the f32 counts [E]; above the kernel's 8 E K N + 2 (N E + N K). */
+    uint64_t ws = 2 * 12 * 8 * 4 - 6 * 8 * 2 + 6 * 4 * 2 + 6 * 2 * 4 + 12 * 8 + 12 * 4 + 4 * 4;
+    ck_assert_uint_gt(ws, 8 * 4 * 2 * 6 + 2 * (24 + 12));
+    ck_assert_uint_eq(info.fwd_ws_bytes, ws);
+    ck_assert_uint_eq(info.bwd_ws_bytes, 2 * (48 + 2 * 36) + 4 * (12 + 24));
+    /* The same parameters either way. */
+    ck_assert_uint_eq(info.n_params, 4 * 8 + 3 * 4 * 6 * 8);
+}
+END_TEST
+
+/* Every attribute but grouped is required; top_k above experts, a non-float input and sizes past 64 bits
  * are refused, naming the file, the path and both numbers. */
 START_TEST(bad_attributes)
 {
     const ck_op_def *op = ck_op_find("moe");
     ck_assert_ptr_nonnull(op);
-    ck_assert_uint_eq(op->n_attrs, 3);
-    for (size_t i = 0; i < op->n_attrs; i++)
+    ck_assert_uint_eq(op->n_attrs, 4);
+    for (size_t i = 0; i < 3; i++)
         ck_assert(op->attrs[i].required && op->attrs[i].kind == CK_ATTR_DIM);
+    ck_assert(!op->attrs[3].required && op->attrs[3].kind == CK_ATTR_BOOL);
+    ck_assert_str_eq(op->attrs[3].name, "grouped");
     ck_ttype x = {.dtype = CK_F32, .rank = 2, .dim = {6, 8}};
     ck_op_info info;
     ck_err err = {{0}};
@@ -152,10 +203,12 @@ typedef struct {
     void *fws, *bws;
 } moe_buffers;
 
-/* Saved tensors and workspaces, each allocated at the size the op table gives it. */
-static void buffers_alloc(moe_buffers *b)
+/* Saved tensors and workspaces, each allocated at the size the op table gives it (grouped:
+ * no weighted outputs). */
+static void buffers_alloc(moe_buffers *b, bool grouped)
 {
     ck_attrs a = moe_attrs(E, K, F);
+    a.grouped = grouped;
     ck_ttype x = {.dtype = CK_F32, .rank = 2, .dim = {N, C}};
     ck_err err = {{0}};
     const char *msg = describe(&a, &x, &b->info, &err);
@@ -278,9 +331,11 @@ static ck_kernel_moe_weights weights_at(float *v)
 }
 
 /* Forward against the reference; backward against central differences of sum(dout * out)
- * for every input and weight element; a second backward adds the same again. */
+ * for every input and weight element; a second backward adds the same again. Eager and
+ * grouped: the same kernels, the second without the weighted outputs' slot. */
 START_TEST(kernels_against_reference_and_finite_differences)
 {
+    bool grouped = _i == 1;
     static double v[N_VALUES];
     static float vf[N_VALUES], grad[N_VALUES], grad2[N_VALUES];
     double ref[N * C], dout_d[N * C];
@@ -289,7 +344,8 @@ START_TEST(kernels_against_reference_and_finite_differences)
     for (size_t i = 0; i < N * C; i++)
         dout[i] = (float)(dout_d[i] = uniform());
     moe_buffers b;
-    buffers_alloc(&b);
+    buffers_alloc(&b, grouped);
+    ck_assert(grouped == (b.s.weighted == NULL));
     ck_kernel_moe_weights w = weights_at(vf), dw = weights_at(grad);
     ck_kernel_moe_forward(out, &b.s, vf + X_AT, &w, b.fws, N, C, E, K, F);
     ref_moe(v, ref);
@@ -341,7 +397,7 @@ START_TEST(routing_order_and_ties)
     for (size_t c = 0; c < C; c++) /* row 0 sees four equal logits */
         vf[X_AT + c] = 0.0f;
     moe_buffers b;
-    buffers_alloc(&b);
+    buffers_alloc(&b, false);
     ck_kernel_moe_weights w = weights_at(vf);
     ck_kernel_moe_forward(out, &b.s, vf + X_AT, &w, b.fws, N, C, E, K, F);
     for (size_t j = 0; j < K; j++)
@@ -372,8 +428,9 @@ static Suite *moe_suite(void)
     TCase *tc = tcase_create("moe");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, sizes_by_hand);
+    tcase_add_test(tc, grouped_sizes_by_hand);
     tcase_add_test(tc, bad_attributes);
-    tcase_add_test(tc, kernels_against_reference_and_finite_differences);
+    tcase_add_loop_test(tc, kernels_against_reference_and_finite_differences, 0, 2);
     tcase_add_test(tc, routing_order_and_ties);
     suite_add_tcase(s, tc);
     return s;
