@@ -6,7 +6,7 @@
 /* Each choice is an attribute of the op table; a unit test checks every one names a boolean
  * attribute of its op (test_impl.c). What each keeps: docs/profiles.md. */
 static const ck_impl profiles[] = {
-    {"hf", "transformers' modeling code, as PyTorch 2's autograd saves it", 10, {
+    {"hf", "transformers 5's modeling code, as PyTorch 2's autograd saves it", 10, {
         /* LlamaRMSNorm: x * rsqrt(...) is kept for the product with the weight */
         {CK_OP_RMSNORM, "fused", false},
         /* Qwen3's q_norm and k_norm, the same RMSNorm on each head */

@@ -270,7 +270,8 @@ void ck_kernel_lora_backward(float *dx, float *dy, float *dA, float *dB, float *
  * by top-k position, then by row, as HF's torch.where over its one-hot mask orders them.
  * Weights: router [E, C], w1 and w3 [E, F, C], w2 [E, C, F]; their gradients likewise.
  * Workspace, as planner/op sizes it: forward the int64 one-hot mask [E, K, N], then the
- * logits [N, E] and the routing weights [N, K];
+ * logits [N, E] and the routing weights [N, K] (grouped, planner/op sizes it as PyTorch's
+ * grouped experts hold theirs, at least this much, of which the kernel uses the start);
  * backward one expert's gradients [N, C], [N, F], [N, F] (at most N rows reach an expert),
  * then those of the routing weights [N, K] and of the logits [N, E]. */
 typedef struct {

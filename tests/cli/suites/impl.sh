@@ -6,7 +6,7 @@
 
 llama_hf=$root/models/hf/llama-tiny.json
 run plan --help
-check "impl: plan --help lists the profiles" 0 "--impl NAME" "hf     transformers' modeling code" "fused  liger-kernel"
+check "impl: plan --help lists the profiles" 0 "--impl NAME" "hf     transformers 5's modeling code" "fused  liger-kernel"
 run chain "$llama_hf" --impl magic -o impl-never.json
 check "impl: an unknown profile exits 2 naming the option and the profiles" 2 "--impl: expected one of hf, fused, hf-cpu, got 'magic'"
 for cmd in "plan --budget 1G" "chain" "sweep --budgets 1G" "import" "emit torch"; do
@@ -18,7 +18,7 @@ check_that "impl: refused commands write nothing" test ! -e impl-never.json -a !
 
 # A Hugging Face config is hf unless told; the summary says which; fused keeps less.
 run plan "$llama_hf" --recipe fp32 --budget 1000T -o impl-hf.json
-check "impl: a Hugging Face config plans as hf" 0 "implementation: hf (transformers' modeling code, as PyTorch 2's autograd saves it)" \
+check "impl: a Hugging Face config plans as hf" 0 "implementation: hf (transformers 5's modeling code, as PyTorch 2's autograd saves it)" \
     "assumed: gradients made by the backward, freed by zero_grad() (PyTorch 2's default)"
 run plan "$llama_hf" --recipe fp32 --impl fused --budget 1000T -o impl-fused.json
 check "impl: --impl fused" 0 "implementation: fused (liger-kernel, Megatron or llm.c's fused kernels)"
@@ -90,6 +90,9 @@ verify_planners "impl-qwen3-hf" "$root/models/hf/qwen3-tiny.json" --may-store-al
 for attention in eager sdpa; do
     verify_planners "impl-gpt2-hf-cpu-$attention" "$root/models/hf/gpt2-tiny.json" --may-store-all --impl hf-cpu --attention "$attention" --seq 32 --batch 2
 done
+# Mixtral's grouped_mm experts (moe.grouped, both profiles) in 16 bits, the Hugging Face
+# default recipe: the f32 routing weights and the int64 and int32 indices among bf16 rows.
+verify_planners "impl-mixtral-hf-bf16" "$root/models/hf/mixtral-tiny.json" --may-store-all --impl hf --seq 32 --batch 2
 # What sdpa keeps of transformers' tensors: Mistral's sliding-window mask (its window, 32,
 # is reached at T = 32) and Phi-3's q and k apart from the projection v keeps.
 for name in mistral phi3; do
