@@ -268,9 +268,13 @@ int ck_derive_static_memory(const ck_model *m, const ck_layout *l, ck_static_mem
  * node outputs; the other inputs are held for the whole step and do not count. A stage
  * ends only at a tensor that requires a gradient: the chain's y_i has the size of x_i, so
  * a frozen prefix whose outputs need none (a frozen embedding) joins the first stage that
- * does. Returns the number of stages and fills first[] (n_nodes entries suffice). */
+ * does. Nor does one end at a tensor no backward reads (no node saves it) unless a block
+ * instance begins or ends there: PyTorch frees such a tensor after its last reader in the
+ * forward, while the chain's x̄_{i+1} holds x_{i+1} to B i (Gemma's logits before their
+ * soft-cap, its embeddings before their scale). The loss's input x_L always ends one.
+ * Returns the number of stages and fills first[] (n_nodes entries suffice). */
 static size_t find_stages(const ck_model *m, ck_granularity g, const size_t *last_use,
-                          long *crossing, size_t *first)
+                          const bool *saved, long *crossing, size_t *first)
 {
     size_t n = m->n_nodes;
     for (size_t j = 0; j < n; j++)
@@ -289,12 +293,31 @@ static size_t find_stages(const ck_model *m, ck_granularity g, const size_t *las
     first[0] = 0;
     for (size_t j = 0; j + 1 < n; j++) {
         running += crossing[j];
-        bool boundary = (g == CK_GRAN_OP || m->groups[m->nodes[j].group].end == j + 1) &&
-                        m->tensors[m->nodes[j].output].requires_grad;
+        const ck_group *ends = &m->groups[m->nodes[j].group], *begins = &m->groups[m->nodes[j + 1].group];
+        bool instance = (ends->instance && ends->end == j + 1) || (begins->instance && begins->first == j + 1);
+        bool loss = j + 2 == n; /* x_L: the loss frees it when nothing saves it (planner/lower) */
+        size_t t = m->nodes[j].output;
+        bool boundary = (g == CK_GRAN_OP || ends->end == j + 1) && m->tensors[t].requires_grad &&
+                        (saved[t] || instance || loss);
         if (running == 1 && boundary)
             first[++n_stages] = j + 1;
     }
     return n_stages;
+}
+
+/* saved[t]: whether a node saves tensor t for its backward (as its input or output). */
+static void mark_saved(const ck_model *m, bool *saved)
+{
+    for (size_t k = 0; k < m->n_nodes; k++) {
+        const ck_node *n = &m->nodes[k];
+        for (size_t s = 0; s < n->info.n_saved; s++) {
+            const ck_saved *sv = &n->info.saved[s];
+            if (sv->kind == CK_SAVE_INPUT)
+                saved[n->inputs[sv->input]] = true;
+            else if (sv->kind == CK_SAVE_OUTPUT)
+                saved[n->output] = true;
+        }
+    }
 }
 
 /* ---- sizing one stage ---- */
@@ -542,13 +565,15 @@ int ck_derive_chain(const ck_model *m, ck_granularity g, const ck_cost_model *cm
     size_t *last_use = calloc(m->n_tensors, sizeof *last_use);
     size_t *first = calloc(m->n_nodes + 1, sizeof *first);
     long *crossing = calloc(m->n_nodes, sizeof *crossing);
+    bool *saved = calloc(m->n_tensors, sizeof *saved);
     int rc = CK_OK;
-    if (!last_use || !first || !crossing) {
+    if (!last_use || !first || !crossing || !saved) {
         rc = ck_err_oom(err);
         goto done;
     }
     ck_model_last_uses(m, last_use);
-    size_t n_stages = find_stages(m, g, last_use, crossing, first);
+    mark_saved(m, saved);
+    size_t n_stages = find_stages(m, g, last_use, saved, crossing, first);
     first[n_stages] = m->n_nodes - 1;
     rc = ck_chain_check_length(n_stages, m->file, "", err);
     if (rc == CK_OK)
@@ -566,5 +591,6 @@ done:
     free(last_use);
     free(first);
     free(crossing);
+    free(saved);
     return rc;
 }

@@ -158,10 +158,6 @@ MOE_GAP = ("the experts' backward: ckplan holds the moe's saved tensors to its e
 GAPS = {
     ("mixtral-tiny", "*", "every"): MOE_GAP,
     ("mixtral-tiny", "*", "dp"): MOE_GAP,
-    ("gemma2-tiny", "eager", "*"): "a stage output that nothing saves is held to its stage's "
-                                   "backward (lm_head's logits before the final soft-cap, the "
-                                   "embedding before its scale); PyTorch frees it after its last "
-                                   "reader: ckplan over by one logits tensor, about 3%",
 }
 PEAK_BAR = 0.02
 GAPS_SEEN = {}

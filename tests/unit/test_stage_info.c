@@ -158,8 +158,8 @@ START_TEST(every_malformed_stage_info_is_refused_naming_its_path)
         const char *json, *msg;
     } cases[] = {
         {-1, NULL, -1, "{}", "p.json: stage_info: expected an array, got an object"},
-        {-1, NULL, -1, "[]", "p.json: stage_info: expected 8 entries, one per stage, got 0"},
-        {-1, NULL, -1, "[{\"name\": \"embed\"}]", "p.json: stage_info: expected 8 entries, one per stage, got 1"},
+        {-1, NULL, -1, "[]", "p.json: stage_info: expected 7 entries, one per stage, got 0"},
+        {-1, NULL, -1, "[{\"name\": \"embed\"}]", "p.json: stage_info: expected 7 entries, one per stage, got 1"},
         {3, NULL, -1, "\"h.1\"", "p.json: stage_info[3]: expected an object, got the string \"h.1\""},
         {3, NULL, -1, "{\"nodes\": []}", "p.json: stage_info[3].name: missing (expected a string)"},
         {3, "name", -1, "7", "p.json: stage_info[3].name: expected a string, got the number 7"},
@@ -167,7 +167,7 @@ START_TEST(every_malformed_stage_info_is_refused_naming_its_path)
         {3, "nodes", -1, "\"h.1.ln1\"", "p.json: stage_info[3].nodes: expected an array, got the string \"h.1.ln1\""},
         {3, "nodes", 1, "7", "p.json: stage_info[3].nodes[1]: expected a string (a node's name), got the number 7"},
         {3, "nodes", 0, "[\"h.1.ln1\"]", "p.json: stage_info[3].nodes[0]: expected a string (a node's name), got an array"},
-        {7, "first", -1, "0", "p.json: stage_info[7].first: unknown field"},
+        {6, "first", -1, "0", "p.json: stage_info[6].first: unknown field"},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         cJSON *root = edited("models/gpt2-tiny.json", cases[k].entry, cases[k].key, cases[k].index, cases[k].json);
@@ -198,14 +198,14 @@ static void mismatch(const char *model, int entry, const char *key, int index, c
 
 START_TEST(stage_info_that_is_not_the_models_stages_is_refused)
 {
-    mismatch("models/gpt2-tiny.json", 3, "name", -1, "\"h.2\"",
-             "stage_info[3].name: the plan says \"h.2\", the model derives \"h.1\"" OTHER);
-    mismatch("models/gpt2-tiny.json", 3, "nodes", 1, "\"h.1.ln2\"",
-             "stage_info[3].nodes[1]: the plan says \"h.1.ln2\", the model derives \"h.1.qkv\"" OTHER);
-    mismatch("models/gpt2-tiny.json", 3, "nodes", -1, "[\"h.1.ln1\"]",
-             "stage_info[3].nodes: the plan says 1 node, the model derives 12 nodes" OTHER);
-    mismatch("models/gpt2-tiny.json", 0, NULL, -1, "{\"name\": \"embed\"}",
-             "stage_info[0].nodes: the plan says no nodes, the model derives 1 node" OTHER);
+    mismatch("models/gpt2-tiny.json", 2, "name", -1, "\"h.2\"",
+             "stage_info[2].name: the plan says \"h.2\", the model derives \"h.1\"" OTHER);
+    mismatch("models/gpt2-tiny.json", 2, "nodes", 1, "\"h.1.ln2\"",
+             "stage_info[2].nodes[1]: the plan says \"h.1.ln2\", the model derives \"h.1.qkv\"" OTHER);
+    mismatch("models/gpt2-tiny.json", 2, "nodes", -1, "[\"h.1.ln1\"]",
+             "stage_info[2].nodes: the plan says 1 node, the model derives 12 nodes" OTHER);
+    mismatch("models/gpt2-tiny.json", 0, NULL, -1, "{\"name\": \"embed..drop_embed\"}",
+             "stage_info[0].nodes: the plan says no nodes, the model derives 2 nodes" OTHER);
     mismatch("tests/cli/data/chain10.json", 4, "nodes", -1, "[]",
              "stage_info[4].nodes: the plan says 0 nodes, the model derives no nodes" OTHER);
 }

@@ -68,19 +68,19 @@ check "stage_info: a model's plan runs and verifies" 0
 
 # Edited so that it is no longer the model's stages: refused before anything runs.
 lines=$(wc -l < si.jsonl)
-si_edit si.json si-node.json "d['stage_info'][3]['nodes'][1] = 'h.1.ln2'"
+si_edit si.json si-node.json "d['stage_info'][2]['nodes'][1] = 'h.1.ln2'"
 run run si-node.json --steps 1 --runs si.jsonl
 check "stage_info: a node edited is refused, naming the entry and both names" 2 \
-    "si-node.json: stage_info[3].nodes[1]: the plan says \"h.1.ln2\", the model derives \"h.1.qkv\"" "plan it again"
-si_edit si.json si-name.json "d['stage_info'][2]['name'] = 'h.9'"
+    "si-node.json: stage_info[2].nodes[1]: the plan says \"h.1.ln2\", the model derives \"h.1.qkv\"" "plan it again"
+si_edit si.json si-name.json "d['stage_info'][1]['name'] = 'h.9'"
 run run si-name.json --steps 1 --runs si.jsonl
-check "stage_info: a stage name edited is refused" 2 "si-name.json: stage_info[2].name: the plan says \"h.9\", the model derives \"h.0\""
+check "stage_info: a stage name edited is refused" 2 "si-name.json: stage_info[1].name: the plan says \"h.9\", the model derives \"h.0\""
 si_edit si.json si-moved.json "s = d['stage_info']; s[3]['nodes'].append(s[4]['nodes'].pop(0))"
 run run si-moved.json --steps 1 --runs si.jsonl
 check "stage_info: a node moved to the stage before is refused" 2 "si-moved.json: stage_info[3].nodes: the plan says 13 nodes, the model derives 12 nodes"
 si_edit si.json si-no-nodes.json "del d['stage_info'][0]['nodes']"
 run run si-no-nodes.json --steps 1 --runs si.jsonl
-check "stage_info: a model's stage without its nodes is refused" 2 "si-no-nodes.json: stage_info[0].nodes: the plan says no nodes, the model derives 1 node"
+check "stage_info: a model's stage without its nodes is refused" 2 "si-no-nodes.json: stage_info[0].nodes: the plan says no nodes, the model derives 2 nodes"
 # A plan made at op granularity, relabelled as block: the stage count differs already.
 run plan "$tiny" --budget 1G --granularity op -o si-op.json
 si_edit si-op.json si-op-as-block.json "d['details']['granularity'] = 'block'"
