@@ -22,7 +22,7 @@ static int forward_program(const ck_workload *w, ck_program *p, size_t *stage_en
         ck_action_effect e;
         rc = ck_action_describe(&st, i, &a, &e, err);
         if (rc == CK_OK)
-            rc = ck_lower_action(w->lower, &a, &e, p, err);
+            rc = ck_lower_action(w->lower, &a, &e, false, p, err);
         if (rc == CK_OK)
             rc = ck_action_apply(&st, i, &a, &e, NULL, err);
         stage_end[i] = p->n;

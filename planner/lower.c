@@ -223,12 +223,21 @@ static bool kept_tensor(const ck_lower *l, ck_keep p, size_t i, size_t t)
     return kept_under(l, p, i, l->m->tensors[t].producer);
 }
 
+/* Whether stage i's input x_i is a tensor no backward reads (B i-1 frees its kept copy
+ * only if live: a forward of stage i may have freed it, drop_kept_input). */
+static bool unsaved_input(const ck_lower *l, size_t i)
+{
+    size_t in = ck_lower_stage_input(l, i);
+    return i > 0 && !ck_model_is_static(l->m, in) && l->first_saver[in] == NO_READER;
+}
+
 /* The forward of stage i: a tensor of the stage is freed after its last reader unless the
- * saving forward (keep, under policy p) keeps it, and at once when nobody reads it. */
-static void lower_forward(const ck_lower *l, size_t i, bool keep, ck_keep p, sink *s)
+ * saving forward (keep, under policy p) keeps it, and at once when nobody reads it. With
+ * drop_input, the kept copy of x_i (in x̄_i) too, after its last reader. */
+static void lower_forward(const ck_lower *l, size_t i, bool keep, ck_keep p, bool drop_input, sink *s)
 {
     const ck_model *m = l->m;
-    size_t out = ck_lower_stage_output(l, i);
+    size_t in = ck_lower_stage_input(l, i), out = ck_lower_stage_output(l, i);
     for (size_t k = l->first[i]; k < l->first[i + 1]; k++) {
         const ck_node *n = &m->nodes[k];
         bool kept = keep && kept_under(l, p, i, k);
@@ -239,6 +248,8 @@ static void lower_forward(const ck_lower *l, size_t i, bool keep, ck_keep p, sin
             if (first_input(n, j) && made_in(l, i, t) && l->last_use[t] == k &&
                 !(keep && kept_tensor(l, p, i, t)))
                 push(s, CK_INSTR_FREE, 0, false, ck_program_value(t, CK_COPY_PLAIN));
+            if (drop_input && first_input(n, j) && t == in && l->last_use[t] == k)
+                push(s, CK_INSTR_FREE, 0, false, ck_program_value(t, CK_COPY_KEPT));
         }
         if (n->output != out && !kept && l->last_use[n->output] <= k)
             push(s, CK_INSTR_FREE, 0, false, ck_program_value(n->output, CK_COPY_PLAIN));
@@ -388,7 +399,8 @@ static void lower_backward(const ck_lower *l, size_t i, sink *s)
     if (l->first_saver[out] == NO_READER || l->first_saver[out] >= l->first[i + 1])
         s->ok = s->ok && ck_program_push(s->p, (ck_instr){.kind = CK_INSTR_FREE,
                                                           .buf = ck_program_value(out, CK_COPY_KEPT),
-                                                          .if_live = i + 1 == l->n_stages && ck_lower_loss_frees_input(l)});
+                                                          .if_live = (i + 1 == l->n_stages && ck_lower_loss_frees_input(l)) ||
+                                                                     (i + 1 < l->n_stages && unsaved_input(l, i + 1))});
     for (size_t k = l->first[i + 1]; k-- > l->first[i];) {
         if (!m->nodes[k].backward) /* nothing it made requires a gradient: nothing to free */
             continue;
@@ -416,8 +428,20 @@ static void free_plain_input(const ck_lower *l, size_t i, sink *s)
         push(s, CK_INSTR_FREE, 0, false, ck_program_value(in, CK_COPY_PLAIN));
 }
 
+/* Whether F_all a, its stage's only forward before its backward, frees the kept copy of
+ * its input after its last reader: it reads that copy (x_i is not live plain), no backward
+ * reads x_i, and B i will not recompute from it (the variant keeps all). PyTorch frees
+ * such a tensor there: a 16-bit layer input that hf's RMSNorm casts to f32, keeping the
+ * copy, once the residual add has read it. */
+static bool drops_kept_input(const ck_lower *l, const ck_action *a, const ck_action_effect *e,
+                             bool sole_forward)
+{
+    return sole_forward && a->kind == CK_F_ALL && e->input.kind == CK_VALUE_XBAR &&
+           policy_of(l, a->stage, a->variant) == CK_KEEP_ALL && unsaved_input(l, a->stage);
+}
+
 int ck_lower_action(const ck_lower *l, const ck_action *a, const ck_action_effect *e,
-                    ck_program *out, ck_err *err)
+                    bool sole_forward, ck_program *out, ck_err *err)
 {
     sink s = {out, true};
     size_t i = a->stage;
@@ -425,7 +449,8 @@ int ck_lower_action(const ck_lower *l, const ck_action *a, const ck_action_effec
     case CK_F_ALL:
     case CK_F_CK:
     case CK_F_NONE:
-        lower_forward(l, i, a->kind == CK_F_ALL, policy_of(l, i, a->kind == CK_F_ALL ? a->variant : 0), &s);
+        lower_forward(l, i, a->kind == CK_F_ALL, policy_of(l, i, a->kind == CK_F_ALL ? a->variant : 0),
+                      drops_kept_input(l, a, e, sole_forward), &s);
         break;
     case CK_LOSS:
         s.ok = s.ok && ck_program_push(out, (ck_instr){.kind = CK_INSTR_LOSS, .node = l->m->n_nodes - 1,
@@ -456,18 +481,26 @@ int ck_lower_schedule(const ck_lower *l, const ck_chain *c, const ck_schedule *s
                       ck_program *out, size_t *action_end, ck_err *err)
 {
     ck_action_state st;
-    int rc = ck_action_state_init(&st, c, err);
+    bool *sole = malloc((s->n + 1) * sizeof *sole);
+    int rc = sole ? ck_schedule_sole_forwards(s, c->n_stages, sole, err) : ck_err_oom(err);
+    if (rc == CK_OK)
+        rc = ck_action_state_init(&st, c, err);
+    if (rc != CK_OK) {
+        free(sole);
+        return rc;
+    }
     for (size_t k = 0; k < s->n && rc == CK_OK; k++) {
         ck_action_effect e;
         rc = ck_action_describe(&st, k, &s->actions[k], &e, err);
         if (rc == CK_OK)
-            rc = ck_lower_action(l, &s->actions[k], &e, out, err);
+            rc = ck_lower_action(l, &s->actions[k], &e, sole[k], out, err);
         if (rc == CK_OK)
             rc = ck_action_apply(&st, k, &s->actions[k], &e, NULL, err);
         if (rc == CK_OK && action_end)
             action_end[k] = out->n;
     }
     ck_action_state_free(&st);
+    free(sole);
     return rc;
 }
 

@@ -46,9 +46,14 @@ void ck_lower_free(ck_lower *l);
 
 /* Appends the instructions of action a, whose effect e ck_action_describe gave: an F_all
  * in a->variant's policy (a number of ck_lower_variants), a B in that of the x̄ it frees
- * (e's frees), an F_none from x̄_i freeing what that x̄'s variant kept. */
+ * (e's frees), an F_none from x̄_i freeing what that x̄'s variant kept. sole_forward: a is
+ * its stage's only forward before its backward (ck_schedule_sole_forwards); an F_all of a
+ * stage whose input no backward reads then frees that input's kept copy after its last
+ * reader, as PyTorch does, and B i-1 finds it gone (the chain holds it in x̄_i to B i-1:
+ * its figures are then a bound). Where an earlier forward read x_i, x_i is a checkpoint,
+ * which PyTorch holds for the recomputation. */
 int ck_lower_action(const ck_lower *l, const ck_action *a, const ck_action_effect *e,
-                    ck_program *out, ck_err *err);
+                    bool sole_forward, ck_program *out, ck_err *err);
 
 /* The program of a whole valid schedule of chain c; action_end (s->n entries, or NULL)
  * receives, per action, the number of instructions up to the end of it. */

@@ -29,6 +29,36 @@ bool ck_schedule_append(ck_schedule *s, ck_action a)
     return true;
 }
 
+int ck_schedule_sole_forwards(const ck_schedule *s, size_t n_stages, bool *sole, ck_err *err)
+{
+    /* Per stage: its forwards before its first B, and where that B is. */
+    size_t *forwards = calloc(n_stages + 1, sizeof *forwards), *b_at = malloc((n_stages + 1) * sizeof *b_at);
+    if (!forwards || !b_at) {
+        free(forwards);
+        free(b_at);
+        return ck_err_oom(err);
+    }
+    for (size_t i = 0; i < n_stages; i++)
+        b_at[i] = SIZE_MAX;
+    for (size_t k = 0; k < s->n; k++) {
+        const ck_action *a = &s->actions[k];
+        if (a->kind == CK_LOSS || a->kind >= CK_N_ACTIONS || a->stage >= n_stages || b_at[a->stage] != SIZE_MAX)
+            continue;
+        if (a->kind == CK_B)
+            b_at[a->stage] = k;
+        else
+            forwards[a->stage]++;
+    }
+    for (size_t k = 0; k < s->n; k++) {
+        const ck_action *a = &s->actions[k];
+        sole[k] = a->kind != CK_LOSS && a->kind != CK_B && a->kind < CK_N_ACTIONS && a->stage < n_stages &&
+                  forwards[a->stage] == 1 && k < b_at[a->stage] && b_at[a->stage] != SIZE_MAX;
+    }
+    free(forwards);
+    free(b_at);
+    return CK_OK;
+}
+
 bool ck_schedule_push(ck_schedule *s, ck_action_kind kind, size_t stage)
 {
     return ck_schedule_append(s, (ck_action){kind, stage, 0});

@@ -33,6 +33,12 @@ bool ck_schedule_push(ck_schedule *s, ck_action_kind kind, size_t stage);
 bool ck_schedule_append(ck_schedule *s, ck_action a);
 void ck_schedule_free(ck_schedule *s);
 
+/* sole (s->n entries): for each F_all, F_ck or F_none of a stage i below n_stages, whether
+ * it is stage i's only forward before a B i that follows it: no other action reads x_i
+ * before that backward, nor did one, which would have made x_i a checkpoint held for a
+ * recomputation; false for the other actions. */
+int ck_schedule_sole_forwards(const ck_schedule *s, size_t n_stages, bool *sole, ck_err *err);
+
 /* The store-everything schedule: F_all 0 .. F_all L-1, loss, B L-1 .. B 0. */
 int ck_schedule_baseline(const ck_chain *c, ck_schedule *out, ck_err *err);
 

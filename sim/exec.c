@@ -37,6 +37,7 @@ struct ck_exec {
     uint64_t step, draws, adam_t;
     double loss;
     ck_action_state actions; /* what is live, in the chain's terms, during a step */
+    bool *sole_forward;  /* per action of the step's schedule: ck_schedule_sole_forwards */
     void *ws;
     uint64_t ws_bytes;
 
@@ -668,9 +669,8 @@ static int on_event(void *ctx, const ck_instr *in, const ck_event *ev, ck_err *e
 /* Action k compiled, and its instructions run. */
 static int model_run(ck_exec *e, size_t k, const ck_action *a, const ck_action_effect *eff, ck_err *err)
 {
-    (void)k;
     e->program.n = 0;
-    int rc = ck_lower_action(e->lower, a, eff, &e->program, err);
+    int rc = ck_lower_action(e->lower, a, eff, e->sole_forward[k], &e->program, err);
     for (size_t j = 0; j < e->program.n && rc == CK_OK; j++)
         rc = ck_program_run(&e->pstate, j, &e->program.instrs[j], on_event, e, NULL, err);
     return rc;
@@ -931,9 +931,15 @@ static int run_schedule(ck_exec *e, const ck_schedule *s, uint64_t step, double 
     e->step = step;
     ck_mem_reset_peaks(&e->mem);
     *t0 = ck_clock_seconds();
-    rc = ck_action_state_init(&e->actions, e->c, err);
-    if (rc != CK_OK)
+    e->sole_forward = malloc((s->n + 1) * sizeof *e->sole_forward);
+    rc = e->sole_forward ? ck_schedule_sole_forwards(s, e->L, e->sole_forward, err) : ck_err_oom(err);
+    if (rc == CK_OK)
+        rc = ck_action_state_init(&e->actions, e->c, err);
+    if (rc != CK_OK) {
+        free(e->sole_forward);
+        e->sole_forward = NULL;
         return rc;
+    }
     rc = e->be->start_step(e, err);
     for (size_t k = 0; k < s->n && rc == CK_OK; k++) {
         rc = ck_err_check_stop(e->opts.stop, err);
@@ -946,6 +952,8 @@ static int run_schedule(ck_exec *e, const ck_schedule *s, uint64_t step, double 
         keep_chain_gradients(e);
     e->be->release_step(e);
     ck_action_state_free(&e->actions);
+    free(e->sole_forward);
+    e->sole_forward = NULL;
     return rc;
 }
 
