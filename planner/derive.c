@@ -47,8 +47,8 @@ static bool sum_saved(const ck_model *m, size_t first, size_t end, bool *seen, u
         const ck_node *n = &m->nodes[k];
         for (size_t s = 0; s < n->info.n_saved; s++) {
             const ck_saved *sv = &n->info.saved[s];
-            if (sv->kind != CK_SAVE_INTERNAL) {
-                size_t t = sv->kind == CK_SAVE_OUTPUT ? n->output : n->inputs[sv->input];
+            size_t t = ck_model_saved_tensor(n, sv);
+            if (t != SIZE_MAX) {
                 if (ck_model_is_static(m, t) || seen[t])
                     continue;
                 seen[t] = true;
@@ -311,11 +311,9 @@ static void mark_saved(const ck_model *m, bool *saved)
     for (size_t k = 0; k < m->n_nodes; k++) {
         const ck_node *n = &m->nodes[k];
         for (size_t s = 0; s < n->info.n_saved; s++) {
-            const ck_saved *sv = &n->info.saved[s];
-            if (sv->kind == CK_SAVE_INPUT)
-                saved[n->inputs[sv->input]] = true;
-            else if (sv->kind == CK_SAVE_OUTPUT)
-                saved[n->output] = true;
+            size_t t = ck_model_saved_tensor(n, &n->info.saved[s]);
+            if (t != SIZE_MAX)
+                saved[t] = true;
         }
     }
 }

@@ -33,14 +33,6 @@ size_t ck_lower_stage_output(const ck_lower *l, size_t i)
     return l->m->nodes[l->first[i + 1] - 1].output;
 }
 
-/* The tensor a saved entry of node n refers to, or SIZE_MAX for an internal one. */
-static size_t saved_tensor(const ck_node *n, const ck_saved *sv)
-{
-    return sv->kind == CK_SAVE_OUTPUT ? n->output
-           : sv->kind == CK_SAVE_INPUT ? n->inputs[sv->input]
-                                       : SIZE_MAX;
-}
-
 static bool made_in(const ck_lower *l, size_t i, size_t t)
 {
     size_t p = l->m->tensors[t].producer;
@@ -55,7 +47,7 @@ static void find_kept(ck_lower *l)
     for (size_t k = m->n_nodes - 1; k-- > 0;) { /* backwards: the first saver wins */
         const ck_node *n = &m->nodes[k];
         for (size_t s = 0; s < n->info.n_saved; s++) {
-            size_t t = saved_tensor(n, &n->info.saved[s]);
+            size_t t = ck_model_saved_tensor(n, &n->info.saved[s]);
             if (t != SIZE_MAX)
                 l->first_saver[t] = k;
         }
@@ -370,10 +362,10 @@ static void free_after_backward(const ck_lower *l, size_t i, size_t k, bool pass
     if (ck_program_has_saved(n))
         push(s, CK_INSTR_FREE, 0, false, ck_program_saved(k, CK_COPY_KEPT));
     for (size_t j = 0; j < n->info.n_saved; j++) {
-        size_t t = saved_tensor(n, &n->info.saved[j]);
+        size_t t = ck_model_saved_tensor(n, &n->info.saved[j]);
         bool again = false;
         for (size_t e = 0; e < j; e++)
-            again = again || saved_tensor(n, &n->info.saved[e]) == t;
+            again = again || ck_model_saved_tensor(n, &n->info.saved[e]) == t;
         if (t != SIZE_MAX && !again && made_in(l, i, t) && l->first_saver[t] == k)
             push(s, CK_INSTR_FREE, 0, false, ck_program_value(t, CK_COPY_KEPT));
     }

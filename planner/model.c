@@ -1275,6 +1275,13 @@ void ck_model_free(ck_model *m)
     free(m);
 }
 
+size_t ck_model_saved_tensor(const ck_node *n, const ck_saved *sv)
+{
+    return sv->kind == CK_SAVE_OUTPUT ? n->output
+           : sv->kind == CK_SAVE_INPUT ? n->inputs[sv->input]
+                                       : SIZE_MAX;
+}
+
 void ck_model_last_uses(const ck_model *m, size_t *last_use)
 {
     for (size_t t = 0; t < m->n_tensors; t++)

@@ -149,6 +149,10 @@ int ck_model_grad_propagate(ck_model *m, ck_err *err);
 /* last_use[t] (n_tensors entries) receives the last node reading tensor t (0 if none). */
 void ck_model_last_uses(const ck_model *m, size_t *last_use);
 
+/* The tensor that saved entry sv of node n refers to (its input or output), or SIZE_MAX
+ * for an internal one, which is no tensor of the model. */
+size_t ck_model_saved_tensor(const ck_node *n, const ck_saved *sv);
+
 /* The first node that exchanges activations with other ranks (a sequence-parallel gather
  * or scatter, context-parallel attention: docs/parallel.md), or NULL: what one process
  * cannot execute. */

@@ -268,11 +268,11 @@ static int check_saved(const ck_program_state *st, size_t k, const ck_instr *in,
         return refuse(st, k, in, "reads", ck_program_grad(n->output), err);
     for (size_t s = 0; s < n->info.n_saved; s++) {
         const ck_saved *sv = &n->info.saved[s];
-        size_t t = sv->kind == CK_SAVE_OUTPUT ? n->output : n->inputs[sv->input];
+        size_t t = ck_model_saved_tensor(n, sv);
         ck_buf kept = ck_program_saved(in->node, CK_COPY_KEPT);
-        if (sv->kind == CK_SAVE_INTERNAL && !ck_program_state_has(st, kept))
+        if (t == SIZE_MAX && !ck_program_state_has(st, kept))
             return refuse(st, k, in, "reads", kept, err);
-        if (sv->kind != CK_SAVE_INTERNAL && !readable(st, t))
+        if (t != SIZE_MAX && !readable(st, t))
             return refuse(st, k, in, "reads", ck_program_value(t, CK_COPY_KEPT), err);
     }
     return CK_OK;
