@@ -635,6 +635,7 @@ static void describe_linear(ovf *o, const ck_attrs *a, const ck_ttype *in, const
     uint64_t bias_flops = a->bias ? mul(o, rows, a->out) : 0;
     save_ref(o, info, CK_SAVE_INPUT, 0, &in[0]);
     only_for(info, 0, CK_NEED_PARAMS); /* dW = dY^T X; dX = dY W reads the weight only */
+    info->grad_view = in[0].rank > 2; /* dY W on the rows, viewed back to the input's shape */
     param(o, info, "weight", CK_INIT_NORMAL, true, a->tied, SHAPE(a->out, in_f));
     param(o, info, "bias", CK_INIT_ZEROS, a->bias, false, SHAPE(a->out));
     info->fwd_flops = add(o, mul(o, macs, 2), bias_flops);
@@ -655,6 +656,7 @@ static void describe_lora(ovf *o, const ck_attrs *a, const ck_ttype *in, const c
     mid.dim[mid.rank - 1] = mid_w;
     save_ref(o, info, CK_SAVE_INPUT, 0, &in[0]);
     save_internal(o, info, CK_SLOT_LORA_MID, &mid);
+    info->grad_view = in[0].rank > 2; /* x's, lora_a's linear's */
     param(o, info, "lora_a", CK_INIT_NORMAL, true, false, SHAPE(mid_w, in_f));
     param(o, info, "lora_b", CK_INIT_ZEROS, true, false, SHAPE(out_f, a->rank));
     uint64_t a_flops = mul(o, mul(o, rows, in_f), mul(o, mid_w, 2));

@@ -207,6 +207,10 @@ typedef struct {
     ck_param params[CK_OP_MAX_PARAMS];
     uint64_t n_params;      /* elements this node owns: the sum of params[].numel */
     uint64_t id_limit[CK_OP_MAX_ARITY]; /* integer input i takes values below it; 0: none */
+    /* Bit i: the gradient the backward makes for input i is, under PyTorch, a view of a
+     * 2-D product (a linear's on an input of rank > 2, reshaped back), which autograd's
+     * InputBuffer cannot add a later gradient into in place (planner/program). */
+    unsigned grad_view;
     uint64_t fwd_ws_bytes, bwd_ws_bytes;
     uint64_t fwd_flops, bwd_flops;
     uint64_t fwd_bytes_moved, bwd_bytes_moved;

@@ -95,8 +95,9 @@ static void mark(const ck_program_state *st, uint32_t *flag, bool on)
 int ck_program_state_init(ck_program_state *st, const ck_model *m, ck_err *err)
 {
     *st = (ck_program_state){.m = m, .live = calloc(n_bufs(m), sizeof *st->live),
-                             .shared = calloc(m->n_tensors, sizeof *st->shared)};
-    if (!st->live || !st->shared) {
+                             .shared = calloc(m->n_tensors, sizeof *st->shared),
+                             .viewed = calloc(m->n_tensors, sizeof *st->viewed)};
+    if (!st->live || !st->shared || !st->viewed) {
         ck_program_state_free(st);
         return ck_err_oom(err);
     }
@@ -110,6 +111,7 @@ void ck_program_state_reset(ck_program_state *st)
     if (st->gen == UINT32_MAX) { /* the stamps of 2^32 - 1 states ago would read as set */
         memset(st->live, 0, n_bufs(m) * sizeof *st->live);
         memset(st->shared, 0, m->n_tensors * sizeof *st->shared);
+        memset(st->viewed, 0, m->n_tensors * sizeof *st->viewed);
         st->gen = 0;
     }
     st->gen++;
@@ -124,6 +126,7 @@ void ck_program_state_free(ck_program_state *st)
 {
     free(st->live);
     free(st->shared);
+    free(st->viewed);
     memset(st, 0, sizeof *st);
 }
 
@@ -383,6 +386,7 @@ static int hand_over(emitter *em, ck_event_kind kind, size_t to, size_t from, ck
     if (kind == CK_EVENT_MOVE)
         mark(st, &st->live[buf_index(st->m, ck_program_grad(from))], false);
     mark(st, &st->shared[to], kind == CK_EVENT_SHARE);
+    mark(st, &st->viewed[to], kind == CK_EVENT_MOVE && st->viewed[from] == st->gen);
     ck_event ev = {kind, ck_program_grad(to), 0, 0, CK_HOLD_GRADIENT, ck_program_grad(from)};
     return em->cb ? em->cb(em->ctx, em->in, &ev, err) : CK_OK;
 }
@@ -435,8 +439,36 @@ static int forward_events(emitter *em, const ck_node *n, ck_err *err)
     return rc;
 }
 
-/* Gradients of the inputs that have none yet: this backward is the first to add into them;
- * with a pass, its inputs take its output's gradient instead (its owner the buffer, its
+/* Gradients of the inputs that have none yet: this backward is the first to add into them
+ * (a view when the op says so). Into one that exists, PyTorch adds a new gradient: in place
+ * when the existing one is a tensor of its own, out of place, into a third, when it is a
+ * view (autograd's InputBuffer::add), which leaves the sum a tensor of its own. *added
+ * receives the bytes of those new gradients and sums. */
+static int input_grads(emitter *em, const ck_node *n, uint64_t *added, ck_err *err)
+{
+    ck_program_state *st = em->st;
+    const ck_model *m = st->m;
+    int rc = CK_OK;
+    *added = 0;
+    for (size_t i = 0; i < n->op->arity && rc == CK_OK; i++) {
+        size_t t = n->inputs[i];
+        if (!ck_program_has_grad(m, t))
+            continue;
+        if (!ck_program_state_has(st, ck_program_grad(t))) {
+            rc = whole_buf(em, CK_EVENT_ALLOC, ck_program_grad(t), CK_HOLD_GRADIENT, err);
+            mark(st, &st->viewed[t], n->info.grad_view >> i & 1);
+            continue;
+        }
+        uint64_t g = m->tensors[t].bytes;
+        bool out_of_place = st->viewed[t] == st->gen;
+        mark(st, &st->viewed[t], false);
+        if (!ck_size_add(*added, g, added) || (out_of_place && !ck_size_add(*added, g, added)))
+            return ck_err_fail(err, CK_ERR_INPUT, "program: memory held exceeds 2^64 bytes");
+    }
+    return rc;
+}
+
+/* With a pass, its inputs take its output's gradient instead (its owner the buffer, its
  * sharer the same memory), and nothing runs. */
 static int backward_events(emitter *em, const ck_node *n, ck_err *err)
 {
@@ -446,14 +478,9 @@ static int backward_events(emitter *em, const ck_node *n, ck_err *err)
         int rc = hand_over(em, CK_EVENT_MOVE, owner, n->output, err);
         return rc == CK_OK ? hand_over(em, CK_EVENT_SHARE, sharer, owner, err) : rc;
     }
-    int rc = CK_OK;
-    for (size_t i = 0; i < n->op->arity && rc == CK_OK; i++) {
-        size_t t = n->inputs[i];
-        if (ck_program_has_grad(m, t) && !ck_program_state_has(em->st, ck_program_grad(t)))
-            rc = whole_buf(em, CK_EVENT_ALLOC, ck_program_grad(t), CK_HOLD_GRADIENT, err);
-    }
     size_t owners[2];
-    uint64_t added = 0, ws = n->info.bwd_ws_bytes;
+    uint64_t added, ws = n->info.bwd_ws_bytes;
+    int rc = input_grads(em, n, &added, err);
     for (size_t j = 0, n_owners = params_added_by(m, em->in->node, owners); j < n_owners && rc == CK_OK; j++) {
         ck_buf b = ck_program_params(owners[j]);
         if (ck_program_state_has(em->st, b))

@@ -47,8 +47,10 @@ typedef enum {
                           allocates zeroed gradients of its inputs that require one and have
                           none yet, and under CK_GRADS_AUTOGRAD its parameters' gradients
                           that do not exist yet; holds its backward workspace while it runs,
-                          and beside it a new gradient for each parameter gradient that
-                          exists already (PyTorch computes one and adds it in); with pass,
+                          and beside it a new gradient for each parameter or input gradient
+                          that exists already (PyTorch computes one and adds it in), and
+                          a second for their sum when the existing one is a view, which
+                          PyTorch adds out of place (ck_op_info.grad_view); with pass,
                           an add's, its inputs take its output's gradient instead */
     CK_INSTR_LOSS,     /* the loss node, forward then backward: its output and internals
                           live while it runs, each pass with its workspace; between them,
@@ -90,6 +92,7 @@ typedef struct {
     const ck_model *m;
     uint32_t *live;   /* per buffer: live when gen */
     uint32_t *shared; /* per tensor, when gen: its gradient is live on another's memory (a pass) */
+    uint32_t *viewed; /* per tensor, when gen: its gradient is a view (ck_op_info.grad_view) */
     uint32_t gen;
     uint64_t held;
     uint64_t params_held; /* of held, the parameter gradients' (CK_BUF_PARAMS) */
