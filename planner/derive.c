@@ -268,7 +268,9 @@ int ck_derive_static_memory(const ck_model *m, const ck_layout *l, ck_static_mem
  * node outputs; the other inputs are held for the whole step and do not count. A stage
  * ends only at a tensor that requires a gradient: the chain's y_i has the size of x_i, so
  * a frozen prefix whose outputs need none (a frozen embedding) joins the first stage that
- * does. Nor does one end at a tensor no backward reads (no node saves it) unless a block
+ * does, unless a block instance that trains begins there (a LoRA model's first layer),
+ * which --planner every and emit need as a stage of its own; there the chain's y_i is one
+ * the program does not make (the chain bounds, the replay is exact). Nor does one end at a tensor no backward reads (no node saves it) unless a block
  * instance begins or ends there: PyTorch frees such a tensor after its last reader in the
  * forward, while the chain's x̄_{i+1} holds x_{i+1} to B i (Gemma's logits before their
  * soft-cap, its embeddings before their scale). The loss's input x_L always ends one.
@@ -297,8 +299,10 @@ static size_t find_stages(const ck_model *m, ck_granularity g, const size_t *las
         bool instance = (ends->instance && ends->end == j + 1) || (begins->instance && begins->first == j + 1);
         bool loss = j + 2 == n; /* x_L: the loss frees it when nothing saves it (planner/lower) */
         size_t t = m->nodes[j].output;
-        bool boundary = (g == CK_GRAN_OP || ends->end == j + 1) && m->tensors[t].requires_grad &&
-                        (saved[t] || instance || loss);
+        bool trains = begins->instance && begins->first == j + 1 &&
+                      m->tensors[m->nodes[begins->end - 1].output].requires_grad;
+        bool boundary = (g == CK_GRAN_OP || ends->end == j + 1) &&
+                        (m->tensors[t].requires_grad || trains) && (saved[t] || instance || loss);
         if (running == 1 && boundary)
             first[++n_stages] = j + 1;
     }

@@ -2,7 +2,7 @@
 (docs/pytorch.md, "The Hugging Face referee").
 
 usage: LD_PRELOAD=alloc_track.so $CKPLAN_PYTHON hf_referee.py CKPLAN CONFIG WORKDIR RESULTS
-       [--attention eager|sdpa] [--seq T] [--batch B]
+       [--attention eager|sdpa] [--seq T] [--batch B] [--device cpu|cuda] [--dtype f32|bf16]
 
 CONFIG is a config.json of a family `ckplan import` supports. The model is built from it
 with random weights (AutoModelForCausalLM.from_config: nothing is loaded from a hub), in
@@ -14,6 +14,16 @@ model was built: parameters, AdamW's state, the gradients autograd makes, activa
 every temporary; the first step makes AdamW's state. ckplan plans with --impl hf-cpu: hf as
 PyTorch runs it on the CPU (its dropout masks), fp32.
 
+--device cuda runs the same on a GPU (no LD_PRELOAD): the peak is PyTorch's caching
+allocator's max_memory_allocated, whose blocks are rounded up to 512 bytes, and ckplan plans
+with --impl hf (CUDA's byte dropout masks, sdpa's memory-efficient kernel). cuBLAS's
+workspaces (one per thread and stream, 32 MiB each on Hopper) are made by a warm-up product
+and its backward before the base is read, so that they count as the process's, not the
+step's. The model is made on the GPU (under torch.device), not moved there.
+
+--dtype bf16 trains the model in bfloat16 throughout (parameters, gradients, AdamW's state),
+against ckplan's --recipe bf16.
+
 Each case is run as users run it and set beside what ckplan predicts for it:
   none      store everything                     ckplan plan --planner none
   every     model.gradient_checkpointing_enable(use_reentrant=False), every layer
@@ -23,6 +33,8 @@ Each case is run as users run it and set beside what ckplan predicts for it:
   dp        a dp plan at 60% of the way from its minimum to the baseline, applied to the
             real model by the snippet `ckplan emit hf` writes   ckplan plan --planner dp
   lora      PEFT LoRA at rank 8 on the modules ckplan's --lora adapts  ckplan plan --lora 8
+  lora-every  the same with every layer checkpointed, as gradient_checkpointing_enable()
+            before get_peft_model   ckplan plan --lora 8 --planner every
   accum2    two micro-batches accumulated before the step   ckplan plan --grad-accum 2
 
 Checks (each "ok ..." or "FAIL ..."):
@@ -52,9 +64,49 @@ import torch
 # transformers 5 renames gradient checkpointing "activation checkpointing"; the old names,
 # which users' code and the issue's recipe call, still work.
 warnings.filterwarnings("ignore", message=".*gradient_checkpointing.*deprecated")
-track = ctypes.CDLL(None)
-for _name in ("ck_track_now", "ck_track_peak"):
-    getattr(track, _name).restype = ctypes.c_size_t
+
+
+class HostTracker:
+    """alloc_track.c's counters, LD_PRELOADed: every byte malloc hands out."""
+
+    def __init__(self):
+        self.lib = ctypes.CDLL(None)
+        for name in ("ck_track_now", "ck_track_peak"):
+            getattr(self.lib, name).restype = ctypes.c_size_t
+
+    def now(self):
+        return self.lib.ck_track_now()
+
+    def reset_peak(self):
+        self.lib.ck_track_reset_peak()
+
+    def peak(self):
+        return self.lib.ck_track_peak()
+
+
+class CudaTracker:
+    """PyTorch's caching allocator on the current GPU: the bytes of live blocks."""
+
+    def __init__(self):
+        # cuBLAS's workspaces, of the main thread and of autograd's device thread
+        before = torch.cuda.memory_allocated()
+        layer = torch.nn.Linear(8, 8, device="cuda")
+        layer(torch.ones(4, 8, device="cuda")).sum().backward()
+        del layer
+        torch.cuda.synchronize()
+        self.workspaces = torch.cuda.memory_allocated() - before
+
+    def now(self):
+        torch.cuda.synchronize()
+        return torch.cuda.memory_allocated()
+
+    def reset_peak(self):
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+
+    def peak(self):
+        torch.cuda.synchronize()
+        return torch.cuda.max_memory_allocated()
 
 # What ckplan's --lora adapts, as PEFT's target module names of each family's code
 # (ckplan's help: q, k, v, o and the MLP's projections).
@@ -74,7 +126,7 @@ def ckplan(*args):
 def plan(*extra):
     """ckplan's plan of CONFIG with the workload's options; None when ckplan refuses it."""
     out = os.path.join(ARGS.workdir, "plan-%d.json" % len(os.listdir(ARGS.workdir)))
-    r = ckplan("plan", ARGS.config, "--recipe", "fp32", "--impl", "hf-cpu", "--attention", ARGS.attention,
+    r = ckplan("plan", ARGS.config, "--recipe", ARGS.recipe, "--impl", ARGS.impl, "--attention", ARGS.attention,
                "--seq", str(ARGS.seq), "--batch", str(ARGS.batch), "--json", "-o", out, *extra)
     if r.returncode not in (0, 3):
         return None, r.stderr.strip()
@@ -86,7 +138,7 @@ def build_model(seed):
     allocate for themselves (18 KB at import here), which are not the step's."""
     from transformers import AutoConfig, AutoModelForCausalLM
     gc.collect()
-    base = track.ck_track_now()
+    base = TRACK.now()
 
     raw = json.load(open(ARGS.config))
     raw = {k: v for k, v in raw.items() if k not in ("architectures",)}
@@ -96,8 +148,9 @@ def build_model(seed):
         config.pad_token_id = None  # a family default (Phi-3's 32000) past a tiny vocabulary
     config.use_cache = False
     torch.manual_seed(seed)
-    model = AutoModelForCausalLM.from_config(config, attn_implementation=ARGS.attention,
-                                             dtype=torch.float32)
+    with torch.device(ARGS.device):
+        model = AutoModelForCausalLM.from_config(config, attn_implementation=ARGS.attention,
+                                                 dtype=ARGS.torch_dtype)
     model.train()
     model.ckplan_base = base
     return model, model_type
@@ -106,7 +159,8 @@ def build_model(seed):
 def batches(n, seed):
     g = torch.Generator().manual_seed(seed)
     vocab = json.load(open(ARGS.config))["vocab_size"]
-    return [torch.randint(0, vocab, (ARGS.batch, ARGS.seq), generator=g) for _ in range(n)]
+    return [torch.randint(0, vocab, (ARGS.batch, ARGS.seq), generator=g).to(ARGS.device)
+            for _ in range(n)]
 
 
 def backward(model, micro):
@@ -127,19 +181,28 @@ def step_peak(model, micro_batches=1, step="fused"):
         micro = batches(micro_batches, seed=100 + step)
         torch.manual_seed(5 + step)
         if step == 1:
-            before = track.ck_track_now()
-            track.ck_track_reset_peak()
+            before = TRACK.now()
+            TRACK.reset_peak()
         backward(model, micro)
         opt.step()
         opt.zero_grad()
     base = model.ckplan_base  # PEFT's wrapper passes attributes through to the model
-    return track.ck_track_peak() - base, before - base
+    return TRACK.peak() - base, before - base
 
 
 def gradients(model):
     torch.manual_seed(11)
     backward(model, batches(1, seed=7))
     return [p.grad.clone() for p in model.parameters() if p.grad is not None]
+
+
+def same_gradients(want, got):
+    """Whether the gradients are equal bit for bit, and a detail that says by how much they
+    differ when they are not."""
+    if all(torch.equal(a, b) for a, b in zip(want, got)):
+        return True, "bit for bit"
+    worst = max(float((a - b).abs().max() / b.abs().max().clamp_min(1e-30)) for a, b in zip(want, got))
+    return False, "not bit for bit: largest difference %.3g of the tensor's largest value" % worst
 
 
 def report(case, ok, detail):
@@ -155,9 +218,23 @@ MOE_GAP = ("the experts' backward: ckplan holds the moe's saved tensors to its e
            "frees each as the grouped_mm backward goes")
 # Where ckplan's figure is known to be off by more than the bar, and why: (config label,
 # attention or "*", case or "*"). Each is a finding, not a tolerance: docs/benchmarks.md.
+# Under LoRA with every layer checkpointed, a step's peak is a recomputed layer's backward,
+# and the static part is small (frozen weights have no gradients nor AdamW state), so what
+# ckplan does not count weighs more: under eager attention, the causal mask and rotary
+# tables that torch.utils.checkpoint keeps with each layer's arguments and its CPU RNG state
+# (docs/pytorch.md; ckplan under, 2-3%).
+CHECKPOINT_ARGS_GAP = ("the eager causal mask, rotary tables and RNG states that checkpointed "
+                       "layers keep are not counted")
+# OPT under LoRA with every layer checkpointed: ckplan over, 3-5%, not yet traced.
+OPT_LORA_GAP = "OPT's recomputed layer's backward under LoRA, not yet traced"
 GAPS = {
     ("mixtral-tiny", "*", "every"): MOE_GAP,
     ("mixtral-tiny", "*", "dp"): MOE_GAP,
+    ("mixtral-tiny", "sdpa", "lora-every"): MOE_GAP,
+    ("gpt2-tiny", "eager", "lora-every"): CHECKPOINT_ARGS_GAP,
+    ("gemma2-tiny", "eager", "lora-every"): CHECKPOINT_ARGS_GAP,
+    ("phi3-tiny", "eager", "lora-every"): CHECKPOINT_ARGS_GAP,
+    ("opt-tiny", "*", "lora-every"): OPT_LORA_GAP,
 }
 PEAK_BAR = 0.02
 GAPS_SEEN = {}
@@ -238,6 +315,9 @@ def measured(case, doc, prepare=None, micro_batches=1, step="fused"):
         return
     peak, before = step_peak(model, micro_batches, step)
     row(case, peak, before, doc)
+    if ARGS.device == "cuda":
+        print("reserved %s %s %s: %d bytes at most, %d allocated" % (
+            ARGS.label, ARGS.attention, case, torch.cuda.max_memory_reserved(), peak), flush=True)
 
 
 def checkpoint_every_layer(model, _):
@@ -253,15 +333,14 @@ def case_plain_and_every():
     plain, _ = build_model(seed=0)
     ckpt, _ = build_model(seed=0)
     ckpt.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    same = all(torch.equal(a, b) for a, b in zip(gradients(plain), gradients(ckpt)))
-    report("every gradients", same, "every layer checkpointed equals storing everything bit for bit"
-           if same else "gradients differ")
+    same, detail = same_gradients(gradients(plain), gradients(ckpt))
+    report("every gradients", same, "every layer checkpointed equals storing everything " + detail)
 
 
 def smallest_budget(static):
     """dp's smallest plan, from the message of a plan that cannot fit (exit 3): a budget of
     the static memory alone holds no activations."""
-    r = ckplan("plan", ARGS.config, "--recipe", "fp32", "--impl", "hf-cpu", "--attention", ARGS.attention, "--seq",
+    r = ckplan("plan", ARGS.config, "--recipe", ARGS.recipe, "--impl", ARGS.impl, "--attention", ARGS.attention, "--seq",
                str(ARGS.seq), "--batch", str(ARGS.batch), "--budget", str(static))
     m = re.search(r"smallest plan needs [^(]*\((\d+) bytes\)", r.stderr)
     if r.returncode != 3 or not m:
@@ -298,9 +377,8 @@ def case_dp():
     grads = gradients(applied)
     again = [i for i, n in enumerate(calls) if n > 1]
     report("dp layers", again == want, "recomputed layers %s, the plan's %s" % (again, want))
-    same = all(torch.equal(a, b) for a, b in zip(gradients(plain), grads))
-    report("dp gradients", same, "the plan applied equals storing everything bit for bit"
-           if same else "gradients differ")
+    same, detail = same_gradients(gradients(plain), grads)
+    report("dp gradients", same, "the plan applied equals storing everything " + detail)
 
 
 def case_lora():
@@ -312,6 +390,8 @@ def case_lora():
         return peft.get_peft_model(model, config)
 
     measured("lora", plan("--planner", "none", "--budget", "1T", "--lora", "8")[0], adapt)
+    measured("lora-every", plan("--planner", "every", "--budget", "1T", "--lora", "8")[0],
+             lambda model, model_type: adapt(checkpoint_every_layer(model, model_type), model_type))
 
 
 def case_accum():
@@ -319,7 +399,7 @@ def case_accum():
 
 
 def main():
-    global ARGS, RESULTS, FAILED, HERE
+    global ARGS, RESULTS, FAILED, HERE, TRACK
     p = argparse.ArgumentParser()
     p.add_argument("ckplan")
     p.add_argument("config")
@@ -329,7 +409,16 @@ def main():
     p.add_argument("--attention", default="eager", choices=["eager", "sdpa"])
     p.add_argument("--seq", type=int, default=64)
     p.add_argument("--batch", type=int, default=2)
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--dtype", default="f32", choices=["f32", "bf16"])
     ARGS = p.parse_args()
+    ARGS.impl = "hf" if ARGS.device == "cuda" else "hf-cpu"
+    ARGS.recipe, ARGS.torch_dtype = {"f32": ("fp32", torch.float32),
+                                     "bf16": ("bf16", torch.bfloat16)}[ARGS.dtype]
+    TRACK = CudaTracker() if ARGS.device == "cuda" else HostTracker()
+    if ARGS.device == "cuda":
+        print("cuda: %s, cuBLAS workspaces %d bytes, PyTorch %s" % (
+            torch.cuda.get_device_name(), TRACK.workspaces, torch.__version__), flush=True)
     ARGS.label = ARGS.label or os.path.basename(ARGS.config).replace(".json", "")
     HERE = os.path.dirname(os.path.abspath(__file__))
     os.makedirs(ARGS.workdir, exist_ok=True)

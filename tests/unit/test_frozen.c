@@ -146,7 +146,7 @@ END_TEST
 /* All frozen but the last layer: the frozen layers keep nothing (their dropout masks are
  * transients of their forwards), the last one keeps what it keeps unfrozen (its input needs
  * no gradient, but its parameters' gradients read the same tensors), the frozen head keeps
- * nothing; at block granularity the frozen prefix joins the last layer's stage. */
+ * nothing; at block granularity the frozen prefix is a stage, the last layer another. */
 START_TEST(all_frozen_but_the_last_layer)
 {
     ck_model *m = fx_load(LAYERED, "true", "true", "true");
@@ -161,9 +161,12 @@ START_TEST(all_frozen_but_the_last_layer)
     ck_assert_uint_eq(drop->n_scratch, 1);
     ck_assert_uint_eq(drop->info.fwd_ws_bytes, SBH); /* its u8 mask */
     ck_assert(!drop->backward && m->nodes[node(m, "last.0.ln")].backward);
+    /* The frozen prefix ends where the training layer begins, so that the layer is a stage
+     * of its own (--planner every); its input needs no gradient, and none is made. */
     ck_chain c = chain_of(m, CK_GRAN_BLOCK);
-    ck_assert_uint_eq(c.n_stages, 2);
-    ck_assert_str_eq(c.stages[0].name, "emb..last.0");
+    ck_assert_uint_eq(c.n_stages, 3);
+    ck_assert_str_eq(c.stages[0].name, "emb..h.2");
+    ck_assert_str_eq(c.stages[1].name, "last.0");
     ck_chain_free(&c);
     ck_model_free(m);
     ck_model_free(u);
