@@ -38,6 +38,26 @@ d = json.load(open(sys.argv[1]))
 ops = d["details"]["operations"]
 assert (ops["F_ck"], ops["F_none"], d["predicted"]["every_layer"]["layers"]) == (4, 4, 4), ops' every-gpt2-op.json
 
+# --- a LoRA model: its frozen embedding is a stage of its own, each layer one -----------
+llama="$root/models/hf/llama-tiny.json"
+run plan "$llama" --recipe fp32 --lora 8 --budget 1G --planner every --json -o every-lora.json
+check "every plans a LoRA model (frozen embedding, adapted layers)" 0
+check_that "under LoRA every checkpoints the layers h.0, h.1 alone, the embedding a stage apart" \
+    python3 - every-lora.json <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+names = [s["name"] for s in d["stage_info"]]
+assert names[:3] == ["embed", "h.0", "h.1"], names
+ops = d["schedule"]
+loss = next(k for k, o in enumerate(ops) if o["op"] == "loss")
+ck = sorted(o["stage"] for o in ops[:loss] if o["op"] == "F_ck")
+assert [names[i] for i in ck] == ["h.0", "h.1"], ck
+assert d["predicted"]["every_layer"]["layers"] == 2, d["predicted"]["every_layer"]
+PY
+run run every-lora.json --verify --steps 1 --runs every-runs.jsonl
+check "run --verify of every's LoRA plan is byte-exact" 0 "gradients identical bit for bit" \
+    "tracked activation peak is 100.00% of the prediction"
+
 # --- the summary's every-layer figures are every's plan's own -----------------------------
 check_that "predicted.every_layer of any plan is every's predicted figures" python3 - every-gpt2.json "$bin" "$gpt2" <<'PY'
 import json, subprocess, sys
