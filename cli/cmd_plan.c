@@ -414,9 +414,25 @@ static void print_model_parallel(FILE *out, const ck_layout *l)
                      "planned at the whole-checkpoint budget B' whose replay fits\n", tp);
 }
 
-/* What ckplan assumes of the training loop, said where the user reads the figures. */
-static void print_assumed(FILE *out, const ck_training *t)
+/* What PEFT's LoRA adapters keep of their inputs under the profile (ck_model_adapters). */
+static void print_adapters(FILE *out, const ck_model *m)
 {
+    ck_dtype copy = CK_F32;
+    ck_adapters how = ck_model_adapters(m, &copy);
+    if (how == CK_ADAPTERS_COPY)
+        fprintf(out, ";\n  PEFT's LoRA adapters in f32 (autocast_adapter_dtype): each adapted projection "
+                "keeps its own %s copy of its input%s", ck_dtype_name(copy),
+                copy == CK_F32 ? "" : " (autocast's, for lora_A)");
+    else if (how == CK_ADAPTERS_CAST)
+        fprintf(out, ";\n  LoRA adapters cast to %s with the rest (DeepSpeed's and FSDP's mixed precision), "
+                "keeping no copies of their inputs (PEFT alone keeps them in f32: --recipe bf16)",
+                ck_dtype_name(m->training.param_dtype));
+}
+
+/* What ckplan assumes of the training loop, said where the user reads the figures. */
+static void print_assumed(FILE *out, const ck_model *m)
+{
+    const ck_training *t = &m->training;
     static const char *const steps[] = {
         [CK_OPTSTEP_FUSED] = "a fused optimizer step, no temporaries (Trainer's adamw_torch_fused)",
         [CK_OPTSTEP_FOREACH] = "torch.optim's foreach step (CUDA's default): a copy of the trainable parameters",
@@ -429,6 +445,7 @@ static void print_assumed(FILE *out, const ck_training *t)
     if (t->grad_accum > 1)
         fprintf(out, ";\n  %llu micro-steps accumulated per optimizer step: figures of the last, times per "
                 "micro-step", (unsigned long long)t->grad_accum);
+    print_adapters(out, m);
     fputs("\n  (--grads, --optimizer-step and --grad-accum change these)\n", out);
 }
 
@@ -459,7 +476,7 @@ static void print_model_training(FILE *out, const ck_workload *w)
             t->master_weights ? ", f32 master weights" : "");
     if (w->model->impl) /* a model file without one runs its nodes' attributes as written */
         fprintf(out, "implementation: %s (%s)\n", w->model->impl->name, w->model->impl->summary);
-    print_assumed(out, t);
+    print_assumed(out, w->model);
     print_layout(out, &st->layout);
     print_model_parallel(out, &st->layout);
     print_pipeline_layout(out, &st->layout);

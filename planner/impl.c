@@ -6,7 +6,7 @@
 /* Each choice is an attribute of the op table; a unit test checks every one names a boolean
  * attribute of its op (test_impl.c). What each keeps: docs/profiles.md. */
 static const ck_impl profiles[] = {
-    {"hf", "transformers 5's modeling code, as PyTorch 2's autograd saves it", 10, {
+    {"hf", "transformers 5's modeling code, as PyTorch 2's autograd saves it", 11, {
         /* LlamaRMSNorm: x * rsqrt(...) is kept for the product with the weight */
         {CK_OP_RMSNORM, "fused", false},
         /* Qwen3's q_norm and k_norm, the same RMSNorm on each head */
@@ -24,8 +24,10 @@ static const ck_impl profiles[] = {
         {CK_OP_MOE, "grouped", true},
         /* ForCausalLMLoss: F.cross_entropy on logits.float(), log_softmax's f32 output kept */
         {CK_OP_CROSS_ENTROPY, "fused", false},
-        {CK_OP_CROSS_ENTROPY, "upcast", true}}, NULL},
-    {"fused", "liger-kernel, Megatron or llm.c's fused kernels", 10, {
+        {CK_OP_CROSS_ENTROPY, "upcast", true},
+        /* PEFT's adapters in f32 beside 16-bit weights, each projection's copy of x kept */
+        {CK_OP_LORA, "upcast", true}}, NULL},
+    {"fused", "liger-kernel, Megatron or llm.c's fused kernels", 11, {
         {CK_OP_RMSNORM, "fused", true},
         {CK_OP_QKNORM, "fused", true},
         {CK_OP_SWIGLU, "fused", true},
@@ -35,7 +37,8 @@ static const ck_impl profiles[] = {
         {CK_OP_ATTENTION, "sdpa_mask", false},
         {CK_OP_MOE, "grouped", true}, /* Megatron's grouped GEMM */
         {CK_OP_CROSS_ENTROPY, "fused", true},
-        {CK_OP_CROSS_ENTROPY, "upcast", false}}, NULL},
+        {CK_OP_CROSS_ENTROPY, "upcast", false},
+        {CK_OP_LORA, "upcast", false}}, NULL},
     {"hf-cpu", "hf as PyTorch runs it on the CPU: dropout masks in the input's dtype, sdpa "
                "with dropout on its math path", 2, {
         /* torch.dropout off CUDA: input * bernoulli(empty_like(input)) / (1 - p), the noise

@@ -635,6 +635,8 @@ static int read_attrs(loader *ld, const cJSON *js, const ck_op_def *op, const ch
     ck_op_default_attrs(op, a);
     if (ld->m->impl)
         ck_impl_apply(ld->m->impl, op, a);
+    a->weights = ld->m->training.param_dtype;
+    a->master_weights = ld->m->training.master_weights;
     for (size_t i = 0; i < op->n_attrs; i++) {
         const ck_attr_spec *spec = &op->attrs[i];
         void *field = (char *)a + spec->offset;
@@ -1294,6 +1296,24 @@ void ck_model_last_uses(const ck_model *m, size_t *last_use)
 bool ck_model_is_held(const ck_model *m, size_t t)
 {
     return t != 0 && t < m->n_inputs;
+}
+
+ck_adapters ck_model_adapters(const ck_model *m, ck_dtype *copy_dtype)
+{
+    for (size_t k = 0; k < m->n_nodes; k++) {
+        const ck_node *n = &m->nodes[k];
+        if (n->op->kind != CK_OP_LORA || !n->attrs.upcast || m->tensors[n->inputs[0]].type.dtype == CK_F32)
+            continue;
+        for (size_t s = 0; s < n->info.n_saved; s++) {
+            const ck_saved *sv = &n->info.saved[s];
+            if (sv->kind == CK_SAVE_INTERNAL && sv->slot == CK_SLOT_ADAPTER_IN) {
+                *copy_dtype = sv->type.dtype;
+                return CK_ADAPTERS_COPY;
+            }
+        }
+        return CK_ADAPTERS_CAST;
+    }
+    return CK_ADAPTERS_PLAIN;
 }
 
 bool ck_model_is_static(const ck_model *m, size_t t)

@@ -153,6 +153,13 @@ void ck_model_last_uses(const ck_model *m, size_t *last_use);
  * for an internal one, which is no tensor of the model. */
 size_t ck_model_saved_tensor(const ck_node *n, const ck_saved *sv);
 
+/* What PEFT's adapters (lora nodes with upcast, on 16-bit inputs) keep of their inputs, read
+ * off the op table's description of the first: nothing to say (no such adapters), a copy
+ * of x in *copy_dtype for each adapted projection, or none, the framework casting the
+ * adapters to the weights' dtype with the rest (docs/profiles.md). */
+typedef enum { CK_ADAPTERS_PLAIN, CK_ADAPTERS_COPY, CK_ADAPTERS_CAST } ck_adapters;
+ck_adapters ck_model_adapters(const ck_model *m, ck_dtype *copy_dtype);
+
 /* The first node that exchanges activations with other ranks (a sequence-parallel gather
  * or scatter, context-parallel attention: docs/parallel.md), or NULL: what one process
  * cannot execute. */

@@ -64,11 +64,12 @@ static const ck_op_def op_table[] = {
     /* out = y + alpha/rank B (A x): per output element, forward the scaling and the sum,
      * backward the scaling of the gradient and its copy to y; the products in
      * describe_lora. */
-    OP(CK_OP_LORA, "lora", 2, 2, 2, .n_attrs = 4,
+    OP(CK_OP_LORA, "lora", 2, 2, 2, .n_attrs = 5,
        .attrs = {ATTR("rank", CK_ATTR_DIM, true, 0, rank),
                  ATTR("alpha", CK_ATTR_POSITIVE, false, 0, alpha),
                  ATTR("heads", CK_ATTR_DIM, false, 0, heads),
-                 ATTR("kv_heads", CK_ATTR_DIM, false, 0, kv_heads)}),
+                 ATTR("kv_heads", CK_ATTR_DIM, false, 0, kv_heads),
+                 ATTR("upcast", CK_ATTR_BOOL, false, 0, upcast)}),
     /* RMSNorm of each q and k head: its FLOPs (rmsnorm's per normalised element) in
      * describe_kind. */
     OP(CK_OP_QKNORM, "qknorm", 1, 0, 0, .n_attrs = 5,
@@ -643,6 +644,22 @@ static void describe_linear(ovf *o, const ck_attrs *a, const ck_ttype *in, const
     add_sequence_ws(o, a, in, out, info);
 }
 
+/* PEFT's lora.Linear with its adapters in their own dtype (upcast, beside 16-bit x), one
+ * projection at a time: forward, lora_B's [rows, part] output, its scaled copy and the sum
+ * with the base output (promoted) in that dtype, all three live at the sum (measured:
+ * tests/torch, docs/pytorch.md), and under autocast (f32 weights) the f32 cast of x that
+ * autocast casts back; backward, the output's gradient and its scaled copy in that dtype,
+ * then x's before its cast back. The widest part is q's. */
+static void add_adapter_ws(ovf *o, const ck_attrs *a, const ck_ttype *x, const ck_ttype *mid,
+                           uint64_t rows, uint64_t out_f, ck_op_info *info)
+{
+    uint64_t part = a->heads ? out_f / add(o, a->heads, mul(o, a->kv_heads, 2)) * a->heads : out_f;
+    uint64_t eb = ck_dtype_bytes(mid->dtype), x_elems = numel(o, x);
+    uint64_t one_part = mul(o, mul(o, rows, part), eb);
+    info->fwd_ws_bytes = add(o, mul(o, one_part, 3), mid->dtype != CK_F32 ? mul(o, x_elems, 4) : 0);
+    info->bwd_ws_bytes = add(o, info->bwd_ws_bytes, add(o, mul(o, one_part, 2), mul(o, x_elems, eb)));
+}
+
 /* A = lora_a [P*R, in], B = lora_b [out, R], P = 3 parts (q, k, v) with heads, else 1.
  * Forward: mid = x A^T, 2*rows*in*P*R; B mid, 2*rows*out*R (each output column reads R
  * values of mid). Backward: dmid and dB, dx and dA, twice each. */
@@ -651,12 +668,26 @@ static void describe_lora(ovf *o, const ck_attrs *a, const ck_ttype *in, const c
 {
     uint64_t in_f = last_dim(&in[0]), out_f = last_dim(out);
     uint64_t rows = numel(o, out) / out_f;
-    uint64_t mid_w = mul(o, a->heads ? 3 : 1, a->rank);
+    uint64_t parts = a->heads ? 3 : 1, mid_w = mul(o, parts, a->rank);
+    /* under f32 weights, autocast's copies; beside 16-bit ones, PEFT's f32 copies, unless
+     * the framework keeps f32 masters and casts the adapters with the rest (DeepSpeed's and
+     * FSDP's bf16) */
+    bool copies = a->upcast && in[0].dtype != CK_F32 && (a->weights == CK_F32 || !a->master_weights);
     ck_ttype mid = in[0];
     mid.dim[mid.rank - 1] = mid_w;
     save_ref(o, info, CK_SAVE_INPUT, 0, &in[0]);
+    if (copies) { /* each projection's own copy of x, in the adapters' dtype */
+        mid.dtype = a->weights == CK_F32 ? in[0].dtype : CK_F32;
+        ck_ttype copy = in[0];
+        copy.dtype = mid.dtype;
+        for (uint64_t p = 0; p < parts; p++) {
+            save_internal(o, info, CK_SLOT_ADAPTER_IN, &copy);
+            only_for(info, info->n_saved - 1, CK_NEED_PARAMS);
+        }
+    }
     save_internal(o, info, CK_SLOT_LORA_MID, &mid);
-    info->grad_view = in[0].rank > 2; /* x's, lora_a's linear's */
+    /* x's: lora_a's linear's, a view; with copies, the cast back's, a tensor of its own */
+    info->grad_view = in[0].rank > 2 && !copies;
     param(o, info, "lora_a", CK_INIT_NORMAL, true, false, SHAPE(mid_w, in_f));
     param(o, info, "lora_b", CK_INIT_ZEROS, true, false, SHAPE(out_f, a->rank));
     uint64_t a_flops = mul(o, mul(o, rows, in_f), mul(o, mid_w, 2));
@@ -664,6 +695,8 @@ static void describe_lora(ovf *o, const ck_attrs *a, const ck_ttype *in, const c
     info->fwd_flops = add(o, info->fwd_flops, add(o, a_flops, b_flops));
     info->bwd_flops = add(o, info->bwd_flops, mul(o, add(o, a_flops, b_flops), 2));
     info->bwd_ws_bytes = bytes_of(o, &mid); /* dmid */
+    if (copies)
+        add_adapter_ws(o, a, &in[0], &mid, rows, out_f, info);
 }
 
 /* rmsnorm's FLOPs per normalised (q or k) element, and backward one per v element, whose

@@ -55,7 +55,16 @@ typedef struct {
                                      * cross_entropy (default false): one kernel, or the
                                      * PyTorch ops Hugging Face writes out (planner/impl) */
     bool upcast;                    /* cross_entropy unfused: on logits.float(), as
-                                     * Hugging Face's ForCausalLMLoss (default false) */
+                                     * Hugging Face's ForCausalLMLoss; lora: its adapters
+                                     * kept in f32, as PEFT keeps them (its
+                                     * autocast_adapter_dtype), each projection casting x to
+                                     * theirs and keeping its own copy (default false) */
+    /* Not read from the file: the training's parameter dtype and master weights, which the
+     * loader sets on every node (lora under upcast: beside 16-bit weights that nothing casts
+     * the copies are f32; under autocast's f32 weights, autocast's 16-bit ones; a framework
+     * that keeps f32 masters computes the adapters in 16 bits, and copies nothing). */
+    ck_dtype weights;
+    bool master_weights;
     uint64_t experts, top_k, hidden; /* moe: E experts, K of them per row, F wide */
     bool grouped;                   /* moe: the routed rows sorted by expert and run as grouped
                                      * products (transformers 5's default experts
@@ -118,6 +127,9 @@ typedef enum {
     CK_SLOT_DROPPED, /* attention probabilities after dropout */
     CK_SLOT_LSE,     /* per-row log-sum-exp (flash attention, cross_entropy) */
     CK_SLOT_LORA_MID, /* lora: A x, the adapter's rank-wide middle */
+    CK_SLOT_ADAPTER_IN, /* lora with upcast on 16-bit x: each adapted projection's own copy
+                         * of x, which its lora_A keeps (held for its bytes: ckplan's kernel
+                         * reads x) */
     CK_SLOT_CAPPED,     /* attention with softcap: tanh(scores / softcap) */
     CK_SLOT_PROBS_CAST, /* attention with softmax in f32: probs cast to the input's dtype */
     CK_SLOT_NORMED,     /* rmsnorm written out: x rstd, which the product with gamma keeps */

@@ -68,16 +68,22 @@ static bool add_every_layer(cJSON *pred, const ck_plan_doc *d)
 }
 
 /* predicted.assumed, for a model: what the figures assume of the user's stack (the
- * implementation profile, absent when the op table's defaults run; when gradients exist, the optimizer's step, the micro-steps) and
- * the bytes of the gradients the step makes rather than holds. */
+ * implementation profile, absent when the op table's defaults run; when gradients exist, the optimizer's step, the micro-steps;
+ * under PEFT's f32 adapters, the dtype of the copies of x they keep, or "none") and the
+ * bytes of the gradients the step makes rather than holds. */
 static bool add_assumed(cJSON *pred, const ck_plan_doc *d)
 {
     const ck_model *m = d->stage_map.model;
     if (!m)
         return true;
     const ck_training *t = &m->training;
+    ck_dtype copy = CK_F32;
+    ck_adapters adapters = ck_model_adapters(m, &copy);
     cJSON *o = cJSON_AddObjectToObject(pred, "assumed");
     return o &&
+           (adapters == CK_ADAPTERS_PLAIN ||
+            cJSON_AddStringToObject(o, "lora_input_copies",
+                                    adapters == CK_ADAPTERS_COPY ? ck_dtype_name(copy) : "none")) &&
            (!m->impl || cJSON_AddStringToObject(o, "impl", m->impl->name)) &&
            cJSON_AddStringToObject(o, "grads", ck_training_grads_name(t->grads)) &&
            cJSON_AddStringToObject(o, "optimizer_step", ck_training_optstep_name(t->optimizer_step)) &&

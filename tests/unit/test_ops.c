@@ -542,6 +542,56 @@ static uint64_t slot_bytes(const ck_op_info *info, ck_slot slot)
     return 0;
 }
 
+static size_t slot_count(const ck_op_info *info, ck_slot slot)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < info->n_saved; i++)
+        n += info->saved[i].kind == CK_SAVE_INTERNAL && info->saved[i].slot == slot;
+    return n;
+}
+
+/* PEFT's adapters in f32 (upcast) on bf16 x [2,5,24], y [2,5,40], rank 4, 10 rows: beside
+ * bf16 weights each projection keeps an f32 copy of x and mid is f32; forward, lora_B's
+ * output, its scaled copy and the sum, 3 x [10, 40] f32; backward dmid, 2 x [10, 40] and
+ * x's gradient before its cast back, f32, which is then no view. Under autocast's f32
+ * weights the copies and the rest are bf16, and the forward casts x to f32 first. q, k and
+ * v (heads) each keep a copy, and their widest part is q's. Nothing is copied from f32 x,
+ * nor where the framework keeps f32 master weights and computes the adapters in bf16. */
+START_TEST(lora_upcast_keeps_each_projections_copy_of_x)
+{
+    ck_ttype in[2] = {tt(CK_BF16, 3, 2, 5, 24), tt(CK_BF16, 3, 2, 5, 40)};
+    ck_attrs a = defaults("lora");
+    a.rank = 4, a.upcast = true, a.weights = CK_BF16;
+    ck_op_info info;
+    infer_ok("lora", &a, in, &info);
+    ck_assert_uint_eq(slot_count(&info, CK_SLOT_ADAPTER_IN), 1);
+    ck_assert_uint_eq(slot_bytes(&info, CK_SLOT_ADAPTER_IN), 10 * 24 * 4);
+    ck_assert_uint_eq(slot_bytes(&info, CK_SLOT_LORA_MID), 10 * 4 * 4);
+    ck_assert_uint_eq(info.fwd_ws_bytes, 3 * 10 * 40 * 4);
+    ck_assert_uint_eq(info.bwd_ws_bytes, 10 * 4 * 4 + 2 * 10 * 40 * 4 + 10 * 24 * 4);
+    ck_assert(!info.grad_view);
+    a.weights = CK_F32;
+    infer_ok("lora", &a, in, &info);
+    ck_assert_uint_eq(slot_bytes(&info, CK_SLOT_ADAPTER_IN), 10 * 24 * 2);
+    ck_assert_uint_eq(slot_bytes(&info, CK_SLOT_LORA_MID), 10 * 4 * 2);
+    ck_assert_uint_eq(info.fwd_ws_bytes, 3 * 10 * 40 * 2 + 10 * 24 * 4);
+    ck_assert_uint_eq(info.bwd_ws_bytes, 10 * 4 * 2 + 2 * 10 * 40 * 2 + 10 * 24 * 2);
+    a.weights = CK_BF16, a.master_weights = true; /* DeepSpeed's bf16: adapters cast too */
+    infer_ok("lora", &a, in, &info);
+    ck_assert_uint_eq(slot_count(&info, CK_SLOT_ADAPTER_IN), 0);
+    ck_assert(info.grad_view && info.fwd_ws_bytes == 0);
+    a.master_weights = false, a.heads = 2, a.kv_heads = 1; /* 4 heads of 10: q is 20 wide */
+    infer_ok("lora", &a, in, &info);
+    ck_assert_uint_eq(slot_count(&info, CK_SLOT_ADAPTER_IN), 3);
+    ck_assert_uint_eq(info.fwd_ws_bytes, 3 * 10 * 20 * 4);
+    in[0].dtype = in[1].dtype = CK_F32;
+    a.heads = a.kv_heads = 0;
+    infer_ok("lora", &a, in, &info);
+    ck_assert_uint_eq(slot_count(&info, CK_SLOT_ADAPTER_IN), 0);
+    ck_assert(info.grad_view && info.fwd_ws_bytes == 0);
+}
+END_TEST
+
 /* sdpa handed a sliding window's mask keeps it, [B, 1, T, keys] in the activation dtype,
  * once the keys reach the window (T = 8 here; with context 2 the keys are 16), and only on
  * the flash path with sdpa_mask: eager attention adds the mask and keeps none. */
@@ -810,6 +860,7 @@ static Suite *ops_suite(void)
     tcase_add_test(tc, attention_grouped_query);
     tcase_add_test(tc, rope_rotates_q_and_k);
     tcase_add_test(tc, lora_adds_an_adapter);
+    tcase_add_test(tc, lora_upcast_keeps_each_projections_copy_of_x);
     tcase_add_test(tc, qknorm_normalises_q_and_k_heads);
     tcase_add_test(tc, geglu_saves_both_inputs);
     tcase_add_test(tc, softcap_saves_its_output);

@@ -78,6 +78,28 @@ run plan "$llama" --seq 8192 --batch 1 --lora 16 --budget 80G -o hf-l3-lora.json
 check "hf: Llama-3-8B with LoRA at 8K fits 80G" 0 "; 41,943,040 trainable, the rest frozen"
 check_that "hf: LoRA's gradients are the adapters' only" \
     test "$(json_get hf-l3-lora.json '["predicted"]["assumed"]["gradients_made_bytes"]')" = $((41943040 * 2))
+# PEFT's adapters on 16-bit activations (lora.upcast, docs/profiles.md): each adapted
+# projection keeps its own copy of its input, f32 beside bf16 weights, autocast's bf16 under
+# f32 ones, none where f32 masters mean the framework casts the adapters with the rest.
+lora_copies() { # RECIPE TEXT JSON_VALUE
+    run plan "$llama" --seq 8192 --batch 1 --lora 16 --recipe "$1" --budget 1000G -o "hf-l3-lora-$1.json"
+    check "hf: LoRA under --recipe $1 says what the adapters keep" 0 "$2"
+    check_that "hf: LoRA under --recipe $1: predicted.assumed.lora_input_copies is $3" \
+        test "$(json_get "hf-l3-lora-$1.json" '["predicted"]["assumed"]["lora_input_copies"]')" = "$3"
+}
+lora_copies bf16 "PEFT's LoRA adapters in f32 (autocast_adapter_dtype): each adapted projection keeps its own f32 copy of its input" f32
+lora_copies amp-bf16 "keeps its own bf16 copy of its input (autocast's, for lora_A)" bf16
+lora_copies bf16-master "LoRA adapters cast to bf16 with the rest (DeepSpeed's and FSDP's mixed precision)" none
+check_that "hf: the f32 copies of PEFT alone hold more than the framework's cast adapters" python3 -c '
+import json, sys
+f32, cast = (json.load(open(p))["predicted"]["baseline_activation_peak_bytes"] for p in sys.argv[1:])
+# 32 layers of q, k, v, o, gate and up copies of [8192, 4096] and down of [8192, 14336], f32
+assert f32 - cast >= 32 * (6 * 8192 * 4096 + 8192 * 14336) * 4 * 9 // 10, (f32, cast)' \
+    hf-l3-lora-bf16.json hf-l3-lora-bf16-master.json
+run plan "$llama" --seq 8192 --batch 1 --lora 16 --recipe bf16 --impl fused --budget 1000G -o hf-l3-lora-fused.json
+check_that "hf: --impl fused keeps no copies and says nothing of them" \
+    python3 -c 'import json,sys; assert "lora_input_copies" not in json.load(open(sys.argv[1]))["predicted"]["assumed"]' hf-l3-lora-fused.json
+
 run plan "$root/models/hf/gpt2-tiny.json" --seq 65 --budget 1G
 check "hf: GPT-2's learned positions bound the sequence" 2 "gpt2-tiny.json" "positions"
 run plan "$root/models/hf/llama-tiny.json" --budget 1000T --json -o hf-sdpa.json
