@@ -41,4 +41,12 @@ for (label, attention), got in table.items():
         t, k = got.get(c, (0, 0))
         cells.append("%s" % ("%.3f" % (t / k)) if k else "-")
     print("| %s | %s | %s |" % (label, attention, " | ".join(cells)))
+print()
+print("The same peaks in bytes, torch / ckplan:")
+print()
+print("| config | attention | " + " | ".join(cases) + " |")
+print("|---|---|" + "---|" * len(cases))
+for (label, attention), got in table.items():
+    cells = ["%d / %d" % got[c] if c in got else "-" for c in cases]
+    print("| %s | %s | %s |" % (label, attention, " | ".join(cells)))
 PY
