@@ -675,8 +675,9 @@ static void describe_lora(ovf *o, const ck_attrs *a, const ck_ttype *in, const c
     bool copies = a->upcast && in[0].dtype != CK_F32 && (a->weights == CK_F32 || !a->master_weights);
     ck_ttype mid = in[0];
     mid.dim[mid.rank - 1] = mid_w;
-    save_ref(o, info, CK_SAVE_INPUT, 0, &in[0]);
-    if (copies) { /* each projection's own copy of x, in the adapters' dtype */
+    if (!copies)
+        save_ref(o, info, CK_SAVE_INPUT, 0, &in[0]);
+    else { /* each projection's own copy of x, in the adapters' dtype, for lora_a's gradient */
         mid.dtype = a->weights == CK_F32 ? in[0].dtype : CK_F32;
         ck_ttype copy = in[0];
         copy.dtype = mid.dtype;

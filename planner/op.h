@@ -128,8 +128,8 @@ typedef enum {
     CK_SLOT_LSE,     /* per-row log-sum-exp (flash attention, cross_entropy) */
     CK_SLOT_LORA_MID, /* lora: A x, the adapter's rank-wide middle */
     CK_SLOT_ADAPTER_IN, /* lora with upcast on 16-bit x: each adapted projection's own copy
-                         * of x, which its lora_A keeps (held for its bytes: ckplan's kernel
-                         * reads x) */
+                         * of x, which its lora_A keeps instead of x (ckplan's kernel reads
+                         * the last, and holds the others, q's and k's, for their bytes) */
     CK_SLOT_CAPPED,     /* attention with softcap: tanh(scores / softcap) */
     CK_SLOT_PROBS_CAST, /* attention with softmax in f32: probs cast to the input's dtype */
     CK_SLOT_NORMED,     /* rmsnorm written out: x rstd, which the product with gamma keeps */

@@ -1895,6 +1895,9 @@ void ck_kernel_forward(const ck_kernel_io *io)
     }
     case CK_OP_LORA: {
         lora_dims l = lora_dims_of(io);
+        float *copy = io->saved[CK_SLOT_ADAPTER_IN]; /* kept instead of x, for dA */
+        if (copy)
+            memcpy(copy, a, l.N * l.C * sizeof *copy);
         ck_kernel_lora_forward(out, io->saved[CK_SLOT_LORA_MID], a, b, p[0], p[1], l.N, l.C, l.OC,
                                l.R, l.n_parts, l.width, l.s);
         break;
@@ -2013,7 +2016,8 @@ void ck_kernel_backward(const ck_kernel_io *io)
     }
     case CK_OP_LORA: {
         lora_dims l = lora_dims_of(io);
-        ck_kernel_lora_backward(da, db, dp[0], dp[1], io->ws, dout, a,
+        const float *copy = io->saved[CK_SLOT_ADAPTER_IN];
+        ck_kernel_lora_backward(da, db, dp[0], dp[1], io->ws, dout, copy ? copy : a,
                                 io->saved[CK_SLOT_LORA_MID], p[0], p[1], l.N, l.C, l.OC, l.R,
                                 l.n_parts, l.width, l.s);
         break;

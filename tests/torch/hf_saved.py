@@ -1,7 +1,7 @@
 """What transformers' own modeling code keeps for backward, stage by stage (issue 23).
 
-usage: /tmp/venvtest/bin/python tests/torch/hf_saved.py [--ckplan ./ckplan] [--json OUT]
-       [--batch B] [--seq T] [--attention eager,sdpa] [--impl hf] [CONFIG ...]
+usage: .venv/bin/python tests/torch/hf_saved.py [--ckplan ./ckplan] [--json OUT]
+       [--batch B] [--seq T] [--attention eager,sdpa] [--impl hf] [--lora R] [CONFIG ...]
 
 For each Hugging Face config (default: models/hf/*.json) and attention implementation, the
 model is built with random weights (AutoModelForCausalLM.from_config, f32 or --dtype, CPU, training
@@ -20,7 +20,9 @@ F.dropout is replaced by native_dropout, the kernel CUDA runs, which keeps a 1-b
 ATen's own: on CPU, SDPA with dropout runs its math path (the probabilities and an f32
 mask), where CUDA runs a flash or memory-efficient kernel.
 
-With --ckplan, `ckplan chain` of the same config (--recipe fp32, the same attention, batch
+With --lora R, PEFT's LoRA at rank R adapts the modules ckplan's --lora adapts (those of
+tests/torch/hf_referee.py), as peft.get_peft_model does, adapters and all in its default
+dtypes. With --ckplan, `ckplan chain` of the same config (--recipe fp32, the same attention, batch
 and sequence, and --impl when given) is printed beside it, stage by stage.
 """
 
@@ -125,7 +127,7 @@ def cuda_dropout(x, p=0.5, training=True, inplace=False):
     return torch.native_dropout(x, p, True)[0]
 
 
-def measure(config_path, attention, batch, seq, dtype):
+def measure(config_path, attention, batch, seq, dtype, lora=0):
     cfg = json.load(open(config_path))
     cfg["use_cache"] = False
     cfg.setdefault("pad_token_id", None)  # Phi-3's default, 32000, is past a tiny vocabulary
@@ -135,6 +137,13 @@ def measure(config_path, attention, batch, seq, dtype):
     model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation=attention,
                                                           dtype=dtype)
     model.train()
+    if lora:
+        import peft
+        from hf_referee import LORA_DEFAULT, LORA_TARGETS
+        targets = LORA_TARGETS.get(cfg["model_type"], LORA_DEFAULT)
+        # in place: model's modules become PEFT's, and model runs them
+        peft.get_peft_model(model, peft.LoraConfig(r=lora, lora_alpha=2 * lora, lora_dropout=0.0,
+                                                   target_modules=targets))
     ids = torch.randint(cfg["vocab_size"], (batch, seq))
     rec = Recorder(model)
     rec.ignored.add(storage(ids)[0])
@@ -172,13 +181,15 @@ def measure(config_path, attention, batch, seq, dtype):
     return result
 
 
-def ckplan_chain(ckplan, config_path, attention, batch, seq, impl, recipe):
+def ckplan_chain(ckplan, config_path, attention, batch, seq, impl, recipe, lora=0):
     with tempfile.TemporaryDirectory() as work:
         chain = os.path.join(work, "chain.json")
         args = [ckplan, "chain", config_path, "--recipe", recipe, "--attention", attention,
                 "--batch", str(batch), "--seq", str(seq), "-o", chain]
         if impl:
             args += ["--impl", impl]
+        if lora:
+            args += ["--lora", str(lora)]
         r = subprocess.run(args, capture_output=True, text=True)
         if r.returncode != 0:
             return None, r.stderr.strip()
@@ -197,6 +208,7 @@ def main():
     ap.add_argument("--dtype", default="float32", help="float32 or bfloat16 (then ckplan's "
                     "recipe is bf16)")
     ap.add_argument("--brief", action="store_true", help="totals only")
+    ap.add_argument("--lora", type=int, default=0, help="PEFT LoRA at this rank (ckplan's --lora)")
     ap.add_argument("--cpu-dropout", action="store_true",
                     help="keep CPU's F.dropout (f32 masks) instead of CUDA's native_dropout")
     a = ap.parse_args()
@@ -209,14 +221,14 @@ def main():
     for path in configs:
         for attention in a.attention.split(","):
             try:
-                stages = measure(path, attention, a.batch, a.seq, getattr(torch, a.dtype))
+                stages = measure(path, attention, a.batch, a.seq, getattr(torch, a.dtype), a.lora)
             except ValueError as e:  # gemma2 has no sdpa path (its soft-capping)
                 print("== %s, attention %s: not run by transformers (%s)" % (path, attention,
                                                                             str(e).split(".")[0]))
                 continue
             everything["%s %s" % (path, attention)] = stages
             recipe = "bf16" if a.dtype == "bfloat16" else "fp32"
-            theirs, why = (ckplan_chain(a.ckplan, path, attention, a.batch, a.seq, a.impl, recipe)
+            theirs, why = (ckplan_chain(a.ckplan, path, attention, a.batch, a.seq, a.impl, recipe, a.lora)
                            if a.ckplan else (None, None))
             print("== %s, attention %s, %s, batch %d, seq %d" % (path, attention, a.dtype, a.batch,
                                                                  a.seq))

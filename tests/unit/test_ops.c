@@ -551,9 +551,10 @@ static size_t slot_count(const ck_op_info *info, ck_slot slot)
 }
 
 /* PEFT's adapters in f32 (upcast) on bf16 x [2,5,24], y [2,5,40], rank 4, 10 rows: beside
- * bf16 weights each projection keeps an f32 copy of x and mid is f32; forward, lora_B's
- * output, its scaled copy and the sum, 3 x [10, 40] f32; backward dmid, 2 x [10, 40] and
- * x's gradient before its cast back, f32, which is then no view. Under autocast's f32
+ * bf16 weights each projection keeps an f32 copy of x instead of x, and mid is f32;
+ * forward, lora_B's output, its scaled copy and the sum, 3 x [10, 40] f32; backward dmid,
+ * 2 x [10, 40] and x's gradient before its cast back, f32, which is then no view. Under
+ * autocast's f32
  * weights the copies and the rest are bf16, and the forward casts x to f32 first. q, k and
  * v (heads) each keep a copy, and their widest part is q's. Nothing is copied from f32 x,
  * nor where the framework keeps f32 master weights and computes the adapters in bf16. */
@@ -566,6 +567,8 @@ START_TEST(lora_upcast_keeps_each_projections_copy_of_x)
     infer_ok("lora", &a, in, &info);
     ck_assert_uint_eq(slot_count(&info, CK_SLOT_ADAPTER_IN), 1);
     ck_assert_uint_eq(slot_bytes(&info, CK_SLOT_ADAPTER_IN), 10 * 24 * 4);
+    for (size_t i = 0; i < info.n_saved; i++) /* the copy stands for x */
+        ck_assert(info.saved[i].kind == CK_SAVE_INTERNAL);
     ck_assert_uint_eq(slot_bytes(&info, CK_SLOT_LORA_MID), 10 * 4 * 4);
     ck_assert_uint_eq(info.fwd_ws_bytes, 3 * 10 * 40 * 4);
     ck_assert_uint_eq(info.bwd_ws_bytes, 10 * 4 * 4 + 2 * 10 * 40 * 4 + 10 * 24 * 4);
