@@ -147,6 +147,11 @@ START_TEST(linear)
     uint64_t x = 10 * 16 * 2, y = 10 * 48 * 2, w = (16 * 48 + 48) * 2;
     ck_assert_uint_eq(info.fwd_bytes_moved, x + y + w);
     ck_assert_uint_eq(info.bwd_bytes_moved, y + 3 * w + x + x);
+    /* dX of rows of a rank-3 input is the product's view, on a matrix the product itself */
+    ck_assert_uint_eq(info.grad_view, 1);
+    ck_ttype rows = tt(CK_BF16, 2, 10, 16, 0);
+    infer_ok("linear", &a, &rows, &info);
+    ck_assert_uint_eq(info.grad_view, 0);
     a.bias = false, a.tied = true;
     infer_ok("linear", &a, &in, &info);
     ck_assert_uint_eq(info.n_params, 0);

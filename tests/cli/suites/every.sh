@@ -57,6 +57,15 @@ PY
 run run every-lora.json --verify --steps 1 --runs every-runs.jsonl
 check "run --verify of every's LoRA plan is byte-exact" 0 "gradients identical bit for bit" \
     "tracked activation peak is 100.00% of the prediction"
+# In 16 bits PEFT's adapters keep copies of x (lora.upcast): f32 ones beside bf16 weights,
+# autocast's bf16 ones; the recomputed layers' adapters read their copy where x is gone.
+for recipe in bf16 amp-bf16; do
+    run plan "$llama" --recipe "$recipe" --lora 8 --budget 1G --planner every -o "every-lora-$recipe.json"
+    check "every plans a LoRA model under --recipe $recipe" 0 "keeps its own"
+    run run "every-lora-$recipe.json" --verify --steps 1 --runs every-runs.jsonl
+    check "run --verify of every's LoRA plan under --recipe $recipe is byte-exact" 0 \
+        "gradients identical bit for bit" "tracked activation peak is 100.00% of the prediction"
+done
 
 # --- the summary's every-layer figures are every's plan's own -----------------------------
 check_that "predicted.every_layer of any plan is every's predicted figures" python3 - every-gpt2.json "$bin" "$gpt2" <<'PY'
