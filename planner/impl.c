@@ -6,7 +6,7 @@
 /* Each choice is an attribute of the op table; a unit test checks every one names a boolean
  * attribute of its op (test_impl.c). What each keeps: docs/profiles.md. */
 static const ck_impl profiles[] = {
-    {"hf", "transformers 5's modeling code, as PyTorch 2's autograd saves it", 11, {
+    {"hf", "transformers 5's modeling code, as PyTorch 2's autograd saves it", 12, {
         /* LlamaRMSNorm: x * rsqrt(...) is kept for the product with the weight */
         {CK_OP_RMSNORM, "fused", false},
         /* Qwen3's q_norm and k_norm, the same RMSNorm on each head */
@@ -20,6 +20,8 @@ static const ck_impl profiles[] = {
         {CK_OP_ATTENTION, "expand_kv", true},
         /* sdpa keeps the sliding window's mask, converted to the query's dtype */
         {CK_OP_ATTENTION, "sdpa_mask", true},
+        /* CUDA's sdpa runs grouped kv heads in f32 on its math path */
+        {CK_OP_ATTENTION, "gqa_math", true},
         /* transformers 5's experts: grouped_mm, its default where PyTorch has the op */
         {CK_OP_MOE, "grouped", true},
         /* ForCausalLMLoss: F.cross_entropy on logits.float(), log_softmax's f32 output kept */
@@ -27,7 +29,7 @@ static const ck_impl profiles[] = {
         {CK_OP_CROSS_ENTROPY, "upcast", true},
         /* PEFT's adapters in f32 beside 16-bit weights, each projection's copy of x kept */
         {CK_OP_LORA, "upcast", true}}, NULL},
-    {"fused", "liger-kernel, Megatron or llm.c's fused kernels", 11, {
+    {"fused", "liger-kernel, Megatron or llm.c's fused kernels", 12, {
         {CK_OP_RMSNORM, "fused", true},
         {CK_OP_QKNORM, "fused", true},
         {CK_OP_SWIGLU, "fused", true},
@@ -35,16 +37,19 @@ static const ck_impl profiles[] = {
         {CK_OP_GELU, "fused", true},
         {CK_OP_ATTENTION, "expand_kv", false},
         {CK_OP_ATTENTION, "sdpa_mask", false},
+        {CK_OP_ATTENTION, "gqa_math", false},
         {CK_OP_MOE, "grouped", true}, /* Megatron's grouped GEMM */
         {CK_OP_CROSS_ENTROPY, "fused", true},
         {CK_OP_CROSS_ENTROPY, "upcast", false},
         {CK_OP_LORA, "upcast", false}}, NULL},
     {"hf-cpu", "hf as PyTorch runs it on the CPU: dropout masks in the input's dtype, sdpa "
-               "with dropout on its math path", 2, {
+               "with dropout on its math path, grouped kv heads in f32 on its fused one", 3, {
         /* torch.dropout off CUDA: input * bernoulli(empty_like(input)) / (1 - p), the noise
          * kept in the input's dtype, where CUDA's native_dropout keeps a bool mask */
         {CK_OP_DROPOUT, "cpu", true},
-        {CK_OP_ATTENTION, "cpu", true}}, &profiles[0]},
+        {CK_OP_ATTENTION, "cpu", true},
+        /* the CPU's flash kernel takes f32 and grouped heads */
+        {CK_OP_ATTENTION, "gqa_math", false}}, &profiles[0]},
 };
 #define N_PROFILES (sizeof profiles / sizeof profiles[0])
 

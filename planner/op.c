@@ -36,7 +36,7 @@ static const ck_op_def op_table[] = {
     OP(CK_OP_DROPOUT, "dropout", 1, 2, 1, .draws = true, .n_attrs = 2,
        .attrs = {ATTR("p", CK_ATTR_PROB, true, 0, p),
                  ATTR("cpu", CK_ATTR_BOOL, false, 0, cpu)}),
-    OP(CK_OP_ATTENTION, "attention", 1, 0, 0, .draws = true, .n_attrs = 13,
+    OP(CK_OP_ATTENTION, "attention", 1, 0, 0, .draws = true, .n_attrs = 14,
        .attrs = {ATTR("heads", CK_ATTR_DIM, true, 0, heads),
                  ATTR("kv_heads", CK_ATTR_DIM, false, 0, kv_heads),
                  ATTR("dropout", CK_ATTR_PROB, false, 0, p),
@@ -49,7 +49,8 @@ static const ck_op_def op_table[] = {
                  ATTR("cpu", CK_ATTR_BOOL, false, 0, cpu),
                  ATTR("window", CK_ATTR_DIM, false, 0, window),
                  ATTR("sdpa_mask", CK_ATTR_BOOL, false, 0, sdpa_mask),
-                 ATTR("v_view", CK_ATTR_BOOL, false, 0, v_view)}),
+                 ATTR("v_view", CK_ATTR_BOOL, false, 0, v_view),
+                 ATTR("gqa_math", CK_ATTR_BOOL, false, 0, gqa_math)}),
     OP(CK_OP_ROPE, "rope", 1, 0, 0, .n_attrs = 4,
        .attrs = {ATTR("heads", CK_ATTR_DIM, true, 0, heads),
                  ATTR("kv_heads", CK_ATTR_DIM, false, 0, kv_heads),
@@ -260,6 +261,16 @@ static int check_packed(ck_attrs *a, const ck_ttype *in, size_t i, uint64_t *hea
     return CK_OK;
 }
 
+/* Whether transformers hands sdpa a mask: once the keys reach the sliding window
+ * (masking_utils' _ignore_causal_mask_sdpa); otherwise it asks for causality alone. */
+static bool sdpa_masked(const ck_attrs *a, const ck_ttype *out)
+{
+    uint64_t keys;
+    if (!ck_size_mul(out->dim[1], a->context ? a->context : 1, &keys))
+        keys = UINT64_MAX; /* past any window */
+    return a->sdpa_mask && a->window && keys >= a->window;
+}
+
 static int infer_attention(ck_attrs *a, const ck_ttype *in, ck_ttype *out, const char *file,
                            const char *path, ck_err *err)
 {
@@ -272,6 +283,8 @@ static int infer_attention(ck_attrs *a, const ck_ttype *in, ck_ttype *out, const
     if (!ck_dtype_is_float(a->softmax_dtype))
         a->softmax_dtype = in[0].dtype;
     if (a->cpu && a->p > 0) /* PyTorch's fused CPU kernels take no dropout: the math path */
+        a->flash = false;
+    if (a->gqa_math && in[0].dtype == CK_F32 && a->kv_heads < a->heads && !sdpa_masked(a, out))
         a->flash = false;
     if (a->softmax_dtype != CK_F32 && a->softmax_dtype != in[0].dtype)
         return bad_attr(file, path, "softmax_dtype", err,
@@ -590,9 +603,7 @@ static void describe_attention(ovf *o, const ck_attrs *a, const ck_ttype *in,
         info->bwd_ws_bytes = add(o, info->bwd_ws_bytes, mul(o, t, 8));
         info->bwd_flops = add(o, info->bwd_flops,
                               add(o, add(o, mul(o, sd, 2), mul(o, s, 5)), cap));
-        if (a->sdpa_mask && a->window && keys >= a->window) {
-            /* transformers passes a mask once the keys reach the window (masking_utils'
-             * _ignore_causal_mask_sdpa), shared by the heads */
+        if (sdpa_masked(a, out)) { /* shared by the heads */
             ck_ttype mask = {.dtype = out->dtype, .rank = 4, .dim = {b, 1, t, keys}};
             save_internal(o, info, CK_SLOT_SDPA_MASK, &mask);
         }

@@ -87,6 +87,12 @@ typedef struct {
                        * k, rotated by a cat, are tensors of their own (transformers' Phi-3):
                        * sdpa keeps all of the projection through v besides q and k, and its
                        * output, laid out by head like q, is copied for the next product */
+    bool gqa_math;    /* attention, flash: as PyTorch's CUDA sdpa, which has no fused kernel
+                       * for grouped kv heads in f32 (flash takes 16 bits only, the
+                       * memory-efficient kernel no grouped heads): handed them with no mask,
+                       * as transformers hands them, it runs its math path, which keeps the
+                       * scores and k and v repeated to every head, as eager attention does
+                       * (with expand_kv); infer turns flash off */
 } ck_attrs;
 
 typedef enum {
@@ -107,7 +113,7 @@ typedef struct {
 } ck_attr_spec;
 
 #define CK_OP_MAX_ARITY 2
-#define CK_OP_MAX_ATTRS 13
+#define CK_OP_MAX_ATTRS 14
 #define CK_OP_MAX_SAVED 15 /* moe's: its input and up to 14 internal tensors */
 #define CK_OP_MAX_PARAMS 4 /* moe's router, w1, w3, w2 */
 #define CK_PARAM_MAX_RANK 3 /* moe's experts: E matrices in one tensor */

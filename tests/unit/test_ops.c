@@ -628,6 +628,42 @@ START_TEST(attention_keeps_sdpa_mask_from_the_window)
 }
 END_TEST
 
+/* gqa_math (CUDA's sdpa): grouped kv heads in f32 with no mask take the math path, which
+ * keeps what eager attention with expand_kv keeps, to the byte; 16 bits, as many kv heads
+ * as query heads, a mask (the keys reach the window), or gqa_math off keep the fused path. */
+START_TEST(attention_gqa_in_f32_takes_the_math_path)
+{
+    struct {
+        ck_dtype dtype;
+        uint64_t kv_heads, window;
+        bool gqa_math, math;
+    } cases[] = {
+        {CK_F32, 2, 0, true, true},   {CK_F32, 2, 16, true, true}, {CK_BF16, 2, 0, true, false},
+        {CK_F32, 4, 0, true, false},  {CK_F32, 2, 8, true, false}, {CK_F32, 2, 0, false, false},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ck_ttype in = tt(cases[i].dtype, 3, 2, 8, (4 + 2 * cases[i].kv_heads) * 16);
+        ck_attrs sdpa = defaults("attention"), eager;
+        sdpa.heads = 4, sdpa.kv_heads = cases[i].kv_heads, sdpa.window = cases[i].window;
+        sdpa.expand_kv = sdpa.sdpa_mask = true, sdpa.gqa_math = cases[i].gqa_math;
+        eager = sdpa;
+        sdpa.flash = true;
+        ck_op_info got, want;
+        infer_ok("attention", &sdpa, &in, &got);
+        infer_ok("attention", &eager, &in, &want);
+        ck_assert_msg(sdpa.flash == !cases[i].math, "case %zu", i);
+        ck_assert_msg((slot_count(&got, CK_SLOT_LSE) == 0) == cases[i].math, "case %zu", i);
+        if (!cases[i].math)
+            continue;
+        ck_assert_uint_eq(got.n_saved, want.n_saved);
+        for (size_t s = 0; s < got.n_saved; s++)
+            ck_assert_msg(got.saved[s].bytes == want.saved[s].bytes &&
+                          got.saved[s].slot == want.saved[s].slot, "case %zu, saved %zu", i, s);
+        ck_assert_uint_eq(slot_bytes(&got, CK_SLOT_QKV_EXPANDED), 2 * 8 * 3 * 4 * 16 * 4);
+    }
+}
+END_TEST
+
 /* v_view (Phi-3 under sdpa): beside the packed input, which stands for the projection v
  * keeps, the rotated q and k, [B, T, (H + KV) D], and the output again, laid out by head;
  * flash only (eager attention's products keep copies of their own, modelled by the input). */
@@ -875,6 +911,7 @@ static Suite *ops_suite(void)
     tcase_add_test(tc, scale_saves_nothing);
     tcase_add_test(tc, attention_softmax_dtype_and_softcap);
     tcase_add_test(tc, attention_keeps_sdpa_mask_from_the_window);
+    tcase_add_test(tc, attention_gqa_in_f32_takes_the_math_path);
     tcase_add_test(tc, attention_v_view_keeps_q_k_and_the_output_apart);
     tcase_add_test(tc, swiglu_saves_both_inputs);
     tcase_add_test(tc, cast_changes_the_dtype);

@@ -98,6 +98,21 @@ verify_planners "impl-mixtral-hf-bf16" "$root/models/hf/mixtral-tiny.json" --may
 for name in mistral phi3; do
     verify_planners "impl-$name-hf-sdpa" "$root/models/hf/$name-tiny.json" --may-store-all --impl hf --attention sdpa --seq 32 --batch 1
 done
+# CUDA's sdpa runs Llama's grouped kv heads in f32 on its math path (attention.gqa_math).
+verify_planners "impl-llama-hf-sdpa-f32" "$llama_hf" --may-store-all --recipe fp32 --impl hf --attention sdpa --seq 32 --batch 2
+
+# Under hf, f32 sdpa with grouped kv heads keeps what eager attention keeps, to the byte,
+# while 16 bits (flash) and the CPU's fused kernel (hf-cpu) keep less.
+for case in "hf eager fp32" "hf sdpa fp32" "hf-cpu sdpa fp32" "hf eager bf16" "hf sdpa bf16"; do
+    read -r impl attention recipe <<< "$case"
+    run plan "$llama_hf" --impl "$impl" --attention "$attention" --recipe "$recipe" --seq 32 --batch 2 --budget 1000T --json -o "impl-gqa-$impl-$attention-$recipe.json"
+done
+check_that "impl: CUDA's sdpa keeps eager's tensors for grouped heads in f32 only" python3 -c '
+import json, sys
+peak = lambda p: json.load(open(p))["predicted"]["baseline_activation_peak_bytes"]
+eager, sdpa, cpu, eager16, sdpa16 = (peak(p) for p in sys.argv[1:])
+assert sdpa == eager and cpu < sdpa and sdpa16 < eager16, (eager, sdpa, cpu, eager16, sdpa16)' \
+    impl-gqa-hf-eager-fp32.json impl-gqa-hf-sdpa-fp32.json impl-gqa-hf-cpu-sdpa-fp32.json impl-gqa-hf-eager-bf16.json impl-gqa-hf-sdpa-bf16.json
 
 # hf-cpu holds each dropout mask in the activations' dtype where hf holds a byte: GPT-2's
 # baseline peak differs by at least one [B, T, C] mask (three bytes an element in f32),
