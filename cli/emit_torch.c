@@ -94,9 +94,10 @@ static void emit_attrs(FILE *f, const ck_model *m, const ck_node *n)
             (unsigned long long)a->top_k, py_bool(a->fused), py_bool(a->expand_kv),
             py_bool(a->upcast), py_bool(a->grouped));
     if (n->op->kind == CK_OP_ATTENTION) /* what the op table has it keep as sdpa does */
-        fprintf(f, ", \"sdpa_mask\": %s, \"v_view\": %s",
+        fprintf(f, ", \"sdpa_mask\": %s, \"v_view\": %s, \"out_heads\": %s",
                 py_bool(saves_slot(&n->info, CK_SLOT_SDPA_MASK)),
-                py_bool(saves_slot(&n->info, CK_SLOT_QK_APART)));
+                py_bool(saves_slot(&n->info, CK_SLOT_QK_APART)),
+                py_bool(saves_slot(&n->info, CK_SLOT_OUT_HEADS)));
     if (n->op->kind == CK_OP_LORA) { /* the widths of y's parts: q, k, v with heads, else one */
         const ck_ttype *y = &m->tensors[n->inputs[1]].type;
         uint64_t out = y->dim[y->rank - 1];

@@ -62,9 +62,10 @@ class _Attention(torch.autograd.Function):
     keeps those copies instead of qkv, as eager attention's products do. With sdpa_mask
     (flash), it keeps a [B, 1, T, T] additive causal mask in qkv's dtype, as sdpa keeps the
     mask it is handed (a sliding window's), and applies the causal mask as before. With
-    v_view (flash), it keeps copies of the rotated q and k and of its output besides qkv, as
-    sdpa keeps transformers' Phi-3 tensors (v a view of the projection, q and k tensors of
-    their own, the output laid out by head and copied for o_proj)."""
+    v_view (flash), it keeps copies of the rotated q and k besides qkv, as sdpa keeps
+    transformers' Phi-3 tensors (v a view of the projection, q and k tensors of their own),
+    and with out_heads a copy of its output, which the CPU's kernel lays out by head and
+    o_proj's input copies."""
 
     @staticmethod
     def scores(q, k, h, g, r0, r1, scale, cap, causal):
@@ -77,7 +78,7 @@ class _Attention(torch.autograd.Function):
         return s.masked_fill_(causal[r0:r1], float("-inf")), c
 
     @staticmethod
-    def forward(ctx, qkv, heads, kv_heads, p, flash, cap, expand, sdpa_mask, v_view):
+    def forward(ctx, qkv, heads, kv_heads, p, flash, cap, expand, sdpa_mask, v_view, out_heads):
         ctx.packed = None
         if expand and kv_heads < heads and not flash:  # run on the copies, keep them
             ctx.packed = (qkv.shape, kv_heads)
@@ -121,6 +122,7 @@ class _Attention(torch.autograd.Function):
             del z
         if v_view:
             kept["qk_apart"] = qkv[:, :, :(heads + kv_heads) * d].clone()
+        if out_heads:
             kept["out_heads"] = out.clone()
         ctx.names = list(kept)
         ctx.save_for_backward(qkv, out, *kept.values())
@@ -169,7 +171,7 @@ class _Attention(torch.autograd.Function):
             del ds, c
         if ctx.packed:
             dqkv = _fold_kv(dqkv, heads, *ctx.packed)
-        return dqkv, None, None, None, None, None, None, None, None
+        return dqkv, None, None, None, None, None, None, None, None, None
 
 
 class _RMSNorm(torch.autograd.Function):
@@ -474,7 +476,7 @@ OPS = {
     "dropout": lambda i, p, a: _dropout(i[0], a["p"]),
     "attention": lambda i, p, a: _Attention.apply(i[0], a["heads"], a["kv_heads"], a["p"],
                                                   a["flash"], a["cap"], a["expand_kv"],
-                                                  a["sdpa_mask"], a["v_view"]),
+                                                  a["sdpa_mask"], a["v_view"], a["out_heads"]),
     "rope": lambda i, p, a: _Rope.apply(i[0], a["heads"], a["kv_heads"], a["theta"]),
     "swiglu": lambda i, p, a: _gated(i[0], i[1], "silu", a),
     "geglu": lambda i, p, a: _gated(i[0], i[1], "gelu", a),

@@ -611,7 +611,12 @@ static void describe_attention(ovf *o, const ck_attrs *a, const ck_ttype *in,
             ck_ttype qk = in[0];
             qk.dim[2] = mul(o, add(o, a->heads, a->kv_heads), head_dim);
             save_internal(o, info, CK_SLOT_QK_APART, &qk);
-            save_internal(o, info, CK_SLOT_OUT_HEADS, out);
+            /* The CPU's kernel lays its output out by head, like the q it is given, which
+             * o_proj's input copies; CUDA's write theirs [B, T, H, D] whatever q's layout
+             * (measured on an H200: docs/pytorch.md), so there transpose(1, 2).contiguous()
+             * copies nothing */
+            if (a->cpu)
+                save_internal(o, info, CK_SLOT_OUT_HEADS, out);
         }
     } else {
         save_scores(o, a, &scores, info);
