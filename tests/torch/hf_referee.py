@@ -60,7 +60,6 @@ import sys
 import warnings
 
 import torch
-import torch.utils.checkpoint
 
 # transformers 5 renames gradient checkpointing "activation checkpointing"; the old names,
 # which users' code and the issue's recipe call, still work.
@@ -89,18 +88,20 @@ class CudaTracker:
     """PyTorch's caching allocator on the current GPU: the bytes of live blocks."""
 
     def __init__(self):
-        # cuBLAS's and cuBLASLt's workspaces, of the main thread and of autograd's device
-        # thread: a product with a bias takes cuBLASLt, and a checkpointed one runs it again
-        # in autograd's thread, whose first recomputation would otherwise make one (1 MiB,
-        # seen in the first every-layer case of families whose projections have biases)
-        before = torch.cuda.memory_allocated()
-        layer = torch.nn.Linear(8, 8, device="cuda")
-        x = torch.ones(4, 8, device="cuda", requires_grad=True)
-        layer(x).sum().backward()
-        torch.utils.checkpoint.checkpoint(layer, x, use_reentrant=False).sum().backward()
-        del layer, x
-        torch.cuda.synchronize()
-        self.workspaces = torch.cuda.memory_allocated() - before
+        self.workspaces = 0
+
+    def warm_up(self):
+        """What a process makes once and keeps (cuBLAS's workspaces, of the main thread and
+        of autograd's, which runs the recomputed products), made by one step of the model
+        itself, every layer checkpointed, before any case reads its base: the first case's
+        otherwise (seen: 1 MiB more held from the first every-layer case on, in the families
+        whose projections have biases, which a checkpointed nn.Linear alone did not make)."""
+        before = self.now()
+        model, _ = build_model(seed=0)
+        backward(checkpoint_every_layer(model, None), batches(1, seed=1))
+        del model
+        gc.collect()
+        self.workspaces = self.now() - before
 
     def now(self):
         torch.cuda.synchronize()
@@ -197,17 +198,42 @@ def step_peak(model, micro_batches=1, step="fused"):
 
 
 def gradients(model):
+    """The gradients of one step, from none."""
+    for p in model.parameters():
+        p.grad = None
     torch.manual_seed(11)
     backward(model, batches(1, seed=7))
     return [p.grad.clone() for p in model.parameters() if p.grad is not None]
 
 
-def same_gradients(want, got):
-    """Whether the gradients are equal bit for bit, and a detail that says by how much they
-    differ when they are not."""
+def largest_difference(want, got):
+    """The largest difference of two lists of gradients, in each tensor's largest value."""
+    return max(float((a - b).abs().max() / b.abs().max().clamp_min(1e-30)) for a, b in zip(want, got))
+
+
+def reference_gradients(model):
+    """The gradients of the model without checkpointing, and how far two identical steps of
+    it differ: nothing on the CPU; on CUDA, in 16 bits, the attention kernels' backward
+    (cuDNN's on an H200) adds its parts with atomics in an order that varies from run to
+    run, deterministic algorithms or not (measured: 1.8% of a tensor's largest value)."""
+    first = gradients(model)
+    if ARGS.device != "cuda":
+        return first, 0.0
+    return first, largest_difference(first, gradients(model))
+
+
+def same_gradients(reference, got):
+    """Whether the gradients equal the reference's (reference_gradients) bit for bit, or,
+    where two identical steps differ, by no more than 4 times as much: a recomputation that
+    drew other dropout masks or read other inputs differs by the gradients' own size. A
+    detail says by how much they differ."""
+    want, noise = reference
     if all(torch.equal(a, b) for a, b in zip(want, got)):
         return True, "bit for bit"
-    worst = max(float((a - b).abs().max() / b.abs().max().clamp_min(1e-30)) for a, b in zip(want, got))
+    worst = largest_difference(want, got)
+    if noise > 0:
+        return worst <= 4 * noise, ("largest difference %.3g of the tensor's largest value, two identical "
+                                    "steps without it %.3g (at most 4 times that)" % (worst, noise))
     return False, "not bit for bit: largest difference %.3g of the tensor's largest value" % worst
 
 
@@ -339,7 +365,7 @@ def case_plain_and_every():
     plain, _ = build_model(seed=0)
     ckpt, _ = build_model(seed=0)
     ckpt.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    same, detail = same_gradients(gradients(plain), gradients(ckpt))
+    same, detail = same_gradients(reference_gradients(plain), gradients(ckpt))
     report("every gradients", same, "every layer checkpointed equals storing everything " + detail)
 
 
@@ -383,7 +409,7 @@ def case_dp():
     grads = gradients(applied)
     again = [i for i, n in enumerate(calls) if n > 1]
     report("dp layers", again == want, "recomputed layers %s, the plan's %s" % (again, want))
-    same, detail = same_gradients(gradients(plain), grads)
+    same, detail = same_gradients(reference_gradients(plain), grads)
     report("dp gradients", same, "the plan applied equals storing everything " + detail)
 
 
@@ -421,14 +447,15 @@ def main():
     ARGS.impl = "hf" if ARGS.device == "cuda" else "hf-cpu"
     ARGS.recipe, ARGS.torch_dtype = {"f32": ("fp32", torch.float32),
                                      "bf16": ("bf16", torch.bfloat16)}[ARGS.dtype]
-    TRACK = CudaTracker() if ARGS.device == "cuda" else HostTracker()
-    if ARGS.device == "cuda":
-        print("cuda: %s, cuBLAS workspaces %d bytes, PyTorch %s" % (
-            torch.cuda.get_device_name(), TRACK.workspaces, torch.__version__), flush=True)
     ARGS.label = ARGS.label or os.path.basename(ARGS.config).replace(".json", "")
     HERE = os.path.dirname(os.path.abspath(__file__))
     os.makedirs(ARGS.workdir, exist_ok=True)
     torch.set_num_threads(1)
+    TRACK = CudaTracker() if ARGS.device == "cuda" else HostTracker()
+    if ARGS.device == "cuda":
+        TRACK.warm_up()
+        print("cuda: %s, %d bytes made by the warm-up step (cuBLAS's workspaces), PyTorch %s" % (
+            torch.cuda.get_device_name(), TRACK.workspaces, torch.__version__), flush=True)
     FAILED = []
     with open(ARGS.results, "a") as RESULTS:
         case_plain_and_every()

@@ -801,6 +801,15 @@ START_TEST(losses_make_scalars)
     ck_assert_uint_eq(info.saved[1].bytes, 16 * 50 * 2);
     ck_assert_uint_eq(info.bwd_ws_bytes, 16 * 50 * 2);
     ck_assert(info.id_limit[0] == 0 && info.id_limit[1] == 50); /* targets: below the classes */
+    /* Hugging Face's upcast: the f32 log-probabilities of logits.float() (the forward's
+     * workspace); backward, log_softmax's peak of two f32 gradients beside them, the bf16
+     * gradient of the logits (made by the program before the run) counted in it. */
+    ck_attrs upcast = a;
+    upcast.upcast = true;
+    infer_ok("cross_entropy", &upcast, in, &info);
+    ck_assert_uint_eq(info.saved[1].bytes, 16 * 50 * 4);
+    ck_assert_uint_eq(info.fwd_ws_bytes, 16 * 50 * 4);
+    ck_assert_uint_eq(info.bwd_ws_bytes + 16 * 50 * 2, 2 * 16 * 50 * 4);
     ck_attrs fused = a;
     fused.fused = true; /* one kernel: the logits and the f32 log-sum-exp, no workspace */
     infer_ok("cross_entropy", &fused, in, &info);
