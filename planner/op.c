@@ -611,11 +611,13 @@ static void describe_attention(ovf *o, const ck_attrs *a, const ck_ttype *in,
             ck_ttype qk = in[0];
             qk.dim[2] = mul(o, add(o, a->heads, a->kv_heads), head_dim);
             save_internal(o, info, CK_SLOT_QK_APART, &qk);
-            /* The CPU's kernel lays its output out by head, like the q it is given, which
-             * o_proj's input copies; CUDA's write theirs [B, T, H, D] whatever q's layout
-             * (measured on an H200: docs/pytorch.md), so there transpose(1, 2).contiguous()
-             * copies nothing */
-            if (a->cpu)
+            /* The CPU's flash kernel and cuDNN's (PyTorch's choice in 16 bits on Hopper)
+             * lay their output out by head, like the q they are given, which o_proj's
+             * input copies; CUDA's memory-efficient kernel (f32) writes [B, T, H, D], so
+             * transpose(1, 2).contiguous() copies nothing (both measured on an H200:
+             * docs/pytorch.md). Flash, 16 bits before Hopper, writes [B, T, H, D] too:
+             * there this counts one [B, T, C] a layer too many. */
+            if (a->cpu || in[0].dtype != CK_F32)
                 save_internal(o, info, CK_SLOT_OUT_HEADS, out);
         }
     } else {

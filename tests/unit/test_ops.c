@@ -665,9 +665,9 @@ START_TEST(attention_gqa_in_f32_takes_the_math_path)
 END_TEST
 
 /* v_view (Phi-3 under sdpa): beside the packed input, which stands for the projection v
- * keeps, the rotated q and k, [B, T, (H + KV) D], and on the CPU (whose kernel lays its
- * output out by head) the output again; flash only (eager attention's products keep copies
- * of their own, modelled by the input). */
+ * keeps, the rotated q and k, [B, T, (H + KV) D], and the output again where the kernel
+ * lays it out by head (the CPU's, cuDNN's in 16 bits), not from CUDA's f32 kernel; flash
+ * only (eager attention's products keep copies of their own, modelled by the input). */
 START_TEST(attention_v_view_keeps_q_k_and_the_output_apart)
 {
     ck_ttype in = tt(CK_BF16, 3, 2, 8, (4 + 2 * 2) * 16);
@@ -676,11 +676,16 @@ START_TEST(attention_v_view_keeps_q_k_and_the_output_apart)
     ck_op_info info;
     infer_ok("attention", &a, &in, &info);
     ck_assert_uint_eq(slot_bytes(&info, CK_SLOT_QK_APART), 2 * 8 * (4 + 2) * 16 * 2);
+    ck_assert_uint_eq(slot_bytes(&info, CK_SLOT_OUT_HEADS), 2 * 8 * 4 * 16 * 2);
+    ck_ttype f32 = in;
+    f32.dtype = CK_F32;
+    a.softmax_dtype = defaults("attention").softmax_dtype; /* the input's, again */
+    infer_ok("attention", &a, &f32, &info);
+    ck_assert_uint_eq(slot_bytes(&info, CK_SLOT_QK_APART), 2 * 8 * (4 + 2) * 16 * 4);
     ck_assert_uint_eq(slot_count(&info, CK_SLOT_OUT_HEADS), 0);
     a.cpu = true;
-    infer_ok("attention", &a, &in, &info);
-    ck_assert_uint_eq(slot_bytes(&info, CK_SLOT_QK_APART), 2 * 8 * (4 + 2) * 16 * 2);
-    ck_assert_uint_eq(slot_bytes(&info, CK_SLOT_OUT_HEADS), 2 * 8 * 4 * 16 * 2);
+    infer_ok("attention", &a, &f32, &info);
+    ck_assert_uint_eq(slot_bytes(&info, CK_SLOT_OUT_HEADS), 2 * 8 * 4 * 16 * 4);
     a = defaults("attention");
     a.heads = 4, a.kv_heads = 2, a.v_view = true;
     infer_ok("attention", &a, &in, &info);
