@@ -36,7 +36,7 @@ static const ck_op_def op_table[] = {
     OP(CK_OP_DROPOUT, "dropout", 1, 2, 1, .draws = true, .n_attrs = 2,
        .attrs = {ATTR("p", CK_ATTR_PROB, true, 0, p),
                  ATTR("cpu", CK_ATTR_BOOL, false, 0, cpu)}),
-    OP(CK_OP_ATTENTION, "attention", 1, 0, 0, .draws = true, .n_attrs = 14,
+    OP(CK_OP_ATTENTION, "attention", 1, 0, 0, .draws = true, .n_attrs = 15,
        .attrs = {ATTR("heads", CK_ATTR_DIM, true, 0, heads),
                  ATTR("kv_heads", CK_ATTR_DIM, false, 0, kv_heads),
                  ATTR("dropout", CK_ATTR_PROB, false, 0, p),
@@ -50,7 +50,8 @@ static const ck_op_def op_table[] = {
                  ATTR("window", CK_ATTR_DIM, false, 0, window),
                  ATTR("sdpa_mask", CK_ATTR_BOOL, false, 0, sdpa_mask),
                  ATTR("v_view", CK_ATTR_BOOL, false, 0, v_view),
-                 ATTR("gqa_math", CK_ATTR_BOOL, false, 0, gqa_math)}),
+                 ATTR("gqa_math", CK_ATTR_BOOL, false, 0, gqa_math),
+                 ATTR("eager_grads", CK_ATTR_BOOL, false, 0, eager_grads)}),
     OP(CK_OP_ROPE, "rope", 1, 0, 0, .n_attrs = 4,
        .attrs = {ATTR("heads", CK_ATTR_DIM, true, 0, heads),
                  ATTR("kv_heads", CK_ATTR_DIM, false, 0, kv_heads),
@@ -446,6 +447,12 @@ static uint64_t add(ovf *o, uint64_t a, uint64_t b)
     return r;
 }
 
+/* a - b, or 0 where b is larger. */
+static uint64_t sub_floor(uint64_t a, uint64_t b)
+{
+    return a > b ? a - b : 0;
+}
+
 static uint64_t numel(ovf *o, const ck_ttype *t)
 {
     uint64_t n = 0;
@@ -547,6 +554,26 @@ static void save_scores(ovf *o, const ck_attrs *a, const ck_ttype *scores, ck_op
     info->bwd_ws_bytes = add(o, info->bwd_ws_bytes, info->fwd_ws_bytes);
 }
 
+/* Transformers' eager attention as autograd runs it, without dropout (eager_grads): its
+ * backward holds two [B, H, T, T] gradients beyond what it keeps at its peak, softmax's,
+ * where the probabilities' gradient and the scores', a tensor of its own, are both live
+ * (under an upcast softmax the probabilities' gradient is f32 while their 16-bit copy is
+ * freed: the same bytes). The packed input's gradient, which the program makes when the
+ * backward starts, is made after that peak, so it is part of it. Measured with the
+ * allocation tracker on transformers' eager_attention_forward at T = 32 to 512, f32 and
+ * bf16 (docs/pytorch.md). On the CPU an upcast softmax also runs on an f32 copy of the
+ * scores and makes their gradient in f32 before its cast: a third gradient, and the copy
+ * in the forward. */
+static void add_eager_grads_ws(ovf *o, const ck_attrs *a, const ck_ttype *in, const ck_ttype *scores,
+                               ck_op_info *info)
+{
+    bool upcast = a->softmax_dtype == CK_F32 && scores->dtype != CK_F32;
+    uint64_t one = bytes_of(o, scores);
+    info->bwd_ws_bytes = sub_floor(mul(o, one, a->cpu && upcast ? 3 : 2), bytes_of(o, &in[0]));
+    if (a->cpu && upcast)
+        info->fwd_ws_bytes = mul(o, numel(o, scores), 4);
+}
+
 /* Context parallelism (docs/parallel.md): the keys and values of the other ranks' parts of
  * the sequence pass through. Fused kernels go round the ring (Liu et al. 2023, ring
  * attention): forward the part computed on and the one arriving, backward those and their
@@ -622,6 +649,8 @@ static void describe_attention(ovf *o, const ck_attrs *a, const ck_ttype *in,
         }
     } else {
         save_scores(o, a, &scores, info);
+        if (a->eager_grads && a->p == 0)
+            add_eager_grads_ws(o, a, in, &scores, info);
     }
     add_context_ws(o, a, &in[0], head_dim, info);
 }

@@ -93,6 +93,9 @@ typedef struct {
                        * as transformers hands them, it runs its math path, which keeps the
                        * scores and k and v repeated to every head, as eager attention does
                        * (with expand_kv); infer turns flash off */
+    bool eager_grads; /* attention, not flash: as autograd runs transformers' eager attention,
+                       * whose softmax backward makes the scores' gradient beside the
+                       * probabilities' (not in place): the backward's workspace holds both */
 } ck_attrs;
 
 typedef enum {
@@ -113,7 +116,7 @@ typedef struct {
 } ck_attr_spec;
 
 #define CK_OP_MAX_ARITY 2
-#define CK_OP_MAX_ATTRS 14
+#define CK_OP_MAX_ATTRS 15
 #define CK_OP_MAX_SAVED 15 /* moe's: its input and up to 14 internal tensors */
 #define CK_OP_MAX_PARAMS 4 /* moe's router, w1, w3, w2 */
 #define CK_PARAM_MAX_RANK 3 /* moe's experts: E matrices in one tensor */

@@ -664,6 +664,43 @@ START_TEST(attention_gqa_in_f32_takes_the_math_path)
 }
 END_TEST
 
+/* eager_grads (transformers' eager attention under autograd), qkv [2, 64, (4 + 2*2) * 16],
+ * S = 2*4*64*64 scores: the backward holds two [B, H, T, T] gradients beyond what it keeps,
+ * less the packed input's gradient, made after that peak; the same in bf16 with an f32
+ * softmax (its f32 gradient where the 16-bit copy was); on the CPU an upcast softmax makes
+ * a third, and copies the scores to f32 in the forward. Dropout, or eager_grads off: one
+ * gradient, turned into the scores' in place, beside the copies of k and v's gradients. */
+START_TEST(attention_eager_grads_holds_two_score_gradients)
+{
+    enum { S = 2 * 4 * 64 * 64, PACKED = 2 * 64 * 8 * 16 };
+    struct {
+        ck_dtype dtype, softmax;
+        bool cpu;
+        double p;
+        bool eager_grads;
+        uint64_t fwd, bwd;
+    } cases[] = {
+        {CK_F32, CK_F32, false, 0, true, 4 * S, 2 * 4 * S - 4 * PACKED},
+        {CK_BF16, CK_F32, false, 0, true, 2 * S, 2 * 2 * S - 2 * PACKED},
+        {CK_BF16, CK_F32, true, 0, true, 4 * S, 3 * 2 * S - 2 * PACKED},
+        {CK_F32, CK_F32, true, 0, true, 4 * S, 2 * 4 * S - 4 * PACKED},
+        {CK_F32, CK_F32, false, 0.1, true, 4 * S, 4 * S + 2 * 64 * 3 * 4 * 16 * 4},
+        {CK_F32, CK_F32, false, 0, false, 4 * S, 4 * S + 2 * 64 * 3 * 4 * 16 * 4},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ck_ttype in = tt(cases[i].dtype, 3, 2, 64, (4 + 2 * 2) * 16);
+        ck_attrs a = defaults("attention");
+        a.heads = 4, a.kv_heads = 2, a.expand_kv = true, a.softmax_dtype = cases[i].softmax;
+        a.cpu = cases[i].cpu, a.p = cases[i].p, a.eager_grads = cases[i].eager_grads;
+        ck_op_info info;
+        infer_ok("attention", &a, &in, &info);
+        ck_assert_msg(info.fwd_ws_bytes == cases[i].fwd && info.bwd_ws_bytes == cases[i].bwd,
+                      "case %zu: %llu %llu", i, (unsigned long long)info.fwd_ws_bytes,
+                      (unsigned long long)info.bwd_ws_bytes);
+    }
+}
+END_TEST
+
 /* v_view (Phi-3 under sdpa): beside the packed input, which stands for the projection v
  * keeps, the rotated q and k, [B, T, (H + KV) D], and the output again where the kernel
  * lays it out by head (the CPU's, cuDNN's in 16 bits), not from CUDA's f32 kernel; flash
@@ -931,6 +968,7 @@ static Suite *ops_suite(void)
     tcase_add_test(tc, attention_softmax_dtype_and_softcap);
     tcase_add_test(tc, attention_keeps_sdpa_mask_from_the_window);
     tcase_add_test(tc, attention_gqa_in_f32_takes_the_math_path);
+    tcase_add_test(tc, attention_eager_grads_holds_two_score_gradients);
     tcase_add_test(tc, attention_v_view_keeps_q_k_and_the_output_apart);
     tcase_add_test(tc, swiglu_saves_both_inputs);
     tcase_add_test(tc, cast_changes_the_dtype);
