@@ -563,13 +563,17 @@ static void save_scores(ovf *o, const ck_attrs *a, const ck_ttype *scores, ck_op
  * allocation tracker on transformers' eager_attention_forward at T = 32 to 512, f32 and
  * bf16 (docs/pytorch.md). On the CPU an upcast softmax also runs on an f32 copy of the
  * scores and makes their gradient in f32 before its cast: a third gradient, and the copy
- * in the forward. */
+ * in the forward. Never less than the in-place workspace, which the executor's kernels
+ * take (sim/widen sizes their workspace from this description): on short sequences that
+ * is more than autograd's peak, by less than one gradient. */
 static void add_eager_grads_ws(ovf *o, const ck_attrs *a, const ck_ttype *in, const ck_ttype *scores,
                                ck_op_info *info)
 {
     bool upcast = a->softmax_dtype == CK_F32 && scores->dtype != CK_F32;
     uint64_t one = bytes_of(o, scores);
-    info->bwd_ws_bytes = sub_floor(mul(o, one, a->cpu && upcast ? 3 : 2), bytes_of(o, &in[0]));
+    uint64_t grads = sub_floor(mul(o, one, a->cpu && upcast ? 3 : 2), bytes_of(o, &in[0]));
+    if (grads > info->bwd_ws_bytes)
+        info->bwd_ws_bytes = grads;
     if (a->cpu && upcast)
         info->fwd_ws_bytes = mul(o, numel(o, scores), 4);
 }
