@@ -16,10 +16,12 @@ PyTorch runs it on the CPU (its dropout masks), fp32.
 
 --device cuda runs the same on a GPU (no LD_PRELOAD): the peak is PyTorch's caching
 allocator's max_memory_allocated, whose blocks are rounded up to 512 bytes, and ckplan plans
-with --impl hf (CUDA's byte dropout masks, sdpa's memory-efficient kernel). cuBLAS's
-workspaces (one per thread and stream, 32 MiB each on Hopper) are made by a warm-up product
-and its backward before the base is read, so that they count as the process's, not the
-step's. The model is made on the GPU (under torch.device), not moved there.
+with --impl hf (CUDA's byte dropout masks and sdpa kernels). cuBLAS's workspaces (one per
+thread and stream, 32 MiB each on Hopper) are made by a warm-up step of the model before
+any base is read, so that they count as the process's, not a case's. The model is made on
+the GPU (under torch.device), not moved there. Where two identical steps give different
+gradients (cuDNN's attention backward in 16 bits), the checkpointed step's may differ from
+the plain one's by at most 4 times as much.
 
 --dtype bf16 trains the model in bfloat16 throughout (parameters, gradients, AdamW's state),
 against ckplan's --recipe bf16.
