@@ -555,27 +555,30 @@ static void save_scores(ovf *o, const ck_attrs *a, const ck_ttype *scores, ck_op
 }
 
 /* Transformers' eager attention as autograd runs it, without dropout (eager_grads): its
- * backward holds two [B, H, T, T] gradients beyond what it keeps at its peak, softmax's,
- * where the probabilities' gradient and the scores', a tensor of its own, are both live
- * (under an upcast softmax the probabilities' gradient is f32 while their 16-bit copy is
- * freed: the same bytes). The packed input's gradient, which the program makes when the
- * backward starts, is made after that peak, so it is part of it. Measured with the
- * allocation tracker on transformers' eager_attention_forward at T = 32 to 512, f32 and
- * bf16 (docs/pytorch.md). On the CPU an upcast softmax also runs on an f32 copy of the
- * scores and makes their gradient in f32 before its cast: a third gradient, and the copy
- * in the forward. Never less than the in-place workspace, which the executor's kernels
- * take (sim/widen sizes their workspace from this description): on short sequences that
- * is more than autograd's peak, by less than one gradient. */
+ * backward peaks in softmax's, where the probabilities' gradient and the scores', a tensor
+ * of its own, are both live beside the kept probabilities, and on CUDA the kernel's own
+ * f32 temporary of the same shape. Under an upcast softmax in 16 bits both gradients are
+ * f32 (the scores' is cast after) and the probabilities' 16-bit copy is freed by then; its
+ * forward softmaxes an f32 copy of the scores (PyTorch casts bf16 first). The packed
+ * input's gradient, which the program makes when the backward starts, comes after that
+ * peak, so it is part of it. Measured with allocation logs of eager_attention_forward's
+ * backward, T = 32 to 2048, f32 and bf16, on the CPU and an H200 (docs/pytorch.md). Never
+ * less than the in-place workspace, which the executor's kernels take (sim/widen sizes
+ * their workspace from this description): on short sequences that is more than
+ * autograd's peak, by less than one gradient. */
 static void add_eager_grads_ws(ovf *o, const ck_attrs *a, const ck_ttype *in, const ck_ttype *scores,
                                ck_op_info *info)
 {
+    uint64_t s = numel(o, scores), e = ck_dtype_bytes(scores->dtype);
     bool upcast = a->softmax_dtype == CK_F32 && scores->dtype != CK_F32;
-    uint64_t one = bytes_of(o, scores);
-    uint64_t grads = sub_floor(mul(o, one, a->cpu && upcast ? 3 : 2), bytes_of(o, &in[0]));
+    uint64_t grads = upcast ? mul(o, s, 8 - e) : mul(o, s, 2 * e);
+    if (!a->cpu)
+        grads = add(o, grads, mul(o, s, 4));
+    grads = sub_floor(grads, bytes_of(o, &in[0]));
     if (grads > info->bwd_ws_bytes)
         info->bwd_ws_bytes = grads;
-    if (a->cpu && upcast)
-        info->fwd_ws_bytes = mul(o, numel(o, scores), 4);
+    if (upcast)
+        info->fwd_ws_bytes = mul(o, s, 4);
 }
 
 /* Context parallelism (docs/parallel.md): the keys and values of the other ranks' parts of

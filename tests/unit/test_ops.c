@@ -665,12 +665,13 @@ START_TEST(attention_gqa_in_f32_takes_the_math_path)
 END_TEST
 
 /* eager_grads (transformers' eager attention under autograd), qkv [2, T, (4 + 2*2) * 16],
- * S = 2*4*T*T scores: the backward holds two [B, H, T, T] gradients beyond what it keeps,
- * less the packed input's gradient, made after that peak; the same in bf16 with an f32
- * softmax (its f32 gradient where the 16-bit copy was); on the CPU an upcast softmax makes
- * a third, and copies the scores to f32 in the forward. Never less than the in-place
- * workspace (one gradient and the copies of k's and v's, E = 2*T*3*4*16 elements), which the
- * executor's kernels take: at T = 8 that is more. Dropout, or eager_grads off: in place. */
+ * S = 2*4*T*T scores: the backward's peak beyond what it keeps is the probabilities' and
+ * the scores' gradients, and on CUDA (not cpu) the softmax kernel's f32 temporary; under an
+ * upcast softmax in bf16 both gradients are f32 and the probabilities' bf16 copy is freed
+ * (8 - 2 bytes a score), and the forward copies the scores to f32. Less the packed input's
+ * gradient, made after that peak; never less than the in-place workspace (one gradient and
+ * the copies of k's and v's, 2*T*3*4*16 elements), which the executor's kernels take: at
+ * T = 8 that is more. Dropout, or eager_grads off: in place. */
 START_TEST(attention_eager_grads_holds_two_score_gradients)
 {
     struct {
@@ -679,11 +680,11 @@ START_TEST(attention_eager_grads_holds_two_score_gradients)
         bool cpu;
         double p;
         bool eager_grads;
-        unsigned grads; /* score gradients the backward holds; 0: the in-place workspace */
-        bool widens;    /* the forward's f32 copy of the scores */
+        uint64_t per_score; /* bytes a score at the backward's peak; 0: in place */
+        bool widens;        /* the forward's f32 copy of the scores */
     } cases[] = {
-        {128, CK_F32, false, 0, true, 2, false},  {128, CK_BF16, false, 0, true, 2, false},
-        {128, CK_BF16, true, 0, true, 3, true},   {128, CK_F32, true, 0, true, 2, false},
+        {128, CK_F32, false, 0, true, 12, false}, {128, CK_BF16, false, 0, true, 10, true},
+        {128, CK_BF16, true, 0, true, 6, true},   {128, CK_F32, true, 0, true, 8, false},
         {128, CK_F32, false, 0.1, true, 0, false}, {128, CK_F32, false, 0, false, 0, false},
         {8, CK_F32, false, 0, true, 0, false},
     };
@@ -696,7 +697,7 @@ START_TEST(attention_eager_grads_holds_two_score_gradients)
         a.cpu = cases[i].cpu, a.p = cases[i].p, a.eager_grads = cases[i].eager_grads;
         ck_op_info info;
         infer_ok("attention", &a, &in, &info);
-        uint64_t bwd = cases[i].grads ? (cases[i].grads * s - packed) * e : (s + copies) * e;
+        uint64_t bwd = cases[i].per_score ? cases[i].per_score * s - packed * e : (s + copies) * e;
         ck_assert_msg(info.fwd_ws_bytes == s * (cases[i].widens ? 4 : e) && info.bwd_ws_bytes == bwd,
                       "case %zu: %llu %llu", i, (unsigned long long)info.fwd_ws_bytes,
                       (unsigned long long)info.bwd_ws_bytes);
