@@ -272,8 +272,9 @@ int ck_derive_static_memory(const ck_model *m, const ck_layout *l, ck_static_mem
  * which --planner every and emit need as a stage of its own; there the chain's y_i is one
  * the program does not make (the chain bounds, the replay is exact). Nor does one end at
  * a tensor no backward reads (no node saves it) unless a block instance begins or ends
- * there: PyTorch frees such a tensor after its last reader in the forward, while the chain's x̄_{i+1} holds x_{i+1} to B i (Gemma's logits before their
- * soft-cap, its embeddings before their scale). The loss's input x_L always ends one.
+ * there: PyTorch frees such a tensor after its last reader in the forward, while the
+ * chain's x̄_{i+1} holds x_{i+1} to B i (Gemma's logits before their soft-cap, its
+ * embeddings before their scale). The loss's input x_L always ends one.
  * Returns the number of stages and fills first[] (n_nodes entries suffice). */
 static size_t find_stages(const ck_model *m, ck_granularity g, const size_t *last_use,
                           const bool *saved, long *crossing, size_t *first)

@@ -562,7 +562,8 @@ static void save_scores(ovf *o, const ck_attrs *a, const ck_ttype *scores, ck_op
  * forward softmaxes an f32 copy of the scores (PyTorch casts bf16 first). The packed
  * input's gradient, which the program makes when the backward starts, comes after that
  * peak, so it is part of it. Measured with allocation logs of eager_attention_forward's
- * backward, T = 32 to 2048, f32 and bf16, on the CPU and an H200 (docs/pytorch.md). Never
+ * backward, T = 32 to 2048, f32 and bf16, on the CPU and an H200 (tests/torch/
+ * eager_backward.py, docs/pytorch.md). Never
  * less than the in-place workspace, which the executor's kernels take (sim/widen sizes
  * their workspace from this description): on short sequences that is more than
  * autograd's peak, by less than one gradient. */
@@ -915,7 +916,7 @@ static void describe_cross_entropy(ovf *o, const ck_attrs *a, const ck_ttype *in
         save_ref(o, info, CK_SAVE_INPUT, 1, &in[1]);
         save_internal(o, info, CK_SLOT_LOGP, &logp);
         info->fwd_ws_bytes = bytes_of(o, &logp);
-        info->bwd_ws_bytes = mul(o, bytes_of(o, &logp), 2) - bytes_of(o, &in[0]);
+        info->bwd_ws_bytes = sub_floor(mul(o, bytes_of(o, &logp), 2), bytes_of(o, &in[0]));
     } else {
         save_ref(o, info, CK_SAVE_INPUT, 1, &in[1]);
         save_internal(o, info, CK_SLOT_LOGP, &in[0]);
