@@ -348,7 +348,7 @@ static int run_action(const ck_lower *l, ck_program_state *st, ck_action a, cons
         e = (ck_action_effect){.n_frees = 1, .frees = {{CK_VALUE_XBAR, a.stage + 1, a.variant}}};
     a.variant = a.kind == CK_F_ALL ? a.variant : 0;
     ck_program p = {0};
-    int rc = ck_lower_action(l, &a, &e, false, &p, err);
+    int rc = ck_lower_action(l, &a, &e, NULL, &p, err);
     *peak = st->held;
     for (size_t k = 0; k < p.n && rc == CK_OK; k++) {
         uint64_t top;

@@ -9,25 +9,42 @@
 #include "planner/size.h"
 #include "planner/warning.h"
 
-/* The program of the forward pass, every stage F_none; stage_end[i] receives the number of
- * instructions up to the end of stage i. */
-static int forward_program(const ck_workload *w, ck_program *p, size_t *stage_end, ck_err *err)
+/* Schedule s's actions, one per stage, compiled into p by their contexts. */
+static int lower_forwards(const ck_workload *w, const ck_schedule *s, const ck_lower_context *ctx,
+                          ck_program *p, size_t *stage_end, ck_err *err)
 {
     ck_action_state st;
     int rc = ck_action_state_init(&st, &w->chain, err);
     if (rc != CK_OK)
         return rc;
-    for (size_t i = 0; rc == CK_OK && i < w->chain.n_stages; i++) {
-        ck_action a = {CK_F_NONE, i, 0};
+    for (size_t i = 0; rc == CK_OK && i < s->n; i++) {
         ck_action_effect e;
-        rc = ck_action_describe(&st, i, &a, &e, err);
+        rc = ck_action_describe(&st, i, &s->actions[i], &e, err);
         if (rc == CK_OK)
-            rc = ck_lower_action(w->lower, &a, &e, false, p, err);
+            rc = ck_lower_action(w->lower, &s->actions[i], &e, &ctx[i], p, err);
         if (rc == CK_OK)
-            rc = ck_action_apply(&st, i, &a, &e, NULL, err);
+            rc = ck_action_apply(&st, i, &s->actions[i], &e, NULL, err);
         stage_end[i] = p->n;
     }
     ck_action_state_free(&st);
+    return rc;
+}
+
+/* The program of the forward pass, every stage F_none, the step tensors made before the
+ * first layer and freed after the last (ck_lower_contexts); stage_end[i] receives the
+ * number of instructions up to the end of stage i. */
+static int forward_program(const ck_workload *w, ck_program *p, size_t *stage_end, ck_err *err)
+{
+    size_t n = w->chain.n_stages;
+    ck_schedule s = {0};
+    ck_lower_context *ctx = malloc((n + 1) * sizeof *ctx);
+    for (size_t i = 0; ctx && i < n && ck_schedule_push(&s, CK_F_NONE, i);)
+        i++;
+    int rc = ctx && s.n == n ? ck_lower_contexts(w->lower, &s, ctx, err) : ck_err_oom(err);
+    if (rc == CK_OK)
+        rc = lower_forwards(w, &s, ctx, p, stage_end, err);
+    ck_schedule_free(&s);
+    free(ctx);
     return rc;
 }
 

@@ -15,6 +15,8 @@ struct ck_lower {
     bool *kept;          /* per tensor: part of x̄ of the stage that makes it */
     ck_keep (*variants)[CK_N_KEEPS]; /* per stage: ck_lower_variants */
     size_t *n_variants;
+    unsigned *steps;      /* per stage: bit s when a node reads step tensor s */
+    size_t *checkpointer; /* per stage: its node with a checkpoint state, or NO_READER */
 };
 
 void ck_lower_stage_nodes(const ck_lower *l, size_t i, size_t *first, size_t *end)
@@ -152,6 +154,19 @@ static ck_keep policy_of(const ck_lower *l, size_t i, size_t variant)
     return variant < l->n_variants[i] ? l->variants[i][variant] : CK_KEEP_ALL;
 }
 
+static void find_step_reads(ck_lower *l, size_t i)
+{
+    l->checkpointer[i] = NO_READER;
+    for (size_t k = l->first[i]; k < l->first[i + 1]; k++) {
+        const ck_op_info *info = &l->m->nodes[k].info;
+        for (unsigned s = 0; s < CK_N_STEPS; s++)
+            if (info->step_bytes[s])
+                l->steps[i] |= 1u << s;
+        if (info->checkpoint_bytes && l->checkpointer[i] == NO_READER)
+            l->checkpointer[i] = k;
+    }
+}
+
 int ck_lower_create(const ck_model *m, const size_t *first, size_t n_stages, ck_lower **out,
                     ck_err *err)
 {
@@ -163,8 +178,11 @@ int ck_lower_create(const ck_model *m, const size_t *first, size_t n_stages, ck_
                     .first_saver = malloc(m->n_tensors * sizeof *l->first_saver),
                     .kept = calloc(m->n_tensors, sizeof *l->kept),
                     .variants = malloc((n_stages + 1) * sizeof *l->variants),
-                    .n_variants = malloc((n_stages + 1) * sizeof *l->n_variants)};
-    if (!l->first || !l->last_use || !l->first_saver || !l->kept || !l->variants || !l->n_variants) {
+                    .n_variants = malloc((n_stages + 1) * sizeof *l->n_variants),
+                    .steps = calloc(n_stages + 1, sizeof *l->steps),
+                    .checkpointer = malloc((n_stages + 1) * sizeof *l->checkpointer)};
+    if (!l->first || !l->last_use || !l->first_saver || !l->kept || !l->variants || !l->n_variants ||
+        !l->steps || !l->checkpointer) {
         ck_lower_free(l);
         return ck_err_oom(err);
     }
@@ -172,8 +190,10 @@ int ck_lower_create(const ck_model *m, const size_t *first, size_t n_stages, ck_
         l->first[i] = first[i];
     ck_model_last_uses(m, l->last_use);
     find_kept(l);
-    for (size_t i = 0; i < n_stages; i++)
+    for (size_t i = 0; i < n_stages; i++) {
         find_variants(l, i);
+        find_step_reads(l, i);
+    }
     *out = l;
     return CK_OK;
 }
@@ -188,6 +208,8 @@ void ck_lower_free(ck_lower *l)
     free(l->kept);
     free(l->variants);
     free(l->n_variants);
+    free(l->steps);
+    free(l->checkpointer);
     free(l);
 }
 
@@ -432,17 +454,32 @@ static bool drops_kept_input(const ck_lower *l, const ck_action *a, const ck_act
            policy_of(l, a->stage, a->variant) == CK_KEEP_ALL && unsaved_input(l, a->stage);
 }
 
-int ck_lower_action(const ck_lower *l, const ck_action *a, const ck_action_effect *e,
-                    bool sole_forward, ck_program *out, ck_err *err)
+/* The step tensors made before an action (alloc) or freed after it, those of `bits` the
+ * model has. */
+static void step_tensors(const ck_lower *l, ck_instr_kind kind, unsigned bits, sink *s)
 {
+    for (unsigned t = 0; t < CK_N_STEPS; t++)
+        if (bits >> t & 1 && l->m->step_bytes[t])
+            push(s, kind, 0, false, ck_program_step((ck_step)t));
+}
+
+int ck_lower_action(const ck_lower *l, const ck_action *a, const ck_action_effect *e,
+                    const ck_lower_context *ctx, ck_program *out, ck_err *err)
+{
+    static const ck_lower_context alone = {0};
     sink s = {out, true};
     size_t i = a->stage;
+    ctx = ctx ? ctx : &alone;
+    if (ctx->makes_steps)
+        step_tensors(l, CK_INSTR_ALLOC, ~0u, &s);
+    if (ctx->checkpoints)
+        push(&s, CK_INSTR_ALLOC, 0, false, ck_program_checkpoint(l->checkpointer[i]));
     switch (a->kind) {
     case CK_F_ALL:
     case CK_F_CK:
     case CK_F_NONE:
         lower_forward(l, i, a->kind == CK_F_ALL, policy_of(l, i, a->kind == CK_F_ALL ? a->variant : 0),
-                      drops_kept_input(l, a, e, sole_forward), &s);
+                      drops_kept_input(l, a, e, ctx->sole_forward), &s);
         break;
     case CK_LOSS:
         s.ok = s.ok && ck_program_push(out, (ck_instr){.kind = CK_INSTR_LOSS, .node = l->m->n_nodes - 1,
@@ -466,33 +503,98 @@ int ck_lower_action(const ck_lower *l, const ck_action *a, const ck_action_effec
         else if (v.kind == CK_VALUE_XBAR && a->kind == CK_F_NONE)
             free_kept(l, v.index, policy_of(l, v.index - 1, v.variant), &s);
     }
+    if (ctx->frees_checkpoint)
+        push(&s, CK_INSTR_FREE, 0, false, ck_program_checkpoint(l->checkpointer[i]));
+    step_tensors(l, CK_INSTR_FREE, ctx->frees_steps, &s);
     return s.ok ? CK_OK : ck_err_oom(err);
+}
+
+/* Per stage of s: where its first forward and its first B are (SIZE_MAX: none). */
+static void find_passes(const ck_lower *l, const ck_schedule *s, size_t *first_forward, size_t *b_at)
+{
+    for (size_t i = 0; i < l->n_stages; i++)
+        first_forward[i] = b_at[i] = SIZE_MAX;
+    for (size_t k = 0; k < s->n; k++) {
+        const ck_action *a = &s->actions[k];
+        if (a->kind == CK_LOSS || a->kind >= CK_N_ACTIONS || a->stage >= l->n_stages)
+            continue;
+        size_t *at = a->kind == CK_B ? &b_at[a->stage] : &first_forward[a->stage];
+        if (*at == SIZE_MAX)
+            *at = k;
+    }
+}
+
+/* The step tensors' and checkpoint states' lifetimes over s (ck_lower_contexts). */
+static void place_steps(const ck_lower *l, const ck_schedule *s, const size_t *first_forward,
+                        const size_t *b_at, ck_lower_context *out)
+{
+    size_t first_layer = SIZE_MAX, last_layer = SIZE_MAX, args_to = SIZE_MAX, tables_to = SIZE_MAX;
+    const unsigned tables = 1u << CK_STEP_TABLES;
+    for (size_t i = 0; i < l->n_stages; i++) {
+        if (!l->steps[i] || first_forward[i] == SIZE_MAX)
+            continue;
+        first_layer = first_layer == SIZE_MAX ? i : first_layer;
+        last_layer = i;
+        bool checkpointed = s->actions[first_forward[i]].kind != CK_F_ALL && b_at[i] != SIZE_MAX;
+        if (checkpointed && args_to == SIZE_MAX)
+            args_to = b_at[i];
+        if ((checkpointed || l->steps[i] & tables) && tables_to == SIZE_MAX)
+            tables_to = b_at[i];
+        if (checkpointed && l->checkpointer[i] != NO_READER) {
+            out[first_forward[i]].checkpoints = true;
+            out[b_at[i]].frees_checkpoint = true;
+        }
+    }
+    if (first_layer == SIZE_MAX)
+        return;
+    size_t forward_end = first_forward[last_layer];
+    out[first_forward[first_layer]].makes_steps = true;
+    out[args_to == SIZE_MAX ? forward_end : args_to].frees_steps |= ~tables;
+    out[tables_to == SIZE_MAX ? forward_end : tables_to].frees_steps |= tables;
+}
+
+int ck_lower_contexts(const ck_lower *l, const ck_schedule *s, ck_lower_context *out, ck_err *err)
+{
+    bool *sole = malloc((s->n + 1) * sizeof *sole);
+    size_t *first_forward = malloc((l->n_stages + 1) * sizeof *first_forward);
+    size_t *b_at = malloc((l->n_stages + 1) * sizeof *b_at);
+    int rc = sole && first_forward && b_at ? ck_schedule_sole_forwards(s, l->n_stages, sole, err) : ck_err_oom(err);
+    if (rc == CK_OK) {
+        for (size_t k = 0; k < s->n; k++)
+            out[k] = (ck_lower_context){.sole_forward = sole[k]};
+        find_passes(l, s, first_forward, b_at);
+        place_steps(l, s, first_forward, b_at, out);
+    }
+    free(sole);
+    free(first_forward);
+    free(b_at);
+    return rc;
 }
 
 int ck_lower_schedule(const ck_lower *l, const ck_chain *c, const ck_schedule *s,
                       ck_program *out, size_t *action_end, ck_err *err)
 {
     ck_action_state st;
-    bool *sole = malloc((s->n + 1) * sizeof *sole);
-    int rc = sole ? ck_schedule_sole_forwards(s, c->n_stages, sole, err) : ck_err_oom(err);
+    ck_lower_context *ctx = malloc((s->n + 1) * sizeof *ctx);
+    int rc = ctx ? ck_lower_contexts(l, s, ctx, err) : ck_err_oom(err);
     if (rc == CK_OK)
         rc = ck_action_state_init(&st, c, err);
     if (rc != CK_OK) {
-        free(sole);
+        free(ctx);
         return rc;
     }
     for (size_t k = 0; k < s->n && rc == CK_OK; k++) {
         ck_action_effect e;
         rc = ck_action_describe(&st, k, &s->actions[k], &e, err);
         if (rc == CK_OK)
-            rc = ck_lower_action(l, &s->actions[k], &e, sole[k], out, err);
+            rc = ck_lower_action(l, &s->actions[k], &e, &ctx[k], out, err);
         if (rc == CK_OK)
             rc = ck_action_apply(&st, k, &s->actions[k], &e, NULL, err);
         if (rc == CK_OK && action_end)
             action_end[k] = out->n;
     }
     ck_action_state_free(&st);
-    free(sole);
+    free(ctx);
     return rc;
 }
 

@@ -44,16 +44,38 @@ int ck_lower_create(const ck_model *m, const size_t *first, size_t n_stages, ck_
                     ck_err *err);
 void ck_lower_free(ck_lower *l);
 
+/* What an action does beside its stage's nodes, from its place in its schedule. */
+typedef struct {
+    /* Its stage's only forward before its backward (ck_schedule_sole_forwards): an F_all
+     * of a stage whose input no backward reads then frees that input's kept copy after its
+     * last reader, as PyTorch does, and B i-1 finds it gone (the chain holds it in x̄_i to
+     * B i-1: its figures are then a bound). Where an earlier forward read x_i, x_i is a
+     * checkpoint, which PyTorch holds for the recomputation. */
+    bool sole_forward;
+    bool makes_steps;      /* the model's step tensors (CK_BUF_STEP) are made before it */
+    bool checkpoints;      /* its stage's checkpoint state (CK_BUF_CHECKPOINT) before it */
+    bool frees_checkpoint; /* and after it */
+    unsigned frees_steps;  /* after it, bit s for step tensor s */
+} ck_lower_context;
+
+/* The contexts of schedule s's actions (s->n entries). A stage whose nodes read step
+ * tensors is a layer (transformers hands them to every decoder layer); a layer is
+ * checkpointed when its first forward is not F_all and its B follows, and
+ * torch.utils.checkpoint then keeps the layer's arguments, the step tensors with them, to
+ * the end of that B. So the step tensors are made before the first forward of the first
+ * layer; the masks and position ids are freed after the B of the earliest checkpointed
+ * layer, or with none when the model's forward ends, after the first forward of the last
+ * layer; the rotary tables, which every layer's products keep, after the B of the earliest
+ * layer that reads them or is checkpointed (with no B, as the masks). A checkpointed
+ * layer's state lives from its first forward to the end of its B. */
+int ck_lower_contexts(const ck_lower *l, const ck_schedule *s, ck_lower_context *out, ck_err *err);
+
 /* Appends the instructions of action a, whose effect e ck_action_describe gave: an F_all
  * in a->variant's policy (a number of ck_lower_variants), a B in that of the x̄ it frees
- * (e's frees), an F_none from x̄_i freeing what that x̄'s variant kept. sole_forward: a is
- * its stage's only forward before its backward (ck_schedule_sole_forwards); an F_all of a
- * stage whose input no backward reads then frees that input's kept copy after its last
- * reader, as PyTorch does, and B i-1 finds it gone (the chain holds it in x̄_i to B i-1:
- * its figures are then a bound). Where an earlier forward read x_i, x_i is a checkpoint,
- * which PyTorch holds for the recomputation. */
+ * (e's frees), an F_none from x̄_i freeing what that x̄'s variant kept; with ctx (or NULL:
+ * a stage on its own, as the chain has it), what its place in a schedule adds. */
 int ck_lower_action(const ck_lower *l, const ck_action *a, const ck_action_effect *e,
-                    bool sole_forward, ck_program *out, ck_err *err);
+                    const ck_lower_context *ctx, ck_program *out, ck_err *err);
 
 /* The program of a whole valid schedule of chain c; action_end (s->n entries, or NULL)
  * receives, per action, the number of instructions up to the end of it. */

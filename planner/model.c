@@ -1175,6 +1175,40 @@ static int expand(loader *ld, const ck_ttype *input_types)
     return rc;
 }
 
+/* Pairs of 64-bit values, in order of the first, then the second. */
+static int by_pair(const void *a, const void *b)
+{
+    const uint64_t *x = a, *y = b;
+    return x[0] != y[0] ? (x[0] > y[0]) - (x[0] < y[0]) : (x[1] > y[1]) - (x[1] < y[1]);
+}
+
+/* The model's step tensors from what its nodes read: a mask per distinct window, each
+ * window's the largest a node reads, added; of the rest, the largest. */
+static int sum_step_tensors(loader *ld)
+{
+    ck_model *m = ld->m;
+    uint64_t (*masks)[2] = malloc((m->n_nodes + 1) * sizeof *masks); /* window, bytes */
+    if (!masks)
+        return ck_err_oom(ld->err);
+    size_t n = 0;
+    for (size_t k = 0; k < m->n_nodes; k++) {
+        const ck_op_info *info = &m->nodes[k].info;
+        for (int s = 0; s < CK_N_STEPS; s++)
+            if (s != CK_STEP_MASK && info->step_bytes[s] > m->step_bytes[s])
+                m->step_bytes[s] = info->step_bytes[s];
+        if (info->step_bytes[CK_STEP_MASK])
+            memcpy(masks[n++], (uint64_t[2]){info->step_window, info->step_bytes[CK_STEP_MASK]}, sizeof *masks);
+    }
+    qsort(masks, n, sizeof *masks, by_pair); /* by window, then bytes: a window's largest last */
+    bool ok = true;
+    for (size_t j = 0; j < n && ok; j++)
+        if (j + 1 == n || masks[j + 1][0] != masks[j][0])
+            ok = ck_size_add(m->step_bytes[CK_STEP_MASK], masks[j][1], &m->step_bytes[CK_STEP_MASK]);
+    free(masks);
+    return ok ? CK_OK : ck_err_fail(ld->err, CK_ERR_INPUT, "%s: the attention masks' size in bytes "
+                                                       "overflows 64 bits", ld->file);
+}
+
 static int load(loader *ld, const cJSON *root)
 {
     static const char *const keys[] = {"format", "name", "dtype", "dims", "training", "inputs",
@@ -1207,6 +1241,7 @@ static int load(loader *ld, const cJSON *root)
             rc = ck_err_oom(ld->err);
     }
     if (rc == CK_OK) rc = expand(ld, input_types);
+    if (rc == CK_OK) rc = sum_step_tensors(ld);
     if (rc == CK_OK) rc = ck_model_grad_propagate(ld->m, ld->err);
     free(input_types);
     return rc;

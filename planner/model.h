@@ -78,6 +78,9 @@ typedef struct {
      * training.impl); NULL: none, the op table's defaults. */
     const ck_impl *impl;
     bool use_cache; /* the model keeps a KV cache when run (Hugging Face's use_cache) */
+    /* The step tensors its nodes read (ck_op_info.step_bytes), by ck_step: the mask's, one
+     * per distinct window, added; the others, shared by all, the largest a node reads. */
+    uint64_t step_bytes[CK_N_STEPS];
     size_t n_inputs; /* tensors [0, n_inputs) are the graph inputs; tensor 0 is x_0 */
     size_t n_tensors;
     ck_tensor *tensors;

@@ -36,7 +36,7 @@ static const ck_op_def op_table[] = {
     OP(CK_OP_DROPOUT, "dropout", 1, 2, 1, .draws = true, .n_attrs = 2,
        .attrs = {ATTR("p", CK_ATTR_PROB, true, 0, p),
                  ATTR("cpu", CK_ATTR_BOOL, false, 0, cpu)}),
-    OP(CK_OP_ATTENTION, "attention", 1, 0, 0, .draws = true, .n_attrs = 15,
+    OP(CK_OP_ATTENTION, "attention", 1, 0, 0, .draws = true, .n_attrs = 16,
        .attrs = {ATTR("heads", CK_ATTR_DIM, true, 0, heads),
                  ATTR("kv_heads", CK_ATTR_DIM, false, 0, kv_heads),
                  ATTR("dropout", CK_ATTR_PROB, false, 0, p),
@@ -51,12 +51,14 @@ static const ck_op_def op_table[] = {
                  ATTR("sdpa_mask", CK_ATTR_BOOL, false, 0, sdpa_mask),
                  ATTR("v_view", CK_ATTR_BOOL, false, 0, v_view),
                  ATTR("gqa_math", CK_ATTR_BOOL, false, 0, gqa_math),
-                 ATTR("eager_grads", CK_ATTR_BOOL, false, 0, eager_grads)}),
-    OP(CK_OP_ROPE, "rope", 1, 0, 0, .n_attrs = 4,
+                 ATTR("eager_grads", CK_ATTR_BOOL, false, 0, eager_grads),
+                 ATTR("step_args", CK_ATTR_BOOL, false, 0, step_args)}),
+    OP(CK_OP_ROPE, "rope", 1, 0, 0, .n_attrs = 5,
        .attrs = {ATTR("heads", CK_ATTR_DIM, true, 0, heads),
                  ATTR("kv_heads", CK_ATTR_DIM, false, 0, kv_heads),
                  ATTR("theta", CK_ATTR_DIM, false, 10000, theta),
-                 ATTR("head_dim", CK_ATTR_DIM, false, 0, head_dim)}),
+                 ATTR("head_dim", CK_ATTR_DIM, false, 0, head_dim),
+                 ATTR("step_tables", CK_ATTR_BOOL, false, 0, step_tables)}),
     /* silu(gate) * up: forward silu 4, product 1; backward the sigmoid again 3, silu 1,
      * d up 1, silu' = s (1 + g (1 - s)) 3, d gate 2. */
     OP(CK_OP_SWIGLU, "swiglu", 2, 5, 10, .n_attrs = 1,
@@ -283,6 +285,7 @@ static int infer_attention(ck_attrs *a, const ck_ttype *in, ck_ttype *out, const
         return rc;
     if (!ck_dtype_is_float(a->softmax_dtype))
         a->softmax_dtype = in[0].dtype;
+    a->sdpa = a->flash;
     if (a->cpu && a->p > 0) /* PyTorch's fused CPU kernels take no dropout: the math path */
         a->flash = false;
     if (a->gqa_math && in[0].dtype == CK_F32 && a->kv_heads < a->heads && !sdpa_masked(a, out))
@@ -599,6 +602,25 @@ static void add_context_ws(ovf *o, const ck_attrs *a, const ck_ttype *in, uint64
     info->bwd_ws_bytes = add(o, info->bwd_ws_bytes, mul(o, fwd, 2));
 }
 
+/* What transformers' model forward hands every layer (step_args), as masking_utils makes
+ * it: eager attention's mask [B, 1, T, keys] in the activations' dtype (0 where a query sees
+ * the key, the dtype's minimum elsewhere); sdpa's a bool one, only once the keys reach the
+ * window, else none (it asks for causality alone); one per distinct window. The position
+ * ids, int64 [1, T] (cache_position unsqueezed). And per checkpointed layer on the CPU,
+ * torch.utils.checkpoint's copy of the generator state (measured: docs/pytorch.md). */
+static void add_step_args(ovf *o, const ck_attrs *a, const ck_ttype *out, const ck_ttype *scores,
+                          ck_op_info *info)
+{
+    ck_ttype mask = {.dtype = scores->dtype, .rank = 4, .dim = {scores->dim[0], 1, scores->dim[2], scores->dim[3]}};
+    if (a->sdpa)
+        mask.dtype = CK_U8; /* a bool is a byte */
+    if (!a->sdpa || sdpa_masked(a, out))
+        info->step_bytes[CK_STEP_MASK] = bytes_of(o, &mask);
+    info->step_window = a->window;
+    info->step_bytes[CK_STEP_POSITIONS] = mul(o, scores->dim[2], 8);
+    info->checkpoint_bytes = a->cpu ? CK_TORCH_CPU_RNG_STATE_BYTES : 0;
+}
+
 /* Whether attention copies k and v out to every query head: Hugging Face's repeat_kv,
  * which its eager path runs when there are fewer kv heads than query heads (its sdpa path
  * hands the shared heads to the kernel, as flash kernels read them: nothing to copy). */
@@ -661,6 +683,8 @@ static void describe_attention(ovf *o, const ck_attrs *a, const ck_ttype *in,
             add_eager_grads_ws(o, a, in, &scores, info);
     }
     add_context_ws(o, a, &in[0], head_dim, info);
+    if (a->step_args)
+        add_step_args(o, a, out, &scores, info);
 }
 
 /* Sequence parallelism's transients (Korthikanti et al. 2022, section 4.2.2): a gathering
@@ -1043,6 +1067,9 @@ static void describe_kind(ovf *o, const ck_op_def *op, const ck_attrs *a, const 
         uint64_t rotated = mul(o, n / groups, add(o, a->heads, a->kv_heads));
         info->fwd_flops = mul(o, rotated, 3);
         info->bwd_flops = info->fwd_flops;
+        if (a->step_tables) /* cos and sin, [1, T, head_dim] each, in the activations' dtype */
+            info->step_bytes[CK_STEP_TABLES] =
+                mul(o, mul(o, mul(o, in[0].dim[1], last_dim(&in[0]) / groups), 2), ck_dtype_bytes(out->dtype));
         break;
     }
     case CK_OP_MOE:

@@ -96,6 +96,17 @@ typedef struct {
     bool eager_grads; /* attention, not flash: as autograd runs transformers' eager attention,
                        * whose softmax backward makes the scores' gradient beside the
                        * probabilities' (not in place): the backward's workspace holds both */
+    bool step_args;   /* attention: as transformers' model forward, which makes the causal
+                       * mask (eager attention's in the activations' dtype; sdpa's, a bool
+                       * one, only once the keys reach the window) and the position ids once,
+                       * before its first layer, and hands them to every layer
+                       * (ck_op_info.step_bytes) */
+    bool step_tables; /* rope: as transformers' rotary embedding, whose cos and sin tables,
+                       * made once for all layers, each layer's products keep */
+    /* Not read from the file: whether attention runs as sdpa (the file's flash), which
+     * infer sets before it turns flash off where sdpa runs its math path: the mask
+     * transformers makes is sdpa's, not eager attention's. */
+    bool sdpa;
 } ck_attrs;
 
 typedef enum {
@@ -116,7 +127,7 @@ typedef struct {
 } ck_attr_spec;
 
 #define CK_OP_MAX_ARITY 2
-#define CK_OP_MAX_ATTRS 15
+#define CK_OP_MAX_ATTRS 16
 #define CK_OP_MAX_SAVED 15 /* moe's: its input and up to 14 internal tensors */
 #define CK_OP_MAX_PARAMS 4 /* moe's router, w1, w3, w2 */
 #define CK_PARAM_MAX_RANK 3 /* moe's experts: E matrices in one tensor */
@@ -219,6 +230,22 @@ typedef struct {
     uint64_t numel, offset;
 } ck_param;
 
+/* The tensors transformers' model forward makes once, before its first layer, and hands
+ * to every layer (planner/lower says how long each lives). */
+typedef enum {
+    CK_STEP_MASK,      /* the causal mask, one per distinct window: read by the layers, kept
+                        * by no product, so held only by the model's forward and by
+                        * torch.utils.checkpoint with a checkpointed layer's arguments */
+    CK_STEP_POSITIONS, /* the position ids, int64 [1, T]: the same */
+    CK_STEP_TABLES,    /* the rotary cos and sin tables: kept by every layer's products too */
+    CK_N_STEPS
+} ck_step;
+
+/* PyTorch's CPU generator state (torch.get_rng_state(), an mt19937's and the normal
+ * cache's), which torch.utils.checkpoint keeps per checkpointed call by default
+ * (preserve_rng_state). A CUDA generator's state is a CPU tensor too: nothing on the GPU. */
+#define CK_TORCH_CPU_RNG_STATE_BYTES 5056
+
 /* Everything a concrete node costs. Workspace is memory an op's kernel allocates and frees
  * within one forward (fwd_ws) or backward (bwd_ws) call. */
 typedef struct {
@@ -235,6 +262,13 @@ typedef struct {
     uint64_t fwd_ws_bytes, bwd_ws_bytes;
     uint64_t fwd_flops, bwd_flops;
     uint64_t fwd_bytes_moved, bwd_bytes_moved;
+    /* The step tensors it reads, by ck_step (0: none), and the window its mask is for: the
+     * model has one mask per distinct window (ck_model.step_bytes). */
+    uint64_t step_bytes[CK_N_STEPS];
+    uint64_t step_window;
+    /* What torch.utils.checkpoint keeps for a checkpointed layer that holds this node,
+     * beside the layer's arguments: the CPU generator's state (0: nothing). */
+    uint64_t checkpoint_bytes;
 } ck_op_info;
 
 typedef struct {

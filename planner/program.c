@@ -23,7 +23,8 @@ void ck_program_free(ck_program *p)
 }
 
 /* Buffers are numbered: values 2t + copy, saved sets 2(T + k) + copy, gradients
- * 2(T + N) + t, parameter gradients 2(T + N) + T + k. */
+ * 2(T + N) + t, parameter gradients 3T + 2N + k, checkpoint states 3(T + N) + k, step
+ * tensors 3T + 4N + s. */
 static size_t buf_index(const ck_model *m, ck_buf b)
 {
     switch (b.kind) {
@@ -33,6 +34,10 @@ static size_t buf_index(const ck_model *m, ck_buf b)
         return 2 * (m->n_tensors + b.id) + b.copy;
     case CK_BUF_PARAMS:
         return 3 * m->n_tensors + 2 * m->n_nodes + b.id;
+    case CK_BUF_CHECKPOINT:
+        return 3 * (m->n_tensors + m->n_nodes) + b.id;
+    case CK_BUF_STEP:
+        return 3 * m->n_tensors + 4 * m->n_nodes + b.id;
     case CK_BUF_GRAD:
         break;
     }
@@ -82,9 +87,19 @@ ck_buf ck_program_params(size_t node)
     return (ck_buf){CK_BUF_PARAMS, node, CK_COPY_PLAIN};
 }
 
+ck_buf ck_program_step(ck_step s)
+{
+    return (ck_buf){CK_BUF_STEP, s, CK_COPY_PLAIN};
+}
+
+ck_buf ck_program_checkpoint(size_t node)
+{
+    return (ck_buf){CK_BUF_CHECKPOINT, node, CK_COPY_PLAIN};
+}
+
 static size_t n_bufs(const ck_model *m)
 {
-    return 3 * m->n_tensors + 3 * m->n_nodes;
+    return 3 * m->n_tensors + 4 * m->n_nodes + CK_N_STEPS;
 }
 
 static void mark(const ck_program_state *st, uint32_t *flag, bool on)
@@ -214,6 +229,10 @@ uint64_t ck_program_buf_bytes(const ck_model *m, ck_buf b)
 {
     if (b.kind == CK_BUF_PARAMS)
         return params_bytes(m, b.id);
+    if (b.kind == CK_BUF_STEP)
+        return m->step_bytes[b.id];
+    if (b.kind == CK_BUF_CHECKPOINT)
+        return m->nodes[b.id].info.checkpoint_bytes;
     if (b.kind != CK_BUF_SAVED)
         return m->tensors[b.id].bytes;
     const ck_op_info *info = &m->nodes[b.id].info;
@@ -228,7 +247,9 @@ uint64_t ck_program_buf_bytes(const ck_model *m, ck_buf b)
 
 static const char *instr_names[] = {[CK_INSTR_FORWARD] = "forward", [CK_INSTR_BACKWARD] = "backward",
                                     [CK_INSTR_LOSS] = "loss", [CK_INSTR_GRAD] = "gradient",
-                                    [CK_INSTR_FREE] = "free"};
+                                    [CK_INSTR_ALLOC] = "alloc", [CK_INSTR_FREE] = "free"};
+static const char *const step_names[CK_N_STEPS] = {"the attention masks", "the position ids",
+                                                   "the rotary tables"};
 
 static int refuse(const ck_program_state *st, size_t k, const ck_instr *in, const char *what,
                   ck_buf b, ck_err *err)
@@ -236,10 +257,14 @@ static int refuse(const ck_program_state *st, size_t k, const ck_instr *in, cons
     const ck_model *m = st->m;
     static const char *const kinds[] = {[CK_BUF_VALUE] = "tensor", [CK_BUF_SAVED] = "saved tensors of",
                                         [CK_BUF_GRAD] = "gradient of",
-                                        [CK_BUF_PARAMS] = "parameter gradients of"};
-    bool of_node = b.kind == CK_BUF_SAVED || b.kind == CK_BUF_PARAMS;
-    const char *name = of_node ? m->nodes[b.id].name : m->tensors[b.id].name;
-    bool on_node = in->kind != CK_INSTR_GRAD && in->kind != CK_INSTR_FREE;
+                                        [CK_BUF_PARAMS] = "parameter gradients of",
+                                        [CK_BUF_STEP] = "step tensor",
+                                        [CK_BUF_CHECKPOINT] = "checkpoint state of"};
+    bool of_node = b.kind == CK_BUF_SAVED || b.kind == CK_BUF_PARAMS || b.kind == CK_BUF_CHECKPOINT;
+    const char *name = b.kind == CK_BUF_STEP ? step_names[b.id]
+                       : of_node             ? m->nodes[b.id].name
+                                             : m->tensors[b.id].name;
+    bool on_node = in->kind != CK_INSTR_GRAD && in->kind != CK_INSTR_ALLOC && in->kind != CK_INSTR_FREE;
     return ck_err_fail(err, CK_ERR_INPUT, "program[%zu] (%s%s%s): %s %s%s %s", k,
                        instr_names[in->kind], on_node ? " " : "", on_node ? m->nodes[in->node].name : "",
                        what, kinds[b.kind],
@@ -313,6 +338,14 @@ bool ck_program_loss_frees_input(const ck_model *m)
     return !loss_reads_input(&m->nodes[m->n_nodes - 1]);
 }
 
+/* Whether b is a step tensor or a checkpoint state the model has: what ALLOC makes. */
+static bool held_for_bytes(const ck_model *m, ck_buf b)
+{
+    if (b.kind == CK_BUF_STEP)
+        return b.id < CK_N_STEPS && m->step_bytes[b.id] > 0;
+    return b.kind == CK_BUF_CHECKPOINT && b.id < m->n_nodes && m->nodes[b.id].info.checkpoint_bytes > 0;
+}
+
 static int check_instr(const ck_program_state *st, size_t k, const ck_instr *in, ck_err *err)
 {
     const ck_model *m = st->m;
@@ -343,9 +376,14 @@ static int check_instr(const ck_program_state *st, size_t k, const ck_instr *in,
         if (in->buf.kind != CK_BUF_GRAD || in->buf.id >= m->n_tensors || !ck_program_has_grad(m, in->buf.id))
             break;
         return ck_program_state_has(st, in->buf) ? refuse(st, k, in, "allocates", in->buf, err) : CK_OK;
+    case CK_INSTR_ALLOC:
+        if (!held_for_bytes(m, in->buf))
+            break;
+        return ck_program_state_has(st, in->buf) ? refuse(st, k, in, "allocates", in->buf, err) : CK_OK;
     case CK_INSTR_FREE:
         if (in->buf.kind == CK_BUF_PARAMS || /* zero_grad frees them, after the program */
-            in->buf.id >= (in->buf.kind == CK_BUF_SAVED ? m->n_nodes : m->n_tensors))
+            (in->buf.kind <= CK_BUF_GRAD && in->buf.id >= (in->buf.kind == CK_BUF_SAVED ? m->n_nodes : m->n_tensors)) ||
+            (in->buf.kind > CK_BUF_PARAMS && !held_for_bytes(m, in->buf)))
             break;
         return ck_program_state_has(st, in->buf) || in->if_live ? CK_OK : refuse(st, k, in, "frees", in->buf, err);
     }
@@ -534,7 +572,7 @@ int ck_program_run(ck_program_state *st, size_t k, const ck_instr *in, ck_event_
     if (rc != CK_OK)
         return rc;
     emitter em = {st, in, cb, ctx, st->held, st->held};
-    const ck_node *n = in->kind == CK_INSTR_GRAD || in->kind == CK_INSTR_FREE ? NULL
+    const ck_node *n = in->kind == CK_INSTR_GRAD || in->kind == CK_INSTR_ALLOC || in->kind == CK_INSTR_FREE ? NULL
                                                                                : &st->m->nodes[in->node];
     switch (in->kind) {
     case CK_INSTR_FORWARD:
@@ -548,6 +586,9 @@ int ck_program_run(ck_program_state *st, size_t k, const ck_instr *in, ck_event_
         break;
     case CK_INSTR_GRAD:
         rc = whole_buf(&em, CK_EVENT_ALLOC, in->buf, CK_HOLD_GRADIENT, err);
+        break;
+    case CK_INSTR_ALLOC:
+        rc = whole_buf(&em, CK_EVENT_ALLOC, in->buf, CK_HOLD_ACTIVATION, err);
         break;
     case CK_INSTR_FREE:
         if (ck_program_state_has(st, in->buf)) /* else if_live: nothing to do */

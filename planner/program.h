@@ -28,9 +28,13 @@ typedef enum {
     CK_BUF_VALUE, /* tensor `id`, in copy `copy` */
     CK_BUF_SAVED, /* the internal saved tensors of node `id` (op table slots), in `copy` */
     CK_BUF_GRAD,  /* the gradient of tensor `id` (one copy) */
-    CK_BUF_PARAMS /* under CK_GRADS_AUTOGRAD, the gradients of node `id`'s own trainable
-                     parameters (a tied one's are its owner's), made by the first backward
-                     that computes one of them and held to the end of the step */
+    CK_BUF_PARAMS, /* under CK_GRADS_AUTOGRAD, the gradients of node `id`'s own trainable
+                      parameters (a tied one's are its owner's), made by the first backward
+                      that computes one of them and held to the end of the step */
+    CK_BUF_STEP,   /* the model's step tensor `id` (a ck_step: the masks, the position ids,
+                      the rotary tables), which its forward makes once for every layer */
+    CK_BUF_CHECKPOINT /* what torch.utils.checkpoint keeps for the checkpointed layer holding
+                         node `id` beside its arguments (ck_op_info.checkpoint_bytes) */
 } ck_buf_kind;
 
 typedef struct {
@@ -58,6 +62,9 @@ typedef enum {
                           drops the logits once log_softmax has kept its output); then it
                           allocates its input's gradient, unless live, and adds into it */
     CK_INSTR_GRAD,     /* allocates buf, a zeroed gradient (y_i when B i starts) */
+    CK_INSTR_ALLOC,    /* allocates buf, a step tensor or a checkpoint's state: no kernel
+                          reads them (ckplan's make their own masks and tables), so they are
+                          held for their bytes */
     CK_INSTR_FREE      /* frees buf */
 } ck_instr_kind;
 
@@ -65,7 +72,7 @@ typedef struct {
     ck_instr_kind kind;
     size_t node; /* FORWARD, BACKWARD, LOSS */
     bool keep;   /* FORWARD */
-    ck_buf buf;  /* FORWARD (its output), GRAD, FREE */
+    ck_buf buf;  /* FORWARD (its output), GRAD, ALLOC, FREE */
     bool pass;   /* BACKWARD of an add, as PyTorch's: the output's gradient is handed to
                     both inputs as one tensor (ck_program_pass_inputs), nothing allocated:
                     the owner takes its buffer, the sharer reads the same memory until its
@@ -116,6 +123,9 @@ ck_buf ck_program_value(size_t t, ck_copy copy);
 ck_buf ck_program_grad(size_t t);
 ck_buf ck_program_saved(size_t node, ck_copy copy);
 ck_buf ck_program_params(size_t node);
+/* The model's step tensor s; the checkpoint state of the layer holding node n. */
+ck_buf ck_program_step(ck_step s);
+ck_buf ck_program_checkpoint(size_t node);
 /* Marks every parameter gradient of the model live: a later micro-step of gradient
  * accumulation starts holding them (CK_GRADS_AUTOGRAD; nothing otherwise). */
 void ck_program_state_hold_params(ck_program_state *st);

@@ -37,7 +37,7 @@ struct ck_exec {
     uint64_t step, draws, adam_t;
     double loss;
     ck_action_state actions; /* what is live, in the chain's terms, during a step */
-    bool *sole_forward;  /* per action of the step's schedule: ck_schedule_sole_forwards */
+    ck_lower_context *contexts; /* per action of the step's schedule (models) */
     void *ws;
     uint64_t ws_bytes;
 
@@ -64,6 +64,8 @@ struct ck_exec {
     bool autograd;        /* training.grads autograd: the program makes each node's
                              parameter gradients, in param_grads, freed after the optimizer */
     void **param_grads;   /* per node: its own parameters' gradients (CK_BUF_PARAMS) */
+    void **checkpoints;   /* per node: the checkpoint state it stands for (CK_BUF_CHECKPOINT) */
+    void *steps[CK_N_STEPS]; /* the model's step tensors (CK_BUF_STEP) */
     size_t grad_cursor;   /* the node whose block the optimizer read last */
     uint64_t micro;       /* the micro-step being run, of training.grad_accum */
     float *master;        /* with training.master_weights: the f32 copy of the trainable
@@ -157,6 +159,10 @@ static void model_release_step(ck_exec *e)
         for (size_t s = 0; s < 2 * CK_OP_MAX_SAVED; s++)
             release(e, made_kind(m, k), &e->saved[2 * k * CK_OP_MAX_SAVED + s],
                     m->nodes[k].info.saved[s % CK_OP_MAX_SAVED].bytes);
+    for (size_t k = 0; k < m->n_nodes; k++)
+        release(e, CK_MEM_ACTIVATION, &e->checkpoints[k], m->nodes[k].info.checkpoint_bytes);
+    for (int s = 0; s < CK_N_STEPS; s++)
+        release(e, CK_MEM_ACTIVATION, &e->steps[s], m->step_bytes[s]);
     /* the parameter gradients outlive the step's program: release_param_grads */
     release(e, CK_MEM_WORKSPACE, &e->ws, e->ws_bytes);
     ck_program_state_free(&e->pstate);
@@ -567,6 +573,10 @@ static void **event_slot(ck_exec *e, const ck_event *ev)
         return &e->saved[(2 * ev->buf.id + ev->buf.copy) * CK_OP_MAX_SAVED + ev->slot];
     case CK_BUF_PARAMS:
         return &e->param_grads[ev->buf.id];
+    case CK_BUF_CHECKPOINT:
+        return &e->checkpoints[ev->buf.id];
+    case CK_BUF_STEP:
+        return &e->steps[ev->buf.id];
     case CK_BUF_GRAD:
         break;
     }
@@ -670,7 +680,7 @@ static int on_event(void *ctx, const ck_instr *in, const ck_event *ev, ck_err *e
 static int model_run(ck_exec *e, size_t k, const ck_action *a, const ck_action_effect *eff, ck_err *err)
 {
     e->program.n = 0;
-    int rc = ck_lower_action(e->lower, a, eff, e->sole_forward[k], &e->program, err);
+    int rc = ck_lower_action(e->lower, a, eff, &e->contexts[k], &e->program, err);
     for (size_t j = 0; j < e->program.n && rc == CK_OK; j++)
         rc = ck_program_run(&e->pstate, j, &e->program.instrs[j], on_event, e, NULL, err);
     return rc;
@@ -931,13 +941,13 @@ static int run_schedule(ck_exec *e, const ck_schedule *s, uint64_t step, double 
     e->step = step;
     ck_mem_reset_peaks(&e->mem);
     *t0 = ck_clock_seconds();
-    e->sole_forward = malloc((s->n + 1) * sizeof *e->sole_forward);
-    rc = e->sole_forward ? ck_schedule_sole_forwards(s, e->L, e->sole_forward, err) : ck_err_oom(err);
+    e->contexts = e->m ? malloc((s->n + 1) * sizeof *e->contexts) : NULL;
+    rc = !e->m ? CK_OK : e->contexts ? ck_lower_contexts(e->lower, s, e->contexts, err) : ck_err_oom(err);
     if (rc == CK_OK)
         rc = ck_action_state_init(&e->actions, e->c, err);
     if (rc != CK_OK) {
-        free(e->sole_forward);
-        e->sole_forward = NULL;
+        free(e->contexts);
+        e->contexts = NULL;
         return rc;
     }
     rc = e->be->start_step(e, err);
@@ -952,8 +962,8 @@ static int run_schedule(ck_exec *e, const ck_schedule *s, uint64_t step, double 
         keep_chain_gradients(e);
     e->be->release_step(e);
     ck_action_state_free(&e->actions);
-    free(e->sole_forward);
-    e->sole_forward = NULL;
+    free(e->contexts);
+    e->contexts = NULL;
     return rc;
 }
 
@@ -1286,9 +1296,10 @@ static int create_model(ck_exec *e, const size_t *stage_first, ck_err *err)
     e->keys = calloc(nn, sizeof *e->keys);
     e->kernel_ws = calloc(nn, sizeof *e->kernel_ws);
     e->param_grads = calloc(nn, sizeof *e->param_grads);
+    e->checkpoints = calloc(nn, sizeof *e->checkpoints);
     e->autograd = m->training.grads == CK_GRADS_AUTOGRAD;
     if (!e->param_off || !e->held || !e->id_limit || !e->values || !e->saved ||
-        !e->grad || !e->keys || !e->kernel_ws || !e->param_grads)
+        !e->grad || !e->keys || !e->kernel_ws || !e->param_grads || !e->checkpoints)
         return ck_err_oom(err);
     rc = find_id_limits(e, err);
     for (size_t k = 0; k < nn && rc == CK_OK; k++)
@@ -1406,6 +1417,7 @@ void ck_exec_free(ck_exec *e)
     free(e->saved);
     free(e->grad);
     free(e->param_grads);
+    free(e->checkpoints);
     free(e->keys);
     free(e->kernel_ws);
     free(e->grads_f32);
