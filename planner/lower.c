@@ -348,27 +348,37 @@ static void lower_recompute(const ck_lower *l, size_t i, ck_keep p, sink *s)
     free(last);
 }
 
-/* Whether add node k of stage i hands its output's gradient to its inputs as PyTorch does
- * (ck_instr.pass): both inputs require gradients and get their first from k (k is their
+/* Whether a node of [from, k) reads tensor a or b. */
+static bool read_between(const ck_model *m, size_t from, size_t k, size_t a, size_t b)
+{
+    for (size_t j = from; j < k; j++)
+        for (size_t in = 0; in < m->nodes[j].op->arity; in++)
+            if (m->nodes[j].inputs[in] == a || m->nodes[j].inputs[in] == b)
+                return true;
+    return false;
+}
+
+/* Whether node k of stage i hands its output's gradient on as PyTorch does (ck_instr.pass).
+ * An add's to both inputs: both require gradients and get their first from k (k is their
  * last reader), and the sharer, made in the stage, is read by nothing whose backward runs
  * before its producer's; nor is the owner, whose buffer it is meanwhile, and whose other
- * gradients would write into the sharer's. */
+ * gradients would write into the sharer's. A lora's to its base output (PEFT's `result +
+ * lora_B(...) * scaling`): it requires a gradient and k alone reads it. */
 static bool can_pass(const ck_lower *l, size_t i, size_t k)
 {
     const ck_model *m = l->m;
     size_t owner, sharer;
-    if (!ck_program_pass_inputs(m, &m->nodes[k], &owner, &sharer) ||
-        !ck_program_has_grad(m, owner) || !ck_program_has_grad(m, sharer) ||
-        l->last_use[owner] != k || l->last_use[sharer] != k)
+    if (!ck_program_pass_inputs(m, &m->nodes[k], &owner, &sharer) || !ck_program_has_grad(m, owner) ||
+        l->last_use[owner] != k)
+        return false;
+    if (sharer == SIZE_MAX) {
+        size_t p = m->tensors[owner].producer;
+        return p != CK_NO_NODE && !read_between(m, p + 1, k, owner, owner);
+    }
+    if (!ck_program_has_grad(m, sharer) || l->last_use[sharer] != k)
         return false;
     size_t p = m->tensors[sharer].producer;
-    if (p == CK_NO_NODE || p < l->first[i])
-        return false;
-    for (size_t j = p; j < k; j++)
-        for (size_t in = 0; in < m->nodes[j].op->arity; in++)
-            if (m->nodes[j].inputs[in] == owner || m->nodes[j].inputs[in] == sharer)
-                return false;
-    return true;
+    return p != CK_NO_NODE && p >= l->first[i] && !read_between(m, p, k, owner, sharer);
 }
 
 /* What node k of stage i was the last backward to read: its output's gradient (unless a

@@ -208,6 +208,11 @@ bool ck_program_has_grad(const ck_model *m, size_t t)
 
 bool ck_program_pass_inputs(const ck_model *m, const ck_node *n, size_t *owner, size_t *sharer)
 {
+    if (n->op->kind == CK_OP_LORA && n->inputs[0] != n->inputs[1]) { /* out = y + s B (A x) */
+        *owner = n->inputs[1];
+        *sharer = SIZE_MAX;
+        return true;
+    }
     if (n->op->kind != CK_OP_ADD || n->inputs[0] == n->inputs[1])
         return false;
     size_t p0 = m->tensors[n->inputs[0]].producer, p1 = m->tensors[n->inputs[1]].producer;
@@ -311,14 +316,17 @@ static int check_pass(const ck_program_state *st, size_t k, const ck_instr *in, 
 {
     const ck_node *n = &st->m->nodes[in->node];
     size_t owner, sharer;
-    if (!ck_program_pass_inputs(st->m, n, &owner, &sharer) ||
-        !ck_program_has_grad(st->m, owner) || !ck_program_has_grad(st->m, sharer))
+    if (!ck_program_pass_inputs(st->m, n, &owner, &sharer) || !ck_program_has_grad(st->m, owner) ||
+        (sharer != SIZE_MAX && !ck_program_has_grad(st->m, sharer)))
         return ck_err_fail(err, CK_ERR_INPUT, "program[%zu] (backward %s): a pass needs an add of "
-                           "two inputs that require gradients", k, n->name);
+                           "two inputs that require gradients, or a lora whose base output "
+                           "requires one", k, n->name);
     if (!ck_program_state_has(st, ck_program_grad(n->output)))
         return refuse(st, k, in, "reads", ck_program_grad(n->output), err);
     if (ck_program_state_has(st, ck_program_grad(owner)))
         return refuse(st, k, in, "allocates", ck_program_grad(owner), err);
+    if (sharer == SIZE_MAX) /* a lora's: the rest of its backward runs */
+        return check_saved(st, k, in, err);
     if (ck_program_state_has(st, ck_program_grad(sharer)))
         return refuse(st, k, in, "allocates", ck_program_grad(sharer), err);
     return CK_OK;
@@ -423,7 +431,10 @@ static int hand_over(emitter *em, ck_event_kind kind, size_t to, size_t from, ck
     mark(st, &st->live[buf_index(st->m, ck_program_grad(to))], true);
     if (kind == CK_EVENT_MOVE)
         mark(st, &st->live[buf_index(st->m, ck_program_grad(from))], false);
-    mark(st, &st->shared[to], kind == CK_EVENT_SHARE);
+    /* a moved gradient that lived on another's memory still does */
+    mark(st, &st->shared[to], kind == CK_EVENT_SHARE || (kind == CK_EVENT_MOVE && st->shared[from] == st->gen));
+    if (kind == CK_EVENT_MOVE)
+        mark(st, &st->shared[from], false);
     mark(st, &st->viewed[to], kind == CK_EVENT_MOVE && st->viewed[from] == st->gen);
     ck_event ev = {kind, ck_program_grad(to), 0, 0, CK_HOLD_GRADIENT, ck_program_grad(from)};
     return em->cb ? em->cb(em->ctx, em->in, &ev, err) : CK_OK;
@@ -481,8 +492,9 @@ static int forward_events(emitter *em, const ck_node *n, ck_err *err)
  * (a view when the op says so). Into one that exists, PyTorch adds a new gradient: in place
  * when the existing one is a tensor of its own, out of place, into a third, when it is a
  * view (autograd's InputBuffer::add), which leaves the sum a tensor of its own. *added
- * receives the bytes of those new gradients and sums. */
-static int input_grads(emitter *em, const ck_node *n, uint64_t *added, ck_err *err)
+ * receives the bytes of those new gradients and sums. Tensor `passed`'s is handed over
+ * instead (a lora's pass). */
+static int input_grads(emitter *em, const ck_node *n, size_t passed, uint64_t *added, ck_err *err)
 {
     ck_program_state *st = em->st;
     const ck_model *m = st->m;
@@ -490,7 +502,7 @@ static int input_grads(emitter *em, const ck_node *n, uint64_t *added, ck_err *e
     *added = 0;
     for (size_t i = 0; i < n->op->arity && rc == CK_OK; i++) {
         size_t t = n->inputs[i];
-        if (!ck_program_has_grad(m, t))
+        if (!ck_program_has_grad(m, t) || t == passed)
             continue;
         if (!ck_program_state_has(st, ck_program_grad(t))) {
             rc = whole_buf(em, CK_EVENT_ALLOC, ck_program_grad(t), CK_HOLD_GRADIENT, err);
@@ -506,19 +518,21 @@ static int input_grads(emitter *em, const ck_node *n, uint64_t *added, ck_err *e
     return rc;
 }
 
-/* With a pass, its inputs take its output's gradient instead (its owner the buffer, its
- * sharer the same memory), and nothing runs. */
+/* With an add's pass, its inputs take its output's gradient instead (its owner the buffer,
+ * its sharer the same memory), and nothing runs; with a lora's, its base output takes it
+ * once the rest of the backward has read it. */
 static int backward_events(emitter *em, const ck_node *n, ck_err *err)
 {
     const ck_model *m = em->st->m;
-    size_t owner, sharer;
-    if (em->in->pass && ck_program_pass_inputs(m, n, &owner, &sharer)) {
+    size_t owner = SIZE_MAX, sharer = SIZE_MAX;
+    bool pass = em->in->pass && ck_program_pass_inputs(m, n, &owner, &sharer);
+    if (pass && sharer != SIZE_MAX) {
         int rc = hand_over(em, CK_EVENT_MOVE, owner, n->output, err);
         return rc == CK_OK ? hand_over(em, CK_EVENT_SHARE, sharer, owner, err) : rc;
     }
     size_t owners[2];
     uint64_t added, ws = n->info.bwd_ws_bytes;
-    int rc = input_grads(em, n, &added, err);
+    int rc = input_grads(em, n, pass ? owner : SIZE_MAX, &added, err);
     for (size_t j = 0, n_owners = params_added_by(m, em->in->node, owners); j < n_owners && rc == CK_OK; j++) {
         ck_buf b = ck_program_params(owners[j]);
         if (ck_program_state_has(em->st, b))
@@ -528,7 +542,9 @@ static int backward_events(emitter *em, const ck_node *n, ck_err *err)
     }
     if (rc == CK_OK && !ck_size_add(ws, added, &ws))
         return ck_err_fail(err, CK_ERR_INPUT, "program: memory held exceeds 2^64 bytes");
-    return rc == CK_OK ? run_with_workspace(em, ws, 0, err) : rc;
+    if (rc == CK_OK)
+        rc = run_with_workspace(em, ws, 0, err);
+    return rc == CK_OK && pass ? hand_over(em, CK_EVENT_MOVE, owner, n->output, err) : rc;
 }
 
 /* The loss's output and internals live only while it runs, as workspace; its input is

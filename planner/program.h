@@ -76,7 +76,9 @@ typedef struct {
     bool pass;   /* BACKWARD of an add, as PyTorch's: the output's gradient is handed to
                     both inputs as one tensor (ck_program_pass_inputs), nothing allocated:
                     the owner takes its buffer, the sharer reads the same memory until its
-                    producer's backward, and freeing the sharer frees nothing */
+                    producer's backward, and freeing the sharer frees nothing; of a lora,
+                    whose output is its base output plus the adapter's, the base output
+                    takes it once the rest of the backward has run */
     bool frees_input; /* LOSS: its backward does not read its input, nor does any other
                          backward (ck_lower decides), so it frees it after its forward */
     bool if_live;     /* FREE: nothing to do when buf is not live (the loss's input, which
@@ -148,8 +150,9 @@ uint64_t ck_program_buf_bytes(const ck_model *m, ck_buf b);
 /* Whether tensor t has a gradient buffer: whether it requires a gradient (planner/model). */
 bool ck_program_has_grad(const ck_model *m, size_t t);
 /* For an add node n with two distinct inputs: *sharer is the one made later (its
- * producer's backward comes first), *owner the other; false for other nodes. Whether a pass
- * is safe is ck_lower's to decide. */
+ * producer's backward comes first), *owner the other; for a lora node, *owner its base
+ * output (input 1) and *sharer SIZE_MAX; false for other nodes. Whether a pass is safe is
+ * ck_lower's to decide. */
 bool ck_program_pass_inputs(const ck_model *m, const ck_node *n, size_t *owner, size_t *sharer);
 
 typedef enum {

@@ -257,18 +257,12 @@ MOE_GAP = ("the experts' backward: ckplan holds the moe's saved tensors to its e
 # tokens the same model is exact to 0.02%); not yet traced.
 EAGER_256_GAP = ("eager attention's backward at 256 tokens: ckplan over by one packed q, k, v "
                  "gradient, not yet traced")
-# Under LoRA with every layer checkpointed the static part is small and ckplan's figure is
-# over by about one [B, T, C] hidden-state tensor in a recomputed layer's backward (1.5-2.2%
-# at 64 tokens, every family; exact with full training), not yet traced.
-LORA_EVERY_GAP = ("LoRA's recomputed layer's backward: ckplan over by about one hidden-state "
-                  "tensor, not yet traced")
 # OPT under LoRA with every layer checkpointed: ckplan over, 5%, not yet traced.
 OPT_LORA_GAP = "OPT's recomputed layer's backward under LoRA, not yet traced"
 GAPS = {
     ("mixtral-tiny", "*", "every"): MOE_GAP,
     ("mixtral-tiny", "*", "dp"): MOE_GAP,
     ("mixtral-tiny", "*", "lora-every"): MOE_GAP,
-    ("qwen2-tiny", "sdpa", "lora-every"): LORA_EVERY_GAP,
     ("llama-tiny-256", "eager", "every"): EAGER_256_GAP,
     ("llama-tiny-256", "eager", "dp"): EAGER_256_GAP,
     ("llama-tiny-256", "eager", "lora"): EAGER_256_GAP,

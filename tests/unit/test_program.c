@@ -413,6 +413,96 @@ START_TEST(later_gradients_are_added_as_autograd_adds_them)
 }
 END_TEST
 
+/* Bytes of the gradient allocations an instruction makes (ALLOC events of gradients). */
+static int gradient_allocs(void *ctx, const ck_instr *in, const ck_event *ev, ck_err *err)
+{
+    (void)in, (void)err;
+    if (ev->kind == CK_EVENT_ALLOC && ev->hold == CK_HOLD_GRADIENT)
+        *(uint64_t *)ctx += ev->bytes;
+    return CK_OK;
+}
+
+/* PEFT's lora.Linear returns `result + lora_B(lora_A(x)) * scaling`: autograd hands the
+ * output's gradient to the base layer's output as it is, one tensor, so a lora's backward
+ * makes no gradient for its base output (y), only for x; the compiler passes it wherever y
+ * requires a gradient that only the lora reads, and the program refuses a pass otherwise. */
+START_TEST(a_lora_hands_its_gradient_to_its_base_output)
+{
+    ck_model *m = fx_load(FX_BASE "'nodes': [{'name': 'p', 'op': 'linear', 'out': 'C', 'inputs': ['x']}, "
+                          "{'name': 'b', 'op': 'linear', 'out': 'C', 'frozen': true, 'inputs': ['p']}, "
+                          "{'name': 'a', 'op': 'lora', 'rank': 2, 'inputs': ['p', 'b']}, "
+                          "{'name': 'loss', 'op': 'mse', 'inputs': ['a', 'y']}]}");
+    ck_err err = {{0}};
+    ck_program_state st;
+    ck_assert_int_eq(ck_program_state_init(&st, m, &err), CK_OK);
+    for (size_t k = 0; k < 3; k++)
+        ck_assert_msg(run_one(&st, (ck_instr){.kind = CK_INSTR_FORWARD, .node = k, .keep = true,
+                                              .buf = ck_program_value(m->nodes[k].output, CK_COPY_PLAIN)}, &err) == CK_OK,
+                      "%s", err.msg);
+    size_t p = m->nodes[0].output, b = m->nodes[1].output, a = m->nodes[2].output;
+    ck_assert_int_eq(run_one(&st, (ck_instr){.kind = CK_INSTR_GRAD, .buf = ck_program_grad(a)}, &err), CK_OK);
+    uint64_t made = 0, held = st.held;
+    ck_instr back = {.kind = CK_INSTR_BACKWARD, .node = 2, .pass = true};
+    ck_assert_msg(ck_program_run(&st, 0, &back, gradient_allocs, &made, NULL, &err) == CK_OK, "%s", err.msg);
+    ck_assert(ck_program_state_has(&st, ck_program_grad(b)));
+    ck_assert(!ck_program_state_has(&st, ck_program_grad(a)));
+    ck_assert(ck_program_state_has(&st, ck_program_grad(p)));
+    ck_assert_uint_eq(made, m->tensors[p].bytes + ck_program_buf_bytes(m, ck_program_params(2)));
+    ck_assert_uint_eq(st.held, held + made);
+    /* without the pass, b's gradient is made beside a's */
+    ck_program_state_reset(&st);
+    for (size_t k = 0; k < 3; k++)
+        ck_assert_int_eq(run_one(&st, (ck_instr){.kind = CK_INSTR_FORWARD, .node = k, .keep = true,
+                                                 .buf = ck_program_value(m->nodes[k].output, CK_COPY_PLAIN)}, &err), CK_OK);
+    ck_assert_int_eq(run_one(&st, (ck_instr){.kind = CK_INSTR_GRAD, .buf = ck_program_grad(a)}, &err), CK_OK);
+    made = 0;
+    back.pass = false;
+    ck_assert_int_eq(ck_program_run(&st, 0, &back, gradient_allocs, &made, NULL, &err), CK_OK);
+    ck_assert_uint_eq(made, m->tensors[p].bytes + m->tensors[b].bytes + ck_program_buf_bytes(m, ck_program_params(2)));
+    ck_program_state_free(&st);
+    ck_model_free(m);
+
+    /* The compiler passes it; with the embedding frozen as well, b needs no gradient and
+     * nothing passes, and a pass asked for anyway is refused. */
+    for (int frozen_input = 0; frozen_input < 2; frozen_input++) {
+        m = fx_load("{'format': 'ckplan-model/1', 'name': 't', 'dims': {'B': 2, 'T': 4, 'C': 8, 'V': 16},"
+                    " 'inputs': [{'name': 'ids', 'shape': ['B', 'T'], 'dtype': 'int32'},"
+                    " {'name': 'y', 'shape': ['B', 'T'], 'dtype': 'int32'}],"
+                    " 'nodes': [{'name': 'p', 'op': 'embedding', 'vocab': 'V', 'dim': 'C', %s 'inputs': ['ids']}, "
+                    "{'name': 'b', 'op': 'linear', 'out': 'C', 'frozen': true, 'inputs': ['p']}, "
+                    "{'name': 'a', 'op': 'lora', 'rank': 2, 'inputs': ['p', 'b']}, "
+                    "{'name': 'h', 'op': 'linear', 'out': 'V', 'frozen': true, 'inputs': ['a']}, "
+                    "{'name': 'loss', 'op': 'cross_entropy', 'inputs': ['h', 'y']}]}",
+                    frozen_input ? "'frozen': true," : "");
+        size_t first[] = {0, 4};
+        ck_lower *l;
+        ck_assert_int_eq(ck_lower_create(m, first, 1, &l, &err), CK_OK);
+        ck_program prog = {0};
+        ck_action_effect e = {0};
+        ck_assert_int_eq(ck_lower_action(l, &(ck_action){CK_B, 0, 0}, &e, NULL, &prog, &err), CK_OK);
+        bool passed = false;
+        for (size_t j = 0; j < prog.n; j++)
+            passed = passed || (prog.instrs[j].kind == CK_INSTR_BACKWARD && prog.instrs[j].node == 2 &&
+                                prog.instrs[j].pass);
+        ck_assert_int_eq(passed, !frozen_input);
+        ck_program_free(&prog);
+        ck_lower_free(l);
+        if (frozen_input) {
+            ck_assert_int_eq(ck_program_state_init(&st, m, &err), CK_OK);
+            for (size_t k = 0; k < 3; k++)
+                ck_assert_int_eq(run_one(&st, (ck_instr){.kind = CK_INSTR_FORWARD, .node = k, .keep = true,
+                                                         .buf = ck_program_value(m->nodes[k].output, CK_COPY_PLAIN)}, &err), CK_OK);
+            ck_assert_int_eq(run_one(&st, (ck_instr){.kind = CK_INSTR_GRAD, .buf = ck_program_grad(m->nodes[2].output)}, &err), CK_OK);
+            back.pass = true;
+            ck_assert_int_eq(ck_program_run(&st, 0, &back, NULL, NULL, NULL, &err), CK_ERR_INPUT);
+            ck_assert_ptr_nonnull(strstr(err.msg, "a lora whose base output requires one"));
+            ck_program_state_free(&st);
+        }
+        ck_model_free(m);
+    }
+}
+END_TEST
+
 static Suite *program_suite(void)
 {
     Suite *s = suite_create("program");
@@ -422,6 +512,7 @@ static Suite *program_suite(void)
     tcase_add_test(tc, invalid_instructions_are_refused);
     tcase_add_test(tc, reset_returns_to_the_start_of_a_step);
     tcase_add_test(tc, later_gradients_are_added_as_autograd_adds_them);
+    tcase_add_test(tc, a_lora_hands_its_gradient_to_its_base_output);
     suite_add_tcase(s, tc);
     return s;
 }
