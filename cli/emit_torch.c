@@ -80,6 +80,14 @@ static bool saves_slot(const ck_op_info *info, ck_slot slot)
     return false;
 }
 
+static bool saves_output(const ck_op_info *info)
+{
+    for (size_t i = 0; i < info->n_saved; i++)
+        if (info->saved[i].kind == CK_SAVE_OUTPUT)
+            return true;
+    return false;
+}
+
 /* The attributes every op may read (each reads its own), as a Python dict. */
 static void emit_attrs(FILE *f, const ck_model *m, const ck_node *n)
 {
@@ -94,10 +102,10 @@ static void emit_attrs(FILE *f, const ck_model *m, const ck_node *n)
             (unsigned long long)a->top_k, py_bool(a->fused), py_bool(a->expand_kv),
             py_bool(a->upcast), py_bool(a->grouped));
     if (n->op->kind == CK_OP_ATTENTION) /* what the op table has it keep as sdpa does */
-        fprintf(f, ", \"sdpa_mask\": %s, \"v_view\": %s, \"out_heads\": %s",
+        fprintf(f, ", \"sdpa_mask\": %s, \"v_view\": %s, \"out_heads\": %s, \"keeps_out\": %s",
                 py_bool(saves_slot(&n->info, CK_SLOT_SDPA_MASK)),
                 py_bool(saves_slot(&n->info, CK_SLOT_QK_APART)),
-                py_bool(saves_slot(&n->info, CK_SLOT_OUT_HEADS)));
+                py_bool(saves_slot(&n->info, CK_SLOT_OUT_HEADS)), py_bool(saves_output(&n->info)));
     if (n->op->kind == CK_OP_LORA) { /* the widths of y's parts: q, k, v with heads, else one */
         const ck_ttype *y = &m->tensors[n->inputs[1]].type;
         uint64_t out = y->dim[y->rank - 1];
@@ -306,6 +314,56 @@ static void emit_schedule(FILE *f, const ck_plan_file *plan)
     fputs("]\n", f);
 }
 
+/* One action's entries of HELD_BEFORE or HELD_AFTER: the step tensors of `steps` (bits)
+ * the model has, and the checkpoint state of node `ck` (SIZE_MAX: none). */
+static void emit_held(FILE *f, const ck_model *m, size_t k, unsigned steps, size_t ck, bool bytes)
+{
+    bool any = ck != SIZE_MAX;
+    for (unsigned s = 0; s < CK_N_STEPS; s++)
+        any = any || (steps >> s & 1 && m->step_bytes[s]);
+    if (!any)
+        return;
+    fprintf(f, "    %zu: [", k);
+    for (unsigned s = 0; s < CK_N_STEPS; s++)
+        if (steps >> s & 1 && m->step_bytes[s]) {
+            if (bytes)
+                fprintf(f, "(\"step%u\", %llu), ", s, (unsigned long long)m->step_bytes[s]);
+            else
+                fprintf(f, "\"step%u\", ", s);
+        }
+    if (ck != SIZE_MAX && bytes)
+        fprintf(f, "(\"ck%zu\", %llu), ", ck, (unsigned long long)m->nodes[ck].info.checkpoint_bytes);
+    else if (ck != SIZE_MAX)
+        fprintf(f, "\"ck%zu\", ", ck);
+    fputs("],\n", f);
+}
+
+/* What transformers' model forward holds beside the tensors of its layers' ops, which this
+ * module's ops do not make, held for their bytes as the executor holds them (planner/lower:
+ * ck_lower_contexts). */
+static int emit_held_tensors(FILE *f, const ck_workload *w, const ck_plan_file *plan, ck_err *err)
+{
+    fputs("# Per action of SCHEDULE: the bytes transformers' forward holds beside its layers'\n"
+          "# tensors (the masks, position ids and rotary tables it makes once; a checkpointed\n"
+          "# layer's RNG state), made before it and freed after it, for their bytes alone\n", f);
+    size_t n = plan ? plan->schedule.n : 0;
+    ck_lower_context *ctx = n ? malloc(n * sizeof *ctx) : NULL;
+    int rc = !n ? CK_OK : ctx ? ck_lower_contexts(w->lower, &plan->schedule, ctx, err) : ck_err_oom(err);
+    for (int after = 0; after < 2; after++) {
+        fputs(after ? "HELD_AFTER = {\n" : "HELD_BEFORE = {\n", f);
+        for (size_t k = 0; k < n && rc == CK_OK; k++) {
+            const ck_action *a = &plan->schedule.actions[k];
+            size_t ck = a->kind == CK_LOSS ? SIZE_MAX : ck_lower_stage_checkpointer(w->lower, a->stage);
+            bool state = after ? ctx[k].frees_checkpoint : ctx[k].checkpoints;
+            unsigned steps = after ? ctx[k].frees_steps : ctx[k].makes_steps ? ~0u : 0;
+            emit_held(f, w->model, k, steps, state ? ck : SIZE_MAX, !after);
+        }
+        fputs("}\n", f);
+    }
+    free(ctx);
+    return rc;
+}
+
 static void emit_optimizer(FILE *f, const ck_model *m)
 {
     ck_optimizer o = m->training.optimizer;
@@ -332,10 +390,11 @@ static int emit_module(FILE *f, const ck_workload *w, const ck_plan_file *plan, 
     emit_nodes(f, w, last_use);
     emit_stages(f, w);
     emit_schedule(f, plan);
+    int rc = emit_held_tensors(f, w, plan, err);
     emit_optimizer(f, m);
     fputs(ck_emit_torch_runtime, f);
     free(last_use);
-    return CK_OK;
+    return rc;
 }
 
 /* ---- loading ---- */

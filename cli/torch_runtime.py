@@ -55,9 +55,11 @@ class _Attention(torch.autograd.Function):
 
     flash: keeps qkv, the output and the f32 row log-sum-exp; dropout is redrawn from a
     generator seeded once per call from the global generator (so recomputation, which
-    restores the global generator's state, redraws it). Otherwise keeps qkv, the output,
-    the capped scores' tanh (softcap), the probabilities, and with dropout the u8 mask and
-    the dropped probabilities, as eager attention does. With expand_kv (not flash), it runs
+    restores the global generator's state, redraws it). Otherwise keeps qkv, the capped
+    scores' tanh (softcap), the probabilities, and with dropout the u8 mask and the
+    dropped probabilities, as eager attention does, and the output unless told not to
+    (keeps_out false: transformers' eager attention keeps none; rowsum(dO O) is then
+    rowsum(P dP), per block). With expand_kv (not flash), it runs
     on q and k, v repeated to every query head, as Hugging Face's repeat_kv makes them, and
     keeps those copies instead of qkv, as eager attention's products do. With sdpa_mask
     (flash), it keeps a [B, 1, T, T] additive causal mask in qkv's dtype, as sdpa keeps the
@@ -78,7 +80,8 @@ class _Attention(torch.autograd.Function):
         return s.masked_fill_(causal[r0:r1], float("-inf")), c
 
     @staticmethod
-    def forward(ctx, qkv, heads, kv_heads, p, flash, cap, expand, sdpa_mask, v_view, out_heads):
+    def forward(ctx, qkv, heads, kv_heads, p, flash, cap, expand, sdpa_mask, v_view, out_heads,
+                keeps_out):
         ctx.packed = None
         if expand and kv_heads < heads and not flash:  # run on the copies, keep them
             ctx.packed = (qkv.shape, kv_heads)
@@ -125,7 +128,8 @@ class _Attention(torch.autograd.Function):
         if out_heads:
             kept["out_heads"] = out.clone()
         ctx.names = list(kept)
-        ctx.save_for_backward(qkv, out, *kept.values())
+        ctx.keeps_out = keeps_out or flash
+        ctx.save_for_backward(qkv, out if ctx.keeps_out else None, *kept.values())
         ctx.conf = (heads, kv_heads, p, flash, cap, seed)
         return out
 
@@ -142,7 +146,9 @@ class _Attention(torch.autograd.Function):
         dqkv = torch.zeros_like(qkv)
         dq, dk, dv = _heads(dqkv, heads, kv_heads)
         dout = dout.contiguous().view(b, t, heads, d).permute(0, 2, 1, 3)
-        delta = (dout * out.view(b, t, heads, d).permute(0, 2, 1, 3)).sum(-1)  # [B, H, T]
+        delta = None  # rowsum(dO O) = rowsum(P dP): from the output where it is kept
+        if ctx.keeps_out:
+            delta = (dout * out.view(b, t, heads, d).permute(0, 2, 1, 3)).sum(-1)  # [B, H, T]
         for h, r0, r1 in _blocks(heads, t, heads * d, flash):
             g = h // group
             if flash:
@@ -161,7 +167,8 @@ class _Attention(torch.autograd.Function):
             ds = torch.matmul(dout[:, h, r0:r1], v[:, g].transpose(1, 2))  # dZ, then dS
             if p > 0:
                 ds.mul_(keep).div_(1 - p)
-            ds.sub_(delta[:, h, r0:r1].unsqueeze(-1)).mul_(prob)
+            rows = (ds * prob).sum(-1, keepdim=True) if delta is None else delta[:, h, r0:r1].unsqueeze(-1)
+            ds.sub_(rows).mul_(prob)
             del prob, keep
             if cap > 0:
                 ds.mul_(1 - c * c)
@@ -171,7 +178,7 @@ class _Attention(torch.autograd.Function):
             del ds, c
         if ctx.packed:
             dqkv = _fold_kv(dqkv, heads, *ctx.packed)
-        return dqkv, None, None, None, None, None, None, None, None, None
+        return dqkv, None, None, None, None, None, None, None, None, None, None
 
 
 class _RMSNorm(torch.autograd.Function):
@@ -476,7 +483,8 @@ OPS = {
     "dropout": lambda i, p, a: _dropout(i[0], a["p"]),
     "attention": lambda i, p, a: _Attention.apply(i[0], a["heads"], a["kv_heads"], a["p"],
                                                   a["flash"], a["cap"], a["expand_kv"],
-                                                  a["sdpa_mask"], a["v_view"], a["out_heads"]),
+                                                  a["sdpa_mask"], a["v_view"], a["out_heads"],
+                                                  a["keeps_out"]),
     "rope": lambda i, p, a: _Rope.apply(i[0], a["heads"], a["kv_heads"], a["theta"]),
     "swiglu": lambda i, p, a: _gated(i[0], i[1], "silu", a),
     "geglu": lambda i, p, a: _gated(i[0], i[1], "gelu", a),
@@ -585,6 +593,16 @@ class _ScheduleRunner:
         self.loss = None
         self.ops = [tuple(op) for op in model.schedule]
         self.at = 0
+        self.held_bytes = {}  # HELD_BEFORE's tensors, by key
+
+    def around(self, k, run):
+        """Action k, with what transformers holds beside its ops made before it and freed
+        after it (HELD_BEFORE, HELD_AFTER)."""
+        for key, n in HELD_BEFORE.get(k, ()):
+            self.held_bytes[key] = torch.empty(n, dtype=torch.uint8)
+        run()
+        for key in HELD_AFTER.get(k, ()):
+            del self.held_bytes[key]
 
     def input_of(self, i):
         if i in self.x:
@@ -645,7 +663,7 @@ class _ScheduleRunner:
         self.x[0] = x0
         while self.ops[self.at][0] != "loss":
             kind, i = self.ops[self.at]
-            self.forward_op(kind, i)
+            self.around(self.at, lambda: self.forward_op(kind, i))
             self.at += 1
         n = len(STAGES)
         x = self.input_of(n)
@@ -663,13 +681,12 @@ class _ScheduleRunner:
         self.loss = None
         self.y[len(STAGES)], self.loss_leaf.grad = self.loss_leaf.grad, None
         del self.loss_leaf
-        for kind, i in self.ops[self.at + 1:]:
-            if kind == "B":
-                self.backward_op(i)
-            else:
-                self.forward_op(kind, i)
+        for k in range(self.at + 1, len(self.ops)):
+            kind, i = self.ops[k]
+            self.around(k, lambda: self.backward_op(i) if kind == "B" else self.forward_op(kind, i))
         self.x.clear()
         self.y.clear()
+        self.held_bytes.clear()
 
 
 def make_optimizer(model):

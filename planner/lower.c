@@ -25,6 +25,11 @@ void ck_lower_stage_nodes(const ck_lower *l, size_t i, size_t *first, size_t *en
     *end = l->first[i + 1];
 }
 
+size_t ck_lower_stage_checkpointer(const ck_lower *l, size_t i)
+{
+    return l->checkpointer[i] == NO_READER ? SIZE_MAX : l->checkpointer[i];
+}
+
 size_t ck_lower_stage_input(const ck_lower *l, size_t i)
 {
     return i == 0 ? 0 : l->m->nodes[l->first[i] - 1].output;

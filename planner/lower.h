@@ -97,6 +97,9 @@ int ck_lower_replay(const ck_lower *l, const ck_chain *c, const ck_schedule *s, 
 bool ck_lower_loss_frees_input(const ck_lower *l);
 /* Stage i's nodes, [*first, *end). */
 void ck_lower_stage_nodes(const ck_lower *l, size_t i, size_t *first, size_t *end);
+/* Stage i's node whose checkpoint state a checkpointed stage keeps (CK_BUF_CHECKPOINT's
+ * id), or SIZE_MAX when it keeps none. */
+size_t ck_lower_stage_checkpointer(const ck_lower *l, size_t i);
 /* Stage i's input and output tensors (x_i, x_{i+1}). */
 size_t ck_lower_stage_input(const ck_lower *l, size_t i);
 size_t ck_lower_stage_output(const ck_lower *l, size_t i);

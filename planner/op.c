@@ -564,21 +564,23 @@ static void save_scores(ovf *o, const ck_attrs *a, const ck_ttype *scores, ck_op
  * f32 (the scores' is cast after) and the probabilities' 16-bit copy is freed by then; its
  * forward softmaxes an f32 copy of the scores (PyTorch casts bf16 first). The packed
  * input's gradient, which the program makes when the backward starts, comes after that
- * peak, so it is part of it. Measured with allocation logs of eager_attention_forward's
+ * peak, so it is part of it; the output's gradient, which the program holds to the end of
+ * the backward, is freed before it (once P V's backward has read it, measured in the
+ * llama-tiny referee at 256 tokens), so it is not. Measured with allocation logs of eager_attention_forward's
  * backward, T = 32 to 2048, f32 and bf16, on the CPU and an H200 (tests/torch/
  * eager_backward.py, docs/pytorch.md). Never
  * less than the in-place workspace, which the executor's kernels take (sim/widen sizes
  * their workspace from this description): on short sequences that is more than
  * autograd's peak, by less than one gradient. */
-static void add_eager_grads_ws(ovf *o, const ck_attrs *a, const ck_ttype *in, const ck_ttype *scores,
-                               ck_op_info *info)
+static void add_eager_grads_ws(ovf *o, const ck_attrs *a, const ck_ttype *in, const ck_ttype *out,
+                               const ck_ttype *scores, ck_op_info *info)
 {
     uint64_t s = numel(o, scores), e = ck_dtype_bytes(scores->dtype);
     bool upcast = a->softmax_dtype == CK_F32 && scores->dtype != CK_F32;
     uint64_t grads = upcast ? mul(o, s, 8 - e) : mul(o, s, 2 * e);
     if (!a->cpu)
         grads = add(o, grads, mul(o, s, 4));
-    grads = sub_floor(grads, bytes_of(o, &in[0]));
+    grads = sub_floor(grads, add(o, bytes_of(o, &in[0]), bytes_of(o, out)));
     if (grads > info->bwd_ws_bytes)
         info->bwd_ws_bytes = grads;
     if (upcast)
@@ -645,7 +647,11 @@ static void describe_attention(ovf *o, const ck_attrs *a, const ck_ttype *in,
     } else {
         save_ref(o, info, CK_SAVE_INPUT, 0, &in[0]);
     }
-    save_ref(o, info, CK_SAVE_OUTPUT, 0, out);
+    /* A flash kernel's backward reads its output (rowsum(dO O)); eager attention's
+     * products keep q, k, v and the probabilities, not the output (eager_grads: as
+     * autograd runs transformers' code), which o_proj's backward then frees. */
+    if (a->flash || !a->eager_grads)
+        save_ref(o, info, CK_SAVE_OUTPUT, 0, out);
     /* Q K^T and P V: two products of 2*S*D; softmax about 5 FLOPs per score; softcap a
      * division, tanh and a product forward, 1 - t^2 and a product backward. */
     uint64_t cap = a->cap > 0 ? mul(o, s, 3) : 0;
@@ -680,7 +686,7 @@ static void describe_attention(ovf *o, const ck_attrs *a, const ck_ttype *in,
     } else {
         save_scores(o, a, &scores, info);
         if (a->eager_grads && a->p == 0)
-            add_eager_grads_ws(o, a, in, &scores, info);
+            add_eager_grads_ws(o, a, in, out, &scores, info);
     }
     add_context_ws(o, a, &in[0], head_dim, info);
     if (a->step_args)

@@ -252,21 +252,12 @@ MOE_GAP = ("the experts' backward: ckplan holds the moe's saved tensors to its e
            "frees each as the grouped_mm backward goes")
 # Where ckplan's figure is known to be off by more than the bar, and why: (config label,
 # attention or "*", case or "*"). Each is a finding, not a tolerance: docs/benchmarks.md.
-# llama-tiny at 256 tokens (run-hf) under eager attention: ckplan over by 256 KiB in every
-# case, one gradient of the packed q, k and v, where its eager backward's peak is (at 64
-# tokens the same model is exact to 0.02%); not yet traced.
-EAGER_256_GAP = ("eager attention's backward at 256 tokens: ckplan over by one packed q, k, v "
-                 "gradient, not yet traced")
 # OPT under LoRA with every layer checkpointed: ckplan over, 5%, not yet traced.
 OPT_LORA_GAP = "OPT's recomputed layer's backward under LoRA, not yet traced"
 GAPS = {
     ("mixtral-tiny", "*", "every"): MOE_GAP,
     ("mixtral-tiny", "*", "dp"): MOE_GAP,
     ("mixtral-tiny", "*", "lora-every"): MOE_GAP,
-    ("llama-tiny-256", "eager", "every"): EAGER_256_GAP,
-    ("llama-tiny-256", "eager", "dp"): EAGER_256_GAP,
-    ("llama-tiny-256", "eager", "lora"): EAGER_256_GAP,
-    ("llama-tiny-256", "eager", "lora-every"): EAGER_256_GAP,
     ("opt-tiny", "*", "lora-every"): OPT_LORA_GAP,
 }
 PEAK_BAR = 0.02

@@ -690,18 +690,47 @@ START_TEST(attention_eager_grads_holds_two_score_gradients)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         uint64_t t = cases[i].t, e = ck_dtype_bytes(cases[i].dtype);
-        uint64_t s = 2 * 4 * t * t, packed = 2 * t * 8 * 16, copies = 2 * t * 3 * 4 * 16;
+        uint64_t s = 2 * 4 * t * t, packed = 2 * t * 8 * 16, copies = 2 * t * 3 * 4 * 16, out = 2 * t * 4 * 16;
         ck_ttype in = tt(cases[i].dtype, 3, 2, t, (4 + 2 * 2) * 16);
         ck_attrs a = defaults("attention");
         a.heads = 4, a.kv_heads = 2, a.expand_kv = true, a.softmax_dtype = CK_F32;
         a.cpu = cases[i].cpu, a.p = cases[i].p, a.eager_grads = cases[i].eager_grads;
         ck_op_info info;
         infer_ok("attention", &a, &in, &info);
-        uint64_t bwd = cases[i].per_score ? cases[i].per_score * s - packed * e : (s + copies) * e;
+        uint64_t bwd = cases[i].per_score ? cases[i].per_score * s - (packed + out) * e : (s + copies) * e;
         ck_assert_msg(info.fwd_ws_bytes == s * (cases[i].widens ? 4 : e) && info.bwd_ws_bytes == bwd,
                       "case %zu: %llu %llu", i, (unsigned long long)info.fwd_ws_bytes,
                       (unsigned long long)info.bwd_ws_bytes);
     }
+}
+END_TEST
+
+/* Whether info keeps the node's output for its backward. */
+static bool keeps_output(const ck_op_info *info)
+{
+    for (size_t i = 0; i < info->n_saved; i++)
+        if (info->saved[i].kind == CK_SAVE_OUTPUT)
+            return true;
+    return false;
+}
+
+/* Transformers' eager attention (eager_grads) keeps q, k, v and the probabilities, not its
+ * output, with dropout or without (the output's gradient is all its backward reads of
+ * it); a flash kernel keeps its output for rowsum(dO O), and ckplan's own unfused
+ * attention, as its runtime, too. */
+START_TEST(eager_attention_keeps_no_output)
+{
+    for (int flash = 0; flash < 2; flash++)
+        for (int eager = 0; eager < 2; eager++)
+            for (int dropout = 0; dropout < 2; dropout++) {
+                ck_ttype in = tt(CK_F32, 3, 2, 16, 3 * 4 * 8);
+                ck_attrs a = defaults("attention");
+                a.heads = 4, a.flash = flash, a.eager_grads = eager, a.p = dropout ? 0.1 : 0;
+                ck_op_info info;
+                infer_ok("attention", &a, &in, &info);
+                ck_assert_msg(keeps_output(&info) == (flash || !eager), "flash %d, eager_grads %d, dropout %d",
+                              flash, eager, dropout);
+            }
 }
 END_TEST
 
@@ -973,6 +1002,7 @@ static Suite *ops_suite(void)
     tcase_add_test(tc, attention_keeps_sdpa_mask_from_the_window);
     tcase_add_test(tc, attention_gqa_in_f32_takes_the_math_path);
     tcase_add_test(tc, attention_eager_grads_holds_two_score_gradients);
+    tcase_add_test(tc, eager_attention_keeps_no_output);
     tcase_add_test(tc, attention_v_view_keeps_q_k_and_the_output_apart);
     tcase_add_test(tc, swiglu_saves_both_inputs);
     tcase_add_test(tc, cast_changes_the_dtype);
