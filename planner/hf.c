@@ -49,6 +49,7 @@ typedef struct {
     const ck_hf_family *f;
     const ck_hf_rank *r; /* the rank of a tensor-, sequence- or context-parallel layout */
     bool eager, lora;
+    bool flat; /* projections made now take flattened rows (ck_hf_family.flat_mlp) */
     cJSON *nodes;
     const char *cur;
     bool oom;
@@ -160,10 +161,14 @@ static cJSON *projection(builder *b, const char *name, const char *adapter, cons
     cJSON *n = param_node(b, name, "linear");
     put_string(b, n, "out", out);
     put_bool(b, n, "bias", bias);
+    if (b->flat)
+        put_bool(b, n, "flat", true);
     if (!b->lora)
         return n;
     cJSON *a = node2(b, adapter, "lora", in, name);
     put_string(b, a, "rank", "R");
+    if (b->flat)
+        put_bool(b, a, "flat", true);
     if (packed)
         heads(b, a);
     return n;
@@ -238,11 +243,13 @@ static void mlp(builder *b)
     } else if (b->f->mlp == CK_HF_MLP_SWIGLU || b->f->mlp == CK_HF_MLP_GEGLU) {
         gated_mlp(b);
     } else {
+        b->flat = b->f->flat_mlp;
         sequence_parallel(b, projection(b, "fc1", "fc1_lora", tp_part(b, "F", "F/TP"), b->c->mlp_bias, false),
                           "gather");
         node(b, "act", b->f->mlp == CK_HF_MLP_RELU ? "relu" : "gelu");
         dropout(b, "drop_act", b->c->act_p);
         sequence_parallel(b, projection(b, "fc2", "fc2_lora", "C", b->c->mlp_bias, false), "scatter");
+        b->flat = false;
     }
     if (b->f->sandwich_norms)
         norm(b, "post_mlp_norm");

@@ -10,7 +10,8 @@
  * section 8 gives the source of each switch). */
 static const ck_hf_family families[] = {
     {"gpt2", "layer_norm_epsilon", 1e-5, .layernorm = true, .learned_pos = true, .mlp = CK_HF_MLP_GELU, .fused_qkv = true},
-    {"opt", NULL, 1e-5, .layernorm = true, .learned_pos = true, .pos_offset = 2, .mlp = CK_HF_MLP_RELU},
+    {"opt", NULL, 1e-5, .layernorm = true, .learned_pos = true, .pos_offset = 2, .mlp = CK_HF_MLP_RELU,
+     .flat_mlp = true},
     {"llama", "rms_norm_eps", 1e-6, .mlp = CK_HF_MLP_SWIGLU, .softmax_f32 = true},
     {"mistral", "rms_norm_eps", 1e-6, .mlp = CK_HF_MLP_SWIGLU, .softmax_f32 = true, .windowed = true,
      .window = 4096},

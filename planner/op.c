@@ -17,11 +17,12 @@ static const ck_op_def op_table[] = {
        .attrs = {ATTR("vocab", CK_ATTR_DIM, true, 0, vocab), ATTR("dim", CK_ATTR_DIM, true, 0, dim),
                  ATTR("positions", CK_ATTR_DIM, false, 0, positions),
                  ATTR("scatter", CK_ATTR_DIM, false, 0, scatter)}),
-    OP(CK_OP_LINEAR, "linear", 1, 0, 0, .n_attrs = 5,
+    OP(CK_OP_LINEAR, "linear", 1, 0, 0, .n_attrs = 6,
        .attrs = {ATTR("out", CK_ATTR_DIM, true, 0, out), ATTR("bias", CK_ATTR_BOOL, false, 1, bias),
                  ATTR("tied", CK_ATTR_BOOL, false, 0, tied),
                  ATTR("gather", CK_ATTR_DIM, false, 0, gather),
-                 ATTR("scatter", CK_ATTR_DIM, false, 0, scatter)}),
+                 ATTR("scatter", CK_ATTR_DIM, false, 0, scatter),
+                 ATTR("flat", CK_ATTR_BOOL, false, 0, flat)}),
     OP(CK_OP_LAYERNORM, "layernorm", 1, 7, 12, .n_attrs = 1,
        .attrs = {ATTR("eps", CK_ATTR_POSITIVE, false, 1e-5, eps)}),
     OP(CK_OP_RMSNORM, "rmsnorm", 1, 4, 8, .n_attrs = 2,
@@ -68,12 +69,13 @@ static const ck_op_def op_table[] = {
     /* out = y + alpha/rank B (A x): per output element, forward the scaling and the sum,
      * backward the scaling of the gradient and its copy to y; the products in
      * describe_lora. */
-    OP(CK_OP_LORA, "lora", 2, 2, 2, .n_attrs = 5,
+    OP(CK_OP_LORA, "lora", 2, 2, 2, .n_attrs = 6,
        .attrs = {ATTR("rank", CK_ATTR_DIM, true, 0, rank),
                  ATTR("alpha", CK_ATTR_POSITIVE, false, 0, alpha),
                  ATTR("heads", CK_ATTR_DIM, false, 0, heads),
                  ATTR("kv_heads", CK_ATTR_DIM, false, 0, kv_heads),
-                 ATTR("upcast", CK_ATTR_BOOL, false, 0, upcast)}),
+                 ATTR("upcast", CK_ATTR_BOOL, false, 0, upcast),
+                 ATTR("flat", CK_ATTR_BOOL, false, 0, flat)}),
     /* RMSNorm of each q and k head: its FLOPs (rmsnorm's per normalised element) in
      * describe_kind. */
     OP(CK_OP_QKNORM, "qknorm", 1, 0, 0, .n_attrs = 5,
@@ -721,7 +723,7 @@ static void describe_linear(ovf *o, const ck_attrs *a, const ck_ttype *in, const
     uint64_t bias_flops = a->bias ? mul(o, rows, a->out) : 0;
     save_ref(o, info, CK_SAVE_INPUT, 0, &in[0]);
     only_for(info, 0, CK_NEED_PARAMS); /* dW = dY^T X; dX = dY W reads the weight only */
-    info->grad_view = in[0].rank > 2; /* dY W on the rows, viewed back to the input's shape */
+    info->grad_view = in[0].rank > 2 && !a->flat; /* dY W on the rows, viewed back to the input's shape */
     param(o, info, "weight", CK_INIT_NORMAL, true, a->tied, SHAPE(a->out, in_f));
     param(o, info, "bias", CK_INIT_ZEROS, a->bias, false, SHAPE(a->out));
     info->fwd_flops = add(o, mul(o, macs, 2), bias_flops);
@@ -773,7 +775,7 @@ static void describe_lora(ovf *o, const ck_attrs *a, const ck_ttype *in, const c
     }
     save_internal(o, info, CK_SLOT_LORA_MID, &mid);
     /* x's: lora_a's linear's, a view; with copies, the cast back's, a tensor of its own */
-    info->grad_view = in[0].rank > 2 && !copies;
+    info->grad_view = in[0].rank > 2 && !copies && !a->flat;
     param(o, info, "lora_a", CK_INIT_NORMAL, true, false, SHAPE(mid_w, in_f));
     param(o, info, "lora_b", CK_INIT_ZEROS, true, false, SHAPE(out_f, a->rank));
     uint64_t a_flops = mul(o, mul(o, rows, in_f), mul(o, mid_w, 2));

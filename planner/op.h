@@ -29,6 +29,10 @@ typedef struct {
     uint64_t vocab, dim, positions; /* embedding (positions 0: no position table) */
     uint64_t out;                   /* linear */
     bool bias, tied;                /* linear; tied: shares the embedding's table */
+    bool flat;                      /* linear, lora: its input is rows already (OPT's MLP
+                                     * reshapes the hidden states to [B*T, C] first), so the
+                                     * input's gradient is a tensor of its own, not a 2-D
+                                     * product viewed back (ck_op_info.grad_view) */
     uint64_t heads, kv_heads;       /* attention, rope, lora, qknorm */
     uint64_t head_dim;              /* attention, qknorm: stated, checked (0: not given) */
     uint64_t theta;                 /* rope: the base of its frequencies */

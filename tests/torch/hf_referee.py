@@ -252,13 +252,15 @@ MOE_GAP = ("the experts' backward: ckplan holds the moe's saved tensors to its e
            "frees each as the grouped_mm backward goes")
 # Where ckplan's figure is known to be off by more than the bar, and why: (config label,
 # attention or "*", case or "*"). Each is a finding, not a tolerance: docs/benchmarks.md.
-# OPT under LoRA with every layer checkpointed: ckplan over, 5%, not yet traced.
+# OPT under LoRA with every layer checkpointed: ckplan under by 2.0-2.2% (over by 5-6%
+# before its MLP's linears took flattened rows, whose input gradients autograd adds in
+# place), not yet traced.
 OPT_LORA_GAP = "OPT's recomputed layer's backward under LoRA, not yet traced"
 GAPS = {
     ("mixtral-tiny", "*", "every"): MOE_GAP,
     ("mixtral-tiny", "*", "dp"): MOE_GAP,
     ("mixtral-tiny", "*", "lora-every"): MOE_GAP,
-    ("opt-tiny", "*", "lora-every"): OPT_LORA_GAP,
+    ("opt-tiny", "sdpa", "lora-every"): OPT_LORA_GAP,
 }
 PEAK_BAR = 0.02
 GAPS_SEEN = {}

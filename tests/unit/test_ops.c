@@ -152,6 +152,10 @@ START_TEST(linear)
     ck_ttype rows = tt(CK_BF16, 2, 10, 16, 0);
     infer_ok("linear", &a, &rows, &info);
     ck_assert_uint_eq(info.grad_view, 0);
+    a.flat = true; /* rows already, as OPT's MLP makes them: no view either */
+    infer_ok("linear", &a, &in, &info);
+    ck_assert_uint_eq(info.grad_view, 0);
+    a.flat = false;
     a.bias = false, a.tied = true;
     infer_ok("linear", &a, &in, &info);
     ck_assert_uint_eq(info.n_params, 0);
@@ -597,6 +601,9 @@ START_TEST(lora_upcast_keeps_each_projections_copy_of_x)
     infer_ok("lora", &a, in, &info);
     ck_assert_uint_eq(slot_count(&info, CK_SLOT_ADAPTER_IN), 0);
     ck_assert(info.grad_view && info.fwd_ws_bytes == 0);
+    a.flat = true;
+    infer_ok("lora", &a, in, &info);
+    ck_assert(!info.grad_view);
 }
 END_TEST
 

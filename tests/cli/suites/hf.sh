@@ -57,6 +57,19 @@ import json, sys
 a, b = (json.load(open(p)) for p in sys.argv[1:])
 for k in ("predicted", "stages", "schedule", "budget_bytes"):
     assert a[k] == b[k], k' hf-plan-imported.json hf-plan-config.json
+# OPT's MLP runs on the hidden states reshaped to rows: its linears and their adapters say
+# so (flat), which makes their input gradients tensors of their own; Llama's MLP does not.
+run import "$root/models/hf/opt-tiny.json" --lora 2 -o hf-opt-imported.json
+check "hf: import writes OPT" 0
+check_that "hf: OPT's MLP linears and adapters take rows, its attention's and Llama's do not" python3 -c '
+import json, sys
+def flat(path):
+    d = json.load(open(path))
+    return {n["name"]: n.get("flat", False) for b in d.get("blocks", {}).values() for n in b["nodes"]}
+opt, llama = flat("hf-opt-imported.json"), flat("hf-imported.json")
+want = {"fc1", "fc1_lora", "fc2", "fc2_lora"}
+assert {k for k, v in opt.items() if v} == want, opt
+assert not any(llama.values()), llama'
 run import "$llama" --set NOPE=3 -o hf-never.json
 check "hf: import refuses a set naming no dim" 2 "config.json" "NOPE"
 check_that "hf: a refused import writes nothing" test ! -e hf-never.json
