@@ -314,27 +314,29 @@ static void emit_schedule(FILE *f, const ck_plan_file *plan)
     fputs("]\n", f);
 }
 
-/* One action's entries of HELD_BEFORE or HELD_AFTER: the step tensors of `steps` (bits)
- * the model has, and the checkpoint state of node `ck` (SIZE_MAX: none). */
+/* One action's entries of HELD_BEFORE (keys and bytes, as the program allocates them) or
+ * HELD_AFTER (keys): the step tensors of `steps` (bits) the model has, and the checkpoint
+ * state of node `ck` (SIZE_MAX: none); nothing when there are none. */
 static void emit_held(FILE *f, const ck_model *m, size_t k, unsigned steps, size_t ck, bool bytes)
 {
-    bool any = ck != SIZE_MAX;
+    ck_buf held[CK_N_STEPS + 1];
+    size_t n = 0;
     for (unsigned s = 0; s < CK_N_STEPS; s++)
-        any = any || (steps >> s & 1 && m->step_bytes[s]);
-    if (!any)
+        if (steps >> s & 1 && m->step_bytes[s])
+            held[n++] = ck_program_step((ck_step)s);
+    if (ck != SIZE_MAX)
+        held[n++] = ck_program_checkpoint(ck);
+    if (!n)
         return;
     fprintf(f, "    %zu: [", k);
-    for (unsigned s = 0; s < CK_N_STEPS; s++)
-        if (steps >> s & 1 && m->step_bytes[s]) {
-            if (bytes)
-                fprintf(f, "(\"step%u\", %llu), ", s, (unsigned long long)m->step_bytes[s]);
-            else
-                fprintf(f, "\"step%u\", ", s);
-        }
-    if (ck != SIZE_MAX && bytes)
-        fprintf(f, "(\"ck%zu\", %llu), ", ck, (unsigned long long)m->nodes[ck].info.checkpoint_bytes);
-    else if (ck != SIZE_MAX)
-        fprintf(f, "\"ck%zu\", ", ck);
+    for (size_t j = 0; j < n; j++) {
+        const char *key = held[j].kind == CK_BUF_STEP ? "step" : "ck";
+        if (bytes)
+            fprintf(f, "%s(\"%s%zu\", %llu)", j ? ", " : "", key, held[j].id,
+                    (unsigned long long)ck_program_buf_bytes(m, held[j]));
+        else
+            fprintf(f, "%s\"%s%zu\"", j ? ", " : "", key, held[j].id);
+    }
     fputs("],\n", f);
 }
 

@@ -12,45 +12,20 @@ on CUDA PyTorch's max_memory_allocated. Each case runs twice, the first to warm 
 """
 
 import argparse
-import ctypes
+import os
+import sys
 
 import torch
 from transformers.models.llama.modeling_llama import eager_attention_forward
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from hf_referee import CudaTracker, HostTracker  # noqa: E402 - the referee's counters, once
 
 B, H, KV, D = 1, 32, 4, 64
 
 
 class Heads(torch.nn.Module):
     num_key_value_groups = H // KV
-
-
-class Host:
-    def __init__(self):
-        self.lib = ctypes.CDLL(None)
-        self.lib.ck_track_now.restype = self.lib.ck_track_peak.restype = ctypes.c_size_t
-
-    def now(self):
-        return self.lib.ck_track_now()
-
-    def reset_peak(self):
-        self.lib.ck_track_reset_peak()
-
-    def peak(self):
-        return self.lib.ck_track_peak()
-
-
-class Cuda:
-    def now(self):
-        torch.cuda.synchronize()
-        return torch.cuda.memory_allocated()
-
-    def reset_peak(self):
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-
-    def peak(self):
-        torch.cuda.synchronize()
-        return torch.cuda.max_memory_allocated()
 
 
 def backward_peak(track, device, t, dtype):
@@ -74,7 +49,7 @@ def main():
     p.add_argument("lengths", nargs="*", type=int, default=[64, 256, 512])
     args = p.parse_args()
     torch.set_num_threads(1)
-    track = Cuda() if args.device == "cuda" else Host()
+    track = CudaTracker() if args.device == "cuda" else HostTracker()
     for t in args.lengths:
         for dtype in (torch.float32, torch.bfloat16):
             scores = B * H * t * t

@@ -70,6 +70,31 @@ opt, llama = flat("hf-opt-imported.json"), flat("hf-imported.json")
 want = {"fc1", "fc1_lora", "fc2", "fc2_lora"}
 assert {k for k, v in opt.items() if v} == want, opt
 assert not any(llama.values()), llama'
+# --inference holds what transformers' forward makes once for its layers: the eager mask,
+# the position ids and the rotary tables live through every layer's forward, so at the peak
+# inside the first layer the forward holds exactly their bytes more than the same model
+# with them switched off on its nodes (an attribute on a node wins over the profile).
+run import "$root/models/hf/llama-tiny.json" --attention eager --seq 256 --recipe fp32 -o hf-steps.json
+check "hf: import llama-tiny for the step tensors" 0
+check_that "hf: the nodes' step tensors can be switched off in the file" python3 -c '
+import json
+d = json.load(open("hf-steps.json"))
+for n in d["blocks"]["layer"]["nodes"]:
+    if n["op"] == "attention":
+        n["step_args"] = False
+    if n["op"] == "rope":
+        n["step_tables"] = False
+json.dump(d, open("hf-nosteps.json", "w"))'
+"$bin" plan hf-steps.json --inference --budget 1G --json > hf-steps.inf.json 2>/dev/null
+"$bin" plan hf-nosteps.json --inference --budget 1G --json > hf-nosteps.inf.json 2>/dev/null
+check_that "hf: the inference forward peak holds the mask, position ids and tables, to the byte" python3 -c '
+import json
+a, b = (json.load(open(p)) for p in ("hf-steps.inf.json", "hf-nosteps.inf.json"))
+dims = json.load(open("hf-steps.json"))["dims"]
+B, T, D = dims["B"], dims["T"], dims["C"] // dims["H"]
+want = B * T * T * 4 + T * 8 + 2 * T * D * 4  # f32 (fp32): mask [B, 1, T, T], int64 ids, cos and sin
+assert a["forward_peak_stage"] == b["forward_peak_stage"] == "h.0", (a["forward_peak_stage"], b["forward_peak_stage"])
+assert a["forward_peak_bytes"] - b["forward_peak_bytes"] == want, (a["forward_peak_bytes"], b["forward_peak_bytes"], want)'
 run import "$llama" --set NOPE=3 -o hf-never.json
 check "hf: import refuses a set naming no dim" 2 "config.json" "NOPE"
 check_that "hf: a refused import writes nothing" test ! -e hf-never.json
