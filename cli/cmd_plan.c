@@ -446,6 +446,11 @@ static void print_assumed(FILE *out, const ck_model *m)
         fprintf(out, ";\n  %llu micro-steps accumulated per optimizer step: figures of the last, times per "
                 "micro-step", (unsigned long long)t->grad_accum);
     print_adapters(out, m);
+    bool leaf = false;
+    if (ck_model_frozen_embedding(m, &leaf) && leaf)
+        fputs(";\n  the frozen embedding's output requires grad, as enable_input_require_grads() makes it "
+              "(gradient_checkpointing_enable() installs it, get_peft_model on such a model too, and "
+              "emit hf's and fsdp's snippets); plain PEFT without it holds a little less", out);
     fputs("\n  (--grads, --optimizer-step and --grad-accum change these)\n", out);
 }
 

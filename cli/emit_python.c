@@ -59,19 +59,34 @@ static void put_layers_check(FILE *out, const char *name, const char *doc)
             name, doc);
 }
 
+/* The lines that make a frozen embedding's output require grad, as
+ * gradient_checkpointing_enable() and PEFT's LoRA preparation do through
+ * enable_input_require_grads(): ckplan's figures for a frozen table (LoRA) assume it
+ * (the embedding's `leaf`, docs/profiles.md), so the snippet makes it whichever way
+ * checkpointing is turned on. A trained table's output requires grad already: then the hook
+ * changes nothing. */
+static void put_input_grads(FILE *out, const char *indent)
+{
+    fprintf(out, "%sif hasattr(model, \"enable_input_require_grads\"):\n"
+                 "%s    model.enable_input_require_grads()  # as gradient_checkpointing_enable() does\n",
+            indent, indent);
+}
+
 int ck_emit_hf(FILE *out, const ck_emit_input *in, ck_err *err)
 {
     (void)err;
     put_preamble(out, in, "hf: activation checkpointing for a Hugging Face transformers model",
                  "# Paste after loading the model (`model`). It wraps the forward of exactly these\n"
                  "# layers in non-reentrant torch.utils.checkpoint and turns the KV cache off, which\n"
-                 "# training has no use for. Leave model.gradient_checkpointing_enable() off: it\n"
-                 "# checkpoints every layer.\n",
+                 "# training has no use for, and makes a frozen embedding's output require grad\n"
+                 "# (LoRA), as transformers does. Leave model.gradient_checkpointing_enable() off:\n"
+                 "# it checkpoints every layer.\n",
                  "import torch.utils.checkpoint\n");
     put_layers_check(out, "ckplan_checkpoint_layers",
                      "Checkpoints decoder layer i for i in CKPLAN_CHECKPOINT; use_cache off.");
-    fputs("    model.config.use_cache = False\n"
-          "    for i in CKPLAN_CHECKPOINT:\n"
+    fputs("    model.config.use_cache = False\n", out);
+    put_input_grads(out, "    ");
+    fputs("    for i in CKPLAN_CHECKPOINT:\n"
           "        forward = layers[i].forward\n"
           "\n"
           "        def checkpointed(*args, _forward=forward, **kwargs):\n"
@@ -105,8 +120,10 @@ int ck_emit_fsdp(FILE *out, const ck_emit_input *in, ck_err *err)
           "\n"
           "\n"
           "ckplan_wrapper = functools.partial(checkpoint_wrapper, checkpoint_impl=CheckpointImpl.NO_REENTRANT)\n"
-          "check_fn = ckplan_check_fn(model)\n"
-          "apply_activation_checkpointing(model, checkpoint_wrapper_fn=ckplan_wrapper, check_fn=check_fn)\n",
+          "check_fn = ckplan_check_fn(model)\n",
+          out);
+    put_input_grads(out, "");
+    fputs("apply_activation_checkpointing(model, checkpoint_wrapper_fn=ckplan_wrapper, check_fn=check_fn)\n",
           out);
     return CK_OK;
 }

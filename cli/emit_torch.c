@@ -357,7 +357,7 @@ static int emit_held_tensors(FILE *f, const ck_workload *w, const ck_plan_file *
             const ck_action *a = &plan->schedule.actions[k];
             size_t ck = a->kind == CK_LOSS ? SIZE_MAX : ck_lower_stage_checkpointer(w->lower, a->stage);
             bool state = after ? ctx[k].frees_checkpoint : ctx[k].checkpoints;
-            unsigned steps = after ? ctx[k].frees_steps : ctx[k].makes_steps ? ~0u : 0;
+            unsigned steps = after ? ctx[k].frees_steps : ctx[k].makes_steps;
             emit_held(f, w->model, k, steps, state ? ck : SIZE_MAX, !after);
         }
         fputs("}\n", f);

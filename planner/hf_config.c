@@ -9,7 +9,7 @@
 /* The structure of each family in transformers' modeling_<type>.py (docs/model-format.md
  * section 8 gives the source of each switch). */
 static const ck_hf_family families[] = {
-    {"gpt2", "layer_norm_epsilon", 1e-5, .layernorm = true, .learned_pos = true, .mlp = CK_HF_MLP_GELU, .fused_qkv = true},
+    {"gpt2", "layer_norm_epsilon", 1e-5, .layernorm = true, .learned_pos = true, .mlp = CK_HF_MLP_GELU, .fused_qkv = true, .flat_mlp = true},
     {"opt", NULL, 1e-5, .layernorm = true, .learned_pos = true, .pos_offset = 2, .mlp = CK_HF_MLP_RELU,
      .flat_mlp = true},
     {"llama", "rms_norm_eps", 1e-6, .mlp = CK_HF_MLP_SWIGLU, .softmax_f32 = true},
@@ -250,7 +250,8 @@ static int read_extras(const reader *r, ck_hf_config *c)
                                     {"num_experts_per_tok", true, &c->K}};
         rc = read_sizes(r, experts, N_OF(experts));
     } else if (strcmp(t, "phi3") == 0) {
-        const prob_key probs[] = {{"resid_pdrop", &c->resid_p}, {"embd_pdrop", &c->embd_p}};
+        /* Phi3Model has no embedding dropout: its embd_pdrop is read by nothing */
+        const prob_key probs[] = {{"resid_pdrop", &c->resid_p}};
         rc = read_probs(r, probs, N_OF(probs));
     } else if (strcmp(t, "gemma2") == 0) {
         rc = softcap(r, "attn_logit_softcapping", 50.0, &c->attn_cap);

@@ -28,7 +28,8 @@ typedef struct {
     bool softmax_f32;     /* eager attention's softmax is upcast to f32 */
     bool fused_qkv;       /* one q/k/v module (GPT-2's c_attn, Phi-3's qkv_proj): one adapter */
     bool flat_mlp;        /* the MLP runs on the hidden states reshaped to [B*T, C] (OPT's
-                           * decoder layer): its linears' input gradients are not views */
+                           * decoder layer; GPT-2's Conv1D, x.view(-1, nx) then addmm): its
+                           * linears' input gradients are not views */
     bool windowed;        /* every layer's attention reads the config's sliding_window */
     uint64_t window;      /* ... and its default when the key is absent (null: none) */
 } ck_hf_family;

@@ -6,7 +6,7 @@
 /* Each choice is an attribute of the op table; a unit test checks every one names a boolean
  * attribute of its op (test_impl.c). What each keeps: docs/profiles.md. */
 static const ck_impl profiles[] = {
-    {"hf", "transformers 5's modeling code, as PyTorch 2's autograd saves it", 15, {
+    {"hf", "transformers 5's modeling code, as PyTorch 2's autograd saves it", 16, {
         /* LlamaRMSNorm: x * rsqrt(...) is kept for the product with the weight */
         {CK_OP_RMSNORM, "fused", false},
         /* Qwen3's q_norm and k_norm, the same RMSNorm on each head */
@@ -29,6 +29,8 @@ static const ck_impl profiles[] = {
          * backward, and the tables by each layer's products */
         {CK_OP_ATTENTION, "step_args", true},
         {CK_OP_ROPE, "step_tables", true},
+        /* gradient_checkpointing_enable()'s hook: a frozen table's lookup requires grad */
+        {CK_OP_EMBEDDING, "leaf", true},
         /* transformers 5's experts: grouped_mm, its default where PyTorch has the op */
         {CK_OP_MOE, "grouped", true},
         /* ForCausalLMLoss: F.cross_entropy on logits.float(), log_softmax's f32 output kept */
@@ -36,7 +38,7 @@ static const ck_impl profiles[] = {
         {CK_OP_CROSS_ENTROPY, "upcast", true},
         /* PEFT's adapters in f32 beside 16-bit weights, each projection's copy of x kept */
         {CK_OP_LORA, "upcast", true}}, NULL},
-    {"fused", "liger-kernel, Megatron or llm.c's fused kernels", 15, {
+    {"fused", "liger-kernel, Megatron or llm.c's fused kernels", 16, {
         {CK_OP_RMSNORM, "fused", true},
         {CK_OP_QKNORM, "fused", true},
         {CK_OP_SWIGLU, "fused", true},
@@ -48,6 +50,7 @@ static const ck_impl profiles[] = {
         {CK_OP_ATTENTION, "eager_grads", false},
         {CK_OP_ATTENTION, "step_args", false},
         {CK_OP_ROPE, "step_tables", false},
+        {CK_OP_EMBEDDING, "leaf", false},
         {CK_OP_MOE, "grouped", true}, /* Megatron's grouped GEMM */
         {CK_OP_CROSS_ENTROPY, "fused", true},
         {CK_OP_CROSS_ENTROPY, "upcast", false},

@@ -15,7 +15,7 @@
 
 #include "planner/op.h"
 
-#define CK_IMPL_MAX_CHOICES 15
+#define CK_IMPL_MAX_CHOICES 16
 
 /* One attribute a profile sets: op kind `op`'s boolean attribute `attr`, to `value`. */
 typedef struct {

@@ -431,8 +431,12 @@ static void lower_backward(const ck_lower *l, size_t i, sink *s)
                                                           .if_live = (i + 1 == l->n_stages && ck_lower_loss_frees_input(l)) ||
                                                                      (i + 1 < l->n_stages && unsaved_input(l, i + 1))});
     for (size_t k = l->first[i + 1]; k-- > l->first[i];) {
-        if (!m->nodes[k].backward) /* nothing it made requires a gradient: nothing to free */
+        size_t made = m->nodes[k].output;
+        if (!m->nodes[k].backward) { /* nothing it made requires a gradient but a leaf's */
+            if (ck_program_has_grad(m, made)) /* its .grad, held to the end: B 0 ends it */
+                push(s, CK_INSTR_FREE, 0, false, ck_program_grad(made));
             continue;
+        }
         bool pass = can_pass(l, i, k);
         s->ok = s->ok && ck_program_push(s->p, (ck_instr){.kind = CK_INSTR_BACKWARD, .node = k,
                                                           .pass = pass});
@@ -485,8 +489,7 @@ int ck_lower_action(const ck_lower *l, const ck_action *a, const ck_action_effec
     sink s = {out, true};
     size_t i = a->stage;
     ctx = ctx ? ctx : &alone;
-    if (ctx->makes_steps)
-        step_tensors(l, CK_INSTR_ALLOC, ~0u, &s);
+    step_tensors(l, CK_INSTR_ALLOC, ctx->makes_steps, &s);
     if (ctx->checkpoints)
         push(&s, CK_INSTR_ALLOC, 0, false, ck_program_checkpoint(l->checkpointer[i]));
     switch (a->kind) {
@@ -544,9 +547,12 @@ static void place_steps(const ck_lower *l, const ck_schedule *s, const size_t *f
                         const size_t *b_at, ck_lower_context *out)
 {
     size_t first_layer = SIZE_MAX, last_layer = SIZE_MAX, args_to = SIZE_MAX, tables_to = SIZE_MAX;
-    const unsigned tables = 1u << CK_STEP_TABLES;
+    size_t leaf_at = SIZE_MAX;
+    const unsigned tables = 1u << CK_STEP_TABLES, leaf = 1u << CK_STEP_LEAF;
     for (size_t i = 0; i < l->n_stages; i++) {
-        if (!l->steps[i] || first_forward[i] == SIZE_MAX)
+        if (l->steps[i] & leaf && leaf_at == SIZE_MAX)
+            leaf_at = first_forward[i];
+        if (!(l->steps[i] & ~leaf) || first_forward[i] == SIZE_MAX)
             continue;
         first_layer = first_layer == SIZE_MAX ? i : first_layer;
         last_layer = i;
@@ -560,11 +566,15 @@ static void place_steps(const ck_lower *l, const ck_schedule *s, const size_t *f
             out[b_at[i]].frees_checkpoint = true;
         }
     }
+    if (leaf_at != SIZE_MAX) {
+        out[leaf_at].makes_steps |= leaf;
+        out[s->n - 1].frees_steps |= leaf;
+    }
     if (first_layer == SIZE_MAX)
         return;
     size_t forward_end = first_forward[last_layer];
-    out[first_forward[first_layer]].makes_steps = true;
-    out[args_to == SIZE_MAX ? forward_end : args_to].frees_steps |= ~tables;
+    out[first_forward[first_layer]].makes_steps |= ~leaf;
+    out[args_to == SIZE_MAX ? forward_end : args_to].frees_steps |= ~(tables | leaf);
     out[tables_to == SIZE_MAX ? forward_end : tables_to].frees_steps |= tables;
 }
 

@@ -52,7 +52,7 @@ typedef struct {
      * B i-1: its figures are then a bound). Where an earlier forward read x_i, x_i is a
      * checkpoint, which PyTorch holds for the recomputation. */
     bool sole_forward;
-    bool makes_steps;      /* the model's step tensors (CK_BUF_STEP) are made before it */
+    unsigned makes_steps;  /* before it, bit s for step tensor s (CK_BUF_STEP) */
     bool checkpoints;      /* its stage's checkpoint state (CK_BUF_CHECKPOINT) before it */
     bool frees_checkpoint; /* and after it */
     unsigned frees_steps;  /* after it, bit s for step tensor s */
@@ -67,7 +67,9 @@ typedef struct {
  * layer, or with none when the model's forward ends, after the first forward of the last
  * layer; the rotary tables, which every layer's products keep, after the B of the earliest
  * layer that reads them or is checkpointed (with no B, as the masks). A checkpointed
- * layer's state lives from its first forward to the end of its B. */
+ * layer's state lives from its first forward to the end of its B. The leaf (a frozen
+ * table's lookup that enable_input_require_grads() makes require grad) lives from its
+ * stage's first forward to the schedule's end: autograd's graph holds it. */
 int ck_lower_contexts(const ck_lower *l, const ck_schedule *s, ck_lower_context *out, ck_err *err);
 
 /* Appends the instructions of action a, whose effect e ck_action_describe gave: an F_all

@@ -1183,7 +1183,8 @@ static int by_pair(const void *a, const void *b)
 }
 
 /* The model's step tensors from what its nodes read: a mask per distinct window, each
- * window's the largest a node reads, added; of the rest, the largest. */
+ * window's the largest a node reads, added; of the rest, the largest (the leaf only where
+ * the table is frozen: a trained table's lookup requires grad already). */
 static int sum_step_tensors(loader *ld)
 {
     ck_model *m = ld->m;
@@ -1194,7 +1195,8 @@ static int sum_step_tensors(loader *ld)
     for (size_t k = 0; k < m->n_nodes; k++) {
         const ck_op_info *info = &m->nodes[k].info;
         for (int s = 0; s < CK_N_STEPS; s++)
-            if (s != CK_STEP_MASK && info->step_bytes[s] > m->step_bytes[s])
+            if (s != CK_STEP_MASK && info->step_bytes[s] > m->step_bytes[s] &&
+                (s != CK_STEP_LEAF || m->nodes[k].frozen)) /* a trained table's needs no hook */
                 m->step_bytes[s] = info->step_bytes[s];
         if (info->step_bytes[CK_STEP_MASK])
             memcpy(masks[n++], (uint64_t[2]){info->step_window, info->step_bytes[CK_STEP_MASK]}, sizeof *masks);

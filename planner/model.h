@@ -79,7 +79,8 @@ typedef struct {
     const ck_impl *impl;
     bool use_cache; /* the model keeps a KV cache when run (Hugging Face's use_cache) */
     /* The step tensors its nodes read (ck_op_info.step_bytes), by ck_step: the mask's, one
-     * per distinct window, added; the others, shared by all, the largest a node reads. */
+     * per distinct window, added; the others, shared by all, the largest a node reads (the
+     * leaf only from a frozen node). */
     uint64_t step_bytes[CK_N_STEPS];
     size_t n_inputs; /* tensors [0, n_inputs) are the graph inputs; tensor 0 is x_0 */
     size_t n_tensors;
@@ -148,6 +149,10 @@ void ck_model_free(ck_model *m);
  * required gradient needs. Refuses a model in which the loss's input requires no gradient
  * (everything frozen: nothing to train). */
 int ck_model_grad_propagate(ck_model *m, ck_err *err);
+/* Whether m's embedding table is frozen (LoRA), and then in *leaf whether its output is
+ * taken to require grad, a leaf, as enable_input_require_grads() makes it (the embedding's
+ * `leaf` attribute, docs/profiles.md). */
+bool ck_model_frozen_embedding(const ck_model *m, bool *leaf);
 
 /* last_use[t] (n_tensors entries) receives the last node reading tensor t (0 if none). */
 void ck_model_last_uses(const ck_model *m, size_t *last_use);

@@ -6,10 +6,11 @@
 
 /* Requires-grad as PyTorch autograd computes it: a float x_0 requires a gradient (the chain
  * model computes y_0), held inputs and integers never do, and a node's output does when the
- * node has a trainable parameter or an input that does. A node whose output requires none
- * runs no backward; one that runs a backward computes only the required gradients, so it
- * keeps a saved tensor only when one of the gradients that tensor is needed for is required
- * (docs/model-format.md, "Frozen parameters"). */
+ * node has a trainable parameter or an input that does, or is a frozen embedding with
+ * `leaf` (a leaf that requires grad, as enable_input_require_grads() makes it). A node
+ * whose output requires none runs no backward; one that runs a backward computes only the
+ * required gradients, so it keeps a saved tensor only when one of the gradients that tensor
+ * is needed for is required (docs/model-format.md, "Frozen parameters"). */
 
 static bool has_params(const ck_node *n)
 {
@@ -93,6 +94,23 @@ static bool add_grad_temporaries(ck_node *n, ck_dtype grad_dtype)
     return ok && ck_size_add(n->info.bwd_ws_bytes, expert_max, &n->info.bwd_ws_bytes);
 }
 
+/* A frozen table whose output enable_input_require_grads()'s hook makes a leaf that requires
+ * grad: no backward makes that gradient, autograd accumulates it into the leaf's .grad. */
+static bool is_input_leaf(const ck_node *n)
+{
+    return n->op->kind == CK_OP_EMBEDDING && n->attrs.leaf && n->frozen;
+}
+
+bool ck_model_frozen_embedding(const ck_model *m, bool *leaf)
+{
+    for (size_t k = 0; k < m->n_nodes; k++)
+        if (m->nodes[k].op->kind == CK_OP_EMBEDDING && m->nodes[k].frozen) {
+            *leaf = is_input_leaf(&m->nodes[k]);
+            return true;
+        }
+    return false;
+}
+
 int ck_model_grad_propagate(ck_model *m, ck_err *err)
 {
     for (size_t t = 0; t < m->n_inputs; t++)
@@ -103,7 +121,7 @@ int ck_model_grad_propagate(ck_model *m, ck_err *err)
         bool grad = n->trainable;
         for (size_t i = 0; i < n->op->arity; i++)
             grad = grad || m->tensors[n->inputs[i]].requires_grad;
-        m->tensors[n->output].requires_grad = grad;
+        m->tensors[n->output].requires_grad = grad || is_input_leaf(n);
         n->backward = grad && !n->op->is_loss;
         if (!keep_needed(n, required_grads(m, n)))
             return ck_err_fail(err, CK_ERR_INPUT, "%s: node %s: its forward workspace overflows "

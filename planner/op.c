@@ -13,10 +13,11 @@
 /* FLOPs per element: ops whose cost is proportional to their size; the others add theirs
  * in ck_op_describe. */
 static const ck_op_def op_table[] = {
-    OP(CK_OP_EMBEDDING, "embedding", 1, 0, 1, .n_attrs = 4,
+    OP(CK_OP_EMBEDDING, "embedding", 1, 0, 1, .n_attrs = 5,
        .attrs = {ATTR("vocab", CK_ATTR_DIM, true, 0, vocab), ATTR("dim", CK_ATTR_DIM, true, 0, dim),
                  ATTR("positions", CK_ATTR_DIM, false, 0, positions),
-                 ATTR("scatter", CK_ATTR_DIM, false, 0, scatter)}),
+                 ATTR("scatter", CK_ATTR_DIM, false, 0, scatter),
+                 ATTR("leaf", CK_ATTR_BOOL, false, 0, leaf)}),
     OP(CK_OP_LINEAR, "linear", 1, 0, 0, .n_attrs = 6,
        .attrs = {ATTR("out", CK_ATTR_DIM, true, 0, out), ATTR("bias", CK_ATTR_BOOL, false, 1, bias),
                  ATTR("tied", CK_ATTR_BOOL, false, 0, tied),
@@ -995,6 +996,8 @@ static void describe_kind(ovf *o, const ck_op_def *op, const ck_attrs *a, const 
         if (a->positions) { /* adding the position rows, and their gradient */
             info->fwd_flops = add(o, info->fwd_flops, n);
             info->bwd_flops = add(o, info->bwd_flops, n);
+            if (a->leaf) /* the lookup the position rows are added to */
+                info->step_bytes[CK_STEP_LEAF] = bytes_of(o, out);
         }
         add_sequence_ws(o, a, in, out, info);
         break;

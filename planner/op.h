@@ -107,6 +107,12 @@ typedef struct {
                        * (ck_op_info.step_bytes) */
     bool step_tables; /* rope: as transformers' rotary embedding, whose cos and sin tables,
                        * made once for all layers, each layer's products keep */
+    bool leaf;        /* embedding: as transformers' enable_input_require_grads(), which
+                       * gradient_checkpointing_enable() and PEFT's LoRA preparation run: a
+                       * frozen table's output is a leaf that requires grad (so the ops after
+                       * it keep what its gradient needs), held by autograd's graph to the
+                       * backward's end; with positions, the lookup is a tensor apart from
+                       * the output (CK_STEP_LEAF) */
     /* Not read from the file: whether attention runs as sdpa (the file's flash), which
      * infer sets before it turns flash off where sdpa runs its math path: the mask
      * transformers makes is sdpa's, not eager attention's. */
@@ -242,6 +248,10 @@ typedef enum {
                         * torch.utils.checkpoint with a checkpointed layer's arguments */
     CK_STEP_POSITIONS, /* the position ids, int64 [1, T]: the same */
     CK_STEP_TABLES,    /* the rotary cos and sin tables: kept by every layer's products too */
+    CK_STEP_LEAF,      /* a frozen embedding's token lookup, before the positions are added,
+                        * made a leaf that requires grad by enable_input_require_grads():
+                        * held from the embedding's forward to the backward's end (not a
+                        * tensor the layers read) */
     CK_N_STEPS
 } ck_step;
 

@@ -69,8 +69,9 @@ static bool add_every_layer(cJSON *pred, const ck_plan_doc *d)
 
 /* predicted.assumed, for a model: what the figures assume of the user's stack (the
  * implementation profile, absent when the op table's defaults run; when gradients exist, the optimizer's step, the micro-steps;
- * under PEFT's f32 adapters, the dtype of the copies of x they keep, or "none") and the
- * bytes of the gradients the step makes rather than holds. */
+ * under PEFT's f32 adapters, the dtype of the copies of x they keep, or "none"; with a
+ * frozen embedding table, whether its output requires grad) and the bytes of the gradients
+ * the step makes rather than holds. */
 static bool add_assumed(cJSON *pred, const ck_plan_doc *d)
 {
     const ck_model *m = d->stage_map.model;
@@ -79,8 +80,10 @@ static bool add_assumed(cJSON *pred, const ck_plan_doc *d)
     const ck_training *t = &m->training;
     ck_dtype copy = CK_F32;
     ck_adapters adapters = ck_model_adapters(m, &copy);
+    bool leaf = false, frozen = ck_model_frozen_embedding(m, &leaf);
     cJSON *o = cJSON_AddObjectToObject(pred, "assumed");
     return o &&
+           (!frozen || cJSON_AddBoolToObject(o, "input_require_grads", leaf)) &&
            (adapters == CK_ADAPTERS_PLAIN ||
             cJSON_AddStringToObject(o, "lora_input_copies",
                                     adapters == CK_ADAPTERS_COPY ? ck_dtype_name(copy) : "none")) &&

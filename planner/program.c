@@ -254,7 +254,7 @@ static const char *instr_names[] = {[CK_INSTR_FORWARD] = "forward", [CK_INSTR_BA
                                     [CK_INSTR_LOSS] = "loss", [CK_INSTR_GRAD] = "gradient",
                                     [CK_INSTR_ALLOC] = "alloc", [CK_INSTR_FREE] = "free"};
 static const char *const step_names[CK_N_STEPS] = {"the attention masks", "the position ids",
-                                                   "the rotary tables"};
+                                                   "the rotary tables", "the embedding's leaf"};
 
 static int refuse(const ck_program_state *st, size_t k, const ck_instr *in, const char *what,
                   ck_buf b, ck_err *err)

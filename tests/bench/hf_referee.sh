@@ -22,14 +22,16 @@ echo "\`ckplan plan --impl hf-cpu\`'s predicted peak for the same case (none: st
 echo "Trainer's fused AdamW; every: every layer checkpointed, against --planner every; foreach,"
 echo "for-loop: torch.optim's other AdamW steps, against --optimizer-step; dp: a dp plan at 60%"
 echo "of the way from its minimum to the baseline, applied through \`ckplan emit hf\`; lora: PEFT"
-echo "LoRA rank 8 against \`--lora 8\`; lora-every: the same with every layer checkpointed, against"
-echo "\`--lora 8 --planner every\`; accum2: two micro-batches against \`--grad-accum 2\`)."
+echo "LoRA rank 8 against \`--lora 8\`, the embedding's output made to require grad as ckplan assumes;"
+echo "lora-every: the same with every layer checkpointed, against \`--lora 8 --planner every\`; lora-dp:"
+echo "a dp plan of the LoRA model at 60%, applied through \`ckplan emit hf\`; accum2: two micro-batches"
+echo "against \`--grad-accum 2\`)."
 echo "Each cell is torch's peak over ckplan's, held to 2% but for the gaps tests/torch/hf_referee.py names."
 echo
 python3 - "$work/hf.tsv" <<'PY'
 import sys
 rows = [line.rstrip("\n").split("\t") for line in open(sys.argv[1])]
-cases = ["none", "every", "foreach", "for-loop", "dp", "lora", "lora-every", "accum2"]
+cases = ["none", "every", "foreach", "for-loop", "dp", "lora", "lora-every", "lora-dp", "accum2"]
 table = {}
 for label, attention, case, torch_peak, ckplan_peak, ratio, _, _ in rows:
     table.setdefault((label, attention), {})[case] = (int(torch_peak), int(ckplan_peak))

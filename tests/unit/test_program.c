@@ -12,9 +12,11 @@
 #include "tests/unit/check_main.h"
 #include "tests/unit/fixtures.h"
 
-/* A model as a test loads it: recipe, attention and impl NULL for the file's. */
+/* A model as a test loads it: recipe, attention and impl NULL for the file's; lora the
+ * rank of --lora (0: none). */
 typedef struct {
     const char *path, *recipe, *attention, *impl;
+    unsigned lora;
 } model_case;
 
 static void load_case(ck_workload *w, model_case mc, ck_granularity g)
@@ -25,6 +27,7 @@ static void load_case(ck_workload *w, model_case mc, ck_granularity g)
     wo.granularity = g;
     wo.model.attention = mc.attention;
     wo.model.impl = mc.impl;
+    wo.model.lora_rank = mc.lora;
     const char *path = mc.path, *recipe = mc.recipe;
     wo.model.recipe = recipe;
     wo.model.grads = recipe ? "held" : NULL; /* the chain has no parameter gradients to hold */
@@ -33,7 +36,7 @@ static void load_case(ck_workload *w, model_case mc, ck_granularity g)
 
 static void load_with(ck_workload *w, const char *path, ck_granularity g, const char *recipe)
 {
-    load_case(w, (model_case){path, recipe, NULL, NULL}, g);
+    load_case(w, (model_case){path, recipe, NULL, NULL, 0}, g);
 }
 
 static void load(ck_workload *w, const char *path, ck_granularity g)
@@ -57,12 +60,15 @@ static bool saved_by_none(const ck_model *m, size_t t)
 /* dropped[k]: the bytes the program may hold less than the chain after action k because
  * an F_all freed the kept copy of its input, x_i in x̄_i, until B i-1 frees x̄_i: an F_all of
  * stage i (variant "all") that is the stage's only forward in s, reading x̄_i (x_i not live
- * plain), x_i a tensor no node saves. Worked out here from the schedule by brute force. */
+ * plain), x_i a tensor no node saves; and because B i makes no y_i where x_i requires no
+ * gradient (a frozen embedding's output), which the chain holds until B i-1. Worked out
+ * here from the schedule by brute force. */
 static void find_dropped(const ck_workload *w, const ck_schedule *s, uint64_t *dropped)
 {
     const ck_chain *c = &w->chain;
     bool *plain = calloc(c->n_stages + 1, sizeof *plain), *gone = calloc(c->n_stages + 1, sizeof *gone);
-    ck_assert(plain && gone);
+    bool *ungrad = calloc(c->n_stages + 1, sizeof *ungrad);
+    ck_assert(plain && gone && ungrad);
     plain[0] = true;
     uint64_t held = 0;
     for (size_t k = 0; k < s->n; k++) {
@@ -80,6 +86,14 @@ static void find_dropped(const ck_workload *w, const ck_schedule *s, uint64_t *d
             gone[i + 1] = false;
             held -= c->stages[i].out_bytes;
         }
+        if (a->kind == CK_B && ungrad[i + 1]) {
+            ungrad[i + 1] = false;
+            held -= c->stages[i].out_bytes;
+        }
+        if (a->kind == CK_B && i > 0 && !w->model->tensors[in].requires_grad) {
+            ungrad[i] = true;
+            held += c->stages[i - 1].out_bytes;
+        }
         if (a->kind == CK_F_CK || a->kind == CK_F_NONE)
             plain[i + 1] = true;
         if (a->kind == CK_F_NONE || a->kind == CK_B)
@@ -88,6 +102,7 @@ static void find_dropped(const ck_workload *w, const ck_schedule *s, uint64_t *d
     }
     free(plain);
     free(gone);
+    free(ungrad);
 }
 
 /* The step tensors' and checkpoint states' bytes (planner/lower) the program holds while
@@ -96,23 +111,27 @@ static void find_dropped(const ck_workload *w, const ck_schedule *s, uint64_t *d
  * stage that reads one (a layer); the masks and position ids to the last B of a
  * checkpointed layer (first forward not F_all, a B after it), else to the last layer's
  * first forward; the tables to the last B of a layer that reads them or is checkpointed;
- * a checkpointed layer's state from its first forward to its B. */
+ * a checkpointed layer's state from its first forward to its B; the leaf from the first
+ * forward of the stage that makes it to the schedule's end. */
 static size_t with_states; /* schedules find_steps found a checkpoint state live in */
+static size_t with_leaf;   /* and the leaf */
 
 static void find_steps(const ck_workload *w, const ck_schedule *s, uint64_t *during, uint64_t *after)
 {
     bool states = false;
     const ck_model *m = w->model;
     size_t n = s->n, made = SIZE_MAX, args_end = 0, tables_end = 0, forward_end = 0;
+    size_t leaf_made = SIZE_MAX;
     for (size_t k = 0; k < n; k++)
         during[k] = after[k] = 0;
     for (size_t i = 0; i < w->chain.n_stages; i++) {
         uint64_t state = 0;
-        bool tables = false, layer = false;
+        bool tables = false, layer = false, leaf = false;
         for (size_t j = w->stage_first[i]; j < w->stage_first[i + 1]; j++) {
             const ck_op_info *info = &m->nodes[j].info;
             for (int t = 0; t < CK_N_STEPS; t++)
-                layer = layer || info->step_bytes[t];
+                layer = layer || (t != CK_STEP_LEAF && info->step_bytes[t]);
+            leaf = leaf || info->step_bytes[CK_STEP_LEAF];
             tables = tables || info->step_bytes[CK_STEP_TABLES];
             state = state ? state : info->checkpoint_bytes;
         }
@@ -125,6 +144,8 @@ static void find_steps(const ck_workload *w, const ck_schedule *s, uint64_t *dur
             else
                 first = k;
         }
+        if (leaf && leaf_made == SIZE_MAX)
+            leaf_made = first;
         if (!layer || first == SIZE_MAX)
             continue;
         made = made < first ? made : first;
@@ -143,10 +164,18 @@ static void find_steps(const ck_workload *w, const ck_schedule *s, uint64_t *dur
     with_states += states;
     if (made == SIZE_MAX)
         return;
+    bool leaf = leaf_made != SIZE_MAX && m->step_bytes[CK_STEP_LEAF];
+    with_leaf += leaf;
+    for (size_t k = leaf ? leaf_made : n; k < n; k++) {
+        during[k] += m->step_bytes[CK_STEP_LEAF];
+        after[k] += k + 1 < n ? m->step_bytes[CK_STEP_LEAF] : 0;
+    }
     args_end = args_end ? args_end : forward_end;
     tables_end = tables_end ? tables_end : forward_end;
     for (size_t k = made; k < n; k++)
         for (int t = 0; t < CK_N_STEPS; t++) {
+            if (t == CK_STEP_LEAF)
+                continue;
             size_t end = t == CK_STEP_TABLES ? tables_end : args_end;
             during[k] += k <= end ? m->step_bytes[t] : 0;
             after[k] += k < end ? m->step_bytes[t] : 0;
@@ -221,12 +250,14 @@ static bool agrees_with_chain(const ck_workload *w, const ck_schedule *s, const 
  * them (its gradients held, as the chain counts them). */
 START_TEST(lowered_schedules_agree_with_the_chain)
 {
-    const model_case models[] = {{"models/gpt2-tiny.json", NULL, NULL, NULL},
-                                 {"models/llama-tiny.json", NULL, NULL, NULL},
-                                 {"models/mlp-deep.json", NULL, NULL, NULL},
-                                 {"models/hf/llama-tiny.json", "bf16", NULL, NULL},
-                                 {"models/hf/gemma2-tiny.json", "bf16", "eager", "hf-cpu"},
-                                 {"models/hf/gpt2-tiny.json", "bf16", "eager", NULL}};
+    const model_case models[] = {{"models/gpt2-tiny.json", NULL, NULL, NULL, 0},
+                                 {"models/llama-tiny.json", NULL, NULL, NULL, 0},
+                                 {"models/mlp-deep.json", NULL, NULL, NULL, 0},
+                                 {"models/hf/llama-tiny.json", "bf16", NULL, NULL, 0},
+                                 {"models/hf/gemma2-tiny.json", "bf16", "eager", "hf-cpu", 0},
+                                 {"models/hf/gpt2-tiny.json", "bf16", "eager", NULL, 0},
+                                 {"models/hf/opt-tiny.json", "bf16", "eager", "hf-cpu", 8},
+                                 {"models/hf/llama-tiny.json", "bf16", NULL, "fused", 8}};
     ck_planner_opts opts = {.slots = CK_DEFAULT_SLOTS};
     size_t checked = 0, dropping = 0;
     for (size_t f = 0; f < sizeof models / sizeof models[0]; f++)
@@ -261,6 +292,7 @@ START_TEST(lowered_schedules_agree_with_the_chain)
     ck_assert_uint_gt(checked, 100);
     ck_assert_uint_gt(dropping, 10);
     ck_assert_uint_gt(with_states, 10);
+    ck_assert_uint_gt(with_leaf, 10);
 }
 END_TEST
 

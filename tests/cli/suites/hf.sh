@@ -57,18 +57,22 @@ import json, sys
 a, b = (json.load(open(p)) for p in sys.argv[1:])
 for k in ("predicted", "stages", "schedule", "budget_bytes"):
     assert a[k] == b[k], k' hf-plan-imported.json hf-plan-config.json
-# OPT's MLP runs on the hidden states reshaped to rows: its linears and their adapters say
-# so (flat), which makes their input gradients tensors of their own; Llama's MLP does not.
+# OPT's MLP runs on the hidden states reshaped to rows, as GPT-2's Conv1D views them: their
+# linears and adapters say so (flat), which makes their input gradients tensors of their
+# own; Llama's MLP does not.
 run import "$root/models/hf/opt-tiny.json" --lora 2 -o hf-opt-imported.json
 check "hf: import writes OPT" 0
-check_that "hf: OPT's MLP linears and adapters take rows, its attention's and Llama's do not" python3 -c '
+run import "$root/models/hf/gpt2-tiny.json" --lora 2 -o hf-gpt2-imported.json
+check "hf: import writes GPT-2" 0
+check_that "hf: OPT's and GPT-2's MLP linears and adapters take rows, their attention's and Llama's do not" python3 -c '
 import json, sys
 def flat(path):
     d = json.load(open(path))
     return {n["name"]: n.get("flat", False) for b in d.get("blocks", {}).values() for n in b["nodes"]}
-opt, llama = flat("hf-opt-imported.json"), flat("hf-imported.json")
+opt, gpt2, llama = flat("hf-opt-imported.json"), flat("hf-gpt2-imported.json"), flat("hf-imported.json")
 want = {"fc1", "fc1_lora", "fc2", "fc2_lora"}
 assert {k for k, v in opt.items() if v} == want, opt
+assert {k for k, v in gpt2.items() if v} == want, gpt2
 assert not any(llama.values()), llama'
 # --inference holds what transformers' forward makes once for its layers: the eager mask,
 # the position ids and the rotary tables live through every layer's forward, so at the peak
@@ -95,6 +99,37 @@ B, T, D = dims["B"], dims["T"], dims["C"] // dims["H"]
 want = B * T * T * 4 + T * 8 + 2 * T * D * 4  # f32 (fp32): mask [B, 1, T, T], int64 ids, cos and sin
 assert a["forward_peak_stage"] == b["forward_peak_stage"] == "h.0", (a["forward_peak_stage"], b["forward_peak_stage"])
 assert a["forward_peak_bytes"] - b["forward_peak_bytes"] == want, (a["forward_peak_bytes"], b["forward_peak_bytes"], want)'
+# Under LoRA the embedding's output is taken to require grad (enable_input_require_grads(),
+# which gradient_checkpointing_enable() installs): plan says so, in text and JSON, and only
+# under hf's profile and a frozen table; a file with the node's leaf off plans below.
+"$bin" plan "$root/models/hf/gpt2-tiny.json" --lora 8 --budget 1T --json > hf-leaf.plan.json 2>/dev/null
+"$bin" plan "$root/models/hf/gpt2-tiny.json" --lora 8 --budget 1T > hf-leaf.txt 2>/dev/null
+check_that "hf: plan --lora's summary names the hook it assumes" grep -q "enable_input_require_grads()" hf-leaf.txt
+"$bin" plan "$root/models/hf/gpt2-tiny.json" --lora 8 --impl fused --budget 1T --json > hf-leaf-fused.json 2>/dev/null
+"$bin" plan "$root/models/hf/gpt2-tiny.json" --budget 1T --json > hf-leaf-none.json 2>/dev/null
+check_that "hf: assumed.input_require_grads: true under hf, false under fused, absent when the table trains" python3 -c '
+import json
+a, f, n = (json.load(open(p))["predicted"]["assumed"] for p in ("hf-leaf.plan.json", "hf-leaf-fused.json", "hf-leaf-none.json"))
+assert a["input_require_grads"] is True and f["input_require_grads"] is False, (a, f)
+assert "input_require_grads" not in n, n'
+"$bin" plan "$root/models/hf/gpt2-tiny.json" --lora 8 --impl fused --budget 1T > hf-leaf-fused.txt 2>/dev/null
+check_that "hf: without the hook, plan says nothing of it" test "$(grep -c enable_input_require_grads hf-leaf-fused.txt)" = 0
+# Phi3Model has no embedding dropout, GPT-2 has one: embd_pdrop is read for GPT-2 alone.
+python3 -c '
+import json, sys
+for name in ("phi3", "gpt2"):
+    d = json.load(open(sys.argv[1] + "/models/hf/%s-tiny.json" % name))
+    d["embd_pdrop"] = 0.5
+    json.dump(d, open("hf-%s-embd.json" % name, "w"))' "$root"
+run import hf-phi3-embd.json -o hf-phi3-embd.model.json
+check "hf: import phi3 with embd_pdrop" 0
+run import hf-gpt2-embd.json -o hf-gpt2-embd.model.json
+check "hf: import gpt2 with embd_pdrop" 0
+check_that "hf: embd_pdrop adds an embedding dropout to GPT-2, none to Phi-3" python3 -c '
+import json
+drops = {name: [n.get("p") for n in json.load(open("hf-%s-embd.model.json" % name))["nodes"] if n["name"] == "drop_embed"]
+         for name in ("phi3", "gpt2")}
+assert drops == {"phi3": [], "gpt2": [0.5]}, drops'
 run import "$llama" --set NOPE=3 -o hf-never.json
 check "hf: import refuses a set naming no dim" 2 "config.json" "NOPE"
 check_that "hf: a refused import writes nothing" test ! -e hf-never.json
