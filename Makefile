@@ -128,9 +128,10 @@ $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(TEST_SUPPORT_OBJ) $(BUILD)/libckplan
 # (each pass is single-threaded): the sanitizers' command-line tests, the longest part, on
 # one, and the plain pass then the sanitizers' unit and bad-input tests on the other, the
 # background pass's output shown when it ends (the unit-test programs of both builds are
-# made first: the command-line tests' chart smoke test runs two of them); then plan, run and report under valgrind,
-# interrupts and fault injection, PyTorch as the referee, fuzzing; the last line adds them
-# all up.
+# made first: the command-line tests' chart smoke test runs two of them); then, again on
+# both cores, plan, run and report under valgrind, interrupts and fault injection (one
+# process at a time) beside the PyTorch and Hugging Face referees (their output shown when
+# they end); fuzzing; the last line adds them all up.
 check: deps
 	@rm -rf build/results build/check-*.log
 	-$(MAKE) --no-print-directory check-style
@@ -141,7 +142,10 @@ check: deps
 	$(MAKE) --no-print-directory SAN=1 check-unit check-bad; rest=$$?; \
 	wait $$san; status=$$?; cat build/check-san.log; \
 	[ $$plain -eq 0 ] && [ $$rest -eq 0 ] && [ $$status -eq 0 ]
-	$(MAKE) --no-print-directory check-valgrind check-robustness check-torch check-hf
+	@$(MAKE) --no-print-directory check-torch check-hf > build/check-referees.log 2>&1 & \
+	referees=$$!; $(MAKE) --no-print-directory check-valgrind check-robustness; mine=$$?; \
+	wait $$referees; status=$$?; cat build/check-referees.log; \
+	[ $$mine -eq 0 ] && [ $$status -eq 0 ]
 	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(CHECK_FUZZ_SECONDS)
 	@tests/summary build/results
 
