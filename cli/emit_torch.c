@@ -101,6 +101,8 @@ static void emit_attrs(FILE *f, const ck_model *m, const ck_node *n)
             (unsigned long long)a->rank, a->alpha, (unsigned long long)a->experts,
             (unsigned long long)a->top_k, py_bool(a->fused), py_bool(a->expand_kv),
             py_bool(a->upcast), py_bool(a->grouped));
+    if (n->op->kind == CK_OP_EMBEDDING) /* a frozen table's output a leaf (model_grad) */
+        fprintf(f, ", \"leaf\": %s", py_bool(m->tensors[n->output].requires_grad && !n->backward));
     if (n->op->kind == CK_OP_ATTENTION) /* what the op table has it keep as sdpa does */
         fprintf(f, ", \"sdpa_mask\": %s, \"v_view\": %s, \"out_heads\": %s, \"keeps_out\": %s",
                 py_bool(saves_slot(&n->info, CK_SLOT_SDPA_MASK)),
@@ -357,7 +359,8 @@ static int emit_held_tensors(FILE *f, const ck_workload *w, const ck_plan_file *
             const ck_action *a = &plan->schedule.actions[k];
             size_t ck = a->kind == CK_LOSS ? SIZE_MAX : ck_lower_stage_checkpointer(w->lower, a->stage);
             bool state = after ? ctx[k].frees_checkpoint : ctx[k].checkpoints;
-            unsigned steps = after ? ctx[k].frees_steps : ctx[k].makes_steps;
+            /* the module's embedding makes the leaf itself (torch_runtime's _embedding) */
+            unsigned steps = (after ? ctx[k].frees_steps : ctx[k].makes_steps) & ~(1u << CK_STEP_LEAF);
             emit_held(f, w->model, k, steps, state ? ck : SIZE_MAX, !after);
         }
         fputs("}\n", f);

@@ -463,14 +463,16 @@ def _qknorm(qkv, p, attrs):
     return torch.cat([q, k, x[:, :, heads + kv_heads:]], dim=2).view(b, t, w)
 
 
-def _embedding(ids, p):
+def _embedding(ids, p, leaf):
     out = F.embedding(ids, p["wte"])
+    if leaf and torch.is_grad_enabled():  # enable_input_require_grads()'s hook, a frozen table
+        out.requires_grad_(True)
     return out + p["wpe"][:ids.shape[1]] if "wpe" in p else out
 
 
 # op name -> f(inputs, parameters, attributes) -> output
 OPS = {
-    "embedding": lambda i, p, a: _embedding(i[0], p),
+    "embedding": lambda i, p, a: _embedding(i[0], p, a["leaf"]),
     "linear": lambda i, p, a: F.linear(i[0], p["weight"], p.get("bias")),
     "layernorm": lambda i, p, a: F.layer_norm(i[0], i[0].shape[-1:], p["gamma"], p["beta"],
                                               a["eps"]),

@@ -542,6 +542,16 @@ static void find_passes(const ck_lower *l, const ck_schedule *s, size_t *first_f
     }
 }
 
+/* The first action of s that runs stage i's forward keeping what its backward reads (an
+ * F_all, or the recomputation of its B), or SIZE_MAX. */
+static size_t first_saving_pass(const ck_schedule *s, size_t i)
+{
+    for (size_t k = 0; k < s->n; k++)
+        if (s->actions[k].stage == i && (s->actions[k].kind == CK_F_ALL || s->actions[k].kind == CK_B))
+            return k;
+    return SIZE_MAX;
+}
+
 /* The step tensors' and checkpoint states' lifetimes over s (ck_lower_contexts). */
 static void place_steps(const ck_lower *l, const ck_schedule *s, const size_t *first_forward,
                         const size_t *b_at, ck_lower_context *out)
@@ -551,7 +561,7 @@ static void place_steps(const ck_lower *l, const ck_schedule *s, const size_t *f
     const unsigned tables = 1u << CK_STEP_TABLES, leaf = 1u << CK_STEP_LEAF;
     for (size_t i = 0; i < l->n_stages; i++) {
         if (l->steps[i] & leaf && leaf_at == SIZE_MAX)
-            leaf_at = first_forward[i];
+            leaf_at = first_saving_pass(s, i);
         if (!(l->steps[i] & ~leaf) || first_forward[i] == SIZE_MAX)
             continue;
         first_layer = first_layer == SIZE_MAX ? i : first_layer;

@@ -69,7 +69,8 @@ typedef struct {
  * layer that reads them or is checkpointed (with no B, as the masks). A checkpointed
  * layer's state lives from its first forward to the end of its B. The leaf (a frozen
  * table's lookup that enable_input_require_grads() makes require grad) lives from its
- * stage's first forward to the schedule's end: autograd's graph holds it. */
+ * stage's first saving pass (F_all, or the recomputation in its B: a forward that keeps
+ * nothing leaves it to no graph) to the schedule's end: autograd's graph holds it. */
 int ck_lower_contexts(const ck_lower *l, const ck_schedule *s, ck_lower_context *out, ck_err *err);
 
 /* Appends the instructions of action a, whose effect e ck_action_describe gave: an F_all

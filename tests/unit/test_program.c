@@ -112,7 +112,7 @@ static void find_dropped(const ck_workload *w, const ck_schedule *s, uint64_t *d
  * checkpointed layer (first forward not F_all, a B after it), else to the last layer's
  * first forward; the tables to the last B of a layer that reads them or is checkpointed;
  * a checkpointed layer's state from its first forward to its B; the leaf from the first
- * forward of the stage that makes it to the schedule's end. */
+ * F_all or B of the stage that makes it to the schedule's end. */
 static size_t with_states; /* schedules find_steps found a checkpoint state live in */
 static size_t with_leaf;   /* and the leaf */
 
@@ -135,7 +135,7 @@ static void find_steps(const ck_workload *w, const ck_schedule *s, uint64_t *dur
             tables = tables || info->step_bytes[CK_STEP_TABLES];
             state = state ? state : info->checkpoint_bytes;
         }
-        size_t first = SIZE_MAX, b = SIZE_MAX;
+        size_t first = SIZE_MAX, b = SIZE_MAX, saving = SIZE_MAX;
         for (size_t k = n; k-- > 0;) {
             if (s->actions[k].stage != i || s->actions[k].kind == CK_LOSS)
                 continue;
@@ -143,9 +143,11 @@ static void find_steps(const ck_workload *w, const ck_schedule *s, uint64_t *dur
                 b = k;
             else
                 first = k;
+            if (s->actions[k].kind == CK_B || s->actions[k].kind == CK_F_ALL)
+                saving = k;
         }
         if (leaf && leaf_made == SIZE_MAX)
-            leaf_made = first;
+            leaf_made = saving;
         if (!layer || first == SIZE_MAX)
             continue;
         made = made < first ? made : first;
@@ -257,6 +259,7 @@ START_TEST(lowered_schedules_agree_with_the_chain)
                                  {"models/hf/gemma2-tiny.json", "bf16", "eager", "hf-cpu", 0},
                                  {"models/hf/gpt2-tiny.json", "bf16", "eager", NULL, 0},
                                  {"models/hf/opt-tiny.json", "bf16", "eager", "hf-cpu", 8},
+                                 {"models/hf/gpt2-tiny.json", "fp32", "sdpa", "hf-cpu", 8},
                                  {"models/hf/llama-tiny.json", "bf16", NULL, "fused", 8}};
     ck_planner_opts opts = {.slots = CK_DEFAULT_SLOTS};
     size_t checked = 0, dropping = 0;
