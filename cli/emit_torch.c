@@ -101,8 +101,8 @@ static void emit_attrs(FILE *f, const ck_model *m, const ck_node *n)
             (unsigned long long)a->rank, a->alpha, (unsigned long long)a->experts,
             (unsigned long long)a->top_k, py_bool(a->fused), py_bool(a->expand_kv),
             py_bool(a->upcast), py_bool(a->grouped));
-    if (n->op->kind == CK_OP_EMBEDDING) /* a frozen table's output a leaf (model_grad) */
-        fprintf(f, ", \"leaf\": %s", py_bool(m->tensors[n->output].requires_grad && !n->backward));
+    if (n->op->kind == CK_OP_EMBEDDING)
+        fprintf(f, ", \"leaf\": %s", py_bool(ck_model_input_leaf(n)));
     if (n->op->kind == CK_OP_ATTENTION) /* what the op table has it keep as sdpa does */
         fprintf(f, ", \"sdpa_mask\": %s, \"v_view\": %s, \"out_heads\": %s, \"keeps_out\": %s",
                 py_bool(saves_slot(&n->info, CK_SLOT_SDPA_MASK)),

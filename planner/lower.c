@@ -431,10 +431,9 @@ static void lower_backward(const ck_lower *l, size_t i, sink *s)
                                                           .if_live = (i + 1 == l->n_stages && ck_lower_loss_frees_input(l)) ||
                                                                      (i + 1 < l->n_stages && unsaved_input(l, i + 1))});
     for (size_t k = l->first[i + 1]; k-- > l->first[i];) {
-        size_t made = m->nodes[k].output;
         if (!m->nodes[k].backward) { /* nothing it made requires a gradient but a leaf's */
-            if (ck_program_has_grad(m, made)) /* its .grad, held to the end: B 0 ends it */
-                push(s, CK_INSTR_FREE, 0, false, ck_program_grad(made));
+            if (ck_model_input_leaf(&m->nodes[k])) /* its .grad, held to the end: B 0 ends it */
+                push(s, CK_INSTR_FREE, 0, false, ck_program_grad(m->nodes[k].output));
             continue;
         }
         bool pass = can_pass(l, i, k);

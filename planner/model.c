@@ -1196,7 +1196,7 @@ static int sum_step_tensors(loader *ld)
         const ck_op_info *info = &m->nodes[k].info;
         for (int s = 0; s < CK_N_STEPS; s++)
             if (s != CK_STEP_MASK && info->step_bytes[s] > m->step_bytes[s] &&
-                (s != CK_STEP_LEAF || m->nodes[k].frozen)) /* a trained table's needs no hook */
+                (s != CK_STEP_LEAF || ck_model_input_leaf(&m->nodes[k])))
                 m->step_bytes[s] = info->step_bytes[s];
         if (info->step_bytes[CK_STEP_MASK])
             memcpy(masks[n++], (uint64_t[2]){info->step_window, info->step_bytes[CK_STEP_MASK]}, sizeof *masks);

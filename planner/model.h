@@ -149,9 +149,13 @@ void ck_model_free(ck_model *m);
  * required gradient needs. Refuses a model in which the loss's input requires no gradient
  * (everything frozen: nothing to train). */
 int ck_model_grad_propagate(ck_model *m, ck_err *err);
+/* Whether node n is a frozen embedding whose output is taken to require grad, a leaf, as
+ * enable_input_require_grads() makes it (the embedding's `leaf` attribute,
+ * docs/profiles.md): no backward makes that gradient. Read off the file's attributes, so
+ * it holds before propagation too. */
+bool ck_model_input_leaf(const ck_node *n);
 /* Whether m's embedding table is frozen (LoRA), and then in *leaf whether its output is
- * taken to require grad, a leaf, as enable_input_require_grads() makes it (the embedding's
- * `leaf` attribute, docs/profiles.md). */
+ * such a leaf. */
 bool ck_model_frozen_embedding(const ck_model *m, bool *leaf);
 
 /* last_use[t] (n_tensors entries) receives the last node reading tensor t (0 if none). */

@@ -94,9 +94,9 @@ static bool add_grad_temporaries(ck_node *n, ck_dtype grad_dtype)
     return ok && ck_size_add(n->info.bwd_ws_bytes, expert_max, &n->info.bwd_ws_bytes);
 }
 
-/* A frozen table whose output enable_input_require_grads()'s hook makes a leaf that requires
- * grad: no backward makes that gradient, autograd accumulates it into the leaf's .grad. */
-static bool is_input_leaf(const ck_node *n)
+/* enable_input_require_grads()'s hook on a frozen table: autograd accumulates the output's
+ * gradient into the leaf's .grad. */
+bool ck_model_input_leaf(const ck_node *n)
 {
     return n->op->kind == CK_OP_EMBEDDING && n->attrs.leaf && n->frozen;
 }
@@ -105,7 +105,7 @@ bool ck_model_frozen_embedding(const ck_model *m, bool *leaf)
 {
     for (size_t k = 0; k < m->n_nodes; k++)
         if (m->nodes[k].op->kind == CK_OP_EMBEDDING && m->nodes[k].frozen) {
-            *leaf = is_input_leaf(&m->nodes[k]);
+            *leaf = ck_model_input_leaf(&m->nodes[k]);
             return true;
         }
     return false;
@@ -121,7 +121,7 @@ int ck_model_grad_propagate(ck_model *m, ck_err *err)
         bool grad = n->trainable;
         for (size_t i = 0; i < n->op->arity; i++)
             grad = grad || m->tensors[n->inputs[i]].requires_grad;
-        m->tensors[n->output].requires_grad = grad || is_input_leaf(n);
+        m->tensors[n->output].requires_grad = grad || ck_model_input_leaf(n);
         n->backward = grad && !n->op->is_loss;
         if (!keep_needed(n, required_grads(m, n)))
             return ck_err_fail(err, CK_ERR_INPUT, "%s: node %s: its forward workspace overflows "

@@ -248,6 +248,10 @@ def run_snippet(kind, snippet_path, plan_path):
             super().__init__()
             self.model = Inner(n)
             self.config = types.SimpleNamespace(use_cache=True)
+            self.input_hooks = 0
+
+        def enable_input_require_grads(self):  # transformers' hook on the input embeddings
+            self.input_hooks += 1
 
         def forward(self, x):
             for layer in self.model.layers:
@@ -281,6 +285,7 @@ def run_snippet(kind, snippet_path, plan_path):
     assert torch.equal(loss0, loss1), "loss differs"
     assert len(grads0) == len(grads) and all(torch.equal(a, b) for a, b in zip(grads0, grads)), \
         f"{kind}: gradients differ from the unwrapped module's"
+    assert wrapped.input_hooks == 1, f"{kind}: enable_input_require_grads() called {wrapped.input_hooks} times, not once"
     if kind == "hf":
         assert wrapped.config.use_cache is False, "hf: use_cache left on"
     else:
