@@ -396,7 +396,7 @@ static void free_after_backward(const ck_lower *l, size_t i, size_t k, bool pass
     if (!pass && ck_program_has_grad(m, n->output) &&
         (l->last_use[n->output] > k || k + 1 == l->first[i + 1]))
         push(s, CK_INSTR_FREE, 0, false, ck_program_grad(n->output));
-    if (ck_program_has_saved(n))
+    if (ck_program_has_saved(n) && !n->info.n_phases) /* a phased one frees its own */
         push(s, CK_INSTR_FREE, 0, false, ck_program_saved(k, CK_COPY_KEPT));
     for (size_t j = 0; j < n->info.n_saved; j++) {
         size_t t = ck_model_saved_tensor(n, &n->info.saved[j]);

@@ -38,29 +38,48 @@ static unsigned required_grads(const ck_model *m, const ck_node *n)
 /* Scratch tensors start at multiples of this, so that any dtype is aligned. */
 #define SCRATCH_ALIGN 8
 
+/* Places a dropped internal tensor in the forward's workspace: from *at on (aligned), which
+ * moves past it; the workspace grows to hold it. */
+static bool place_scratch(ck_node *n, const ck_saved *sv, uint64_t *at)
+{
+    uint64_t pad = (SCRATCH_ALIGN - *at % SCRATCH_ALIGN) % SCRATCH_ALIGN, end = 0;
+    bool ok = ck_size_add(*at, pad, at) && ck_size_add(*at, sv->bytes, &end);
+    n->scratch_at[n->n_scratch] = *at;
+    n->scratch[n->n_scratch++] = *sv;
+    *at = end;
+    n->info.fwd_ws_bytes = end > n->info.fwd_ws_bytes ? end : n->info.fwd_ws_bytes;
+    return ok;
+}
+
 /* Drops from n's saved tensors those no required gradient needs, keeping the rest in
  * order; the internal ones dropped move to the forward's workspace, which the forward still
- * writes. False when the workspace would pass 2^64 bytes. */
+ * writes: those that die early (ck_saved.dies_early) inside it, the rest beyond it all.
+ * False when the workspace would pass 2^64 bytes. */
 static bool keep_needed(ck_node *n, unsigned need)
 {
     ck_op_info *info = &n->info;
     size_t kept = 0;
     bool ok = true;
+    uint64_t early_at = info->early_scratch_at, late_at;
     for (size_t s = 0; s < info->n_saved; s++) {
         const ck_saved *sv = &info->saved[s];
-        if (sv->needed_for & need) {
+        if (!(sv->needed_for & need) && sv->kind == CK_SAVE_INTERNAL && sv->dies_early)
+            ok = ok && place_scratch(n, sv, &early_at);
+    }
+    late_at = info->fwd_ws_bytes;
+    for (size_t s = 0; s < info->n_saved; s++) {
+        const ck_saved *sv = &info->saved[s];
+        if (sv->needed_for & need)
             info->saved[kept++] = *sv;
-        } else if (sv->kind == CK_SAVE_INTERNAL) {
-            uint64_t at = info->fwd_ws_bytes, pad = (SCRATCH_ALIGN - at % SCRATCH_ALIGN) % SCRATCH_ALIGN;
-            ok = ok && ck_size_add(at, pad, &at) && ck_size_add(at, sv->bytes, &info->fwd_ws_bytes);
-            n->scratch_at[n->n_scratch] = at;
-            n->scratch[n->n_scratch++] = *sv;
-        }
+        else if (sv->kind == CK_SAVE_INTERNAL && !sv->dies_early)
+            ok = ok && place_scratch(n, sv, &late_at);
     }
     memset(&info->saved[kept], 0, (CK_OP_MAX_SAVED - kept) * sizeof info->saved[0]);
     info->n_saved = kept;
     if (need == 0) /* no backward: it costs nothing */
         info->bwd_flops = info->bwd_bytes_moved = info->bwd_ws_bytes = 0;
+    if (!(need & CK_NEED_INPUT(0))) /* phases make the input's gradient: one call instead */
+        info->n_phases = 0;
     return ok;
 }
 
@@ -90,6 +109,9 @@ static bool add_grad_temporaries(ck_node *n, ck_dtype grad_dtype)
             expert_max = bytes > expert_max ? bytes : expert_max;
         else if (p->numel > 0 || p->tied)
             ok = ok && ck_size_add(n->info.bwd_ws_bytes, bytes, &n->info.bwd_ws_bytes);
+        for (size_t ph = 0; ph < n->info.n_phases && !by_expert; ph++) /* the phase making it */
+            if (n->info.phases[ph].params >> i & 1)
+                ok = ok && ck_size_add(n->info.phases[ph].ws_bytes, bytes, &n->info.phases[ph].ws_bytes);
     }
     return ok && ck_size_add(n->info.bwd_ws_bytes, expert_max, &n->info.bwd_ws_bytes);
 }

@@ -874,6 +874,76 @@ static uint64_t grouped_moe_forward_ws(ovf *o, uint64_t n, uint64_t c, uint64_t 
     return add(o, gather, locals) - mul(o, mul(o, n, c), eb); /* gather >= out: R >= N, 8 >= eb */
 }
 
+#define BIT(i) (1u << (i))
+#define SLOT(s) ((uint64_t)1 << (s))
+
+/* The grouped experts' backward as autograd runs it, node by node (ck_moe_phase), each
+ * freeing its saved tensors and the gradients it read as it ends (measured: docs/pytorch.md,
+ * "`moe`'s backward in phases"). The routing weights are f32, so the gradients up to their
+ * product are too, and the product's backward makes expert_out's in f32 before autograd
+ * casts it to x's dtype. Workspace: the gather's zeros beside the view's copy; the product's f32
+ * copy of the weighted rows and its gradient before the cast; the renormalisation's four
+ * [N, K] f32 temporaries (or top-k's zeros and softmax's gradient, [N, E] f32 each); the
+ * router's gradient of x, added into the input's (and of its logits in x's dtype). */
+static void moe_grouped_phases(ovf *o, ck_dtype act, uint64_t n, uint64_t c, uint64_t e,
+                               uint64_t k, uint64_t f, ck_op_info *info)
+{
+    uint64_t r = mul(o, n, k), eb = ck_dtype_bytes(act), ne4 = mul(o, mul(o, n, e), 4);
+    uint64_t rc4 = mul(o, mul(o, r, c), 4), rc = mul(o, mul(o, r, c), eb);
+    const ck_ttype types[] = {
+        [CK_MOE_D_SORTED] = matrix(CK_F32, r, c), [CK_MOE_D_OUT] = matrix(act, r, c),
+        [CK_MOE_D_WEIGHT] = matrix(CK_F32, r, 0), [CK_MOE_D_HIDDEN] = matrix(act, r, f),
+        [CK_MOE_D_ACT] = matrix(act, r, f),       [CK_MOE_D_UP] = matrix(act, r, f),
+        [CK_MOE_D_GATE] = matrix(act, r, f),      [CK_MOE_D_GATE_UP] = matrix(act, r, mul(o, f, 2)),
+        [CK_MOE_D_IN] = matrix(act, r, c),        [CK_MOE_D_TOPK] = matrix(CK_F32, n, k),
+        [CK_MOE_D_LOGITS] = matrix(CK_F32, n, e),
+    };
+    for (size_t t = 0; t < CK_MOE_N_TEMPS; t++)
+        info->temps[t] = (ck_temp){types[t], bytes_of(o, &types[t])};
+    info->n_temps = CK_MOE_N_TEMPS;
+    const ck_phase phases[] = {
+        [CK_MOE_UNSORT] = {.ws_bytes = rc4, .makes = BIT(CK_MOE_D_SORTED),
+                           .releases = SLOT(CK_SLOT_ROUTE_ORDER)},
+        [CK_MOE_WEIGHTING] = {.ws_bytes = sub_floor(mul(o, rc4, 2), rc),
+                              .makes = BIT(CK_MOE_D_OUT) | BIT(CK_MOE_D_WEIGHT),
+                              .frees = BIT(CK_MOE_D_SORTED),
+                              .releases = SLOT(CK_SLOT_EXPERT_OUT) | SLOT(CK_SLOT_ROUTE_WEIGHT)},
+        [CK_MOE_DOWN] = {.params = BIT(3), .makes = BIT(CK_MOE_D_HIDDEN), .frees = BIT(CK_MOE_D_OUT),
+                         .releases = SLOT(CK_SLOT_EXPERT_HIDDEN)},
+        [CK_MOE_GLU] = {.makes = BIT(CK_MOE_D_ACT) | BIT(CK_MOE_D_UP), .frees = BIT(CK_MOE_D_HIDDEN),
+                        .releases = SLOT(CK_SLOT_EXPERT_ACT)},
+        /* gate and up are halves of one product's output, freed with the last of them */
+        [CK_MOE_SILU] = {.makes = BIT(CK_MOE_D_GATE), .frees = BIT(CK_MOE_D_ACT),
+                         .releases = SLOT(CK_SLOT_EXPERT_GATE) | SLOT(CK_SLOT_EXPERT_UP)},
+        [CK_MOE_CAT] = {.makes = BIT(CK_MOE_D_GATE_UP), .frees = BIT(CK_MOE_D_GATE) | BIT(CK_MOE_D_UP)},
+        [CK_MOE_UP] = {.params = BIT(1) | BIT(2), .makes = BIT(CK_MOE_D_IN), .frees = BIT(CK_MOE_D_GATE_UP),
+                       .releases = SLOT(CK_SLOT_EXPERT_IN) | SLOT(CK_SLOT_EXPERT_OFFSETS)},
+        [CK_MOE_SCATTER] = {.makes = BIT(CK_MOE_D_TOPK), .frees = BIT(CK_MOE_D_WEIGHT)},
+        [CK_MOE_GATHER] = {.input_grads = true, .frees = BIT(CK_MOE_D_IN),
+                           .releases = SLOT(CK_SLOT_ROUTE_INDEX)},
+        [CK_MOE_ROUTING] = {.ws_bytes = sub_floor(mul(o, r, 16) > mul(o, ne4, 2) ? mul(o, r, 16)
+                                                                                 : mul(o, ne4, 2), ne4),
+                            .makes = BIT(CK_MOE_D_LOGITS), .frees = BIT(CK_MOE_D_TOPK),
+                            .releases = SLOT(CK_SLOT_ROUTER_PROBS) | SLOT(CK_SLOT_TOPK_INDEX) |
+                                        SLOT(CK_SLOT_TOPK_PROBS) | SLOT(CK_SLOT_TOPK_SUM)},
+        [CK_MOE_ROUTER] = {.ws_bytes = add(o, mul(o, mul(o, n, c), eb),
+                                           act == CK_F32 ? 0 : mul(o, mul(o, n, e), eb)),
+                           .params = BIT(0), .frees = BIT(CK_MOE_D_LOGITS)},
+    };
+    memcpy(info->phases, phases, sizeof phases);
+    info->n_phases = CK_MOE_N_PHASES;
+    /* the bound planners sum: every phase's workspace beside the temps live then */
+    uint64_t live = 0;
+    for (size_t p = 0; p < CK_MOE_N_PHASES; p++) {
+        for (size_t t = 0; t < CK_MOE_N_TEMPS; t++)
+            live = phases[p].makes >> t & 1 ? add(o, live, info->temps[t].bytes) : live;
+        uint64_t top = add(o, live, phases[p].ws_bytes);
+        info->bwd_ws_bytes = top > info->bwd_ws_bytes ? top : info->bwd_ws_bytes;
+        for (size_t t = 0; t < CK_MOE_N_TEMPS; t++)
+            live -= phases[p].frees >> t & 1 ? info->temps[t].bytes : 0;
+    }
+}
+
 /* moe as transformers' MixtralSparseMoeBlock runs under PyTorch autograd (moe_internals);
  * section 3 of docs/model-format.md names the PyTorch op that keeps each saved tensor. x is
  * N rows of C, R = N*K rows are routed (a row once to each of its K experts), F is an
@@ -894,6 +964,9 @@ static void describe_moe(ovf *o, const ck_attrs *a, const ck_ttype *in, ck_op_in
         /* The experts' w1 and w3 inputs and w2's input serve their weights' gradients. */
         if (slots[i] == CK_SLOT_EXPERT_IN || slots[i] == CK_SLOT_EXPERT_HIDDEN)
             only_for(info, info->n_saved - 1, CK_NEED_PARAMS);
+        /* Grouped, w2's product is the last to read its input: kept by nothing, it is freed
+         * before the gather back, while the rows (a Python local) live to the end. */
+        info->saved[info->n_saved - 1].dies_early = a->grouped && slots[i] == CK_SLOT_EXPERT_HIDDEN;
     }
     param(o, info, "router", CK_INIT_NORMAL, true, false, SHAPE(e, c));
     param(o, info, "w1", CK_INIT_NORMAL, true, false, SHAPE(e, f, c));
@@ -915,12 +988,15 @@ static void describe_moe(ovf *o, const ck_attrs *a, const ck_ttype *in, ck_op_in
      * that. Backward: one expert's gradients (N rows of C and two of F) and the routing's
      * in f32. */
     info->fwd_ws_bytes = add(o, mul(o, mul(o, r, e), 8), mul(o, add(o, ne, r), eb));
+    info->early_scratch_at = info->fwd_ws_bytes;
     if (a->grouped) {
         uint64_t held = grouped_moe_forward_ws(o, n, c, e, k, eb);
         info->fwd_ws_bytes = held > info->fwd_ws_bytes ? held : info->fwd_ws_bytes;
     }
     info->bwd_ws_bytes = add(o, mul(o, add(o, mul(o, n, c), mul(o, mul(o, n, f), 2)), eb),
                              mul(o, add(o, r, ne), 4));
+    if (a->grouped)
+        moe_grouped_phases(o, act, n, c, e, k, f, info);
 }
 
 /* Fused (one kernel, as liger-kernel or llm.c): the logits and the f32 row log-sum-exp, and

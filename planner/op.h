@@ -205,6 +205,39 @@ typedef enum {
     CK_N_SLOTS
 } ck_slot;
 
+/* moe grouped's backward (ck_phase), as transformers' grouped_mm experts run it under
+ * autograd: its phases in order, and the gradients between them (R = N K routed rows, in
+ * the forward's order, grouped by expert). */
+typedef enum {
+    CK_MOE_UNSORT,    /* sum, view and the gather back to token order: dout to routed rows */
+    CK_MOE_WEIGHTING, /* the product with the routing weights */
+    CK_MOE_DOWN,      /* w2's grouped product */
+    CK_MOE_GLU,       /* act(gate) * up */
+    CK_MOE_SILU,      /* act(gate) */
+    CK_MOE_CAT,       /* chunk's backward: gate's and up's gradients side by side */
+    CK_MOE_UP,        /* w1 and w3's grouped product */
+    CK_MOE_SCATTER,   /* the routing weights' gather, sorted by expert */
+    CK_MOE_GATHER,    /* the rows' gather: the input's gradient */
+    CK_MOE_ROUTING,   /* renormalisation, top-k and softmax */
+    CK_MOE_ROUTER,    /* the router's product, added into the input's gradient */
+    CK_MOE_N_PHASES
+} ck_moe_phase;
+
+typedef enum {
+    CK_MOE_D_SORTED,   /* f32 [R, C]: the output's gradient at each routed row */
+    CK_MOE_D_OUT,      /* [R, C]: expert_out's */
+    CK_MOE_D_WEIGHT,   /* f32 [R]: the routing weight's */
+    CK_MOE_D_HIDDEN,   /* [R, F] */
+    CK_MOE_D_ACT,      /* [R, F] */
+    CK_MOE_D_UP,       /* [R, F] */
+    CK_MOE_D_GATE,     /* [R, F] */
+    CK_MOE_D_GATE_UP,  /* [R, 2F]: the first grouped product's output's, gate then up */
+    CK_MOE_D_IN,       /* [R, C]: the gathered rows' */
+    CK_MOE_D_TOPK,     /* f32 [N, K]: the routing weights', by row */
+    CK_MOE_D_LOGITS,   /* f32 [N, E] */
+    CK_MOE_N_TEMPS
+} ck_moe_temp;
+
 /* Which gradients a saved tensor is needed for, as a set of bits: CK_NEED_INPUT(i) for input
  * i's, CK_NEED_PARAMS for the node's parameters'. A node keeps a saved tensor only when one
  * of the gradients it is needed for is required (planner/model: requires-grad), as PyTorch
@@ -220,6 +253,9 @@ typedef struct {
     ck_ttype type; /* of the saved tensor, whatever its kind */
     uint64_t bytes;
     unsigned needed_for; /* CK_NEED_* bits; CK_NEED_ANY unless the op says otherwise */
+    bool dies_early;     /* when no gradient needs it, it is dead before the forward's
+                          * workspace peaks, so it lies in that workspace (from
+                          * ck_op_info.early_scratch_at) instead of beyond it */
 } ck_saved;
 
 /* How a parameter starts: 0.02 times a unit normal, all ones, all zeros. */
@@ -260,8 +296,31 @@ typedef enum {
  * (preserve_rng_state). A CUDA generator's state is a CPU tensor too: nothing on the GPU. */
 #define CK_TORCH_CPU_RNG_STATE_BYTES 5056
 
+/* A backward that PyTorch runs as a sequence of autograd nodes, each releasing what it
+ * kept as it ends (moe's grouped experts), as phases: each makes some of the gradients
+ * that pass between them (the op's temps), parameter gradients and the inputs'; runs with
+ * ws_bytes of workspace; then frees the temps it was the last to read and the saved
+ * tensors no later phase reads (planner/program emits these events; sim/kernel runs the
+ * phases one by one). */
+#define CK_OP_MAX_TEMPS CK_MOE_N_TEMPS /* moe's */
+#define CK_OP_MAX_PHASES CK_MOE_N_PHASES
+
+typedef struct {
+    ck_ttype type;
+    uint64_t bytes;
+} ck_temp;
+
+typedef struct {
+    uint64_t ws_bytes;
+    unsigned makes, frees; /* bits over the op's temps */
+    uint64_t releases;     /* bits over ck_slot: internal saved tensors freed after it */
+    unsigned params;       /* bits over parameter index: the gradients it makes */
+    bool input_grads;      /* it makes the inputs' gradients */
+} ck_phase;
+
 /* Everything a concrete node costs. Workspace is memory an op's kernel allocates and frees
- * within one forward (fwd_ws) or backward (bwd_ws) call. */
+ * within one forward (fwd_ws) or backward (bwd_ws) call. A phased backward's bwd_ws is a
+ * bound: what its phases hold beside their workspace at most, for planners' sums. */
 typedef struct {
     size_t n_saved;
     ck_saved saved[CK_OP_MAX_SAVED];
@@ -274,6 +333,10 @@ typedef struct {
      * InputBuffer cannot add a later gradient into in place (planner/program). */
     unsigned grad_view;
     uint64_t fwd_ws_bytes, bwd_ws_bytes;
+    uint64_t early_scratch_at; /* where the forward's kernel stops using its workspace */
+    size_t n_temps, n_phases; /* a phased backward's (0: the backward is one call) */
+    ck_temp temps[CK_OP_MAX_TEMPS];
+    ck_phase phases[CK_OP_MAX_PHASES];
     uint64_t fwd_flops, bwd_flops;
     uint64_t fwd_bytes_moved, bwd_bytes_moved;
     /* The step tensors it reads, by ck_step (0: none), and the window its mask is for: the

@@ -39,6 +39,7 @@ static size_t buf_index(const ck_model *m, ck_buf b)
     case CK_BUF_STEP:
         return 3 * m->n_tensors + 4 * m->n_nodes + b.id;
     case CK_BUF_GRAD:
+    case CK_BUF_TEMP: /* never live in a state: made and freed within an instruction */
         break;
     }
     return 2 * (m->n_tensors + m->n_nodes) + b.id;
@@ -52,6 +53,13 @@ static uint64_t params_bytes(const ck_model *m, size_t k)
     if (m->training.grads != CK_GRADS_AUTOGRAD || !n->trainable)
         return 0; /* the model's sizes were checked against overflow when it was loaded */
     return n->info.n_params * ck_dtype_bytes(m->training.grad_dtype);
+}
+
+/* Of params_bytes, parameter i's. */
+static uint64_t param_grad_bytes(const ck_model *m, size_t k, size_t i)
+{
+    const ck_node *n = &m->nodes[k];
+    return params_bytes(m, k) ? n->info.params[i].numel * ck_dtype_bytes(m->training.grad_dtype) : 0;
 }
 
 /* The parameter gradient buffers node k's backward adds into: its own, and its tied
@@ -264,8 +272,9 @@ static int refuse(const ck_program_state *st, size_t k, const ck_instr *in, cons
                                         [CK_BUF_GRAD] = "gradient of",
                                         [CK_BUF_PARAMS] = "parameter gradients of",
                                         [CK_BUF_STEP] = "step tensor",
-                                        [CK_BUF_CHECKPOINT] = "checkpoint state of"};
-    bool of_node = b.kind == CK_BUF_SAVED || b.kind == CK_BUF_PARAMS || b.kind == CK_BUF_CHECKPOINT;
+                                        [CK_BUF_CHECKPOINT] = "checkpoint state of",
+                                        [CK_BUF_TEMP] = "backward's gradients of"};
+    bool of_node = b.kind == CK_BUF_SAVED || b.kind == CK_BUF_PARAMS || b.kind >= CK_BUF_CHECKPOINT;
     const char *name = b.kind == CK_BUF_STEP ? step_names[b.id]
                        : of_node             ? m->nodes[b.id].name
                                              : m->tensors[b.id].name;
@@ -440,8 +449,8 @@ static int hand_over(emitter *em, ck_event_kind kind, size_t to, size_t from, ck
     return em->cb ? em->cb(em->ctx, em->in, &ev, err) : CK_OK;
 }
 
-/* Allocates (or frees) buffer b: one event, or one per internal tensor of a saved set. A
- * shared gradient's free frees no memory. */
+/* Allocates (or frees) buffer b: one event, or one per internal tensor of a saved set or
+ * per parameter of a node's gradients. A shared gradient's free frees no memory. */
 static int whole_buf(emitter *em, ck_event_kind kind, ck_buf b, ck_hold hold, ck_err *err)
 {
     const ck_model *m = em->st->m;
@@ -452,23 +461,27 @@ static int whole_buf(emitter *em, ck_event_kind kind, ck_buf b, ck_hold hold, ck
         mark(em->st, &em->st->shared[b.id], false);
         return emit(em, CK_EVENT_UNSHARE, b, 0, 0, hold, err);
     }
-    if (b.kind != CK_BUF_SAVED)
+    if (b.kind != CK_BUF_SAVED && b.kind != CK_BUF_PARAMS)
         return emit(em, kind, b, 0, ck_program_buf_bytes(m, b), hold, err);
     const ck_op_info *info = &m->nodes[b.id].info;
     int rc = CK_OK;
-    for (size_t s = 0; s < info->n_saved && rc == CK_OK; s++)
+    for (size_t s = 0; b.kind == CK_BUF_SAVED && s < info->n_saved && rc == CK_OK; s++)
         if (info->saved[s].kind == CK_SAVE_INTERNAL)
             rc = emit(em, kind, b, s, info->saved[s].bytes, hold, err);
+    for (size_t i = 0; b.kind == CK_BUF_PARAMS && i < info->n_param_tensors && rc == CK_OK; i++)
+        if (param_grad_bytes(m, b.id, i))
+            rc = emit(em, kind, b, i, param_grad_bytes(m, b.id, i), hold, err);
     return rc;
 }
 
-/* The node runs (pass 1: a loss's backward) with ws bytes of workspace. */
-static int run_with_workspace(emitter *em, uint64_t ws, size_t pass, ck_err *err)
+/* The node runs (part 1: a loss's backward; part p: a phased backward's phase p) with ws
+ * bytes of workspace. */
+static int run_with_workspace(emitter *em, uint64_t ws, size_t part, ck_err *err)
 {
     ck_buf none = {0};
     int rc = emit(em, CK_EVENT_WORKSPACE, none, 0, ws, CK_HOLD_WORKSPACE, err);
     if (rc == CK_OK)
-        rc = emit(em, CK_EVENT_RUN, none, pass, 0, CK_HOLD_WORKSPACE, err);
+        rc = emit(em, CK_EVENT_RUN, none, part, 0, CK_HOLD_WORKSPACE, err);
     if (rc == CK_OK)
         rc = emit(em, CK_EVENT_WORKSPACE_FREE, none, 0, ws, CK_HOLD_WORKSPACE, err);
     return rc;
@@ -518,6 +531,79 @@ static int input_grads(emitter *em, const ck_node *n, size_t passed, uint64_t *a
     return rc;
 }
 
+/* What phase ph of node k's phased backward makes before it runs: the inputs' gradients,
+ * its parameters' (new ones, or, when they exist already from an earlier micro-step,
+ * temporaries added in, as the inputs' sums are: *added) and its temps. */
+static int phase_makes(emitter *em, const ck_node *n, size_t k, const ck_phase *ph, bool held,
+                       uint64_t *added, ck_err *err)
+{
+    const ck_model *m = em->st->m;
+    ck_buf temps = {CK_BUF_TEMP, k, CK_COPY_PLAIN};
+    int rc = ph->input_grads ? input_grads(em, n, SIZE_MAX, added, err) : CK_OK;
+    for (size_t i = 0; i < n->info.n_param_tensors && rc == CK_OK; i++) {
+        uint64_t bytes = param_grad_bytes(m, k, i);
+        if (!(ph->params >> i & 1) || bytes == 0)
+            continue;
+        if (!held)
+            rc = emit(em, CK_EVENT_ALLOC, ck_program_params(k), i, bytes, CK_HOLD_GRADIENT, err);
+        else if (!ck_size_add(*added, bytes, added))
+            return ck_err_fail(err, CK_ERR_INPUT, "program: memory held exceeds 2^64 bytes");
+    }
+    for (size_t t = 0; t < n->info.n_temps && rc == CK_OK; t++)
+        if (ph->makes >> t & 1)
+            rc = emit(em, CK_EVENT_ALLOC, temps, t, n->info.temps[t].bytes, CK_HOLD_GRADIENT, err);
+    return rc;
+}
+
+/* What a phase frees once it has run: the temps it read last (`temps`) and the saved
+ * tensors whose slots are in `slots`. */
+static int phase_frees(emitter *em, const ck_node *n, size_t k, unsigned temps, uint64_t slots,
+                       ck_err *err)
+{
+    const ck_op_info *info = &n->info;
+    ck_buf temp = {CK_BUF_TEMP, k, CK_COPY_PLAIN}, saved = ck_program_saved(k, CK_COPY_KEPT);
+    int rc = CK_OK;
+    for (size_t t = 0; t < info->n_temps && rc == CK_OK; t++)
+        if (temps >> t & 1)
+            rc = emit(em, CK_EVENT_FREE, temp, t, info->temps[t].bytes, CK_HOLD_GRADIENT, err);
+    for (size_t s = 0; s < info->n_saved && rc == CK_OK; s++)
+        if (info->saved[s].kind == CK_SAVE_INTERNAL && slots >> info->saved[s].slot & 1)
+            rc = emit(em, CK_EVENT_FREE, saved, s, info->saved[s].bytes, CK_HOLD_ACTIVATION, err);
+    return rc;
+}
+
+/* Phase by phase (ck_phase): what it makes, its run, then what it was the last to read.
+ * The saved set is gone at the end, what no phase released with it. */
+static int phased_backward_events(emitter *em, const ck_node *n, ck_err *err)
+{
+    ck_program_state *st = em->st;
+    size_t k = em->in->node;
+    ck_buf params = ck_program_params(k);
+    bool held = ck_program_state_has(st, params);
+    uint64_t released = 0;
+    int rc = CK_OK;
+    for (size_t p = 0; p < n->info.n_phases && rc == CK_OK; p++) {
+        const ck_phase *ph = &n->info.phases[p];
+        uint64_t added = 0, ws = ph->ws_bytes;
+        rc = phase_makes(em, n, k, ph, held, &added, err);
+        if (rc == CK_OK && !ck_size_add(ws, added, &ws))
+            return ck_err_fail(err, CK_ERR_INPUT, "program: memory held exceeds 2^64 bytes");
+        if (rc == CK_OK)
+            rc = run_with_workspace(em, ws, p, err);
+        if (rc == CK_OK)
+            rc = phase_frees(em, n, k, ph->frees, ph->releases, err);
+        released |= ph->releases;
+    }
+    if (rc == CK_OK)
+        rc = phase_frees(em, n, k, 0, ~released, err);
+    mark(st, &st->live[buf_index(st->m, ck_program_saved(k, CK_COPY_KEPT))], false);
+    if (!held && params_bytes(st->m, k)) {
+        st->params_held += params_bytes(st->m, k);
+        mark(st, &st->live[buf_index(st->m, params)], true);
+    }
+    return rc;
+}
+
 /* With an add's pass, its inputs take its output's gradient instead (its owner the buffer,
  * its sharer the same memory), and nothing runs; with a lora's, its base output takes it
  * once the rest of the backward has read it. */
@@ -530,6 +616,8 @@ static int backward_events(emitter *em, const ck_node *n, ck_err *err)
         int rc = hand_over(em, CK_EVENT_MOVE, owner, n->output, err);
         return rc == CK_OK ? hand_over(em, CK_EVENT_SHARE, sharer, owner, err) : rc;
     }
+    if (n->info.n_phases)
+        return phased_backward_events(em, n, err);
     size_t owners[2];
     uint64_t added, ws = n->info.bwd_ws_bytes;
     int rc = input_grads(em, n, pass ? owner : SIZE_MAX, &added, err);

@@ -33,8 +33,10 @@ typedef enum {
                       that computes one of them and held to the end of the step */
     CK_BUF_STEP,   /* the model's step tensor `id` (a ck_step: the masks, the position ids,
                       the rotary tables), which its forward makes once for every layer */
-    CK_BUF_CHECKPOINT /* what torch.utils.checkpoint keeps for the checkpointed layer holding
-                         node `id` beside its arguments (ck_op_info.checkpoint_bytes) */
+    CK_BUF_CHECKPOINT, /* what torch.utils.checkpoint keeps for the checkpointed layer holding
+                          node `id` beside its arguments (ck_op_info.checkpoint_bytes) */
+    CK_BUF_TEMP /* the gradients passing between the phases of node `id`'s backward (op table
+                   temps, by slot): made and freed within that instruction, in events only */
 } ck_buf_kind;
 
 typedef struct {
@@ -55,7 +57,9 @@ typedef enum {
                           that exists already (PyTorch computes one and adds it in), and
                           a second for their sum when the existing one is a view, which
                           PyTorch adds out of place (ck_op_info.grad_view); with pass,
-                          an add's, its inputs take its output's gradient instead */
+                          an add's, its inputs take its output's gradient instead; a
+                          phased one (ck_phase) does this phase by phase and frees its
+                          node's saved set as it goes */
     CK_INSTR_LOSS,     /* the loss node, forward then backward: its output and internals
                           live while it runs, each pass with its workspace; between them,
                           with frees_input, it frees the copy of its input it read (PyTorch
@@ -160,7 +164,8 @@ typedef enum {
     CK_EVENT_FREE,      /* the same, freed */
     CK_EVENT_WORKSPACE, /* `bytes` of workspace while the node runs */
     CK_EVENT_RUN,       /* run the instruction's node: the moment of its peak; a loss runs
-                           twice, its forward (slot 0) and its backward (slot 1) */
+                           twice, its forward (slot 0) and its backward (slot 1), a phased
+                           backward once a phase (slot: the phase) */
     CK_EVENT_WORKSPACE_FREE,
     CK_EVENT_MOVE,      /* gradient buf takes the memory of gradient `from`, no longer live */
     CK_EVENT_SHARE,     /* gradient buf is live on the memory of gradient `from` */
@@ -173,7 +178,8 @@ typedef enum { CK_HOLD_ACTIVATION, CK_HOLD_GRADIENT, CK_HOLD_WORKSPACE } ck_hold
 typedef struct {
     ck_event_kind kind;
     ck_buf buf;
-    size_t slot; /* 0 for values and gradients; the op's saved index for CK_BUF_SAVED */
+    size_t slot; /* 0 for values and gradients; the op's saved index for CK_BUF_SAVED, its
+                  * parameter index for CK_BUF_PARAMS, its temp for CK_BUF_TEMP */
     uint64_t bytes;
     ck_hold hold;
     ck_buf from; /* MOVE, SHARE */

@@ -63,7 +63,10 @@ struct ck_exec {
                              tracked) */
     bool autograd;        /* training.grads autograd: the program makes each node's
                              parameter gradients, in param_grads, freed after the optimizer */
-    void **param_grads;   /* per node: its own parameters' gradients (CK_BUF_PARAMS) */
+    void **param_grads;   /* per node, CK_OP_MAX_PARAMS each: its own parameters' gradients
+                             (CK_BUF_PARAMS), one buffer a parameter */
+    void *temps[CK_OP_MAX_TEMPS]; /* the running phased backward's (CK_BUF_TEMP) */
+    uint64_t temp_bytes[CK_OP_MAX_TEMPS];
     void **checkpoints;   /* per node: the checkpoint state it stands for (CK_BUF_CHECKPOINT) */
     void *steps[CK_N_STEPS]; /* the model's step tensors (CK_BUF_STEP) */
     size_t grad_cursor;   /* the node whose block the optimizer read last */
@@ -164,8 +167,21 @@ static void model_release_step(ck_exec *e)
     for (int s = 0; s < CK_N_STEPS; s++)
         release(e, CK_MEM_ACTIVATION, &e->steps[s], m->step_bytes[s]);
     /* the parameter gradients outlive the step's program: release_param_grads */
+    for (size_t t = 0; t < CK_OP_MAX_TEMPS; t++)
+        release(e, CK_MEM_GRADIENT, &e->temps[t], e->temp_bytes[t]);
     release(e, CK_MEM_WORKSPACE, &e->ws, e->ws_bytes);
     ck_program_state_free(&e->pstate);
+}
+
+/* Node k's parameter i's gradient buffer (under autograd). */
+static void **param_grad(const ck_exec *e, size_t k, size_t i)
+{
+    return &e->param_grads[k * CK_OP_MAX_PARAMS + i];
+}
+
+static uint64_t param_grad_bytes(const ck_exec *e, size_t k, size_t i)
+{
+    return e->m->nodes[k].info.params[i].numel * ck_dtype_bytes(e->m->training.grad_dtype);
 }
 
 /* The parameter gradients the program made, once the optimizer has applied them (as
@@ -173,7 +189,8 @@ static void model_release_step(ck_exec *e)
 static void release_param_grads(ck_exec *e)
 {
     for (size_t k = 0; e->param_grads && k < e->m->n_nodes; k++)
-        release(e, CK_MEM_GRADIENT, &e->param_grads[k], ck_program_buf_bytes(e->m, ck_program_params(k)));
+        for (size_t i = 0; i < e->m->nodes[k].info.n_param_tensors; i++)
+            release(e, CK_MEM_GRADIENT, param_grad(e, k, i), param_grad_bytes(e, k, i));
 }
 
 /* ---- allocating ---- */
@@ -228,7 +245,11 @@ static float grad_value(ck_exec *e, slot s)
     while (!m->nodes[k].trainable || s.grad >= e->param_off[k] + m->nodes[k].info.n_params)
         k++;
     e->grad_cursor = k;
-    return ck_kernel_load(m->training.grad_dtype, e->param_grads[k], s.grad - e->param_off[k]);
+    uint64_t j = s.grad - e->param_off[k];
+    size_t i = 0;
+    while (j >= m->nodes[k].info.params[i].offset + m->nodes[k].info.params[i].numel)
+        i++;
+    return ck_kernel_load(m->training.grad_dtype, *param_grad(e, k, i), j - m->nodes[k].info.params[i].offset);
 }
 
 /* Element j of node k's parameter i, at flat index `flat`, set to x where this rank keeps
@@ -290,11 +311,14 @@ static void adam_step(ck_exec *e, float decay)
     if (tr->param_dtype == CK_F32 && tr->grad_dtype == CK_F32 && !e->master && e->zero == 0) {
         if (!e->autograd) /* one array of gradients */
             ck_kernel_adam(e->params, e->grads, e->opt_m, e->opt_v, e->n_trainable, &st);
-        for (size_t k = 0; e->autograd && k < e->m->n_nodes; k++) { /* a block a node */
-            size_t at = e->param_off[k], n = (size_t)e->m->nodes[k].info.n_params;
-            if (e->param_grads[k])
-                ck_kernel_adam((float *)e->params + at, e->param_grads[k], e->opt_m + at, e->opt_v + at, n, &st);
-        }
+        for (size_t k = 0; e->autograd && k < e->m->n_nodes; k++) /* a block a parameter */
+            for (size_t i = 0; i < e->m->nodes[k].info.n_param_tensors; i++) {
+                const ck_param *pa = &e->m->nodes[k].info.params[i];
+                size_t at = e->param_off[k] + pa->offset;
+                if (*param_grad(e, k, i))
+                    ck_kernel_adam((float *)e->params + at, *param_grad(e, k, i), e->opt_m + at,
+                                   e->opt_v + at, (size_t)pa->numel, &st);
+            }
         return;
     }
     slot s;
@@ -382,6 +406,7 @@ typedef struct {
     ck_exec *e;
     const ck_instr *in;
     walk_mode mode;
+    size_t phase; /* of a phased backward */
 } walk;
 
 /* Where tensor t is for the running node: the forward's output is the instruction's buffer;
@@ -474,11 +499,12 @@ static void param_places(const ck_exec *e, size_t k, size_t i, size_t at, void *
     const ck_shard_tensor *t = e->zero >= 2 ? ck_shard_param(&e->shard, e->m, k, i) : NULL;
     *param = t && e->zero >= 3 ? (void *)(gathered_unit(e, t->unit) + t->in_unit * pbytes)
                                : (void *)((char *)e->params + at * pbytes);
-    size_t owner = e->m->nodes[k].info.params[i].tied ? e->m->nodes[k].tied_to : k;
+    bool tied = e->m->nodes[k].info.params[i].tied; /* to its owner's parameter 0 */
     *grad = !e->m->nodes[k].trainable ? NULL
-            : t           ? (char *)e->scatter + t->in_unit * gbytes
-            : e->autograd ? (char *)e->param_grads[owner] + (at - e->param_off[owner]) * gbytes
-                          : (char *)e->grads + at * gbytes;
+            : t                       ? (char *)e->scatter + t->in_unit * gbytes
+            : !e->autograd            ? (char *)e->grads + at * gbytes
+            : tied                    ? *param_grad(e, e->m->nodes[k].tied_to, 0)
+                                      : *param_grad(e, k, i);
 }
 
 /* The f32 views of node k's parameters and, in a backward, of their gradients, which it
@@ -508,7 +534,9 @@ static void param_views(const walk *w, size_t k, ck_kernel_io *io)
 static void *kernel_workspace(const walk *w, size_t k)
 {
     const uint64_t *ws = w->e->kernel_ws[k];
-    uint64_t need = is_backward(w->mode) ? ws[1] : ws[0];
+    uint64_t need = !is_backward(w->mode)              ? ws[0]
+                    : w->e->m->nodes[k].info.n_phases ? 0 /* its phases work in its temps */
+                                                      : ws[1];
     return ck_widen_workspace(&w->e->widen, w->e->ws, w->e->ws_bytes, need);
 }
 
@@ -534,6 +562,12 @@ static ck_kernel_io node_io(const walk *w, size_t k)
     io.dout = backward ? tensor_view(w, n->output, e->grad[n->output], false) : NULL;
     param_views(w, k, &io);
     saved_slots(w, k, io.saved);
+    for (size_t t = 0; backward && t < n->info.n_temps; t++) {
+        uint64_t numel_t = 0;
+        ck_ttype_numel(&n->info.temps[t].type, &numel_t); /* checked when the model was loaded */
+        io.temp[t] = ck_widen_view(&e->widen, e->temps[t], n->info.temps[t].type.dtype, numel_t, true);
+    }
+    io.phase = w->phase;
     if (backward)
         io.key = e->keys[k];
     else if (n->op->draws)
@@ -572,7 +606,10 @@ static void **event_slot(ck_exec *e, const ck_event *ev)
     case CK_BUF_SAVED:
         return &e->saved[(2 * ev->buf.id + ev->buf.copy) * CK_OP_MAX_SAVED + ev->slot];
     case CK_BUF_PARAMS:
-        return &e->param_grads[ev->buf.id];
+        return param_grad(e, ev->buf.id, ev->slot);
+    case CK_BUF_TEMP:
+        e->temp_bytes[ev->slot] = ev->bytes;
+        return &e->temps[ev->slot];
     case CK_BUF_CHECKPOINT:
         return &e->checkpoints[ev->buf.id];
     case CK_BUF_STEP:
@@ -634,7 +671,7 @@ static int run_instruction(ck_exec *e, const ck_instr *in, const ck_event *ev, c
     walk w = {e, in, in->kind == CK_INSTR_BACKWARD ? WALK_BACKWARD
                      : in->kind == CK_INSTR_LOSS   ? (ev->slot ? WALK_LOSS_BACKWARD : WALK_LOSS_FORWARD)
                      : in->keep                    ? WALK_SAVING
-                                                   : WALK_PLAIN};
+                                                   : WALK_PLAIN, ev->slot};
     return run_node(&w, in->node, err);
 }
 
@@ -1013,9 +1050,10 @@ static void keep_param_grads(ck_exec *e)
 {
     uint64_t gb = ck_dtype_bytes(e->m->training.grad_dtype);
     for (size_t k = 0; e->autograd && k < e->m->n_nodes; k++)
-        if (e->param_grads[k])
-            memcpy((char *)e->grads + e->param_off[k] * gb, e->param_grads[k],
-                   (size_t)(e->m->nodes[k].info.n_params * gb));
+        for (size_t i = 0; i < e->m->nodes[k].info.n_param_tensors; i++)
+            if (*param_grad(e, k, i))
+                memcpy((char *)e->grads + (e->param_off[k] + e->m->nodes[k].info.params[i].offset) * gb,
+                       *param_grad(e, k, i), (size_t)param_grad_bytes(e, k, i));
 }
 
 /* The optimizer step, holding its temporaries (ck_program_step_bytes less the gradients)
@@ -1295,7 +1333,7 @@ static int create_model(ck_exec *e, const size_t *stage_first, ck_err *err)
     e->grad = calloc(nt, sizeof *e->grad);
     e->keys = calloc(nn, sizeof *e->keys);
     e->kernel_ws = calloc(nn, sizeof *e->kernel_ws);
-    e->param_grads = calloc(nn, sizeof *e->param_grads);
+    e->param_grads = calloc(nn * CK_OP_MAX_PARAMS, sizeof *e->param_grads);
     e->checkpoints = calloc(nn, sizeof *e->checkpoints);
     e->autograd = m->training.grads == CK_GRADS_AUTOGRAD;
     if (!e->param_off || !e->held || !e->id_limit || !e->values || !e->saved ||

@@ -286,15 +286,22 @@ static void column_sums(float *restrict a, const float *restrict x, size_t N, si
 /* dinp += dout W; dW += dout^T inp; dbias += sum over rows of dout. A NULL gradient is not
  * required (an input that needs none, a frozen weight); without dweight, inp is not read
  * (a frozen linear keeps no input). */
-void ck_kernel_linear_backward(float *dinp, float *dweight, float *dbias, const float *dout,
-                        const float *inp, const float *weight, size_t N, size_t C, size_t OC)
+/* The products of ck_kernel_linear_backward, dout's rows ld floats apart (ld >= OC). */
+static void linear_backward_rows(float *dinp, float *dweight, const float *dout, size_t ld,
+                                 const float *inp, const float *weight, size_t N, size_t C, size_t OC)
 {
     if (dinp)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bdim(N), bdim(C), bdim(OC), 1.0f,
-                    dout, bdim(OC), weight, bdim(C), 1.0f, dinp, bdim(C));
+                    dout, bdim(ld), weight, bdim(C), 1.0f, dinp, bdim(C));
     if (dweight)
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bdim(OC), bdim(C), bdim(N), 1.0f, dout,
-                    bdim(OC), inp, bdim(C), 1.0f, dweight, bdim(C));
+                    bdim(ld), inp, bdim(C), 1.0f, dweight, bdim(C));
+}
+
+void ck_kernel_linear_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+                        const float *inp, const float *weight, size_t N, size_t C, size_t OC)
+{
+    linear_backward_rows(dinp, dweight, dout, OC, inp, weight, N, C, OC);
     if (dbias)
         column_sums(dbias, dout, N, OC);
 }
@@ -1587,10 +1594,27 @@ static void moe_expert_backward(float *dinp, const ck_kernel_moe_weights *dw, fl
     }
 }
 
-/* Expert by expert, then the routing: with w_k = v_k / S,
- * dv_j = (dw_j - sum_k dw_k w_k) / S; dp is dv at the chosen experts, 0 elsewhere; the
- * softmax's dlogits = p (dp - sum p dp) is p dp, since sum p dp = sum_j v_j dv_j = 0 (the
- * weights do not change when every v_j scales); then the router's product. */
+/* The routing's backward, from the routing weights' gradient dweight [N, K] to the
+ * logits' [N, E]: with w_k = v_k / S, dv_j = (dw_j - sum_k dw_k w_k) / S; dp is dv at the
+ * chosen experts, 0 elsewhere; the softmax's dlogits = p (dp - sum p dp) is p dp, since
+ * sum p dp = sum_j v_j dv_j = 0 (the weights do not change when every v_j scales). */
+static void moe_routing_backward(float *dlogits, const float *dweight, const ck_kernel_moe_saved *s,
+                                 size_t N, size_t E, size_t K)
+{
+    for (size_t n = 0; n < N; n++) {
+        const float *p = s->probs + n * E, *v = s->topk_probs + n * K, *dwt = dweight + n * K;
+        const int64_t *idx = s->topk_index + n * K;
+        float S = s->topk_sum[n], dot = 0.0f, *dl = dlogits + n * E;
+        for (size_t j = 0; j < K; j++)
+            dot += dwt[j] * v[j] / S;
+        for (size_t e = 0; e < E; e++)
+            dl[e] = 0.0f;
+        for (size_t j = 0; j < K; j++)
+            dl[idx[j]] = p[idx[j]] * (dwt[j] - dot) / S;
+    }
+}
+
+/* Expert by expert, then the routing and the router's product. */
 void ck_kernel_moe_backward(float *dinp, const ck_kernel_moe_weights *dw, const float *dout,
                             const ck_kernel_moe_saved *s, const float *inp,
                             const ck_kernel_moe_weights *w, void *ws, size_t N, size_t C,
@@ -1605,18 +1629,92 @@ void ck_kernel_moe_backward(float *dinp, const ck_kernel_moe_weights *dw, const 
                                 K, F);
         r0 = r1;
     }
-    for (size_t n = 0; n < N; n++) {
-        const float *p = s->probs + n * E, *v = s->topk_probs + n * K, *dwt = dweight + n * K;
-        const int64_t *idx = s->topk_index + n * K;
-        float S = s->topk_sum[n], dot = 0.0f, *dl = dlogits + n * E;
-        for (size_t j = 0; j < K; j++)
-            dot += dwt[j] * v[j] / S;
-        for (size_t e = 0; e < E; e++)
-            dl[e] = 0.0f;
-        for (size_t j = 0; j < K; j++)
-            dl[idx[j]] = p[idx[j]] * (dwt[j] - dot) / S;
-    }
+    moe_routing_backward(dlogits, dweight, s, N, E, K);
     ck_kernel_linear_backward(dinp, dw->router, NULL, dlogits, inp, w->router, N, C, E);
+}
+
+/* One grouped product's backward, expert by expert over its routed rows: dx [R, C] from
+ * dy (rows ld apart) and the experts' weights w [E, OC, C]; their gradients into dw. */
+static void moe_grouped_backward(float *dx, float *dw, const float *dy, size_t ld, const float *x,
+                                 const float *w, const ck_kernel_moe_saved *s, size_t R,
+                                 size_t K, size_t E, size_t C, size_t OC)
+{
+    for (size_t e = 0, r0 = 0; e < E; e++) {
+        size_t r1 = moe_group_end(s, r0, R, K, e);
+        if (r1 > r0)
+            linear_backward_rows(dx + r0 * C, moe_offset(dw, e * OC * C), dy + r0 * ld, ld,
+                                 x ? x + r0 * C : NULL, w + e * OC * C, r1 - r0, C, OC);
+        r0 = r1;
+    }
+}
+
+/* Phase `phase` of the grouped backward: the sums of ck_kernel_moe_backward in autograd's
+ * order, through the gradients between the phases (d, by ck_moe_temp; zeroed when made). */
+void ck_kernel_moe_backward_phase(size_t phase, float *dinp, const ck_kernel_moe_weights *dw,
+                                  const float *dout, const ck_kernel_moe_saved *s,
+                                  const float *inp, const ck_kernel_moe_weights *w,
+                                  float *const *d, size_t N, size_t C, size_t E, size_t K, size_t F)
+{
+    size_t R = N * K;
+    const int64_t *ri = s->route_index;
+    switch ((ck_moe_phase)phase) {
+    case CK_MOE_UNSORT: /* each routed row takes its row's gradient */
+        for (size_t r = 0; r < R; r++)
+            memcpy(d[CK_MOE_D_SORTED] + r * C, dout + (size_t)ri[2 * r] * C, C * sizeof *dout);
+        break;
+    case CK_MOE_WEIGHTING: /* y = out w: dout = dy w, dw = dy . out */
+        for (size_t r = 0; r < R; r++) {
+            const float *dy = d[CK_MOE_D_SORTED] + r * C, *out = s->expert_out + r * C;
+            float dot = 0.0f;
+            for (size_t c = 0; c < C; c++) {
+                d[CK_MOE_D_OUT][r * C + c] = dy[c] * s->route_weight[r];
+                dot += dy[c] * out[c];
+            }
+            d[CK_MOE_D_WEIGHT][r] = dot;
+        }
+        break;
+    case CK_MOE_DOWN:
+        moe_grouped_backward(d[CK_MOE_D_HIDDEN], dw->w2, d[CK_MOE_D_OUT], C, s->hidden, w->w2, s,
+                             R, K, E, F, C);
+        break;
+    case CK_MOE_GLU: /* hidden = act up */
+        ck_kernel_mul_backward(d[CK_MOE_D_ACT], d[CK_MOE_D_UP], d[CK_MOE_D_HIDDEN], s->act, s->up, R * F);
+        break;
+    case CK_MOE_SILU: /* act = silu(gate): silu'(g) = s (1 + g (1 - s)), s = sigmoid(g) */
+        for (size_t i = 0; i < R * F; i++) {
+            float g = s->gate[i], sig = sigmoid_vec(g);
+            d[CK_MOE_D_GATE][i] = d[CK_MOE_D_ACT][i] * sig * (1.0f + g * (1.0f - sig));
+        }
+        break;
+    case CK_MOE_CAT: /* gate and up, halves of one product's rows */
+        for (size_t r = 0; r < R; r++) {
+            memcpy(d[CK_MOE_D_GATE_UP] + 2 * r * F, d[CK_MOE_D_GATE] + r * F, F * sizeof(float));
+            memcpy(d[CK_MOE_D_GATE_UP] + (2 * r + 1) * F, d[CK_MOE_D_UP] + r * F, F * sizeof(float));
+        }
+        break;
+    case CK_MOE_UP:
+        moe_grouped_backward(d[CK_MOE_D_IN], dw->w1, d[CK_MOE_D_GATE_UP], 2 * F, s->expert_in,
+                             w->w1, s, R, K, E, C, F);
+        moe_grouped_backward(d[CK_MOE_D_IN], dw->w3, d[CK_MOE_D_GATE_UP] + F, 2 * F, s->expert_in,
+                             w->w3, s, R, K, E, C, F);
+        break;
+    case CK_MOE_SCATTER: /* back to each row's top-k slot */
+        for (size_t r = 0; r < R; r++)
+            d[CK_MOE_D_TOPK][(size_t)ri[2 * r] * K + (size_t)ri[2 * r + 1]] = d[CK_MOE_D_WEIGHT][r];
+        break;
+    case CK_MOE_GATHER:
+        for (size_t r = 0; r < R; r++)
+            EACH(c, C, dinp[(size_t)ri[2 * r] * C + c] += d[CK_MOE_D_IN][r * C + c]);
+        break;
+    case CK_MOE_ROUTING:
+        moe_routing_backward(d[CK_MOE_D_LOGITS], d[CK_MOE_D_TOPK], s, N, E, K);
+        break;
+    case CK_MOE_ROUTER:
+        ck_kernel_linear_backward(dinp, dw->router, NULL, d[CK_MOE_D_LOGITS], inp, w->router, N, C, E);
+        break;
+    case CK_MOE_N_PHASES:
+        break;
+    }
 }
 
 /* ---- dispatch ---- */
@@ -1780,7 +1878,11 @@ static void moe_pass(const ck_kernel_io *io, bool backward)
     moe_dims d = moe_dims_of(io);
     ck_kernel_moe_saved s = ck_kernel_moe_slots(io->saved);
     ck_kernel_moe_weights w = moe_weights(io->param);
-    if (backward) {
+    if (backward && io->node->info.n_phases) {
+        ck_kernel_moe_weights dw = moe_weights(io->dparam);
+        ck_kernel_moe_backward_phase(io->phase, io->din[0], &dw, io->dout, &s, io->in[0], &w,
+                                     io->temp, d.N, d.C, d.E, d.K, d.F);
+    } else if (backward) {
         ck_kernel_moe_weights dw = moe_weights(io->dparam);
         ck_kernel_moe_backward(io->din[0], &dw, io->dout, &s, io->in[0], &w, io->ws, d.N, d.C,
                                d.E, d.K, d.F);

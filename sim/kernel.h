@@ -53,6 +53,8 @@ typedef struct {
     void *saved[CK_N_SLOTS];         /* internal saved tensors by slot; NULL where not saved */
     void *ws;                        /* the pass's workspace, sized as planner/op says */
     ck_rng_key key;                  /* the dropout stream of the node's forward */
+    size_t phase;                    /* a phased backward's (ck_phase): the one to run */
+    float *temp[CK_OP_MAX_TEMPS];    /* its temps; NULL where not live */
 } ck_kernel_io;
 
 /* The node's forward (losses: nothing, see ck_kernel_loss_forward). */
@@ -304,6 +306,14 @@ void ck_kernel_moe_backward(float *dinp, const ck_kernel_moe_weights *dw, const 
                             const ck_kernel_moe_saved *s, const float *inp,
                             const ck_kernel_moe_weights *w, void *ws, size_t N, size_t C,
                             size_t E, size_t K, size_t F);
+
+/* The grouped experts' backward phase by phase (planner/op's ck_moe_phase), through the
+ * gradients between the phases, d (by ck_moe_temp, each zeroed when its phase makes it);
+ * dinp is written by CK_MOE_GATHER and CK_MOE_ROUTER only, dw each by the phase making it. */
+void ck_kernel_moe_backward_phase(size_t phase, float *dinp, const ck_kernel_moe_weights *dw,
+                                  const float *dout, const ck_kernel_moe_saved *s,
+                                  const float *inp, const ck_kernel_moe_weights *w,
+                                  float *const *d, size_t N, size_t C, size_t E, size_t K, size_t F);
 
 /* Adam's update (torch.optim.Adam's defaults but the learning rate; AdamW's decoupled
  * weight decay as decay = lr * weight_decay, 0 for Adam), step t >= 1, in f32:

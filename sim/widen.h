@@ -25,8 +25,9 @@
 #include "planner/op.h"
 
 /* A pass sees at most its inputs and their gradients, its output and that gradient, its
- * parameters and their gradients, its internal saved tensors and its workspace. */
-#define CK_WIDEN_MAX_VIEWS (2 * CK_OP_MAX_ARITY + 2 + 2 * CK_OP_MAX_PARAMS + CK_N_SLOTS + 1)
+ * parameters and their gradients, its internal saved tensors, a phased backward's temps
+ * and its workspace. */
+#define CK_WIDEN_MAX_VIEWS (2 * CK_OP_MAX_ARITY + 2 + 2 * CK_OP_MAX_PARAMS + CK_N_SLOTS + CK_OP_MAX_TEMPS + 1)
 
 typedef struct {
     void *buf;      /* the stored tensor; NULL for a workspace */

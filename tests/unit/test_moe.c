@@ -157,9 +157,65 @@ START_TEST(grouped_sizes_by_hand)
     uint64_t ws = 2 * 12 * 8 * 4 - 6 * 8 * 2 + 6 * 4 * 2 + 6 * 2 * 4 + 12 * 8 + 12 * 4 + 4 * 4;
     ck_assert_uint_gt(ws, 8 * 4 * 2 * 6 + 2 * (24 + 12));
     ck_assert_uint_eq(info.fwd_ws_bytes, ws);
-    ck_assert_uint_eq(info.bwd_ws_bytes, 2 * (48 + 2 * 36) + 4 * (12 + 24));
+    /* The backward's phases, as the allocation tracker saw autograd run them (ck_moe_phase):
+     * the gather back's zeros beside the view's f32 copy [R, C]; the weighting's f32
+     * product and its gradient before the cast to bf16; the renormalisation's four f32
+     * [N, K] temporaries less the logits' gradient [N, E]; the router's gradient of x and of
+     * its bf16 logits. */
+    ck_assert_uint_eq(info.n_phases, CK_MOE_N_PHASES);
+    ck_assert_uint_eq(info.phases[CK_MOE_UNSORT].ws_bytes, 12 * 8 * 4);
+    ck_assert_uint_eq(info.phases[CK_MOE_WEIGHTING].ws_bytes, 2 * 12 * 8 * 4 - 12 * 8 * 2);
+    ck_assert_uint_eq(info.phases[CK_MOE_ROUTING].ws_bytes, 4 * 12 * 4 - 6 * 4 * 4);
+    ck_assert_uint_eq(info.phases[CK_MOE_ROUTER].ws_bytes, 6 * 8 * 2 + 6 * 4 * 2);
+    ck_assert_uint_eq(info.temps[CK_MOE_D_SORTED].bytes, 12 * 8 * 4);
+    ck_assert_uint_eq(info.temps[CK_MOE_D_GATE_UP].bytes, 12 * 12 * 2);
+    ck_assert_uint_eq(info.temps[CK_MOE_D_LOGITS].bytes, 6 * 4 * 4);
+    /* The bound planners sum is the weighting's: its workspace beside the sorted rows'
+     * gradient, expert_out's and the weights'. */
+    ck_assert_uint_eq(info.bwd_ws_bytes, 12 * 8 * 4 + (2 * 12 * 8 * 4 - 12 * 8 * 2) + 12 * 8 * 2 + 12 * 4);
     /* The same parameters either way. */
     ck_assert_uint_eq(info.n_params, 4 * 8 + 3 * 4 * 6 * 8);
+}
+END_TEST
+
+/* The phases of any grouped backward (the class, not the instance): each internal saved
+ * tensor released once, each temp made once and freed by a later phase, each parameter's
+ * gradient and the input's made once; the eager loop's backward is one call. */
+START_TEST(phases_account_for_everything)
+{
+    for (uint64_t E = 1; E <= 8; E *= 2)
+        for (uint64_t K = 1; K <= E; K++) {
+            ck_attrs a = moe_attrs(E, K, 3 * K + 1);
+            ck_ttype x = {.dtype = K % 2 ? CK_F32 : CK_BF16, .rank = 2, .dim = {5, 4}};
+            ck_op_info info;
+            ck_err err = {{0}};
+            const char *msg = describe(&a, &x, &info, &err);
+            ck_assert_msg(!msg, "%s", msg);
+            ck_assert_uint_eq(info.n_phases, 0);
+            a.grouped = true;
+            msg = describe(&a, &x, &info, &err);
+            ck_assert_msg(!msg, "%s", msg);
+            ck_assert_uint_eq(info.n_phases, CK_MOE_N_PHASES);
+            uint64_t released = 0, internal = 0;
+            unsigned params = 0, made = 0, freed = 0, inputs = 0;
+            for (size_t s = 0; s < info.n_saved; s++)
+                if (info.saved[s].kind == CK_SAVE_INTERNAL)
+                    internal |= (uint64_t)1 << info.saved[s].slot;
+            for (size_t p = 0; p < info.n_phases; p++) {
+                const ck_phase *ph = &info.phases[p];
+                ck_assert_msg(!(released & ph->releases) && !(params & ph->params) && !(made & ph->makes),
+                              "phase %zu releases or makes again", p);
+                ck_assert_msg((ph->frees & made) == ph->frees && !(ph->frees & freed),
+                              "phase %zu frees what is not live", p);
+                released |= ph->releases, params |= ph->params, made |= ph->makes;
+                freed |= ph->frees, inputs += ph->input_grads;
+            }
+            ck_assert_uint_eq(released, internal);
+            ck_assert_uint_eq(params, (1u << info.n_param_tensors) - 1);
+            ck_assert_uint_eq(made, (1u << CK_MOE_N_TEMPS) - 1);
+            ck_assert_uint_eq(freed, made);
+            ck_assert_uint_eq(inputs, 1);
+        }
 }
 END_TEST
 
@@ -386,6 +442,66 @@ START_TEST(kernels_against_reference_and_finite_differences)
 }
 END_TEST
 
+/* The grouped backward run phase by phase as the program runs it: each temp allocated at
+ * its size when its phase makes it and freed when the op table says, each saved tensor
+ * freed at its release, and the gradients of the parameters and the input handed over
+ * only from the phase that makes them (a phase reading anything earlier or later reads
+ * freed memory or NULL, which ASan and the test catch). Its gradients equal the one-call
+ * backward's, which the finite differences check. */
+static void phased_backward(moe_buffers *b, float *grad, const float *dout, const float *vf,
+                            const ck_kernel_moe_weights *w)
+{
+    const ck_op_info *info = &b->info;
+    float *temp[CK_OP_MAX_TEMPS] = {0};
+    ck_kernel_moe_weights dw = {0};
+    float *dx = NULL;
+    for (size_t p = 0; p < info->n_phases; p++) {
+        const ck_phase *ph = &info->phases[p];
+        for (size_t t = 0; t < info->n_temps; t++)
+            if (ph->makes >> t & 1)
+                temp[t] = calloc(1, (size_t)info->temps[t].bytes);
+        dw.router = ph->params & 1 ? grad + ROUTER_AT : dw.router;
+        dw.w1 = ph->params >> 1 & 1 ? grad + W1_AT : dw.w1;
+        dw.w3 = ph->params >> 2 & 1 ? grad + W3_AT : dw.w3;
+        dw.w2 = ph->params >> 3 & 1 ? grad + W2_AT : dw.w2;
+        dx = ph->input_grads ? grad + X_AT : dx;
+        ck_kernel_moe_backward_phase(p, dx, &dw, dout, &b->s, vf + X_AT, w, temp, N, C, E, K, F);
+        for (size_t t = 0; t < info->n_temps; t++)
+            if (ph->frees >> t & 1) {
+                free(temp[t]);
+                temp[t] = NULL;
+            }
+        for (size_t s = 0; s < CK_N_SLOTS; s++)
+            if (ph->releases >> s & 1) {
+                free(b->slot[s]);
+                b->slot[s] = NULL;
+            }
+        b->s = ck_kernel_moe_slots(b->slot);
+    }
+}
+
+START_TEST(phased_backward_equals_one_call)
+{
+    static double v[N_VALUES];
+    static float vf[N_VALUES], one[N_VALUES], phased[N_VALUES];
+    float out[N * C], dout[N * C];
+    make_values(v, vf, 77);
+    for (size_t i = 0; i < N * C; i++)
+        dout[i] = (float)uniform();
+    ck_kernel_moe_weights w = weights_at(vf);
+    moe_buffers b;
+    buffers_alloc(&b, true);
+    ck_kernel_moe_forward(out, &b.s, vf + X_AT, &w, b.fws, N, C, E, K, F);
+    ck_kernel_moe_weights dw = weights_at(one);
+    ck_kernel_moe_backward(one + X_AT, &dw, dout, &b.s, vf + X_AT, &w, b.bws, N, C, E, K, F);
+    phased_backward(&b, phased, dout, vf, &w);
+    for (size_t i = 0; i < N_VALUES; i++)
+        ck_assert_msg(fabsf(phased[i] - one[i]) <= 1e-6f + 1e-5f * fabsf(one[i]),
+                      "gradient %zu: phased %g, one call %g", i, (double)phased[i], (double)one[i]);
+    buffers_free(&b);
+}
+END_TEST
+
 /* Routed rows come grouped by expert, then top-k position, then row (HF's order), each row
  * once per chosen expert with its renormalised weight; equal logits pick the lower experts. */
 START_TEST(routing_order_and_ties)
@@ -432,6 +548,8 @@ static Suite *moe_suite(void)
     tcase_add_test(tc, bad_attributes);
     tcase_add_loop_test(tc, kernels_against_reference_and_finite_differences, 0, 2);
     tcase_add_test(tc, routing_order_and_ties);
+    tcase_add_test(tc, phases_account_for_everything);
+    tcase_add_test(tc, phased_backward_equals_one_call);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -39,3 +39,13 @@ run plan moe-sparse.json --budget 1000T -o moe-sparse-plan.json
 check "moe: a model with idle experts plans" 0
 run run moe-sparse-plan.json --verify --steps 2 --runs moe-sparse.jsonl --quiet
 check "moe: a model with idle experts passes --verify" 0
+
+# Mixtral's config imported in f32 under hf: transformers 5's grouped_mm experts, whose
+# backward runs in phases (planner/op's ck_phase: each makes its gradients and frees what
+# it read last). Under PyTorch 2's lifetimes each phase makes its parameters' gradients; with
+# two micro-steps it adds temporaries into them; with .grad buffers held, temporaries too.
+run import "$root/models/hf/mixtral-tiny.json" --seq 16 --recipe fp32 -o moe-grouped.json
+check "moe: Mixtral's config imports in f32" 0
+verify_planners moe-grouped moe-grouped.json --may-store-all
+verify_planners moe-grouped-accum moe-grouped.json --may-store-all --grad-accum 2
+verify_planners moe-grouped-held moe-grouped.json --may-store-all --grads held
