@@ -26,7 +26,7 @@ echo "LoRA rank 8 against \`--lora 8\`, the embedding's output made to require g
 echo "lora-every: the same with every layer checkpointed, against \`--lora 8 --planner every\`; lora-dp:"
 echo "a dp plan of the LoRA model at 60%, applied through \`ckplan emit hf\`; accum2: two micro-batches"
 echo "against \`--grad-accum 2\`)."
-echo "Each cell is torch's peak over ckplan's, held to 2% but for the gaps tests/torch/hf_referee.py names."
+echo "Each cell is torch's peak over ckplan's, held to 2%."
 echo
 python3 - "$work/hf.tsv" <<'PY'
 import sys

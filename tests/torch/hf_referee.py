@@ -44,9 +44,7 @@ Each case is run as users run it and set beside what ckplan predicts for it:
   accum2    two micro-batches accumulated before the step   ckplan plan --grad-accum 2
 
 Checks (each "ok ..." or "FAIL ..."):
-  peak: each case's measured peak within 2% of ckplan's predicted peak, except the gaps
-    GAPS names (each a finding of docs/benchmarks.md, printed "gap ..."; a listed gap that
-    closes fails, so that the list stays true);
+  peak: each case's measured peak within 2% of ckplan's predicted peak;
   gradients: with checkpointing (every, dp) the gradients equal, bit for bit, those of the
     same model with the same seed and no checkpointing, dropout on;
   emit: the snippet checkpoints exactly the layers the plan names (counted by forward
@@ -249,29 +247,7 @@ def report(case, ok, detail):
     FAILED.append(0 if ok else 1)
 
 
-# The experts' backward, a recomputed layer's the step's peak: ckplan's moe node holds all
-# its saved tensors until its backward ends, PyTorch frees each as its part of the backward
-# ends (ckplan over, 4 to 6%).
-MOE_GAP = ("the experts' backward: ckplan holds the moe's saved tensors to its end, PyTorch "
-           "frees each as the grouped_mm backward goes")
-# Where ckplan's figure is known to be off by more than the bar, and why: (config label,
-# attention or "*", case or "*"). Each is a finding, not a tolerance: docs/benchmarks.md.
-GAPS = {
-    ("mixtral-tiny", "*", "every"): MOE_GAP,
-    ("mixtral-tiny", "*", "dp"): MOE_GAP,
-    ("mixtral-tiny", "*", "lora-every"): MOE_GAP,
-}
 PEAK_BAR = 0.02
-GAPS_SEEN = {}
-
-
-def gap_of(case):
-    """The GAPS key that covers case, or None."""
-    for attention in (ARGS.attention, "*"):
-        for c in (case, "*"):
-            if (ARGS.label, attention, c) in GAPS:
-                return (ARGS.label, attention, c)
-    return None
 
 
 def row(case, torch_peak, before, doc):
@@ -281,23 +257,8 @@ def row(case, torch_peak, before, doc):
     RESULTS.write("%s\t%s\t%s\t%d\t%d\t%.4f\t%d\t%d\n" % (ARGS.label, ARGS.attention, case,
                                                        torch_peak, predicted, ratio, before, static))
     within = abs(ratio - 1) <= PEAK_BAR
-    key = gap_of(case)
     detail = "torch %d, ckplan %d (%.3fx)" % (torch_peak, predicted, ratio)
-    if key:
-        GAPS_SEEN.setdefault(key, False)
-    if key and not within:
-        GAPS_SEEN[key] = True
-        print("gap %s %s %s: %s: %s" % (ARGS.label, ARGS.attention, case, detail, GAPS[key]), flush=True)
-    else:
-        report(case + " peak", within, detail + (" within 2%" if within else ", beyond 2%"))
-
-
-def gaps_still_open():
-    """A listed gap none of whose cases this run found beyond the bar has closed: the list
-    must say what is true."""
-    for key, beyond in GAPS_SEEN.items():
-        if not beyond:
-            report("gap %s/%s" % key[1:], False, "every case is within 2%%: take %r off GAPS" % (key,))
+    report(case + " peak", within, detail + (" within 2%" if within else ", beyond 2%"))
 
 
 def layer_list(model):
@@ -476,7 +437,6 @@ def main():
         case_dp()
         case_lora()
         case_accum()
-        gaps_still_open()
     sys.exit(1 if any(FAILED) else 0)
 
 
