@@ -7,6 +7,7 @@
 #include "cli/human.h"
 #include "cli/interrupt.h"
 #include "planner/err.h"
+#include "planner/limits.h"
 #include "sim/mem.h"
 
 #define CKPLAN_VERSION "0.1.0"
@@ -104,9 +105,24 @@ static int dispatch(int argc, char **argv)
     return 2;
 }
 
+/* A limit's variable set to anything but a positive whole number leaves its default in
+ * force (planner/limits): said once, before the command, so that a typo is not silent. */
+static void warn_invalid_limits(void)
+{
+    for (int l = 0; l < CK_N_LIMITS; l++) {
+        const char *value;
+        if (!ck_limits_invalid((ck_limit)l, &value))
+            continue;
+        fprintf(stderr, "ckplan: warning: %s=\"", ck_limits_name((ck_limit)l));
+        ck_human_put_terminal_text(stderr, value);
+        fputs("\" is not a positive whole number: its default limit stays in force\n", stderr);
+    }
+}
+
 int main(int argc, char **argv)
 {
     ck_interrupt_install();
+    warn_invalid_limits();
     /* Process-wide, so the program's to choose: run, sweep --run and profile time steps
      * and read the resident peak as a training framework's caching allocator has them. */
     ck_mem_keep_freed_memory();

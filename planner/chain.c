@@ -10,7 +10,7 @@
 
 static size_t max_stages(void)
 {
-    unsigned long n = ck_limits_from_env("CKPLAN_MAX_STAGES", CK_CHAIN_MAX_STAGES);
+    unsigned long n = ck_limits_get(CK_LIMIT_STAGES, CK_CHAIN_MAX_STAGES);
     return n > SIZE_MAX ? SIZE_MAX : (size_t)n;
 }
 
@@ -20,8 +20,8 @@ int ck_chain_check_length(size_t n_stages, const char *file, const char *path, c
     if (n_stages <= max)
         return CK_OK;
     return ck_err_fail(err, CK_ERR_INPUT, "%s: %s%s%zu stages is more than the limit of %zu stages "
-                   "(set CKPLAN_MAX_STAGES to raise it)", file, path, path[0] ? ": " : "",
-                   n_stages, max);
+                   "(set %s to raise it)", file, path, path[0] ? ": " : "", n_stages, max,
+                   ck_limits_name(CK_LIMIT_STAGES));
 }
 
 static void free_variants(ck_stage *st)

@@ -117,7 +117,7 @@ int ck_graph_finish(ck_graph *g, ck_err *err)
 
 static size_t max_nodes(void)
 {
-    unsigned long n = ck_limits_from_env("CKPLAN_MAX_GRAPH_NODES", CK_GRAPH_MAX_NODES);
+    unsigned long n = ck_limits_get(CK_LIMIT_GRAPH_NODES, CK_GRAPH_MAX_NODES);
     return n > SIZE_MAX ? SIZE_MAX : (size_t)n;
 }
 
@@ -292,7 +292,7 @@ int ck_graph_from_checkmate(const cJSON *root, const char *file, ck_graph *out, 
                            "array", file);
     if (n > limit)
         return ck_err_fail(err, CK_ERR_INPUT, "%s: nodes: %zu nodes is more than the limit of %zu "
-                           "(set CKPLAN_MAX_GRAPH_NODES to raise it)", file, n, limit);
+                           "(set %s to raise it)", file, n, limit, ck_limits_name(CK_LIMIT_GRAPH_NODES));
     size_t *where = malloc(n * sizeof *where);
     out->name = strdup(name ? name : "");
     out->nodes = calloc(n, sizeof *out->nodes);

@@ -1,7 +1,5 @@
 #include "planner/json.h"
 
-#include "planner/limits.h"
-
 #include <errno.h>
 #include <math.h>
 #include <stdbool.h>
@@ -104,7 +102,8 @@ static int scan_text(const json_source *src, const char *text, size_t len,
         } else if ((c == '[' || c == '{') && ++depth > max_depth) {
             char why_deep[160];
             snprintf(why_deep, sizeof why_deep, "nested deeper than the limit of %lu levels of "
-                     "arrays and objects (set CKPLAN_MAX_JSON_DEPTH to raise it)", max_depth);
+                     "arrays and objects (set %s to raise it)", max_depth,
+                     ck_limits_name(CK_LIMIT_JSON_DEPTH));
             return fault_at(src, line, col, false, why_deep, err);
         } else if ((c == ']' || c == '}') && depth > 0) {
             depth--;
@@ -246,7 +245,7 @@ static int check_unique_keys(const cJSON *v, const char *path, const char *label
 static int parse_checked(const json_source *src, const char *text, size_t len, cJSON **root,
                          ck_err *err)
 {
-    unsigned long max_depth = ck_limits_from_env("CKPLAN_MAX_JSON_DEPTH", CK_JSON_MAX_DEPTH);
+    unsigned long max_depth = ck_limits_get(CK_LIMIT_JSON_DEPTH, CK_JSON_MAX_DEPTH);
     if (max_depth > 1000) /* cJSON refuses deeper documents whatever we allow */
         max_depth = 1000;
     int rc = scan_text(src, text, len, max_depth, err);
@@ -293,13 +292,13 @@ int ck_json_parse_record(const char *file, size_t line, const char *text, size_t
 static int too_large(const char *file, unsigned long max_mb, ck_err *err)
 {
     return ck_err_fail(err, CK_ERR_INPUT, "%s: larger than the limit of %lu MiB for input files (set "
-                                      "CKPLAN_MAX_INPUT_MB to raise it)", file, max_mb);
+                                      "%s to raise it)", file, max_mb, ck_limits_name(CK_LIMIT_INPUT_MB));
 }
 
 /* The input limit in force, in bytes; *max_mb in MiB as the messages give it. */
 static size_t input_limit(unsigned long *max_mb)
 {
-    *max_mb = ck_limits_from_env("CKPLAN_MAX_INPUT_MB", CK_JSON_MAX_FILE_BYTES >> 20);
+    *max_mb = ck_limits_get(CK_LIMIT_INPUT_MB, CK_JSON_MAX_FILE_BYTES >> 20);
     return *max_mb > SIZE_MAX >> 21 ? SIZE_MAX >> 1 : (size_t)*max_mb << 20;
 }
 
@@ -312,7 +311,8 @@ int ck_json_check_output_size(const char *file, size_t len, ck_err *err)
     ck_size_format(len, size, sizeof size);
     return ck_err_fail(err, CK_ERR_INPUT, "%s: would be %s, larger than the limit of %lu MiB for "
                                           "input files, so ckplan could not read it back (set "
-                                          "CKPLAN_MAX_INPUT_MB to raise it)", file, size, max_mb);
+                                          "%s to raise it)", file, size, max_mb,
+                       ck_limits_name(CK_LIMIT_INPUT_MB));
 }
 
 int ck_json_load_file(const char *file, cJSON **root, char **raw, size_t *raw_len, ck_err *err)

@@ -9,14 +9,15 @@
 
 int ck_schedule_check_length(const char *what, uint64_t ops, ck_err *err)
 {
-    unsigned long limit = ck_limits_from_env("CKPLAN_MAX_SCHEDULE_OPS", CK_SCHEDULE_MAX_OPS);
+    unsigned long limit = ck_limits_get(CK_LIMIT_SCHEDULE_OPS, CK_SCHEDULE_MAX_OPS);
     if (ops <= limit)
         return CK_OK;
     char count[32] = "more than 2^64";
     if (ops != UINT64_MAX)
         snprintf(count, sizeof count, "%llu", (unsigned long long)ops);
     return ck_err_fail(err, CK_ERR_INPUT, "%s would have %s operations, more than the limit of %lu "
-                   "for a schedule (set CKPLAN_MAX_SCHEDULE_OPS to raise it)", what, count, limit);
+                   "for a schedule (set %s to raise it)", what, count, limit,
+                   ck_limits_name(CK_LIMIT_SCHEDULE_OPS));
 }
 
 bool ck_schedule_append(ck_schedule *s, ck_action a)

@@ -26,9 +26,19 @@ check "a chain at the limit is derived" 0
 CKPLAN_MAX_STAGES=11 run plan twelve.chain.json --budget 1T -o twelve-plan.json
 check "CKPLAN_MAX_STAGES applies to chain files, at their stages" 2 \
     "twelve.chain.json: stages: 12 stages is more than the limit of 11 stages (set CKPLAN_MAX_STAGES"
-for value in 0 -3 twelve ""; do
+# Anything but a positive whole number leaves the default in force, with a warning: " 5"
+# and "+5" would refuse the 12 stages if read as 5 (strtoul reads them so), and "-1" would
+# lift the nesting limit of 64 if read as ULONG_MAX.
+for value in 0 -3 twelve "" " 5" "+5" "5x" 0x5; do
     CKPLAN_MAX_STAGES=$value run plan twelve.chain.json --budget 1T -o twelve-plan.json
-    check "CKPLAN_MAX_STAGES='$value' is not a limit: the default applies" 0 "12 stages"
+    check "CKPLAN_MAX_STAGES='$value' is not a limit: the default applies, with a warning" 0 \
+        "12 stages" "warning: CKPLAN_MAX_STAGES=\"$value\" is not a positive whole number"
+done
+python3 -c "print('['*200 + ']'*200)" > deep.json
+for value in -1 " 300" "+300" 300abc; do
+    CKPLAN_MAX_JSON_DEPTH=$value run plan deep.json --budget 1G
+    check "CKPLAN_MAX_JSON_DEPTH='$value' is not a limit: the default of 64 applies" 2 \
+        "nested deeper than the limit of 64 levels" "warning: CKPLAN_MAX_JSON_DEPTH=\"$value\""
 done
 
 # What plan writes under a limit, run reads under it: a plan's stage count is held to the
