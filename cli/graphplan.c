@@ -65,6 +65,19 @@ int ck_graphplan_load(const char *path, ck_graph *g, char *sha256, ck_err *err)
 
 /* ---- plan ---- */
 
+/* --min-budget with a planner that cannot say it: a usage error, before any work. */
+static int refuse_min_budget(const ck_graph_planner *planner, ck_err *err)
+{
+    char list[256] = "";
+    size_t used = 0;
+    for (const ck_graph_planner *const *p = ck_graph_planners; *p; p++)
+        if ((*p)->tells_min_budget)
+            used += (size_t)snprintf(list + used, used < sizeof list ? sizeof list - used : 0,
+                                     "%s%s", used ? ", " : "", (*p)->name);
+    return ck_err_fail(err, CK_ERR_INPUT, "--min-budget: planner %s does not tell its smallest "
+                       "budget (%s do)", planner->name, list);
+}
+
 static int find_planner(const char *name, const ck_graph_planner **out, ck_err *err)
 {
     *out = name ? ck_graph_planners_find(name) : ck_graph_planners[0];
@@ -108,6 +121,8 @@ static int load_job(const ck_graphplan_args *a, graph_job *j, ck_err *err)
 {
     memset(j, 0, sizeof *j);
     int rc = find_planner(a->planner, &j->planner, err);
+    if (rc == CK_OK && a->min_budget && !j->planner->tells_min_budget)
+        return refuse_min_budget(j->planner, err);
     if (rc == CK_OK && a->workload)
         rc = load_model_graph(a->graph_path, a->workload, j, err);
     else if (rc == CK_OK)

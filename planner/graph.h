@@ -133,6 +133,7 @@ typedef struct {
      * budget at which it finds one, or 0 when unknown). */
     int (*plan)(const ck_graph *g, uint64_t budget, const ck_graph_planner_opts *opts,
                 ck_graph_plan_result *result, uint64_t *min_budget, ck_err *err);
+    bool tells_min_budget; /* whether that smallest budget is always known (--min-budget) */
 } ck_graph_planner;
 
 #endif

@@ -753,4 +753,4 @@ static int plan_fast(const ck_graph *g, uint64_t budget, const ck_graph_planner_
 
 const ck_graph_planner ck_graph_planner_fast = {
     "fast", "each value held, recomputed once or at each use: local search (default)",
-    plan_fast};
+    plan_fast, true};

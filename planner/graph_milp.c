@@ -805,4 +805,5 @@ const ck_graph_planner ck_graph_planner_milp = {
     .name = "milp",
     .summary = "exact over Checkmate's stages: Checkmate's MILP solved by COIN-OR CBC",
     .plan = plan_milp,
+    .tells_min_budget = false, /* CBC proves infeasibility, not the smallest budget */
 };

@@ -31,7 +31,8 @@ static int plan_none(const ck_graph *g, uint64_t budget, const ck_graph_planner_
 }
 
 const ck_graph_planner ck_graph_planner_none = {
-    "none", "keep every output to its last use (the baseline: fastest, largest peak)", plan_none};
+    "none", "keep every output to its last use (the baseline: fastest, largest peak)", plan_none,
+    true};
 
 int ck_graph_planners_run(const ck_graph *g, const ck_graph_planner *p, uint64_t budget,
                           const ck_graph_planner_opts *opts, ck_graph_plan_result *result,

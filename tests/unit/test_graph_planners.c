@@ -146,7 +146,7 @@ static int plan_over_budget(const ck_graph *g, uint64_t budget, const ck_graph_p
 
 START_TEST(run_checks_what_a_planner_returns)
 {
-    const ck_graph_planner liar = {"liar", "", plan_over_budget};
+    const ck_graph_planner liar = {"liar", "", plan_over_budget, false};
     ck_graph g;
     random_graph(5, 5, &g);
     ck_graph_plan_result res;

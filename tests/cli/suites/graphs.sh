@@ -37,6 +37,20 @@ run plan "$data/diamond-graph.json" --budget 1K --planner sqrt
 check "a chain planner is no graph planner" 2 "no graph planner 'sqrt' (fast, milp, none)"
 run plan "$data/diamond-graph.json" --budget 1K --slots 10
 check "chain-only options are refused for graphs" 2 "--slots does not apply to a Checkmate graph"
+# Every graph planner of the registry either tells its smallest budget, which then plans,
+# or is refused up front as a usage error (milp: CBC proves infeasibility, not the least
+# budget; it exited 1, a runtime failure, after solving).
+for planner in $("$bin" plan --help | sed -n '/^graph planners/,/^$/p' | awk '/^  [a-z]/ {print $1}'); do
+    run plan "$data/diamond-graph.json" --planner "$planner" --min-budget
+    if [ "$rc" = 0 ]; then
+        least=$out
+        run plan "$data/diamond-graph.json" --planner "$planner" --budget "$least" -o "min-$planner.json"
+        check "--min-budget: $planner's smallest budget ($least) plans" 0
+    else
+        check "--min-budget: $planner cannot tell it, a usage error" 2 \
+            "--min-budget: planner $planner does not tell its smallest budget"
+    fi
+done
 run plan "$data/chain10.json" --budget 1K --min-budget
 check "--min-budget is for graphs only" 2 "--min-budget is for graphs (Checkmate's, or a model with --granularity node)"
 run plan "$data/diamond-graph.json" --budget 1K --json -o dj.json
