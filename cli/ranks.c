@@ -60,7 +60,6 @@ static size_t command_line(const ck_ranks_run *r, char *mpirun, char *worker, ch
     snprintf(nums[0], sizeof nums[0], "%llu", (unsigned long long)r->ranks);
     argv[n++] = nums[0];
     argv[n++] = worker;
-    argv[n++] = (char *)r->plan_path;
     argv[n++] = "--seed";
     snprintf(nums[1], sizeof nums[1], "%llu", (unsigned long long)r->seed);
     argv[n++] = nums[1];
@@ -76,6 +75,8 @@ static size_t command_line(const ck_ranks_run *r, char *mpirun, char *worker, ch
         argv[n++] = "--verify";
     if (r->quiet)
         argv[n++] = "--quiet";
+    argv[n++] = "--"; /* a plan named like an option is still the plan */
+    argv[n++] = (char *)r->plan_path;
     argv[n] = NULL;
     return n;
 }

@@ -75,6 +75,13 @@ assert any(a["op"] in ("F_ck", "F_none") for a in s), s' "ranks-$n-$z.json"
         done
     done
 
+    # The plan's path reaches the ranks after "--": a plan named like an option is the plan.
+    cp ranks-2-1.json ./--verify
+    env "${no_leaks[@]}" "$bin" run --ranks 2 --steps 1 -- --verify >"$work/out" 2>"$work/err"
+    rc=$?; out=$(cat "$work/out"); err=$(cat "$work/err")
+    check "a plan named --verify runs on the ranks as the plan" 0 "2 ranks over MPI"
+    rm -f ./--verify
+
     run_ranks run ranks-2-3.json --ranks 4 --verify
     check "--ranks must be the plan's --dp" 2 "ranks-2-3.json: --ranks 4: the plan is one rank's of --dp 2" \
         "run it with --ranks 2"
@@ -107,7 +114,7 @@ PY
     ( env "${no_leaks[@]}" timeout 120 "$bin" run ranks-long.json --ranks 2 \
         --steps 1000 >ranks-kill.out 2>&1; echo $? >ranks-kill.rc ) &
     for _ in $(seq 100); do
-        victim=$(pgrep -f "^$worker ranks-long.json" | head -n 1)
+        victim=$(pgrep -f "^$worker .* -- ranks-long.json$" | head -n 1)
         [ -n "$victim" ] && break
         sleep 0.1
     done
