@@ -65,15 +65,23 @@ int ck_graphplan_load(const char *path, ck_graph *g, char *sha256, ck_err *err)
 
 /* ---- plan ---- */
 
+/* The registry's graph planners, comma separated, into list; with telling_only, those that
+ * tell their smallest budget. */
+static void planner_names(char *list, size_t size, bool telling_only)
+{
+    size_t used = 0;
+    list[0] = '\0';
+    for (const ck_graph_planner *const *p = ck_graph_planners; *p; p++)
+        if (!telling_only || (*p)->tells_min_budget)
+            used += (size_t)snprintf(list + used, used < size ? size - used : 0, "%s%s",
+                                     used ? ", " : "", (*p)->name);
+}
+
 /* --min-budget with a planner that cannot say it: a usage error, before any work. */
 static int refuse_min_budget(const ck_graph_planner *planner, ck_err *err)
 {
-    char list[256] = "";
-    size_t used = 0;
-    for (const ck_graph_planner *const *p = ck_graph_planners; *p; p++)
-        if ((*p)->tells_min_budget)
-            used += (size_t)snprintf(list + used, used < sizeof list ? sizeof list - used : 0,
-                                     "%s%s", used ? ", " : "", (*p)->name);
+    char list[256];
+    planner_names(list, sizeof list, true);
     return ck_err_fail(err, CK_ERR_INPUT, "--min-budget: planner %s does not tell its smallest "
                        "budget (%s do)", planner->name, list);
 }
@@ -83,11 +91,8 @@ static int find_planner(const char *name, const ck_graph_planner **out, ck_err *
     *out = name ? ck_graph_planners_find(name) : ck_graph_planners[0];
     if (*out)
         return CK_OK;
-    char list[256] = "";
-    size_t used = 0;
-    for (const ck_graph_planner *const *p = ck_graph_planners; *p; p++)
-        used += (size_t)snprintf(list + used, used < sizeof list ? sizeof list - used : 0, "%s%s",
-                                 p == ck_graph_planners ? "" : ", ", (*p)->name);
+    char list[256];
+    planner_names(list, sizeof list, false);
     return ck_err_fail(err, CK_ERR_INPUT, "--planner: no graph planner '%s' (%s)", name, list);
 }
 

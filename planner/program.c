@@ -55,8 +55,7 @@ static uint64_t params_bytes(const ck_model *m, size_t k)
     return n->info.n_params * ck_dtype_bytes(m->training.grad_dtype);
 }
 
-/* Of params_bytes, parameter i's. */
-static uint64_t param_grad_bytes(const ck_model *m, size_t k, size_t i)
+uint64_t ck_program_param_grad_bytes(const ck_model *m, size_t k, size_t i)
 {
     const ck_node *n = &m->nodes[k];
     return params_bytes(m, k) ? n->info.params[i].numel * ck_dtype_bytes(m->training.grad_dtype) : 0;
@@ -469,8 +468,8 @@ static int whole_buf(emitter *em, ck_event_kind kind, ck_buf b, ck_hold hold, ck
         if (info->saved[s].kind == CK_SAVE_INTERNAL)
             rc = emit(em, kind, b, s, info->saved[s].bytes, hold, err);
     for (size_t i = 0; b.kind == CK_BUF_PARAMS && i < info->n_param_tensors && rc == CK_OK; i++)
-        if (param_grad_bytes(m, b.id, i))
-            rc = emit(em, kind, b, i, param_grad_bytes(m, b.id, i), hold, err);
+        if (ck_program_param_grad_bytes(m, b.id, i))
+            rc = emit(em, kind, b, i, ck_program_param_grad_bytes(m, b.id, i), hold, err);
     return rc;
 }
 
@@ -541,7 +540,7 @@ static int phase_makes(emitter *em, const ck_node *n, size_t k, const ck_phase *
     ck_buf temps = {CK_BUF_TEMP, k, CK_COPY_PLAIN};
     int rc = ph->input_grads ? input_grads(em, n, SIZE_MAX, added, err) : CK_OK;
     for (size_t i = 0; i < n->info.n_param_tensors && rc == CK_OK; i++) {
-        uint64_t bytes = param_grad_bytes(m, k, i);
+        uint64_t bytes = ck_program_param_grad_bytes(m, k, i);
         if (!(ph->params >> i & 1) || bytes == 0)
             continue;
         if (!held)

@@ -151,6 +151,9 @@ bool ck_program_loss_frees_input(const ck_model *m);
 bool ck_program_has_saved(const ck_node *n);
 /* Bytes of buffer b. */
 uint64_t ck_program_buf_bytes(const ck_model *m, ck_buf b);
+/* Of node k's parameter gradients (CK_BUF_PARAMS), parameter i's bytes: 0 when the program
+ * makes none (held gradients, a frozen node, an absent or tied parameter). */
+uint64_t ck_program_param_grad_bytes(const ck_model *m, size_t k, size_t i);
 /* Whether tensor t has a gradient buffer: whether it requires a gradient (planner/model). */
 bool ck_program_has_grad(const ck_model *m, size_t t);
 /* For an add node n with two distinct inputs: *sharer is the one made later (its

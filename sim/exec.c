@@ -179,18 +179,13 @@ static void **param_grad(const ck_exec *e, size_t k, size_t i)
     return &e->param_grads[k * CK_OP_MAX_PARAMS + i];
 }
 
-static uint64_t param_grad_bytes(const ck_exec *e, size_t k, size_t i)
-{
-    return e->m->nodes[k].info.params[i].numel * ck_dtype_bytes(e->m->training.grad_dtype);
-}
-
 /* The parameter gradients the program made, once the optimizer has applied them (as
  * zero_grad() frees them), or when a step fails. */
 static void release_param_grads(ck_exec *e)
 {
     for (size_t k = 0; e->param_grads && k < e->m->n_nodes; k++)
         for (size_t i = 0; i < e->m->nodes[k].info.n_param_tensors; i++)
-            release(e, CK_MEM_GRADIENT, param_grad(e, k, i), param_grad_bytes(e, k, i));
+            release(e, CK_MEM_GRADIENT, param_grad(e, k, i), ck_program_param_grad_bytes(e->m, k, i));
 }
 
 /* ---- allocating ---- */
@@ -1053,7 +1048,7 @@ static void keep_param_grads(ck_exec *e)
         for (size_t i = 0; i < e->m->nodes[k].info.n_param_tensors; i++)
             if (*param_grad(e, k, i))
                 memcpy((char *)e->grads + (e->param_off[k] + e->m->nodes[k].info.params[i].offset) * gb,
-                       *param_grad(e, k, i), (size_t)param_grad_bytes(e, k, i));
+                       *param_grad(e, k, i), (size_t)ck_program_param_grad_bytes(e->m, k, i));
 }
 
 /* The optimizer step, holding its temporaries (ck_program_step_bytes less the gradients)
