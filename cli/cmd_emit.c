@@ -224,11 +224,10 @@ static int emit_plan(const struct emit_target *t, int argc, char **argv)
     }
     rc = ck_runner_load_plan_model(plan_path, plan_path, &plan, &w, &err);
     if (rc == CK_OK) {
-        const ck_named_file model[] = {{w.path, "the plan's model"}};
         ck_layers layers = {0};
         ck_layers_view view = {0};
         ck_emit_input in = {.label = plan_path, .plan = &plan, .w = &w};
-        rc = CK_CHECK_OUTPUTS_APART(cmd, model, out_files, &err);
+        rc = ck_runner_plan_files_apart(cmd, plan_path, &plan, &w, out_files, 1, &err);
         if (rc == CK_OK)
             rc = prepare(&in, &layers, &view, &err);
         if (rc == CK_OK)

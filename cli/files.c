@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include "cli/interrupt.h"
+#include "planner/hf.h"
+#include "planner/json.h"
 
 /* As the kernel's own limit on links followed in one path (ELOOP). */
 #define MAX_LINK_HOPS 40
@@ -229,6 +231,28 @@ static bool same_file(const char *a, const char *b)
            sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
+static bool utf8_text(const char *s)
+{
+    for (const unsigned char *p = (const unsigned char *)s; *p;) {
+        size_t n = ck_json_utf8_length(p, strnlen((const char *)p, 4));
+        if (n == 0)
+            return false;
+        p += n;
+    }
+    return true;
+}
+
+/* Whether writing output would destroy input: output is the file input names, which for a
+ * directory is the config.json in it, as a model given as a directory is read
+ * (ck_hf_config_path). false when out of memory: the loader then fails first. */
+static bool output_is_input(const char *output, const char *input)
+{
+    char *read = ck_hf_config_path(input);
+    bool same = read && (same_file(output, read) || same_file(output, input));
+    free(read);
+    return same;
+}
+
 /* Whether two outputs would land in one file: the same regular file, or the same name of one
  * that does not exist yet (so that neither is written over the other). */
 static bool same_output(const char *a, const char *b)
@@ -242,10 +266,16 @@ static bool same_output(const char *a, const char *b)
 int ck_files_check_apart(const char *cmd, const ck_named_file *inputs, size_t n_inputs,
                            const ck_named_file *outputs, size_t n_outputs, ck_err *err)
 {
+    for (size_t i = 0; i < n_inputs; i++)
+        if (inputs[i].path && !utf8_text(inputs[i].path))
+            return ck_err_fail(err, CK_ERR_INPUT, "%s: the path %s (%s) is not UTF-8: ckplan records "
+                               "the files it reads in what it writes (plans, runs files, emitted "
+                               "code), which are UTF-8 text; rename it", cmd, inputs[i].path,
+                               inputs[i].role);
     for (size_t o = 0; o < n_outputs; o++) {
         const ck_named_file *out = &outputs[o];
         for (size_t i = 0; out->path && i < n_inputs; i++)
-            if (inputs[i].path && same_file(out->path, inputs[i].path))
+            if (inputs[i].path && output_is_input(out->path, inputs[i].path))
                 return ck_err_fail(err, CK_ERR_INPUT, "%s: the output %s (%s) is the same file as the "
                                                   "input %s (%s): writing it would destroy that "
                                                   "input; choose another output",

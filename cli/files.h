@@ -36,11 +36,15 @@ typedef struct {
 
 /* CK_ERR_INPUT, naming both, when an output is the same file as an input (same st_dev and
  * st_ino; symbolic links followed, so a link or a hard link to an input counts): writing
- * it would destroy what the command reads. Called by every command before it reads or
- * writes anything. Outputs that do not exist yet, inputs that do not (their loader says
+ * it would destroy what the command reads. An input that is a directory counts as the
+ * config.json in it, which is what a model given as a directory is read from. Called by
+ * every command before it reads or writes anything, and again by those that read files an
+ * input names (a plan's model and costs: ck_runner_plan_files_apart). Outputs that do not exist yet, inputs that do not (their loader says
  * so) and files that are not regular (/dev/null, FIFOs: writing them destroys nothing) are
  * never refused. Two outputs that are one file (or one name not created yet) are refused
- * too, since the second would overwrite the first. cmd names the command in the message. */
+ * too, since the second would overwrite the first. An input whose path is not UTF-8 is
+ * refused as well: what ckplan writes records the files it read, as UTF-8 text (JSON, Python),
+ * and must read back. cmd names the command in the message. */
 int ck_files_check_apart(const char *cmd, const ck_named_file *inputs, size_t n_inputs,
                            const ck_named_file *outputs, size_t n_outputs, ck_err *err);
 /* The same for two arrays, counted here so that no count can disagree with its array. */

@@ -393,12 +393,26 @@ static int draw_run(const run_args *a, const ck_plan_file *plan, const ck_worklo
     return rc;
 }
 
+#define RUN_OUTPUTS(s) {{(s)->runs_path, "--runs"}, {(s)->svg_path, "--svg"}, {(s)->trace_path, "--trace"}}
+
 int ck_runner_outputs_apart(const ck_run_settings *s, const ck_named_file *inputs, size_t n_inputs,
                             ck_err *err)
 {
-    const ck_named_file out[] = {{s->runs_path, "--runs"}, {s->svg_path, "--svg"},
-                                 {s->trace_path, "--trace"}};
+    const ck_named_file out[] = RUN_OUTPUTS(s);
     return ck_files_check_apart("run", inputs, n_inputs, out, sizeof out / sizeof out[0], err);
+}
+
+int ck_runner_plan_files_apart(const char *cmd, const char *plan_path, const ck_plan_file *p,
+                               const ck_workload *w, const ck_named_file *outputs, size_t n_outputs,
+                               ck_err *err)
+{
+    char *costs = p->costs_path ? ck_runner_plan_relative(plan_path, p->costs_path) : NULL;
+    if (p->costs_path && !costs)
+        return ck_err_oom(err);
+    const ck_named_file in[] = {{w->path, "the plan's model"}, {costs, "the plan's costs"}};
+    int rc = ck_files_check_apart(cmd, in, sizeof in / sizeof in[0], outputs, n_outputs, err);
+    free(costs);
+    return rc;
 }
 
 int ck_runner_prepare(const ck_run_settings *a, const ck_plan_file *p, const ck_workload *given,
@@ -413,9 +427,10 @@ int ck_runner_prepare(const ck_run_settings *a, const ck_plan_file *p, const ck_
         rc = ck_runner_load_plan_model(a->plan_path, a->label, p, &b->loaded, err);
         b->have_loaded = rc == CK_OK;
         b->w = &b->loaded;
-        const ck_named_file model[] = {{b->loaded.path, "the plan's model"}};
+        const ck_named_file out[] = RUN_OUTPUTS(a);
         if (rc == CK_OK)
-            rc = ck_runner_outputs_apart(a, model, 1, err);
+            rc = ck_runner_plan_files_apart("run", a->plan_path, p, &b->loaded, out,
+                                            sizeof out / sizeof out[0], err);
     }
     if (rc == CK_OK)
         rc = ck_plan_bind_variants(p, &b->w->chain, a->label, &b->schedule, err);

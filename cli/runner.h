@@ -80,9 +80,15 @@ typedef struct {
 } ck_run_settings;
 
 /* ck_files_check_apart for the files a run writes (--runs, --svg, --trace) against
- * inputs: `run` checks its PLAN, ck_runner_run the plan's model. */
+ * inputs: `run` checks its PLAN, ck_runner_run the plan's files (ck_runner_plan_files_apart). */
 int ck_runner_outputs_apart(const ck_run_settings *s, const ck_named_file *inputs, size_t n_inputs,
                             ck_err *err);
+
+/* ck_files_check_apart for outputs against the files plan p (read from plan_path) makes a
+ * command read besides the plan: its model (w, loaded from it) and its costs file. */
+int ck_runner_plan_files_apart(const char *cmd, const char *plan_path, const ck_plan_file *p,
+                               const ck_workload *w, const ck_named_file *outputs, size_t n_outputs,
+                               ck_err *err);
 
 /* The memory a run may use: the size in CKPLAN_RUN_MEMORY when set, otherwise
  * MemAvailable (bytes 0 when unknown: then nothing is refused). CK_ERR_INPUT when

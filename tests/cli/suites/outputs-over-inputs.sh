@@ -96,3 +96,50 @@ run plan chain.json --budget 1G -o copy.json
 check "an output with the same content as the input, but another file, is written" 0 "plan written to copy.json"
 
 cd "$work" || return
+
+# The class, generated: every command, each output it writes aimed at each file it reads,
+# as that file's own path, a symbolic link to it and a hard link to it. The files read
+# include those a command finds itself: a model given as a directory is read from its
+# config.json, a plan's model and costs file are read by run and emit.
+mkdir -p "$work/apart-matrix" && cd "$work/apart-matrix" || return
+mkdir -p hfdir && cp "$root/models/hf/llama-tiny.json" hfdir/config.json
+cp "$root/models/gpt2-tiny.json" tiny.json
+"$bin" profile tiny.json --steps 1 -o costs.json >/dev/null 2>&1
+"$bin" plan tiny.json --costs costs.json --budget 1G -o plan-c.json >/dev/null 2>&1
+"$bin" plan hfdir --budget 1G -o plan-d.json >/dev/null 2>&1
+for f in hfdir/config.json tiny.json costs.json plan-c.json plan-d.json; do cp "$f" "$f.before"; done
+
+# apart NAME "FILE:ROLE ..." "OUTPUT ..." CMD...: CMD with each OUTPUT option aimed at each
+# FILE (and a link and a hard link to it) exits 2 naming ROLE and the option, FILE unchanged.
+apart() {
+    local name=$1 inputs=$2 outputs=$3 opt input file role target; shift 3
+    for opt in $outputs; do
+        for input in $inputs; do
+            file=${input%%:*} role=${input#*:} role=${role//_/ }
+            ln -sf "$PWD/$file" link.out
+            ln -f "$file" hard.out
+            for target in "$file" link.out hard.out; do
+                run "$@" "$opt" "$target"
+                check "$name $opt $target ($file, $role): refused" 2 "($role)" "($opt)"
+                check_that "$name $opt $target: $file is unchanged" cmp "$file" "$file.before"
+            done
+        done
+    done
+}
+apart "plan DIR" "hfdir/config.json:MODEL" "-o --svg" plan hfdir --budget 1G
+apart "plan --costs" "tiny.json:MODEL costs.json:--costs" "-o --svg" plan tiny.json --costs costs.json --budget 1G
+apart "chain DIR" "hfdir/config.json:MODEL" "-o" chain hfdir
+apart "chain --costs" "tiny.json:MODEL costs.json:--costs" "-o" chain tiny.json --costs costs.json
+apart "sweep DIR" "hfdir/config.json:MODEL" "--runs" sweep hfdir --budgets 1G --planners dp
+apart "sweep --costs" "tiny.json:MODEL costs.json:--costs" "--runs" sweep tiny.json --costs costs.json --budgets 1G --planners dp
+apart "import DIR" "hfdir/config.json:CONFIG" "-o" import hfdir
+apart "profile DIR" "hfdir/config.json:MODEL" "-o" profile hfdir --steps 1
+apart "run" "plan-c.json:PLAN tiny.json:the_plan's_model costs.json:the_plan's_costs" "--runs --svg --trace" run plan-c.json --steps 1
+apart "run, a model directory" "plan-d.json:PLAN hfdir/config.json:the_plan's_model" "--runs --trace" run plan-d.json --steps 1
+for target in hf fsdp megatron deepspeed; do
+    apart "emit $target" "plan-c.json:PLAN tiny.json:the_plan's_model costs.json:the_plan's_costs" "-o" emit "$target" plan-c.json
+done
+apart "emit hf, a model directory" "plan-d.json:PLAN hfdir/config.json:the_plan's_model" "-o" emit hf plan-d.json
+apart "emit torch" "tiny.json:MODEL plan-c.json:--plan" "-o" emit torch tiny.json --plan plan-c.json
+apart "emit torch DIR" "hfdir/config.json:MODEL" "-o" emit torch hfdir
+cd "$work" || return
