@@ -4,6 +4,7 @@
  * buffers, all off here: they change memory ckplan does not model), the model's forward
  * says which layers. */
 #include <stdlib.h>
+#include <string.h>
 
 #include <cjson/cJSON.h>
 
@@ -22,11 +23,25 @@ static cJSON *figures_json(const ck_emit_figures *f)
     return NULL;
 }
 
+/* Text from an input file, which its loader checked to be UTF-8: kept exactly, as cJSON
+ * escapes whatever JSON needs. */
 static bool add_text(cJSON *o, const char *key, const char *text)
 {
-    char safe[1024];
-    ck_human_terminal_text(text, safe, sizeof safe);
-    return cJSON_AddStringToObject(o, key, safe) != NULL;
+    return cJSON_AddStringToObject(o, key, text) != NULL;
+}
+
+/* Text from the command line, any bytes: shown as on a terminal (ck_human_terminal_text,
+ * which makes UTF-8 of them and at most quadruples their length). */
+static bool add_argument(cJSON *o, const char *key, const char *text)
+{
+    size_t len = 4 * strlen(text) + 1;
+    char *shown = malloc(len);
+    if (!shown)
+        return false;
+    ck_human_terminal_text(text, shown, len);
+    bool ok = cJSON_AddStringToObject(o, key, shown) != NULL;
+    free(shown);
+    return ok;
 }
 
 static cJSON *section_json(const ck_emit_input *in)
@@ -57,9 +72,7 @@ static bool add_layers(cJSON *o, const ck_emit_input *in)
     for (size_t k = 0; ok && k < in->layers->n_layers; k++) {
         if (!in->view->checkpointed[k])
             continue;
-        char safe[1024];
-        ck_human_terminal_text(in->layers->names[k], safe, sizeof safe);
-        cJSON *i = ck_json_number((double)k), *n = cJSON_CreateString(safe);
+        cJSON *i = ck_json_number((double)k), *n = cJSON_CreateString(in->layers->names[k]);
         ok = i && n;
         if (ok) {
             cJSON_AddItemToArray(idx, i);
@@ -78,10 +91,9 @@ static bool add_limits(cJSON *o, const ck_emit_input *in)
     for (int i = 0; limits && i < CK_LAYERS_N_LIMITS; i++) {
         if (!in->view->count[i])
             continue;
-        char what[1024], safe[1024];
+        char what[1024];
         ck_layers_describe(in->layers, &in->w->chain, in->view, (ck_layers_limit)i, what, sizeof what);
-        ck_human_terminal_text(what, safe, sizeof safe);
-        cJSON *s = cJSON_CreateString(safe);
+        cJSON *s = cJSON_CreateString(what);
         if (!s)
             return false;
         cJSON_AddItemToArray(limits, s);
@@ -102,7 +114,7 @@ static bool attach(cJSON *o, const char *key, cJSON *item)
 static cJSON *ckplan_json(const ck_emit_input *in)
 {
     cJSON *o = cJSON_CreateObject();
-    bool ok = o && add_text(o, "plan", in->label) && add_text(o, "planner", in->plan->planner) &&
+    bool ok = o && add_argument(o, "plan", in->label) && add_text(o, "planner", in->plan->planner) &&
               add_text(o, "model", in->plan->model_path) && add_layers(o, in) &&
               add_text(o, "wrap", "in the model's forward, call each of these layers "
                                   "(model.model.layers[i]) as deepspeed.checkpointing.checkpoint("

@@ -13,6 +13,7 @@
 #include "cli/files.h"
 #include "cli/interrupt.h"
 #include "cli/options.h"
+#include "cli/pystr.h"
 #include "cli/runner.h"
 #include "planner/plan.h"
 #include "planner/plan_check.h"
@@ -37,20 +38,6 @@ static void emit_torch_usage(FILE *out)
 }
 
 /* ---- Python literals ---- */
-
-static void py_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\')
-            fputc('\\', f);
-        if ((unsigned char)*s < 0x20)
-            fprintf(f, "\\x%02x", (unsigned char)*s);
-        else
-            fputc(*s, f);
-    }
-    fputc('"', f);
-}
 
 static const char *py_bool(bool b)
 {
@@ -122,35 +109,135 @@ static void emit_attrs(FILE *f, const ck_model *m, const ck_node *n)
     fputc('}', f);
 }
 
-/* The node's own parameters (not absent, not tied); the eager loop's moe expert tensors
- * [E, ...] as E parameters of their own ("w1.0" ...), as transformers 4's experts are
- * separate modules. Grouped, as transformers 5 has them: w1 and w3 as one "gate_up"
- * [E, 2F, C] (its product is then one tensor, which silu and the product with up keep
- * through their views), w2 whole. */
-static void emit_params(FILE *f, const ck_node *n)
+/* One parameter as the module holds it: the node's own (not absent, not tied); the eager
+ * loop's moe expert tensors [E, ...] as E parameters of their own ("w1.0" ...), as
+ * transformers 4's experts are separate modules. Grouped, as transformers 5 has them: w1
+ * and w3 as one "gate_up" [E, 2F, C] (its product is then one tensor, which silu and the
+ * product with up keep through their views), w2 whole. */
+typedef struct {
+    char name[32]; /* the op table's name, an expert's index or "gate_up" */
+    size_t rank;
+    uint64_t dim[CK_PARAM_MAX_RANK];
+    ck_init init;
+} module_param;
+
+/* Node n's parameters as the module holds them, into out (NULL: counted only); their count. */
+static size_t module_params(const ck_node *n, module_param *out)
 {
-    static const char *const inits[] = {[CK_INIT_NORMAL] = "normal", [CK_INIT_ONES] = "ones",
-                                        [CK_INIT_ZEROS] = "zeros"};
     bool moe = n->op->kind == CK_OP_MOE, grouped = moe && n->attrs.grouped;
-    fputc('[', f);
+    size_t count = 0;
     for (size_t i = 0; i < n->info.n_param_tensors; i++) {
         const ck_param *p = &n->info.params[i];
         if (p->numel == 0 || (grouped && strcmp(p->name, "w3") == 0))
             continue;
         bool split = moe && !grouped && p->rank == 3, gate_up = grouped && strcmp(p->name, "w1") == 0;
-        uint64_t dim[CK_PARAM_MAX_RANK] = {p->dim[0], p->dim[1] * (gate_up ? 2 : 1), p->dim[2]};
-        for (uint64_t e = 0; e < (split ? p->dim[0] : 1); e++) {
-            fputc('(', f);
+        for (uint64_t e = 0; e < (split ? p->dim[0] : 1); e++, count++) {
+            if (!out)
+                continue;
+            module_param *mp = &out[count];
+            uint64_t dim[CK_PARAM_MAX_RANK] = {p->dim[0], p->dim[1] * (gate_up ? 2 : 1), p->dim[2]};
             if (split)
-                fprintf(f, "\"%s.%llu\"", p->name, (unsigned long long)e);
+                snprintf(mp->name, sizeof mp->name, "%s.%llu", p->name, (unsigned long long)e);
             else
-                py_str(f, gate_up ? "gate_up" : p->name);
-            fputs(", ", f);
-            py_shape(f, split ? p->rank - 1 : p->rank, split ? dim + 1 : dim);
-            fprintf(f, ", \"%s\"), ", inits[p->init]);
+                snprintf(mp->name, sizeof mp->name, "%s", gate_up ? "gate_up" : p->name);
+            mp->rank = split ? p->rank - 1 : p->rank;
+            memcpy(mp->dim, split ? dim + 1 : dim, mp->rank * sizeof *dim);
+            mp->init = p->init;
         }
     }
+    return count;
+}
+
+/* The key of node n's parameter `param` in the module's ParameterDict, which allows no '.':
+ * "h.0.qkv" and "weight" give "h_0_qkv_weight". Allocated; NULL when out of memory. */
+static char *param_key(const ck_node *n, const char *param)
+{
+    size_t len = strlen(n->name) + 1 + strlen(param);
+    char *key = malloc(len + 1);
+    if (!key)
+        return NULL;
+    snprintf(key, len + 1, "%s.%s", n->name, param);
+    for (char *c = key; *c; c++)
+        if (*c == '.')
+            *c = '_';
+    return key;
+}
+
+typedef struct {
+    char *key;
+    size_t node;
+} keyed_param;
+
+static int by_key(const void *a, const void *b)
+{
+    return strcmp(((const keyed_param *)a)->key, ((const keyed_param *)b)->key);
+}
+
+/* CK_ERR_INPUT naming both nodes when two parameters get one key ("h_0_fc.weight" and
+ * "h.0.fc.weight"): the module would hold one tensor for both, silently. */
+static int check_param_keys(const ck_workload *w, ck_err *err)
+{
+    const ck_model *m = w->model;
+    size_t n = 0, most = 0;
+    for (size_t k = 0; k < m->n_nodes; k++) {
+        size_t c = module_params(&m->nodes[k], NULL);
+        n += c;
+        most = c > most ? c : most;
+    }
+    keyed_param *keys = calloc(n ? n : 1, sizeof *keys);
+    module_param *mp = malloc((most ? most : 1) * sizeof *mp);
+    int rc = keys && mp ? CK_OK : ck_err_oom(err);
+    size_t made = 0;
+    for (size_t k = 0; k < m->n_nodes && rc == CK_OK; k++)
+        for (size_t i = 0, c = module_params(&m->nodes[k], mp); i < c && rc == CK_OK; i++) {
+            keys[made] = (keyed_param){param_key(&m->nodes[k], mp[i].name), k};
+            rc = keys[made++].key ? CK_OK : ck_err_oom(err);
+        }
+    if (rc == CK_OK)
+        qsort(keys, made, sizeof *keys, by_key);
+    for (size_t i = 1; i < made && rc == CK_OK; i++)
+        if (strcmp(keys[i - 1].key, keys[i].key) == 0)
+            rc = ck_err_fail(err, CK_ERR_INPUT, "%s: nodes %s and %s both give the PyTorch "
+                             "parameter %s ('.' is '_' in a module's parameter names): rename one",
+                             w->path, m->nodes[keys[i - 1].node].name, m->nodes[keys[i].node].name,
+                             keys[i].key);
+    for (size_t i = 0; i < made; i++)
+        free(keys[i].key);
+    free(keys);
+    free(mp);
+    return rc;
+}
+
+/* Node n's parameters: (name, key, shape, init) each. */
+static int emit_params(FILE *f, const ck_node *n, ck_err *err)
+{
+    static const char *const inits[] = {[CK_INIT_NORMAL] = "normal", [CK_INIT_ONES] = "ones",
+                                        [CK_INIT_ZEROS] = "zeros"};
+    size_t count = module_params(n, NULL);
+    module_param *mp = malloc((count ? count : 1) * sizeof *mp);
+    if (!mp)
+        return ck_err_oom(err);
+    module_params(n, mp);
+    int rc = CK_OK;
+    fputc('[', f);
+    for (size_t i = 0; i < count && rc == CK_OK; i++) {
+        char *key = param_key(n, mp[i].name);
+        if (!key) {
+            rc = ck_err_oom(err);
+            break;
+        }
+        fputc('(', f);
+        ck_pystr_put(f, mp[i].name);
+        fputs(", ", f);
+        ck_pystr_put(f, key);
+        fputs(", ", f);
+        py_shape(f, mp[i].rank, mp[i].dim);
+        fprintf(f, ", \"%s\"), ", inits[mp[i].init]);
+        free(key);
+    }
     fputc(']', f);
+    free(mp);
+    return rc;
 }
 
 /* Which stage each node is in (the loss's: L). */
@@ -174,7 +261,7 @@ static void emit_drops(FILE *f, const ck_workload *w, const size_t *last_use, si
     for (size_t j = w->stage_first[s]; j + 1 < end; j++) {
         size_t t = m->nodes[j].output;
         if (last_use[t] == k) {
-            py_str(f, m->tensors[t].name);
+            ck_pystr_put(f, m->tensors[t].name);
             fputs(", ", f);
         }
     }
@@ -206,33 +293,48 @@ static int check_stage_reads(const ck_workload *w, ck_err *err)
     return CK_OK;
 }
 
-static void emit_nodes(FILE *f, const ck_workload *w, const size_t *last_use)
+/* The key of the table node n's tied parameter is: its owner's parameter 0 (ck_param). */
+static int emit_tied_key(FILE *f, const ck_model *m, const ck_node *n, ck_err *err)
+{
+    if (n->tied_to == CK_NO_NODE) {
+        fputs("None", f);
+        return CK_OK;
+    }
+    const ck_node *owner = &m->nodes[n->tied_to];
+    char *key = param_key(owner, owner->info.params[0].name);
+    if (!key)
+        return ck_err_oom(err);
+    ck_pystr_put(f, key);
+    free(key);
+    return CK_OK;
+}
+
+static int emit_nodes(FILE *f, const ck_workload *w, const size_t *last_use, ck_err *err)
 {
     const ck_model *m = w->model;
+    int rc = CK_OK;
     fputs("NODES = [\n", f);
-    for (size_t k = 0; k < m->n_nodes; k++) {
+    for (size_t k = 0; k < m->n_nodes && rc == CK_OK; k++) {
         const ck_node *n = &m->nodes[k];
         fputs("    {\"name\": ", f);
-        py_str(f, n->name);
+        ck_pystr_put(f, n->name);
         fprintf(f, ", \"op\": \"%s\", \"inputs\": [", n->op->name);
         for (size_t i = 0; i < n->op->arity; i++) {
-            py_str(f, m->tensors[n->inputs[i]].name);
+            ck_pystr_put(f, m->tensors[n->inputs[i]].name);
             fputs(", ", f);
         }
         fputs("],\n     \"attrs\": ", f);
         emit_attrs(f, m, n);
         fputs(",\n     \"params\": ", f);
-        emit_params(f, n);
-        fprintf(f, ", \"frozen\": %s, \"tied_to\": ", py_bool(n->frozen));
-        if (n->tied_to != CK_NO_NODE)
-            py_str(f, m->nodes[n->tied_to].name);
-        else
-            fputs("None", f);
+        rc = emit_params(f, n, err);
+        fprintf(f, ", \"frozen\": %s, \"tied\": ", py_bool(n->frozen));
+        rc = rc == CK_OK ? emit_tied_key(f, m, n, err) : rc;
         fputs(", \"drop\": ", f);
         emit_drops(f, w, last_use, k);
         fputs("},\n", f);
     }
     fputs("]\n", f);
+    return rc;
 }
 
 /* The value limit of integer input t: what the first node reading it says (token ids below
@@ -250,13 +352,13 @@ static void emit_inputs(FILE *f, const ck_model *m)
 {
     fputs("INPUT_NAMES = [", f);
     for (size_t t = 0; t < m->n_inputs; t++) {
-        py_str(f, m->tensors[t].name);
+        ck_pystr_put(f, m->tensors[t].name);
         fputs(", ", f);
     }
     fputs("]\n# name, shape, values below this (integers; 0: floats, normal)\nINPUTS = [", f);
     for (size_t t = 0; t < m->n_inputs; t++) {
         fputc('(', f);
-        py_str(f, m->tensors[t].name);
+        ck_pystr_put(f, m->tensors[t].name);
         fputs(", ", f);
         py_shape(f, m->tensors[t].type.rank, m->tensors[t].type.dim);
         fprintf(f, ", %llu), ", (unsigned long long)input_limit(m, t));
@@ -270,7 +372,7 @@ static void emit_stages(FILE *f, const ck_workload *w)
     size_t L = w->chain.n_stages;
     fputs("STAGES = [", f);
     for (size_t i = 0; i < L; i++) {
-        py_str(f, w->chain.stages[i].name);
+        ck_pystr_put(f, w->chain.stages[i].name);
         fputs(", ", f);
     }
     fputs("]\n# nodes of stage i; the last entry is the loss's\nSTAGE_NODES = [", f);
@@ -280,7 +382,7 @@ static void emit_stages(FILE *f, const ck_workload *w)
     }
     fputs("]\n# x_i: the tensor stage i reads from the one before\nSTAGE_INPUTS = [", f);
     for (size_t i = 0; i <= L; i++) {
-        py_str(f, m->tensors[stage_input(w, i)].name);
+        ck_pystr_put(f, m->tensors[stage_input(w, i)].name);
         fputs(", ", f);
     }
     fputs("]\n# whether x_i requires a gradient (y_i exists)\nSTAGE_INPUT_GRAD = [", f);
@@ -304,8 +406,8 @@ static void emit_schedule(FILE *f, const ck_plan_file *plan)
         fputs("SCHEDULE = None  # no plan: plain autograd, everything stored\n", f);
         return;
     }
-    fprintf(f, "# the %s plan's schedule at a budget of %llu bytes\nSCHEDULE = [\n",
-            plan->planner, (unsigned long long)plan->budget_bytes);
+    fprintf(f, "# the schedule of PLANNER's plan at a budget of %llu bytes\nSCHEDULE = [\n",
+            (unsigned long long)plan->budget_bytes);
     for (size_t i = 0; i < plan->schedule.n; i++) {
         const ck_action *op = &plan->schedule.actions[i];
         if (op->kind == CK_LOSS)
@@ -379,6 +481,21 @@ static void emit_optimizer(FILE *f, const ck_model *m)
             (double)CK_EXEC_ADAMW_WEIGHT_DECAY, (double)CK_EXEC_MOMENTUM);
 }
 
+/* Where the module comes from, as literals: names and paths from the input are data here. */
+static void emit_origin(FILE *f, const ck_workload *w, const ck_plan_file *plan)
+{
+    fputs("MODEL_NAME = ", f);
+    ck_pystr_put(f, w->model->name);
+    fputs("\nMODEL_PATH = ", f);
+    ck_pystr_put(f, w->path);
+    fprintf(f, "\nMODEL_SHA256 = \"%s\"\nPLANNER = ", w->sha256);
+    if (plan)
+        ck_pystr_put(f, plan->planner);
+    else
+        fputs("None", f);
+    fputs("\n\n", f);
+}
+
 static int emit_module(FILE *f, const ck_workload *w, const ck_plan_file *plan, ck_err *err)
 {
     const ck_model *m = w->model;
@@ -386,16 +503,17 @@ static int emit_module(FILE *f, const ck_workload *w, const ck_plan_file *plan, 
     if (!last_use)
         return ck_err_oom(err);
     ck_model_last_uses(m, last_use);
-    fprintf(f, "\"\"\"%s in PyTorch, written by `ckplan emit torch` from %s (sha256 %s)%s%s.\n\n"
-               "build(seed=0) -> (model, inputs); model(*inputs) -> the step's scalar loss;\n"
-               "STAGES: the stage names; make_optimizer(model): the model's optimizer.\n\"\"\"\n\n",
-            m->name, w->path, w->sha256, plan ? ", running the plan of " : "",
-            plan ? plan->planner : "");
+    fputs("\"\"\"A model in PyTorch, written by `ckplan emit torch`: MODEL_NAME from MODEL_PATH,\n"
+          "running the schedule of the plan of PLANNER (None: no plan).\n\n"
+          "build(seed=0) -> (model, inputs); model(*inputs) -> the step's scalar loss;\n"
+          "STAGES: the stage names; make_optimizer(model): the model's optimizer.\n\"\"\"\n\n", f);
+    emit_origin(f, w, plan);
     emit_inputs(f, m);
-    emit_nodes(f, w, last_use);
+    int rc = check_param_keys(w, err);
+    rc = rc == CK_OK ? emit_nodes(f, w, last_use, err) : rc;
     emit_stages(f, w);
     emit_schedule(f, plan);
-    int rc = emit_held_tensors(f, w, plan, err);
+    rc = rc == CK_OK ? emit_held_tensors(f, w, plan, err) : rc;
     emit_optimizer(f, m);
     fputs(ck_emit_torch_runtime, f);
     free(last_use);

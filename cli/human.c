@@ -40,6 +40,10 @@ static size_t shown_piece(const unsigned char *s, char piece[8])
         snprintf(piece, 8, "\\u%04x", s[1]);
         return 2;
     }
+    if (n == 3 && s[0] == 0xe2 && s[1] == 0x80 && (s[2] == 0xa8 || s[2] == 0xa9)) {
+        snprintf(piece, 8, "\\u20%02x", s[2] - 0x80u);
+        return 3;
+    }
     memcpy(piece, s, n);
     piece[n] = '\0';
     return n;

@@ -14,8 +14,9 @@ void ck_human_count(uint64_t n, char *buf, size_t len);
 
 /* Text that came from an input file or the command line, made safe to show on a terminal:
  * control characters (C0, DEL, and U+0080-U+009F, which terminals obey too) become \xNN or
- * \u00NN, and bytes that are not UTF-8 \xNN, so that a name can neither move the cursor,
- * recolour the screen nor start a line of its own. Other text, UTF-8 included, is kept.
+ * \u00NN, Unicode's line and paragraph separators \u2028 and \u2029, and bytes that are
+ * not UTF-8 \xNN, so that a name can neither move the cursor, recolour the screen nor start
+ * a line of its own (in a terminal, or in a comment of emitted code read line by line). Other text, UTF-8 included, is kept.
  * Writes at most len - 1 bytes and a NUL (len >= 1), never cutting an escape or a character
  * in two. */
 void ck_human_terminal_text(const char *s, char *buf, size_t len);

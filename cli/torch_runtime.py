@@ -503,16 +503,16 @@ OPS = {
 
 
 class Model(torch.nn.Module):
-    """NODES as a module: parameters named node.parameter ("h.0.qkv.weight", with "." made
-    "_" as nn.Module requires), stage by stage, with SCHEDULE run exactly when given."""
+    """NODES as a module: each parameter under the key ckplan gave it (node.parameter with
+    "." made "_" as nn.Module requires: "h_0_qkv_weight"), stage by stage, with SCHEDULE run
+    exactly when given."""
 
     def __init__(self, schedule):
         super().__init__()
         self.schedule = schedule
         self.params = torch.nn.ParameterDict()
         for node in NODES:
-            for name, shape, init in node["params"]:
-                key = (node["name"] + "." + name).replace(".", "_")
+            for _, key, shape, init in node["params"]:
                 if init == "normal":
                     value = torch.randn(*shape) * 0.02
                 else:
@@ -520,12 +520,9 @@ class Model(torch.nn.Module):
                 self.params[key] = torch.nn.Parameter(value, requires_grad=not node["frozen"])
 
     def node_params(self, node):
-        owner = node.get("tied_to") or node["name"]
-        out = {}
-        for name, _, _ in node["params"]:
-            out[name] = self.params[(node["name"] + "." + name).replace(".", "_")]
-        if node.get("tied_to"):
-            out["weight"] = self.params[(owner + ".wte").replace(".", "_")]
+        out = {name: self.params[key] for name, key, _, _ in node["params"]}
+        if node["tied"]:
+            out["weight"] = self.params[node["tied"]]
         return out
 
     def run_nodes(self, nodes, values):
