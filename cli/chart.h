@@ -55,8 +55,6 @@ typedef struct {
  * points of a planner are hollow markers joined by a dashed line. n >= 1. */
 int ck_chart_tradeoff_svg(const char *title, const char *x_label, const ck_chart_point *pts,
                           size_t n, char **svg, size_t *len, ck_err *err);
-int ck_chart_tradeoff_write(const char *path, const char *title, const char *x_label,
-                            const ck_chart_point *pts, size_t n, ck_err *err);
 
 /* The memory timeline of a plan and of its store-everything baseline on chain c, with the
  * predicted live bytes replayed here and the measured ones when given (arrays of each

@@ -109,8 +109,8 @@ static mode_t current_umask(void)
 /* The temporary-file window, all of it: creates a temporary file beside target, writes
  * data, flushes it to disk and renames it over target; on any failure removes it. path is
  * the name the user gave, for messages. */
-static int replace_via_temp(const char *path, const char *target, const char *data, size_t len,
-                            ck_err *err)
+static int replace_via_temp(const char *path, const char *target, const struct stat *old,
+                            const char *data, size_t len, ck_err *err)
 {
     char *tmp = temp_template(target);
     if (!tmp)
@@ -124,7 +124,9 @@ static int replace_via_temp(const char *path, const char *target, const char *da
         free(tmp);
         return rc;
     }
-    const char *failed = fchmod(fd, 0644 & ~current_umask()) != 0 ? "fchmod" : NULL;
+    /* the mode the user gave the file it replaces, or a new file's */
+    mode_t mode = old ? old->st_mode & 07777 : 0644 & ~current_umask();
+    const char *failed = fchmod(fd, mode) != 0 ? "fchmod" : NULL;
     if (!failed)
         failed = write_all(fd, data, len);
     if (!failed && fsync(fd) != 0)
@@ -144,19 +146,52 @@ static int replace_via_temp(const char *path, const char *target, const char *da
     return rc;
 }
 
-int ck_files_write_atomic(const char *path, const char *data, size_t len, ck_err *err)
+static bool force_read_only;
+
+void ck_files_force(bool force)
 {
-    char *target;
-    int rc = resolve_links(path, &target, err);
+    force_read_only = force;
+}
+
+/* CK_ERR_RUNTIME when st (of the file at path) is a regular file nobody may write (no write
+ * bit: 0444) and --force was not given; root, whom the mode does not stop, included. */
+static int refuse_read_only(const char *path, const struct stat *st, ck_err *err)
+{
+    if (force_read_only || !S_ISREG(st->st_mode) || (st->st_mode & 0222))
+        return CK_OK;
+    return ck_err_fail(err, CK_ERR_RUNTIME, "%s: the file is read-only (mode %04o): ckplan leaves "
+                       "it as it is; make it writable, or give 'ckplan --force ...' to replace it "
+                       "(keeping its mode)", path, (unsigned)(st->st_mode & 07777));
+}
+
+/* Writes path's target (links followed when follow_links, else the name itself replaced). */
+static int write_file(const char *path, bool follow_links, const char *data, size_t len, ck_err *err)
+{
+    char *target = NULL;
+    int rc = follow_links ? resolve_links(path, &target, err)
+                          : (target = strdup(path)) ? CK_OK : ck_err_oom(err);
     if (rc != CK_OK)
         return rc;
     struct stat st;
-    if (stat(target, &st) == 0 && !S_ISREG(st.st_mode))
+    bool exists = (follow_links ? stat(target, &st) : lstat(target, &st)) == 0;
+    if (exists)
+        rc = refuse_read_only(path, &st, err);
+    if (rc == CK_OK && exists && follow_links && !S_ISREG(st.st_mode))
         rc = write_in_place(path, data, len, err);
-    else
-        rc = replace_via_temp(path, target, data, len, err);
+    else if (rc == CK_OK)
+        rc = replace_via_temp(path, target, exists && S_ISREG(st.st_mode) ? &st : NULL, data, len, err);
     free(target);
     return rc;
+}
+
+int ck_files_write_atomic(const char *path, const char *data, size_t len, ck_err *err)
+{
+    return write_file(path, true, data, len, err);
+}
+
+int ck_files_write_in_dir(const char *path, const char *data, size_t len, ck_err *err)
+{
+    return write_file(path, false, data, len, err);
 }
 
 /* Whether the regular file of fd, size bytes long, needs a newline before a new line:
@@ -207,6 +242,8 @@ int ck_files_append_line(const char *path, const char *line, ck_err *err)
     int rc = CK_OK;
     if (fd < 0)
         rc = ck_err_fail(err, CK_ERR_RUNTIME, "%s: cannot open for appending: %s", path, strerror(errno));
+    else if (fstat(fd, &st) == 0)
+        rc = refuse_read_only(path, &st, err);
     while (rc == CK_OK && flock(fd, LOCK_EX) != 0)
         if (errno != EINTR)
             rc = ck_err_fail(err, CK_ERR_RUNTIME, "%s: cannot lock: %s", path, strerror(errno));

@@ -4,6 +4,7 @@
 #ifndef CK_FILES_H
 #define CK_FILES_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "planner/err.h"
@@ -15,8 +16,19 @@
  * link stays. On failure the temporary file is removed and the target is untouched. A
  * target that exists and is not a regular file (/dev/stdout, /dev/null, a FIFO) is
  * written in place: renaming over it would replace the device or pipe with a file.
- * Two processes writing the same path at once each rename a whole file: the last wins. */
+ * Two processes writing the same path at once each rename a whole file: the last wins.
+ * The file that replaces another keeps its mode (0600 stays 0600), and a read-only one
+ * (no write bit, as 0444) is refused, CK_ERR_RUNTIME, unless ck_files_force: the mode says
+ * the user wants it kept, root or not. */
 int ck_files_write_atomic(const char *path, const char *data, size_t len, ck_err *err);
+
+/* The same for a file whose name ckplan made inside a directory the user gave (report's
+ * charts in --svg DIR): whatever is at path, a symbolic link included, is replaced, never
+ * written through, so that nothing planted in the directory can send a write outside it. */
+int ck_files_write_in_dir(const char *path, const char *data, size_t len, ck_err *err);
+
+/* `ckplan --force`: read-only outputs (and runs files) are replaced (appended to) too. */
+void ck_files_force(bool force);
 
 /* Appends one line (a newline is added) to the file at path, creating it if needed, with
  * one write under an exclusive advisory lock (flock) on the file, opened O_APPEND: appends
@@ -25,7 +37,8 @@ int ck_files_write_atomic(const char *path, const char *data, size_t len, ck_err
  * first gets one, so that its last line stays apart from the new one. If the write fails
  * part-way (a full disk, EIO), the file is truncated back to its length before the append:
  * it only ever gains whole lines. Records are not synced one by one: a power failure may
- * lose the last ones. Writers that do not take the lock (a shell's >>) are not ordered. */
+ * lose the last ones. Writers that do not take the lock (a shell's >>) are not ordered. A
+ * read-only file is refused as ck_files_write_atomic refuses it. */
 int ck_files_append_line(const char *path, const char *line, ck_err *err);
 
 /* A file a command reads or writes, with how the user named it, for messages. */

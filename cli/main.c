@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "cli/files.h"
 #include "cli/human.h"
 #include "cli/interrupt.h"
 #include "planner/err.h"
@@ -29,7 +30,7 @@ static const struct {
 
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: ckplan <command> [options]\n"
+    fprintf(out, "usage: ckplan [--force] <command> [options]\n"
                  "\n"
                  "A memory planner for activation checkpointing: it reads a model, decides which\n"
                  "activations to keep and which to recompute so that a training step fits a\n"
@@ -39,7 +40,8 @@ static void usage(FILE *out)
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(out, "  %-8s %s\n", commands[i].name, commands[i].summary);
     fprintf(out, "\n"
-                 "Run 'ckplan <command> --help' for a command's options.\n"
+                 "Run 'ckplan <command> --help' for a command's options. Outputs replace files\n"
+                 "keeping their modes, and read-only ones are refused: --force replaces those too.\n"
                  "Exit codes: 0 ok, 1 verification or runtime failure, 2 usage or input error,\n"
                  "3 budget infeasible, 128 + N stopped by signal N: 130 SIGINT (Ctrl-C), 143\n"
                  "SIGTERM, 129 SIGHUP (every command stops cleanly, its files whole).\n");
@@ -76,6 +78,10 @@ static int dispatch(int argc, char **argv)
     if (argc < 2) {
         usage(stderr);
         return 2;
+    }
+    if (strcmp(argv[1], "--force") == 0) {
+        ck_files_force(true);
+        return dispatch(argc - 1, argv + 1);
     }
     const char *cmd = argv[1];
     if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {
