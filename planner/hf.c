@@ -423,9 +423,9 @@ int ck_hf_to_model(const cJSON *config, const char *file, const ck_model_opts *o
     return CK_OK;
 }
 
-/* Writes opts's sets, recipe and optimizer into doc, which ck_model_from_json_opts accepted
- * with them: each set names a dim of doc, whose training section has a recipe and an
- * optimizer (header). */
+/* Writes opts's sets, recipe, optimizer and optimizer step into doc, which
+ * ck_model_from_json_opts accepted with them: each set names a dim of doc, whose training
+ * section header made (impl, grads and grad_accum are written there). */
 static int bake(cJSON *doc, const ck_model_opts *opts, ck_err *err)
 {
     cJSON *dims = cJSON_GetObjectItemCaseSensitive(doc, "dims");
@@ -439,8 +439,9 @@ static int bake(cJSON *doc, const ck_model_opts *opts, ck_err *err)
         }
     }
     cJSON *training = cJSON_GetObjectItemCaseSensitive(doc, "training");
-    const char *keys[] = {"recipe", "optimizer"}, *values[] = {opts->recipe, opts->optimizer};
-    for (size_t i = 0; i < 2; i++) {
+    const char *keys[] = {"recipe", "optimizer", "optimizer_step"},
+               *values[] = {opts->recipe, opts->optimizer, opts->optimizer_step};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         cJSON *v = values[i] ? cJSON_CreateString(values[i]) : NULL;
         if (values[i] && (!v || !ck_json_put(training, keys[i], v))) {
             cJSON_Delete(v);
