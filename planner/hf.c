@@ -247,7 +247,6 @@ static void mlp(builder *b)
         sequence_parallel(b, projection(b, "fc1", "fc1_lora", tp_part(b, "F", "F/TP"), b->c->mlp_bias, false),
                           "gather");
         node(b, "act", b->f->mlp == CK_HF_MLP_RELU ? "relu" : "gelu");
-        dropout(b, "drop_act", b->c->act_p);
         sequence_parallel(b, projection(b, "fc2", "fc2_lora", "C", b->c->mlp_bias, false), "scatter");
         b->flat = false;
     }
