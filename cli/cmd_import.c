@@ -19,6 +19,9 @@ static void import_usage(FILE *out)
                  "Turns a Hugging Face config.json (CONFIG, or a directory holding one) into the\n"
                  "ckplan-model/1 file that ckplan plans for it, with the options below written in,\n"
                  "so that planning MODEL gives the figures of planning CONFIG with these options.\n"
+                 "The layout options that spread a step over data-parallel or pipeline ranks, and\n"
+                 "--partition-activations, are refused (exit 2): a model file cannot hold them;\n"
+                 "give them to plan or sweep with MODEL.\n"
                  "Families (model_type):\n  %s.\n"
                  "\n",
             ck_hf_families());
@@ -69,7 +72,7 @@ int ck_cmd_import(int argc, char **argv)
     const char *output = NULL;
     ck_err err;
     const ck_options_spec spec = {.cmd = "import", .longs = longs, .model_only = true,
-                                  .usage = import_usage};
+                                  .model_file = true, .usage = import_usage};
     int rc = ck_options_parse(&spec, argc, argv, &opts, &output, &err);
     if (rc == CK_HELP_PRINTED)
         return 0;

@@ -433,7 +433,7 @@ static int sweep_point(const sweep_args *a, const ck_workload *w, const ck_plann
     if (rc == CK_OK && run) {
         /* A point this machine cannot hold is still a result worth keeping: its prediction. */
         ck_err why;
-        if (ck_runner_fits_here(mem, &plan.predicted, &why) != CK_OK) {
+        if (ck_runner_fits_here(mem, &plan.predicted, 0, &why) != CK_OK) {
             point_message("warning: ", point, "not run, recorded as planned: ", why.msg);
             t->too_large++;
             run = false;

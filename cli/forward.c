@@ -13,8 +13,13 @@
 
 static void explain(const ck_workload *w, const ck_inference *f, ck_warning *x)
 {
-    char weights[32], kv[32], peak[32], total[32];
+    char weights[32], gather[64] = "", kv[32], peak[32], total[32];
     ck_size_format(f->weights, weights, sizeof weights);
+    if (f->gather) {
+        char g[32];
+        ck_size_format(f->gather, g, sizeof g);
+        snprintf(gather, sizeof gather, " + ZeRO-3 all-gather buffers %s", g);
+    }
     ck_size_format(f->kv_cache, kv, sizeof kv);
     ck_size_format(f->forward_peak, peak, sizeof peak);
     ck_size_format(f->total, total, sizeof total);
@@ -22,9 +27,9 @@ static void explain(const ck_workload *w, const ck_inference *f, ck_warning *x)
     snprintf(x->message, sizeof x->message,
              "--inference plans a forward pass only, so there is no plan: checkpointing saves "
              "nothing without a backward (nothing is kept for one, and recomputing costs time). "
-             "The pass needs %s (%llu bytes): weights %s + KV cache %s + the forward's largest "
+             "The pass needs %s (%llu bytes): weights %s%s + KV cache %s + the forward's largest "
              "transient %s (at stage '%s')",
-             total, (unsigned long long)f->total, weights, kv, peak,
+             total, (unsigned long long)f->total, weights, gather, kv, peak,
              w->chain.stages[f->peak_stage].name);
 }
 
@@ -45,7 +50,9 @@ static void print_summary(const ck_workload *w, const ck_inference *f, uint64_t 
     ck_size_format(budget, size, sizeof size);
     printf("): inference, a forward pass only\nbudget %s (%llu bytes) from %s\n\n", size,
            (unsigned long long)budget, budget_source);
-    print_row("weights", f->weights, "the parameters, in their dtype");
+    print_row("weights", f->weights, "the parameters, in their dtype (ZeRO-3: this rank's shard)");
+    if (f->gather) /* the units the forward gathers whole, as in training (docs/parallel.md) */
+        print_row("gathered", f->gather, "ZeRO-3's all-gather buffers: a unit and the next, whole");
     print_row("KV cache", f->kv_cache, "K and V of every attention, at this batch and sequence");
     print_row("forward peak", f->forward_peak, "largest transient of the forward (replayed)");
     ck_size_format(f->total > budget ? f->total - budget : budget - f->total, size, sizeof size);
@@ -64,6 +71,7 @@ static char *to_json(const ck_workload *w, const ck_inference *f, uint64_t budge
               ck_json_add_number(root, "budget_bytes", (double)budget) &&
               (!device || cJSON_AddStringToObject(root, "device", device)) &&
               ck_json_add_number(root, "weights_bytes", (double)f->weights) &&
+              ck_json_add_number(root, "gather_buffers_bytes", (double)f->gather) &&
               ck_json_add_number(root, "kv_cache_bytes", (double)f->kv_cache) &&
               ck_json_add_number(root, "forward_peak_bytes", (double)f->forward_peak) &&
               cJSON_AddStringToObject(root, "forward_peak_stage", w->chain.stages[f->peak_stage].name) &&

@@ -141,6 +141,42 @@ bool ck_options_is_model(int code)
     return listed(model, code);
 }
 
+/* The model options whose effect no model file holds (ck_options_in_model_file). */
+static const int planned_beside_the_graph[] = {CK_OPT_DP, CK_OPT_ZERO, CK_OPT_FSDP, CK_OPT_PP,
+                                               CK_OPT_MICROBATCHES, CK_OPT_VIRTUAL_STAGES,
+                                               CK_OPT_PARTITION};
+#define N_PLANNED_BESIDE (sizeof planned_beside_the_graph / sizeof planned_beside_the_graph[0])
+
+bool ck_options_in_model_file(int code)
+{
+    for (size_t i = 0; i < N_PLANNED_BESIDE; i++)
+        if (planned_beside_the_graph[i] == code)
+            return false;
+    return ck_options_is_model(code);
+}
+
+static const char *long_name(const struct option *longs, int code)
+{
+    for (; longs->name; longs++)
+        if (longs->val == code)
+            return longs->name;
+    return "?";
+}
+
+/* The refusal of a model option that spec's command would have to drop. */
+static int not_in_model_file(const ck_options_spec *spec, int code, ck_err *err)
+{
+    char all[256] = "";
+    size_t used = 0;
+    for (size_t i = 0; i < N_PLANNED_BESIDE && used < sizeof all; i++)
+        used += (size_t)snprintf(all + used, sizeof all - used, "%s--%s", i ? ", " : "",
+                                 long_name(spec->longs, planned_beside_the_graph[i]));
+    return ck_err_fail(err, CK_ERR_INPUT, "%s: --%s cannot be written into a model file, which "
+                       "holds the graph, its dims and its training, not how a step is spread over "
+                       "ranks (%s): give --%s to plan or sweep with the model written",
+                       spec->cmd, long_name(spec->longs, code), all, long_name(spec->longs, code));
+}
+
 int ck_options_workload(int code, const char *arg, ck_workload_opts *o, ck_err *err)
 {
     uint64_t rank;
@@ -462,7 +498,9 @@ int ck_options_parse(const ck_options_spec *spec, int argc, char **argv, ck_work
         } else if (code == 'o') {
             *output = optarg;
         } else if (spec->model_only ? ck_options_is_model(code) : ck_options_is_workload(code)) {
-            rc = ck_options_workload(code, optarg, wopts, err);
+            rc = spec->model_file && !ck_options_in_model_file(code)
+                     ? not_in_model_file(spec, code, err)
+                     : ck_options_workload(code, optarg, wopts, err);
         } else if (!spec->own || (rc = spec->own(spec->ctx, code, optarg, err)) == CK_ERR_UNKNOWN) {
             rc = ck_options_error(spec->cmd, argv, spec->longs, code, err);
         }

@@ -90,6 +90,12 @@ enum {
 bool ck_options_is_workload(int code);
 bool ck_options_is_model(int code);
 
+/* Whether a model file can hold what model option `code` changes: its graph, dims or
+ * training section (docs/model-format.md). The layout options that spread a step over
+ * data-parallel or pipeline ranks, and partitioned checkpoints, are applied beside the
+ * graph when it is planned, and a model file has no place for them. */
+bool ck_options_in_model_file(int code);
+
 /* Applies a workload option; CK_OK, or CK_ERR_INPUT naming the option and what it takes.
  * String values are kept as pointers into arg: pass argv's strings. */
 int ck_options_workload(int code, const char *arg, ck_workload_opts *o, ck_err *err);
@@ -118,6 +124,8 @@ typedef struct {
     const char *cmd;            /* its name in messages: "chain", "emit torch" */
     const struct option *longs; /* with {"output", ..., 'o'} and {"help", ..., 'h'} */
     bool model_only;            /* CK_MODEL_LONG_OPTIONS only, not --granularity and the rest */
+    bool model_file;            /* it writes a model file: model options that one cannot hold
+                                   (ck_options_in_model_file) are refused, naming them */
     void (*usage)(FILE *out);   /* its --help */
     /* Its own options, or NULL: CK_OK having taken code (and arg), CK_ERR_INPUT refusing
      * arg, or CK_ERR_UNKNOWN when code is not one of them. */

@@ -317,8 +317,30 @@ int ck_runner_memory(ck_run_memory *out, ck_err *err)
     return CK_OK;
 }
 
-int ck_runner_fits_here(const ck_run_memory *m, const ck_plan_figures *f, ck_err *err)
+/* --ranks N: N processes of one rank's step each, no baseline. */
+static int ranks_fit(const ck_run_memory *m, const ck_plan_figures *f, uint64_t ranks, ck_err *err)
 {
+    uint64_t one = ck_planner_step_budget(f->static_bytes, f->activation_peak_bytes), need;
+    bool exact = ck_size_mul(one, ranks, &need);
+    if (!m->bytes || (exact && need <= m->bytes))
+        return CK_OK;
+    char n[32], r[32], h[32];
+    ck_size_format(exact ? need : UINT64_MAX, n, sizeof n);
+    ck_size_format(one, r, sizeof r);
+    ck_size_format(m->bytes, h, sizeof h);
+    return ck_err_fail(err, CK_ERR_INPUT, "running %llu ranks on this machine needs %s%s (%llu x "
+                       "%s, what each rank's step of the plan holds; --ranks runs no baseline), "
+                       "more than the %s %s; free memory, run fewer ranks (plan for a smaller "
+                       "--dp), or set CKPLAN_RUN_MEMORY (e.g. 64G) to allow more",
+                       (unsigned long long)ranks, exact ? "" : "over ", n, (unsigned long long)ranks,
+                       r, h, m->source);
+}
+
+int ck_runner_fits_here(const ck_run_memory *m, const ck_plan_figures *f, uint64_t ranks,
+                        ck_err *err)
+{
+    if (ranks)
+        return ranks_fit(m, f, ranks, err);
     uint64_t act = f->baseline_activation_peak_bytes > f->activation_peak_bytes
                        ? f->baseline_activation_peak_bytes
                        : f->activation_peak_bytes;
@@ -444,7 +466,7 @@ int ck_runner_prepare(const ck_run_settings *a, const ck_plan_file *p, const ck_
         if (rc == CK_ERR_INPUT)
             rc = name_plan(rc, a->label, "", err);
     }
-    if (rc == CK_OK && (rc = ck_runner_fits_here(&mem, &b->check.replayed, err)) != CK_OK)
+    if (rc == CK_OK && (rc = ck_runner_fits_here(&mem, &b->check.replayed, a->ranks, err)) != CK_OK)
         rc = name_plan(rc, a->label, "", err);
     return rc;
 }

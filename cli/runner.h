@@ -77,6 +77,8 @@ typedef struct {
     const char *svg_path, *trace_path; /* or NULL: the measured timeline, the trace */
     bool verify, quiet, stateful_rng;
     uint64_t steps, threads, seed;
+    uint64_t ranks; /* 0: one process; else the ranks of `run --ranks` that share this
+                       machine (ck_runner_fits_here) */
 } ck_run_settings;
 
 /* ck_files_check_apart for the files a run writes (--runs, --svg, --trace) against
@@ -99,9 +101,13 @@ typedef struct {
 } ck_run_memory;
 int ck_runner_memory(ck_run_memory *out, ck_err *err);
 
-/* CK_OK when running a plan with these (replayed) figures beside its baseline fits in m;
- * CK_ERR_INPUT saying how much it needs otherwise (for the caller to say of what). */
-int ck_runner_fits_here(const ck_run_memory *m, const ck_plan_figures *f, ck_err *err);
+/* CK_OK when what runs a plan with these (replayed) figures fits in m: with ranks 0 one
+ * process, the plan beside its baseline (`run`, `sweep --run`); else that many processes
+ * on this machine, each holding one rank's step of the plan and no baseline (`run
+ * --ranks`: the ranks share the machine's memory). CK_ERR_INPUT saying how much it needs
+ * otherwise (for the caller to say of what). */
+int ck_runner_fits_here(const ck_run_memory *m, const ck_plan_figures *f, uint64_t ranks,
+                        ck_err *err);
 
 /* What a plan runs on: its model's workload (loaded here, or the caller's) and the replay
  * of its schedule there. */

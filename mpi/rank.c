@@ -103,7 +103,8 @@ static int set_up(const rank_args *a, rank_state *st, ck_err *err)
     if (ck_layout_ranks(l) != (uint64_t)st->size)
         return ck_err_fail(err, CK_ERR_INPUT, "%s: the plan is for --dp %llu, not %d ranks", a->plan,
                            (unsigned long long)ck_layout_ranks(l), st->size);
-    ck_run_settings s = {.plan_path = a->plan, .label = a->plan};
+    /* every rank checks that the ranks together fit this machine, and all agree */
+    ck_run_settings s = {.plan_path = a->plan, .label = a->plan, .ranks = (uint64_t)st->size};
     rc = ck_runner_prepare(&s, &st->plan, NULL, &st->basis, err);
     if (rc != CK_OK)
         return rc;

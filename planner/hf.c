@@ -247,7 +247,6 @@ static void mlp(builder *b)
         sequence_parallel(b, projection(b, "fc1", "fc1_lora", tp_part(b, "F", "F/TP"), b->c->mlp_bias, false),
                           "gather");
         node(b, "act", b->f->mlp == CK_HF_MLP_RELU ? "relu" : "gelu");
-        dropout(b, "drop_act", b->c->act_p);
         sequence_parallel(b, projection(b, "fc2", "fc2_lora", "C", b->c->mlp_bias, false), "scatter");
         b->flat = false;
     }
@@ -423,9 +422,9 @@ int ck_hf_to_model(const cJSON *config, const char *file, const ck_model_opts *o
     return CK_OK;
 }
 
-/* Writes opts's sets, recipe and optimizer into doc, which ck_model_from_json_opts accepted
- * with them: each set names a dim of doc, whose training section has a recipe and an
- * optimizer (header). */
+/* Writes opts's sets, recipe, optimizer and optimizer step into doc, which
+ * ck_model_from_json_opts accepted with them: each set names a dim of doc, whose training
+ * section header made (impl, grads and grad_accum are written there). */
 static int bake(cJSON *doc, const ck_model_opts *opts, ck_err *err)
 {
     cJSON *dims = cJSON_GetObjectItemCaseSensitive(doc, "dims");
@@ -439,8 +438,9 @@ static int bake(cJSON *doc, const ck_model_opts *opts, ck_err *err)
         }
     }
     cJSON *training = cJSON_GetObjectItemCaseSensitive(doc, "training");
-    const char *keys[] = {"recipe", "optimizer"}, *values[] = {opts->recipe, opts->optimizer};
-    for (size_t i = 0; i < 2; i++) {
+    const char *keys[] = {"recipe", "optimizer", "optimizer_step"},
+               *values[] = {opts->recipe, opts->optimizer, opts->optimizer_step};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         cJSON *v = values[i] ? cJSON_CreateString(values[i]) : NULL;
         if (values[i] && (!v || !ck_json_put(training, keys[i], v))) {
             cJSON_Delete(v);

@@ -7,22 +7,27 @@
 #include "planner/json.h"
 
 /* The structure of each family in transformers' modeling_<type>.py (docs/model-format.md
- * section 8 gives the source of each switch). */
+ * section 8 gives the source of each switch), and the defaults of its config class
+ * (configuration_<type>.py: the __init__ fields, __post_init__ and default_theta) for the
+ * keys a config may leave out; tests/cli/hf_defaults.py checks them against transformers. */
 static const ck_hf_family families[] = {
     {"gpt2", "layer_norm_epsilon", 1e-5, .layernorm = true, .learned_pos = true, .mlp = CK_HF_MLP_GELU, .fused_qkv = true, .flat_mlp = true},
     {"opt", NULL, 1e-5, .layernorm = true, .learned_pos = true, .pos_offset = 2, .mlp = CK_HF_MLP_RELU,
      .flat_mlp = true},
     {"llama", "rms_norm_eps", 1e-6, .mlp = CK_HF_MLP_SWIGLU, .softmax_f32 = true},
     {"mistral", "rms_norm_eps", 1e-6, .mlp = CK_HF_MLP_SWIGLU, .softmax_f32 = true, .windowed = true,
-     .window = 4096},
-    {"mixtral", "rms_norm_eps", 1e-5, .mlp = CK_HF_MLP_MOE, .softmax_f32 = true, .windowed = true},
-    {"qwen2", "rms_norm_eps", 1e-6, .mlp = CK_HF_MLP_SWIGLU, .softmax_f32 = true},
-    {"qwen3", "rms_norm_eps", 1e-6, .mlp = CK_HF_MLP_SWIGLU, .softmax_f32 = true, .qknorm = true},
+     .window = 4096, .kv_heads = 8},
+    {"mixtral", "rms_norm_eps", 1e-5, .mlp = CK_HF_MLP_MOE, .softmax_f32 = true, .windowed = true,
+     .kv_heads = 8, .theta = 1000000},
+    {"qwen2", "rms_norm_eps", 1e-6, .mlp = CK_HF_MLP_SWIGLU, .softmax_f32 = true, .kv_heads = 32},
+    {"qwen3", "rms_norm_eps", 1e-6, .mlp = CK_HF_MLP_SWIGLU, .softmax_f32 = true, .qknorm = true,
+     .kv_heads = 32},
     {"phi3", "rms_norm_eps", 1e-5, .mlp = CK_HF_MLP_SWIGLU, .softmax_f32 = true, .fused_qkv = true,
      .windowed = true},
-    {"gemma", "rms_norm_eps", 1e-6, .mlp = CK_HF_MLP_GEGLU, .softmax_f32 = true, .embed_scale = true},
+    {"gemma", "rms_norm_eps", 1e-6, .mlp = CK_HF_MLP_GEGLU, .softmax_f32 = true, .embed_scale = true,
+     .kv_heads = 16},
     {"gemma2", "rms_norm_eps", 1e-6, .mlp = CK_HF_MLP_GEGLU, .softmax_f32 = true, .embed_scale = true,
-     .sandwich_norms = true},
+     .sandwich_norms = true, .kv_heads = 4},
 };
 #define N_FAMILIES (sizeof families / sizeof families[0])
 
@@ -183,7 +188,9 @@ static int read_gpt2(const reader *r, ck_hf_config *c)
 }
 
 /* OPTConfig: pre-LN layers (do_layer_norm_before) with word_embed_proj_dim = hidden_size
- * (no project_in/out), dropout 0.1 after out_proj and fc2, biases (enable_bias). */
+ * (no project_in/out), dropout 0.1 after out_proj and fc2, biases (enable_bias). Its MLP
+ * has no dropout after the activation: transformers 5's OPTDecoderLayer reads no
+ * activation_dropout (OPTConfig has none), so neither does ckplan. */
 static int read_opt(const reader *r, ck_hf_config *c)
 {
     c->resid_p = 0.1;
@@ -194,8 +201,7 @@ static int read_opt(const reader *r, ck_hf_config *c)
                               {"num_hidden_layers", true, &c->L}, {"ffn_dim", true, &c->F},
                               {"max_position_embeddings", true, &c->P},
                               {"word_embed_proj_dim", false, &proj}};
-    const prob_key probs[] = {{"dropout", &c->resid_p}, {"attention_dropout", &c->attn_p},
-                              {"activation_dropout", &c->act_p}};
+    const prob_key probs[] = {{"dropout", &c->resid_p}, {"attention_dropout", &c->attn_p}};
     int rc = read_sizes(r, sizes, N_OF(sizes));
     if (rc == CK_OK) rc = read_probs(r, probs, N_OF(probs));
     if (rc == CK_OK) rc = flag(r, "enable_bias", &c->qkv_bias);
@@ -210,12 +216,22 @@ static int read_opt(const reader *r, ck_hf_config *c)
     return rc;
 }
 
-/* The LLaMA-like decoders: hidden_size, num_attention_heads, num_key_value_heads (default
- * the heads), head_dim (default hidden_size / heads, but 128 in Qwen3Config and 256 in
- * GemmaConfig / Gemma2Config), intermediate_size, attention_dropout (0). */
+/* num_key_value_heads: absent, the family's default (ck_hf_family.kv_heads); null, the
+ * heads (each config class's __post_init__); else a positive integer. */
+static int kv_heads(const reader *r, ck_hf_config *c)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(r->cfg, "num_key_value_heads");
+    c->KV = v ? 0 : c->family->kv_heads;
+    return size(r, "num_key_value_heads", false, &c->KV);
+}
+
+/* The LLaMA-like decoders: hidden_size, num_attention_heads, num_key_value_heads (kv_heads),
+ * head_dim (default hidden_size / heads, but 128 in Qwen3Config and 256 in GemmaConfig /
+ * Gemma2Config), intermediate_size, attention_dropout (0), rope_theta (the family's). */
 static int read_decoder(const reader *r, ck_hf_config *c)
 {
     const char *t = c->family->model_type;
+    c->theta = c->family->theta;
     if (strcmp(t, "qwen3") == 0)
         c->D = 128;
     else if (strncmp(t, "gemma", 5) == 0)
@@ -223,45 +239,58 @@ static int read_decoder(const reader *r, ck_hf_config *c)
     c->tie = strncmp(t, "gemma", 5) == 0;
     c->qkv_bias = strcmp(t, "qwen2") == 0; /* Qwen2Attention: q/k/v with bias, o without */
     const size_key sizes[] = {{"hidden_size", true, &c->C}, {"num_attention_heads", true, &c->H},
-                              {"num_key_value_heads", false, &c->KV}, {"head_dim", false, &c->D},
+                              {"head_dim", false, &c->D},
                               {"num_hidden_layers", true, &c->L},
                               {"intermediate_size", true, &c->F},
                               {"max_position_embeddings", false, &c->P}};
     int rc = read_sizes(r, sizes, N_OF(sizes));
+    if (rc == CK_OK) rc = kv_heads(r, c);
     if (rc == CK_OK) rc = number(r, "attention_dropout", false, &c->attn_p);
     if (rc == CK_OK) rc = theta(r, &c->theta);
     if (rc == CK_OK && c->family->windowed) rc = window(r, c->family->window, &c->window);
     return rc;
 }
 
-/* Family extras: biases that the config may turn on (LlamaConfig, Qwen3Config:
- * attention_bias for q, k, v and o; LlamaConfig: mlp_bias), Mixtral's experts, Phi-3's
- * dropouts, Gemma 2's caps, and the activation each family's MLP has. */
+/* The activation key each family's MLP reads, and what it may say: GemmaMLP reads
+ * hidden_act (GemmaConfig turns "gelu" into "gelu_pytorch_tanh"), Gemma2MLP
+ * hidden_activation, the others hidden_act. */
+static int activation(const reader *r, const char *t)
+{
+    if (strcmp(t, "gemma") == 0)
+        return expect_string(r, "hidden_act", "gelu_pytorch_tanh", "gelu");
+    if (strcmp(t, "gemma2") == 0)
+        return expect_string(r, "hidden_activation", "gelu_pytorch_tanh", NULL);
+    return expect_string(r, "hidden_act", "silu", NULL);
+}
+
+/* Family extras: biases that the config may turn on (LlamaConfig, Qwen3Config, GemmaConfig,
+ * Gemma2Config: attention_bias for q, k, v and o; LlamaConfig: mlp_bias), Mixtral's experts
+ * (MixtralConfig's 8, 2 of them a token), Phi-3's dropouts, Gemma 2's caps, and the
+ * activation each family's MLP has. */
 static int read_extras(const reader *r, ck_hf_config *c)
 {
     const char *t = c->family->model_type;
     int rc = CK_OK;
-    if (strcmp(t, "llama") == 0 || strcmp(t, "qwen3") == 0) {
+    if (strcmp(t, "llama") == 0 || strcmp(t, "qwen3") == 0 || strncmp(t, "gemma", 5) == 0) {
         rc = flag(r, "attention_bias", &c->qkv_bias);
         c->o_bias = c->qkv_bias;
         if (rc == CK_OK && strcmp(t, "llama") == 0) rc = flag(r, "mlp_bias", &c->mlp_bias);
     } else if (strcmp(t, "mixtral") == 0) {
-        const size_key experts[] = {{"num_local_experts", true, &c->E},
-                                    {"num_experts_per_tok", true, &c->K}};
+        c->E = 8;
+        c->K = 2;
+        const size_key experts[] = {{"num_local_experts", false, &c->E},
+                                    {"num_experts_per_tok", false, &c->K}};
         rc = read_sizes(r, experts, N_OF(experts));
     } else if (strcmp(t, "phi3") == 0) {
         /* Phi3Model has no embedding dropout: its embd_pdrop is read by nothing */
         const prob_key probs[] = {{"resid_pdrop", &c->resid_p}};
         rc = read_probs(r, probs, N_OF(probs));
-    } else if (strcmp(t, "gemma2") == 0) {
+    }
+    if (rc == CK_OK && strcmp(t, "gemma2") == 0) {
         rc = softcap(r, "attn_logit_softcapping", 50.0, &c->attn_cap);
         if (rc == CK_OK) rc = softcap(r, "final_logit_softcapping", 30.0, &c->final_cap);
     }
-    if (rc == CK_OK && strncmp(t, "gemma", 5) == 0)
-        rc = expect_string(r, "hidden_activation", "gelu_pytorch_tanh", NULL);
-    else if (rc == CK_OK)
-        rc = expect_string(r, "hidden_act", "silu", NULL);
-    return rc;
+    return rc == CK_OK ? activation(r, t) : rc;
 }
 
 static int find_family(const reader *r, const ck_hf_family **out)

@@ -32,6 +32,9 @@ typedef struct {
                            * linears' input gradients are not views */
     bool windowed;        /* every layer's attention reads the config's sliding_window */
     uint64_t window;      /* ... and its default when the key is absent (null: none) */
+    uint64_t kv_heads;    /* num_key_value_heads when the key is absent (its config class's
+                           * default; 0: the heads); null is the heads, as __post_init__ says */
+    uint64_t theta;       /* rope_theta when absent (default_theta; 0: the rope op's 10000) */
 } ck_hf_family;
 
 /* A config's sizes and switches. Dims the config leaves to a rule (KV = H, D = C/H,
@@ -40,7 +43,7 @@ typedef struct {
     const ck_hf_family *family;
     uint64_t C, H, KV, D, F, V, L, P, E, K;
     bool tie, use_cache, qkv_bias, o_bias, mlp_bias;
-    double attn_p, resid_p, embd_p, act_p; /* dropout probabilities */
+    double attn_p, resid_p, embd_p;        /* dropout probabilities */
     uint64_t theta;                        /* rotary base; 0: the op's default */
     double norm_eps;                       /* added to the variance by every norm */
     double attn_cap, final_cap;            /* Gemma 2's soft-capping; 0: none */

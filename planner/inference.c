@@ -55,6 +55,7 @@ int ck_inference_measure(const ck_workload *w, ck_inference *out, ck_err *err)
         return ck_err_fail(err, CK_ERR_INPUT, "%s: --inference needs a model file (ckplan-model/1): "
                                           "a chain file has no forward pass to replay", w->path);
     out->weights = w->statics.params;
+    out->gather = w->statics.gather; /* derived with the layout, as training's static memory */
     int rc = ck_warning_kv_cache_bytes(w->model, &out->kv_cache, err);
     ck_program p = {0};
     size_t *stage_end = rc == CK_OK ? malloc(w->chain.n_stages * sizeof *stage_end) : NULL;
@@ -75,7 +76,8 @@ int ck_inference_measure(const ck_workload *w, ck_inference *out, ck_err *err)
             out->peak_stage = i;
         }
     }
-    if (rc == CK_OK && (!ck_size_add(out->weights, out->kv_cache, &out->total) ||
+    if (rc == CK_OK && (!ck_size_add(out->weights, out->gather, &out->total) ||
+                        !ck_size_add(out->total, out->kv_cache, &out->total) ||
                         !ck_size_add(out->total, out->forward_peak, &out->total)))
         rc = ck_err_fail(err, CK_ERR_INPUT, "%s: the inference figures overflow 64 bits", w->path);
     free(peak);

@@ -308,24 +308,54 @@ START_TEST(bad_configs_name_the_key)
 }
 END_TEST
 
-/* The sliding window config `extra` gives a small decoder of model_type (an expert count
- * for Mixtral's sake), or (uint64_t)-1 when refused, with the message in *msg. */
-static uint64_t window_of(const char *model_type, const char *extra, const char **msg)
+/* A small decoder of model_type with `extra` keys (no expert count: Mixtral's defaults)
+ * read into *c; CK_OK, or the refusal with its message in *msg. */
+static int config_of(const char *model_type, const char *extra, ck_hf_config *c, const char **msg)
 {
     static ck_err err;
     char json[512];
-    snprintf(json, sizeof json, "{\"model_type\": \"%s\", \"hidden_size\": 64, "
-             "\"num_attention_heads\": 4, \"num_hidden_layers\": 2, \"intermediate_size\": 8, "
-             "\"vocab_size\": 16, \"num_local_experts\": 4, \"num_experts_per_tok\": 2%s}",
-             model_type, extra);
+    snprintf(json, sizeof json, "{\"model_type\": \"%s\", \"hidden_size\": 512, "
+             "\"num_attention_heads\": 64, \"num_hidden_layers\": 2, \"intermediate_size\": 8, "
+             "\"vocab_size\": 16%s}", model_type, extra);
     cJSON *root = cJSON_Parse(json);
     ck_assert_ptr_nonnull(root);
-    ck_hf_config c;
-    int rc = ck_hf_config_read(root, "c.json", &c, &err);
+    int rc = ck_hf_config_read(root, "c.json", c, &err);
     cJSON_Delete(root);
     *msg = err.msg;
-    return rc == CK_OK ? c.window : (uint64_t)-1;
+    return rc;
 }
+
+/* The sliding window config `extra` gives, or (uint64_t)-1 when refused. */
+static uint64_t window_of(const char *model_type, const char *extra, const char **msg)
+{
+    ck_hf_config c;
+    return config_of(model_type, extra, &c, msg) == CK_OK ? c.window : (uint64_t)-1;
+}
+
+/* num_key_value_heads, rope_theta and the experts left out take each config class's
+ * defaults (transformers 5: MistralConfig's 8 kv heads, not the heads; MixtralConfig's
+ * rotary base 1e6 and 8 experts, 2 a token); null kv heads are the heads (__post_init__),
+ * KV 0 in the config standing for the model's rule "H". */
+START_TEST(left_out_keys_take_the_config_class_defaults)
+{
+    const char *types[] = {"llama", "mistral", "mixtral", "qwen2", "qwen3", "phi3", "gemma", "gemma2"};
+    const uint64_t kv[] = {0, 8, 8, 32, 32, 0, 16, 4};
+    ck_hf_config c;
+    const char *msg;
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        ck_assert_int_eq(config_of(types[i], "", &c, &msg), CK_OK);
+        ck_assert_msg(c.KV == kv[i], "%s: %llu kv heads", types[i], (unsigned long long)c.KV);
+        ck_assert_int_eq(config_of(types[i], ", \"num_key_value_heads\": null", &c, &msg), CK_OK);
+        ck_assert_uint_eq(c.KV, 0);
+        ck_assert_int_eq(config_of(types[i], ", \"num_key_value_heads\": 2", &c, &msg), CK_OK);
+        ck_assert_uint_eq(c.KV, 2);
+        ck_assert_uint_eq(c.theta, strcmp(types[i], "mixtral") == 0 ? 1000000 : 0);
+    }
+    ck_assert_int_eq(config_of("mixtral", "", &c, &msg), CK_OK);
+    ck_assert_uint_eq(c.E, 8);
+    ck_assert_uint_eq(c.K, 2);
+}
+END_TEST
 
 /* sliding_window: absent is the family's default (MistralConfig's 4096, none for Mixtral
  * and Phi-3), null is none; families without one (Llama) ignore the key. */
@@ -360,6 +390,7 @@ static Suite *hf_suite(void)
     tcase_add_test(tc, directory_is_its_config);
     tcase_add_test(tc, bad_configs_name_the_key);
     tcase_add_test(tc, sliding_window_defaults_per_family);
+    tcase_add_test(tc, left_out_keys_take_the_config_class_defaults);
     suite_add_tcase(s, tc);
     return s;
 }

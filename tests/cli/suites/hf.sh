@@ -218,3 +218,18 @@ for model, cfg, key in zip(sys.argv[1:4], cfgs, ["rms_norm_eps", "rms_norm_eps",
 ops = {n["op"] for n in norms(json.load(open(sys.argv[2])))}
 assert "qknorm" in ops, ops
 PY
+
+# Each family's defaults are its config class's (issue 24): every tiny config, less each key
+# in turn, against transformers' own config class and model on the meta device
+# (tests/cli/hf_defaults.py), in the referee's interpreter; skipped without transformers.
+mkdir -p "$work/hf-defaults"
+"${CKPLAN_PYTHON:-python3}" "$here/hf_defaults.py" "$bin" "$root/models/hf" "$work/hf-defaults" \
+    > "$work/hf-defaults.out" 2>&1
+hd=$?
+if [ "$hd" = 77 ]; then
+    echo "hf: defaults against transformers skipped: $(cat "$work/hf-defaults.out")"
+else
+    rc=$hd; out=$(cat "$work/hf-defaults.out"); err=""
+    check "hf: a key left out takes its family's config class's default, as transformers builds it" 0 \
+        "0 differences"
+fi

@@ -106,8 +106,23 @@ PY
     ranks_env+=(CKPLAN_RUN_MEMORY=1K)
     run_ranks run ranks-2-0.json --ranks 2 --steps 1
     unset 'ranks_env[-1]'
-    check "a rank's input error ends the job with exit 2" 2 "rank 0: ranks-2-0.json: running the baseline" \
-        "a rank failed (exit 2"
+    check "a rank's input error ends the job with exit 2" 2 "rank 0: ranks-2-0.json: running 2 ranks" \
+        "--ranks runs no baseline" "a rank failed (exit 2"
+
+    # The ranks share this machine: N of them need N times a rank's peak (static plus the
+    # plan's activations; no baseline runs), refused one byte short of it, run at it; each
+    # rank alone once checked only its own step beside a baseline, and started anyway.
+    peak=$(json_get ranks-4-3.json '["predicted"]["peak_bytes"]')
+    ranks_env+=(CKPLAN_RUN_MEMORY=$((4 * peak - 1)))
+    run_ranks run ranks-4-3.json --ranks 4 --steps 1
+    unset 'ranks_env[-1]'
+    check "--ranks 4: the four ranks' memory together, one byte over what is allowed" 2 \
+        "rank 0: ranks-4-3.json: running 4 ranks on this machine needs" "(4 x " \
+        "--ranks runs no baseline" "CKPLAN_RUN_MEMORY allows" "fewer ranks"
+    ranks_env+=(CKPLAN_RUN_MEMORY=$((4 * peak)))
+    run_ranks run ranks-4-3.json --ranks 4 --steps 1
+    unset 'ranks_env[-1]'
+    check "--ranks 4: the four ranks run in exactly their memory together" 0 "4 ranks over MPI"
 
     # a rank killed in the middle of its steps: mpirun ends the others, run exits 1
     run plan "$mlp" --set L=8 --budget 1000T --dp 2 --zero 3 -o ranks-long.json

@@ -85,3 +85,30 @@ run plan kv.json --inference --budget 1G --batch 3 --seq 32 --json
 check "inference reports the KV cache whatever use_cache says" 0 '"kv_cache_bytes":	98304'
 run plan "$data/chain10.json" --inference --budget 1G
 check "inference needs a model file" 2 "--inference needs a model file"
+# Under ZeRO-3 the forward gathers each unit whole as training's does (issue 24): the
+# rank's shard of the weights plus the buffers of a unit and the next. mlp.json is one unit
+# of 280 f32 parameters (each tensor's share divides: 32 + 4 + 32 + 2 of them): 280 + 1120
+# + the same forward peak, 1280.
+run plan mlp.json --inference --budget 1G --dp 4 --zero 3 --json
+check "inference under ZeRO-3: the shard and the whole unit gathered" 0 \
+    '"weights_bytes":	280' '"gather_buffers_bytes":	1120' '"total_bytes":	2680' "ZeRO-3 all-gather buffers"
+run plan mlp.json --inference --budget 1G --dp 4 --zero 2 --json
+check "inference under ZeRO-2 gathers nothing" 0 '"weights_bytes":	1120' '"gather_buffers_bytes":	0'
+# Llama-3-8B at --dp 8 --zero 3, from its config in closed form: bf16, the embeddings V*C,
+# a layer 2C^2 + 2C*KV*D + 3C*F + 2C, the head C + V*C; the largest neighbours are the
+# embeddings and the first layer; every tensor divides by 8.
+"$bin" plan "$root/tests/data/hf/llama-3-8b" --inference --budget 1T --dp 8 --zero 3 --json \
+    > inf-llama.json 2>/dev/null
+check_that "inference of Llama-3-8B under ZeRO-3 at --dp 8: weights and buffers in closed form" \
+    python3 - "$root/tests/data/hf/llama-3-8b/config.json" inf-llama.json <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1])); f = json.load(open(sys.argv[2]))
+C, V, L, F = c["hidden_size"], c["vocab_size"], c["num_hidden_layers"], c["intermediate_size"]
+H, KV = c["num_attention_heads"], c["num_key_value_heads"]; D = C // H
+embed, layer, head = V * C, 2 * C * C + 2 * C * KV * D + 3 * C * F + 2 * C, C + V * C
+params = embed + L * layer + head
+want = {"weights_bytes": 2 * params // 8, "gather_buffers_bytes": 2 * max(embed + layer, layer + head, 2 * layer)}
+got = {k: f[k] for k in want}
+assert got == want, (got, want)
+assert f["total_bytes"] == sum(f[k] for k in ("weights_bytes", "gather_buffers_bytes", "kv_cache_bytes", "forward_peak_bytes")), f
+PY
