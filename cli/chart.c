@@ -708,6 +708,19 @@ int ck_chart_tradeoff_svg(const char *title, const char *x_label, const ck_chart
     return finish(&b, svg, len, err);
 }
 
+int ck_chart_tradeoff_write(const char *path, const char *title, const char *x_label,
+                            const ck_chart_point *pts, size_t n, ck_err *err)
+{
+    char *svg;
+    size_t len;
+    int rc = ck_chart_tradeoff_svg(title, x_label, pts, n, &svg, &len, err);
+    if (rc != CK_OK)
+        return rc;
+    rc = ck_files_write_in_dir(path, svg, len, err);
+    free(svg);
+    return rc;
+}
+
 int ck_chart_schedules_write(const char *path, const char *title, const ck_chain *c,
                              const char *plan_label, const ck_schedule *plan,
                              const uint64_t *plan_measured, const uint64_t *baseline_measured,

@@ -55,6 +55,10 @@ typedef struct {
  * points of a planner are hollow markers joined by a dashed line. n >= 1. */
 int ck_chart_tradeoff_svg(const char *title, const char *x_label, const ck_chart_point *pts,
                           size_t n, char **svg, size_t *len, ck_err *err);
+/* The same written to path, a name report made inside --svg DIR: whatever is at path, a
+ * symbolic link included, is replaced, never written through (ck_files_write_in_dir). */
+int ck_chart_tradeoff_write(const char *path, const char *title, const char *x_label,
+                            const ck_chart_point *pts, size_t n, ck_err *err);
 
 /* The memory timeline of a plan and of its store-everything baseline on chain c, with the
  * predicted live bytes replayed here and the measured ones when given (arrays of each

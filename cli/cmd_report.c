@@ -388,12 +388,7 @@ static int draw_model(const ck_runs *runs, const size_t *order, const chart_grou
     ck_human_terminal_text(first->options, options, sizeof options);
     snprintf(title, sizeof title, "%s%s%s%s: activation memory against time overhead", shown,
              options[0] ? " (" : "", options, options[0] ? ")" : "");
-    char *svg = NULL;
-    size_t len = 0;
-    int rc = ck_chart_tradeoff_svg(title, NULL, pts, n, &svg, &len, err);
-    if (rc == CK_OK) /* a name made inside DIR: a link planted there is replaced, not followed */
-        rc = ck_files_write_in_dir(path, svg, len, err);
-    free(svg);
+    int rc = ck_chart_tradeoff_write(path, title, NULL, pts, n, err);
     if (rc == CK_OK) {
         fputs("chart: ", names);
         ck_human_put_terminal_text(names, path);
