@@ -187,9 +187,11 @@ static int warm_start(const graph_job *j, uint64_t budget, const ck_graph_planne
     if (j->planner == &ck_graph_planner_fast)
         return CK_OK;
     int rc = ck_graph_planners_run(&j->g, &ck_graph_planner_fast, budget, opts, warm, &r, &min, err);
-    if (rc == CK_ERR_INFEASIBLE)
+    /* none found, or one past the schedule length limit: the planner starts without one */
+    bool none = rc == CK_ERR_INFEASIBLE || rc == CK_ERR_INPUT;
+    if (none)
         ck_graph_plan_result_free(warm);
-    return rc == CK_ERR_INFEASIBLE ? CK_OK : rc;
+    return none ? CK_OK : rc;
 }
 
 static void print_summary(FILE *out, const ck_graphplan_args *a, const graph_job *j,

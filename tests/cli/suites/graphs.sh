@@ -81,6 +81,14 @@ check_that "... and nothing is written" test ! -e big-plan.json
 CKPLAN_MAX_SCHEDULE_OPS=100000000 timed_run plan big.json --budget 60M -o big-plan.json
 check "... with the limit raised, the plan is refused for its size before it is written" 2 \
     "big-plan.json: would be" "larger than the limit of 64 MiB"
+# milp's setup honours --time-limit: building the program of this graph ran for minutes
+# and past 13 GB before CBC started (here capped at 4 GiB, so that a regression fails
+# rather than takes the machine's memory); now it stops at the limit (1.5 s, 1.6 GB).
+rc=$( (ulimit -v 4194304; timeout 10 "$bin" plan big.json --planner milp --budget 60M \
+    --time-limit 1 -o big-milp.json >"$work/out" 2>"$work/err"; echo $?) )
+out=$(cat "$work/out"); err=$(cat "$work/err")
+check "milp: the time limit ends the program's setup (no warm start here: exit 1)" 1 \
+    "milp: the time limit of 1 s ran out while building the program" "before CBC started"
 
 if [ ! -d "$graphs" ]; then
     rc=-; out=""; err="no directory $graphs"; fail "the Checkmate graphs are at $graphs"
