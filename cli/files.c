@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli/interrupt.h"
@@ -33,11 +34,41 @@ static const char *write_all(int fd, const char *data, size_t len)
     return NULL;
 }
 
+/* How often a FIFO without a reader is opened again, and the interrupt flag looked at. */
+#define READER_POLL_NS 50000000L
+
+/* Opens path (flags: how), waiting for a reader when it is a FIFO without one, but never
+ * past a signal: a blocking open() of such a FIFO waits in the kernel, and SA_RESTART
+ * restarts it after the handler, so that no signal could stop ckplan there. Opened
+ * non-blocking (ENXIO while no reader), then made blocking again for the writes.
+ * doing: "writing" or "appending", for the message. */
+static int open_output(const char *path, int how, const char *doing, int *fd, ck_err *err)
+{
+    while ((*fd = open(path, how | O_NONBLOCK | O_CLOEXEC, 0644)) < 0) {
+        if (errno != ENXIO && errno != EINTR)
+            return ck_err_fail(err, CK_ERR_RUNTIME, "%s: cannot open for %s: %s", path, doing,
+                               strerror(errno));
+        int rc = ck_interrupt_check(err);
+        if (rc != CK_OK)
+            return rc;
+        nanosleep(&(struct timespec){0, READER_POLL_NS}, NULL);
+    }
+    int flags = fcntl(*fd, F_GETFL);
+    if (flags >= 0 && fcntl(*fd, F_SETFL, flags & ~O_NONBLOCK) == 0)
+        return CK_OK;
+    int rc = ck_err_fail(err, CK_ERR_RUNTIME, "%s: cannot open for %s (fcntl: %s)", path, doing,
+                         strerror(errno));
+    close(*fd);
+    *fd = -1;
+    return rc;
+}
+
 static int write_in_place(const char *path, const char *data, size_t len, ck_err *err)
 {
-    int fd = open(path, O_WRONLY | O_CLOEXEC);
-    if (fd < 0)
-        return ck_err_fail(err, CK_ERR_RUNTIME, "%s: cannot open for writing: %s", path, strerror(errno));
+    int fd;
+    int rc = open_output(path, O_WRONLY, "writing", &fd, err);
+    if (rc != CK_OK)
+        return rc;
     const char *failed = write_all(fd, data, len);
     if (close(fd) != 0 && !failed)
         failed = "close";
@@ -238,11 +269,9 @@ int ck_files_append_line(const char *path, const char *line, ck_err *err)
      * A FIFO opened so would not wait for its reader, and what was written would be lost. */
     struct stat st;
     int mode = stat(path, &st) == 0 && !S_ISREG(st.st_mode) ? O_WRONLY : O_RDWR;
-    int fd = open(path, mode | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-    int rc = CK_OK;
-    if (fd < 0)
-        rc = ck_err_fail(err, CK_ERR_RUNTIME, "%s: cannot open for appending: %s", path, strerror(errno));
-    else if (fstat(fd, &st) == 0)
+    int fd;
+    int rc = open_output(path, mode | O_APPEND | O_CREAT, "appending", &fd, err);
+    if (rc == CK_OK && fstat(fd, &st) == 0)
         rc = refuse_read_only(path, &st, err);
     while (rc == CK_OK && flock(fd, LOCK_EX) != 0)
         if (errno != EINTR)

@@ -187,9 +187,11 @@ static int warm_start(const graph_job *j, uint64_t budget, const ck_graph_planne
     if (j->planner == &ck_graph_planner_fast)
         return CK_OK;
     int rc = ck_graph_planners_run(&j->g, &ck_graph_planner_fast, budget, opts, warm, &r, &min, err);
-    if (rc == CK_ERR_INFEASIBLE)
+    /* none found, or one past the schedule length limit: the planner starts without one */
+    bool none = rc == CK_ERR_INFEASIBLE || rc == CK_ERR_INPUT;
+    if (none)
         ck_graph_plan_result_free(warm);
-    return rc == CK_ERR_INFEASIBLE ? CK_OK : rc;
+    return none ? CK_OK : rc;
 }
 
 static void print_summary(FILE *out, const ck_graphplan_args *a, const graph_job *j,
@@ -264,6 +266,37 @@ static int write_plan(const ck_graphplan_args *a, const graph_job *j,
     return rc;
 }
 
+/* Refuses, before any search, a graph whose plan cannot fit the input limit: every plan
+ * computes each node at least once, so the plan of that schedule alone (every figure as
+ * long as the baseline's) is a lower bound on the file's size, up to the digits of the
+ * figures, for which SLACK is kept. Plans that recompute much are bounded by the schedule
+ * length limit inside the planner (planner/graph_fast.c). */
+#define FIGURES_SLACK 256
+static int check_plan_fits(const ck_graphplan_args *a, const graph_job *j, ck_err *err)
+{
+    ck_graph_plan_result least;
+    ck_graph_plan_result_init(&least);
+    int rc = CK_OK;
+    for (size_t v = 0; v < j->g.n_nodes && rc == CK_OK; v++)
+        if (!ck_graph_schedule_push(&least.schedule, CK_GRAPH_COMPUTE, v))
+            rc = ck_err_oom(err);
+    char *text = rc == CK_OK ? plan_text(a, j, &least, &j->baseline) : NULL;
+    if (rc == CK_OK && !text)
+        rc = ck_err_oom(err);
+    size_t len = text ? strlen(text) : 0;
+    if (rc == CK_OK)
+        rc = ck_json_check_output_size(a->output, len > FIGURES_SLACK ? len - FIGURES_SLACK : 0, err);
+    if (rc == CK_ERR_INPUT) {
+        char why[sizeof err->msg];
+        snprintf(why, sizeof why, "%s", err->msg);
+        ck_err_fail(err, rc, "%s (at the least, with each of the graph's %zu nodes computed once: "
+                    "refused before planning)", why, j->g.n_nodes);
+    }
+    free(text);
+    ck_graph_plan_result_free(&least);
+    return rc;
+}
+
 static int plan_job(const ck_graphplan_args *a, const graph_job *j, ck_err *err)
 {
     ck_graph_planner_opts opts = {.time_limit_s = a->time_limit_s, .stop = ck_interrupt_flag()};
@@ -277,7 +310,10 @@ static int plan_job(const ck_graphplan_args *a, const graph_job *j, ck_err *err)
     ck_graph_plan_result warm, res;
     ck_graph_replay r;
     bool room = ck_planner_activation_budget(a->budget, j->static_bytes, &budget);
-    int rc = warm_start(j, budget, &opts, &warm, err);
+    int rc = check_plan_fits(a, j, err);
+    if (rc != CK_OK)
+        return rc;
+    rc = warm_start(j, budget, &opts, &warm, err);
     opts.warm_start = warm.schedule.n ? &warm.schedule : NULL;
     if (rc == CK_OK)
         rc = ck_graph_planners_run(&j->g, j->planner, budget, &opts, &res, &r, &min, err);

@@ -76,6 +76,10 @@ void ck_interrupt_install(void)
         if (sigaction(handled[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN)
             sigaction(handled[i], &sa, NULL);
     }
+    /* Past the file size limit (ulimit -f) the kernel sends SIGXFSZ, whose default action
+     * kills at once, leaving half a record or a temporary file; ignored, the write fails
+     * with EFBIG instead, which cli/files.c reports and undoes like any failed write. */
+    signal(SIGXFSZ, SIG_IGN);
 }
 
 const atomic_int *ck_interrupt_flag(void)

@@ -20,7 +20,8 @@
 
 /* Installs the handler (sigaction with SA_RESTART: system calls under way go on, the flag
  * is polled) for each of the three signals, except those ignored when ckplan started: a
- * command run under nohup keeps running when the terminal goes away. */
+ * command run under nohup keeps running when the terminal goes away. Ignores SIGXFSZ, so
+ * that a write past the file size limit fails (EFBIG) and is reported and undone. */
 void ck_interrupt_install(void);
 
 /* The number of the first signal that arrived, 0 before any: for the executor and the

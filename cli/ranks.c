@@ -4,8 +4,11 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli/interrupt.h"
@@ -113,6 +116,56 @@ static int job_status(int status, ck_err *err)
                        WTERMSIG(status));
 }
 
+/* How often the wait for mpirun looks at the interrupt flag, and how long mpirun has to end
+ * the job once a signal was passed on before it is killed. */
+#define WAIT_POLL_NS 20000000L
+#define KILL_AFTER_NS 10000000000LL
+
+static long long now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+/* Waits for mpirun. waitpid() alone would not do: SA_RESTART restarts it after ckplan's
+ * handler, and a SIGTERM sent to ckplan alone (not to its process group, as Ctrl-C is)
+ * never reached mpirun, which ran every step first. So it polls: the first signal ckplan
+ * gets is passed on to mpirun, which ends its ranks; if mpirun is still there
+ * KILL_AFTER_NS later, it is killed. */
+static int wait_job(pid_t pid, int *status, ck_err *err)
+{
+    long long forwarded = 0;
+    for (;;) {
+        pid_t done = waitpid(pid, status, WNOHANG);
+        if (done == pid)
+            return CK_OK;
+        if (done < 0 && errno != EINTR)
+            return ck_err_fail(err, CK_ERR_RUNTIME, "run --ranks: waiting for mpirun: %s",
+                               strerror(errno));
+        int sig = atomic_load(ck_interrupt_flag());
+        if (sig && !forwarded) {
+            kill(pid, sig);
+            forwarded = now_ns();
+        } else if (forwarded && now_ns() - forwarded > KILL_AFTER_NS) {
+            kill(pid, SIGKILL);
+        }
+        nanosleep(&(struct timespec){0, WAIT_POLL_NS}, NULL);
+    }
+}
+
+/* The child, before exec: it dies with ckplan (SIGKILL when ckplan ends, even by SIGKILL;
+ * the ranks likewise die with mpirun, mpi/rank.c), and gets mpirun's environment. */
+static void exec_mpirun(pid_t parent, const char *mpirun, char **argv)
+{
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
+        _exit(127); /* ckplan is already gone, or cannot be followed */
+    mpirun_environment();
+    execv(mpirun, argv);
+    fprintf(stderr, "ckplan: run --ranks: cannot run %s: %s\n", mpirun, strerror(errno));
+    _exit(127);
+}
+
 int ck_ranks_launch(const ck_ranks_run *r, ck_err *err)
 {
     char mpirun[PATH_MAX], worker[PATH_MAX], nums[4][24];
@@ -126,19 +179,14 @@ int ck_ranks_launch(const ck_ranks_run *r, ck_err *err)
     char *argv[21];
     command_line(r, mpirun, worker, nums, argv);
     fflush(NULL);
-    pid_t pid = fork();
+    pid_t parent = getpid(), pid = fork();
     if (pid < 0)
         return ck_err_fail(err, CK_ERR_RUNTIME, "run --ranks: cannot start mpirun: %s", strerror(errno));
-    if (pid == 0) {
-        mpirun_environment();
-        execv(mpirun, argv);
-        fprintf(stderr, "ckplan: run --ranks: cannot run %s: %s\n", mpirun, strerror(errno));
-        _exit(127);
-    }
+    if (pid == 0)
+        exec_mpirun(parent, mpirun, argv);
     int status;
-    while (waitpid(pid, &status, 0) < 0)
-        if (errno != EINTR)
-            return ck_err_fail(err, CK_ERR_RUNTIME, "run --ranks: waiting for mpirun: %s", strerror(errno));
-    rc = ck_interrupt_check(err);
+    rc = wait_job(pid, &status, err);
+    if (rc == CK_OK)
+        rc = ck_interrupt_check(err);
     return rc != CK_OK ? rc : job_status(status, err);
 }

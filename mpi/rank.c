@@ -12,10 +12,12 @@
 #include <getopt.h>
 #include <limits.h>
 #include <mpi.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 
 #include "cli/human.h"
 #include "cli/options.h"
@@ -277,6 +279,9 @@ static int report(const rank_args *a, rank_state *st, const uint64_t *fig, ck_er
 
 int main(int argc, char **argv)
 {
+    /* A rank dies with its parent (mpirun's launcher), as mpirun dies with ckplan
+     * (cli/ranks.c): a ckplan killed by SIGKILL leaves no rank running its steps. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
     MPI_Init(&argc, &argv);
     rank_state st = {0};
     MPI_Comm_rank(MPI_COMM_WORLD, &st.rank);

@@ -19,8 +19,10 @@
 #include <string.h>
 
 #include "planner/graph_chain.h"
+#include "planner/limits.h"
 #include "planner/graph_planners.h"
 #include "planner/planner.h"
+#include "planner/schedule.h"
 
 enum { RETAIN, REMAT_KEEP, REMAT, REMAT_FREE, N_MODES };
 
@@ -34,14 +36,25 @@ typedef struct {
     uint32_t *mark, stamp;
     size_t *stack, *set;
     ck_graph_schedule *out; /* the schedule written, or NULL when only evaluating */
+    /* Operations of the schedule simulated, and the most written into out: a schedule
+     * past the limit is counted to its end but not built (it could take gigabytes). */
+    uint64_t ops, max_ops;
     /* An evaluation stops as soon as its outcome is past one of these: its change is
      * refused then whatever the rest of the schedule does. */
     uint64_t stop_peak;
     double stop_time, stop_excess;
     bool stopped;
-    /* Work done (node reads simulated) and the most a search may do: the planner's time
-     * is bounded whatever the graph, and its result does not depend on the machine. */
+    /* Work done (node reads and visits simulated) and the most a search may do: the
+     * planner's time is bounded whatever the graph, and its result does not depend on the
+     * machine. A search's evaluations (bounded) stop as soon as the allowance is spent,
+     * inside the simulation, not only between the search's steps: one evaluation of a
+     * graph of thousands of nodes can cost more than a whole allowance. */
     uint64_t work, work_limit;
+    bool bounded;
+    /* The stop flag (a signal), polled after every target: a stop comes within one
+     * target's work, and a simulation it cuts short is never taken for a result. */
+    const atomic_int *stop;
+    bool interrupted;
     size_t frozen; /* a node whose mode the search leaves as it is, or SIZE_MAX */
     bool oom;
     uint64_t live, peak;
@@ -73,7 +86,7 @@ static bool held_after(sim *s, size_t x, size_t t)
 static void sim_compute(sim *s, size_t v)
 {
     const ck_graph_node *nd = &s->g->nodes[v];
-    if (s->out && !ck_graph_schedule_push(s->out, CK_GRAPH_COMPUTE, v))
+    if (s->out && ++s->ops <= s->max_ops && !ck_graph_schedule_push(s->out, CK_GRAPH_COMPUTE, v))
         s->oom = true;
     s->resident[v] = true;
     s->work += 1 + nd->n_inputs;
@@ -88,13 +101,31 @@ static void sim_compute(sim *s, size_t v)
 
 static void sim_free(sim *s, size_t v)
 {
-    if (s->out && !ck_graph_schedule_push(s->out, CK_GRAPH_FREE, v))
+    if (s->out && ++s->ops <= s->max_ops && !ck_graph_schedule_push(s->out, CK_GRAPH_FREE, v))
         s->oom = true;
     s->resident[v] = false;
     s->live -= s->g->nodes[v].bytes;
 }
 
-/* The missing ancestors of t into s->set, ascending; returns their number. */
+static int by_id(const void *pa, const void *pb)
+{
+    size_t a = *(const size_t *)pa, b = *(const size_t *)pb;
+    return a < b ? -1 : a > b;
+}
+
+/* floor(log2(k)) + 1: the comparisons a sort of k ids costs per id, about. */
+static size_t sort_cost(size_t k)
+{
+    size_t bits = 1;
+    while (k >>= 1)
+        bits++;
+    return bits;
+}
+
+/* The missing ancestors of t into s->set, ascending; returns their number. In id order
+ * (which is topological) by a scan of the ids from the lowest one up, or by sorting them
+ * when they are fewer than the scan would visit, so that the cost stays in proportion to
+ * the recomputations (the work counted), however far apart the ids. */
 static size_t missing_ancestors(sim *s, size_t t)
 {
     size_t depth = 0, k = 0, lowest = t;
@@ -111,10 +142,16 @@ static size_t missing_ancestors(sim *s, size_t t)
                 continue;
             s->mark[x] = s->stamp;
             s->stack[depth++] = x;
+            s->set[k++] = x;
             lowest = x < lowest ? x : lowest;
         }
     }
-    for (size_t x = lowest; x < t; x++) /* in id order, which is topological */
+    if (k * sort_cost(k) < t - lowest) {
+        qsort(s->set, k, sizeof *s->set, by_id);
+        return k;
+    }
+    k = 0;
+    for (size_t x = lowest; x < t; x++)
         if (s->mark[x] == s->stamp)
             s->set[k++] = x;
     return k;
@@ -148,19 +185,38 @@ static void sim_target(sim *s, size_t t)
         sim_free(s, t);
 }
 
+/* Whether the search's work is over: its allowance spent, or a signal came. */
+static bool spent(const sim *s)
+{
+    return s->interrupted || s->work > s->work_limit;
+}
+
+/* Whether a simulation must end before its next target: a signal, or for a search's
+ * evaluation its allowance spent. */
+static bool must_stop(sim *s)
+{
+    if (s->stop && atomic_load_explicit(s->stop, memory_order_relaxed))
+        s->interrupted = true;
+    return s->interrupted || (s->bounded && spent(s));
+}
+
 /* Simulates the schedule of s->mode; its peak, time and excess are in s (s->stopped:
- * only those of a part, which is already past a stop_ bound). */
+ * only those of a part, which is already past a stop_ bound, or was cut short by
+ * must_stop). */
 static void simulate(sim *s)
 {
     size_t n = s->g->n_nodes;
+    s->stopped = must_stop(s);
+    if (s->stopped)
+        return;
     memset(s->resident, 0, n * sizeof *s->resident);
     memset(s->cursor, 0, n * sizeof *s->cursor);
-    s->live = s->peak = 0;
+    s->live = s->peak = s->ops = 0;
     s->time = s->excess = 0;
-    s->stopped = false;
     for (size_t t = 0; t < n && !s->stopped; t++) {
         sim_target(s, t);
-        s->stopped = s->peak > s->stop_peak || s->time > s->stop_time || s->excess > s->stop_excess;
+        s->stopped = s->peak > s->stop_peak || s->time > s->stop_time ||
+                     s->excess > s->stop_excess || must_stop(s);
     }
 }
 
@@ -201,17 +257,26 @@ typedef struct {
     double time, excess;
 } outcome;
 
-/* The outcome of s->mode, whole: no bound. */
+/* An outcome no change is judged better than: what a simulation cut short by a signal
+ * says, so that no part of a schedule is ever taken for the whole. */
+static const outcome unknown = {UINT64_MAX, INFINITY, INFINITY};
+
+/* The outcome of s->mode, whole: no bound, not even the allowance (a search starts from
+ * it, so each search goes past its allowance by at most this one evaluation); a signal
+ * alone cuts it short. */
 static outcome evaluate_whole(sim *s)
 {
     s->stop_peak = UINT64_MAX;
     s->stop_time = s->stop_excess = INFINITY;
+    s->bounded = false;
     simulate(s);
-    return (outcome){s->peak, s->time, s->excess};
+    return s->interrupted ? unknown : (outcome){s->peak, s->time, s->excess};
 }
 
+/* The outcome of a change, within the stop_ bounds and the search's allowance. */
 static outcome evaluate(sim *s)
 {
+    s->bounded = true;
     simulate(s);
     return (outcome){s->peak, s->time, s->excess};
 }
@@ -297,7 +362,7 @@ static size_t best_change(sim *s, goal gl, outcome now, change *cs, size_t n, ou
         cs[i].fresh = false;
     qsort(cs, n, sizeof *cs, by_score);
     size_t best = n;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n && !spent(s); i++) {
         if (best < n && cs[best].score <= cs[i].score)
             break;
         outcome o;
@@ -321,7 +386,7 @@ static int local_search(sim *s, goal gl, outcome *now, const atomic_int *stop, c
     for (size_t i = 0; i < n; i++)
         cs[i] = (change){i / N_MODES, (unsigned char)(i % N_MODES), false, -INFINITY};
     int rc;
-    while ((rc = ck_err_check_stop(stop, err)) == CK_OK && s->work <= s->work_limit) {
+    while ((rc = ck_err_check_stop(stop, err)) == CK_OK && !spent(s)) {
         outcome o;
         set_bounds(s, gl, *now);
         size_t k = best_change(s, gl, *now, cs, n, &o);
@@ -401,9 +466,9 @@ static int repair_search(sim *s, outcome *now, const atomic_int *stop, ck_err *e
         return ck_err_oom(err);
     bool improved = true;
     int rc = CK_OK;
-    while (improved && rc == CK_OK && s->work <= s->work_limit) {
+    while (improved && rc == CK_OK && !spent(s)) {
         improved = false;
-        for (size_t v = 0; v < s->g->loss && !improved && s->work <= s->work_limit; v++)
+        for (size_t v = 0; v < s->g->loss && !improved && !spent(s); v++)
             for (unsigned char m = 0; m < s->mode[v] && !improved; m++) {
                 improved = try_repair(s, v, m, now, keep, stop, err);
                 rc = ck_err_check_stop(stop, err);
@@ -425,7 +490,7 @@ static bool best_swap(sim *s, outcome *now, change *cs, size_t n)
     for (size_t i = 0; i < n; i++) { /* alone: the time saved, whatever the peak */
         cs[i].score = INFINITY;
         unsigned char orig = s->mode[cs[i].v];
-        if (cs[i].m == orig)
+        if (cs[i].m == orig || spent(s))
             continue;
         s->mode[cs[i].v] = cs[i].m;
         s->stop_peak = UINT64_MAX;
@@ -442,7 +507,7 @@ static bool best_swap(sim *s, outcome *now, change *cs, size_t n)
     for (size_t i = 0; i < SWAP_TRIES && i < n && cs[i].score < INFINITY; i++) {
         unsigned char orig = s->mode[cs[i].v];
         s->mode[cs[i].v] = cs[i].m;
-        for (size_t k = 0; k < n; k++) {
+        for (size_t k = 0; k < n && !spent(s); k++) {
             unsigned char other = s->mode[cs[k].v];
             if (cs[k].v == cs[i].v || cs[k].m == other)
                 continue;
@@ -476,7 +541,7 @@ static int swap_search(sim *s, outcome *now, const atomic_int *stop, ck_err *err
     for (size_t i = 0; i < n; i++)
         cs[i] = (change){i / N_MODES, (unsigned char)(i % N_MODES), false, INFINITY};
     int rc = CK_OK;
-    while (rc == CK_OK && s->work <= s->work_limit && best_swap(s, now, cs, n))
+    while (rc == CK_OK && !spent(s) && best_swap(s, now, cs, n))
         rc = local_search(s, FASTER, now, stop, err);
     free(cs);
     return rc;
@@ -529,7 +594,7 @@ static int perturb_search(sim *s, bool for_peak, outcome *now, const atomic_int 
     memcpy(best, s->mode, n);
     uint64_t state = 0x9e3779b97f4a7c15u;
     int rc = CK_OK;
-    for (int r = 0; r < PERTURB_ROUNDS && nf && rc == CK_OK && s->work <= s->work_limit; r++) {
+    for (int r = 0; r < PERTURB_ROUNDS && nf && rc == CK_OK && !spent(s); r++) {
         memcpy(s->mode, best, n);
         for (uint64_t k = 1 + next_random(&state) % PERTURB_NODES; k > 0; k--)
             s->mode[next_random(&state) % nf] = (unsigned char)(next_random(&state) % N_MODES);
@@ -582,9 +647,9 @@ static int lowest_peak(sim *s, outcome *low, const atomic_int *stop, ck_err *err
     memcpy(modes, s->mode, n);
     uint64_t floor = ck_graph_least_peak(s->g, NULL);
     s->work = 0; /* the descents have an allowance of their own */
-    for (bool lower = true; lower && rc == CK_OK && low->peak > floor;) {
+    for (bool lower = true; lower && rc == CK_OK && low->peak > floor && !spent(s);) {
         lower = false; /* descents aimed a byte below, and at REFINE_STEPS budgets down to the floor */
-        for (int k = 0; k <= REFINE_STEPS && !lower && rc == CK_OK; k++)
+        for (int k = 0; k <= REFINE_STEPS && !lower && rc == CK_OK && !spent(s); k++)
             for (int from = 0; from < 2 && !lower && rc == CK_OK; from++) {
                 s->budget = low->peak - 1 - (low->peak - 1 - floor) / REFINE_STEPS * (uint64_t)k;
                 if (from == 0)
@@ -735,16 +800,21 @@ static int plan_fast(const ck_graph *g, uint64_t budget, const ck_graph_planner_
         return ck_err_oom(err);
     }
     s.budget = budget;
+    s.stop = opts ? opts->stop : NULL;
     double best_time = INFINITY;
-    int rc = search(&s, best, &best_time, min_budget, opts ? opts->stop : NULL, err);
+    int rc = search(&s, best, &best_time, min_budget, s.stop, err);
+    if (rc == CK_OK) /* a signal may have cut an evaluation short after the last poll */
+        rc = ck_err_check_stop(s.stop, err);
     if (rc == CK_OK && best_time == INFINITY)
         rc = CK_ERR_INFEASIBLE;
     if (rc == CK_OK) {
         memcpy(s.mode, best, g->n_nodes);
         s.out = &result->schedule;
+        s.max_ops = ck_limits_get(CK_LIMIT_SCHEDULE_OPS, CK_SCHEDULE_MAX_OPS);
         evaluate_whole(&s);
-        if (s.oom)
-            rc = ck_err_oom(err);
+        rc = s.oom ? ck_err_oom(err) : ck_err_check_stop(s.stop, err);
+        if (rc == CK_OK)
+            rc = ck_schedule_check_length("planner fast: the plan's schedule", s.ops, err);
     }
     sim_free_all(&s);
     free(best);

@@ -311,17 +311,39 @@ static int load(Cbc_Model *cbc, const layout *L, const matrix *m, const double *
     return rc;
 }
 
-/* The whole program of g under the budget, loaded into cbc. */
-static int build(Cbc_Model *cbc, const layout *L, const ck_graph *g, const scaling *o, ck_err *err)
+static double monotonic_seconds(void);
+
+/* Whether building the program must stop before stage t: a signal, or --time-limit spent
+ * (the limit covers the setup too: on a graph of thousands of nodes building the program
+ * took minutes and gigabytes before CBC started). CK_ERR_TIME_UP: see solve_graph. */
+#define CK_ERR_TIME_UP 1000
+static int setup_check(const ck_graph_planner_opts *opts, double deadline, size_t t, size_t n,
+                       ck_err *err)
+{
+    int rc = ck_err_check_stop(opts ? opts->stop : NULL, err);
+    if (rc == CK_OK && deadline > 0 && monotonic_seconds() > deadline)
+        rc = ck_err_fail(err, CK_ERR_TIME_UP, "milp: the time limit of %g s ran out while "
+                         "building the program (at stage %zu of %zu), before CBC started",
+                         opts->time_limit_s, t, n);
+    return rc;
+}
+
+/* The whole program of g under the budget, loaded into cbc; deadline (0: none) on the
+ * monotonic clock. */
+static int build(Cbc_Model *cbc, const layout *L, const ck_graph *g, const scaling *o,
+                 const ck_graph_planner_opts *opts, double deadline, ck_err *err)
 {
     matrix m = {0};
     double *lb = NULL, *ub = NULL, *obj = NULL;
-    for (size_t t = 0; t < L->n && !m.oom; t++) {
+    int rc = CK_OK;
+    for (size_t t = 0; t < L->n && !m.oom && rc == CK_OK; t++) {
+        rc = setup_check(opts, deadline, t, L->n, err);
         rows_order(&m, L, g, t);
         rows_free(&m, L, g, t);
         rows_memory(&m, L, g, t, o);
     }
-    int rc = m.oom ? ck_err_oom(err) : columns(L, g, o, &lb, &ub, &obj, err);
+    if (rc == CK_OK)
+        rc = m.oom ? ck_err_oom(err) : columns(L, g, o, &lb, &ub, &obj, err);
     if (rc == CK_OK)
         rc = load(cbc, L, &m, lb, ub, obj, err);
     matrix_free(&m);
@@ -693,8 +715,10 @@ static int take_reply(const char *buf, size_t got, size_t n_cols, int wstatus, c
 /* Solves the loaded program in a process of its own (solve_in_child), killed at 1.5 times
  * the time limit plus 10 s or when interrupted. A crash or an overrun with a warm start
  * gives the warm start ("solver failed", "time limit"); without one, an error. */
+/* started: when the planner began (the monotonic clock), so that its setup counts against
+ * the limit too. */
 static int run_cbc(Cbc_Model *cbc, const layout *L, const ck_graph_planner_opts *opts, bool warm,
-                   cbc_reply *reply, double **x, ck_err *err)
+                   double started, cbc_reply *reply, double **x, ck_err *err)
 {
     int fds[2];
     size_t len = sizeof *reply + L->n_cols * sizeof(double);
@@ -717,7 +741,7 @@ static int run_cbc(Cbc_Model *cbc, const layout *L, const ck_graph_planner_opts 
     if (child < 0)
         rc = ck_err_fail(err, CK_ERR_RUNTIME, "milp: fork: %s", strerror(errno));
     double limit = opts && opts->time_limit_s > 0 ? opts->time_limit_s : 0;
-    double deadline = limit > 0 ? monotonic_seconds() + 1.5 * limit + 10 : 0;
+    double deadline = limit > 0 ? started + 1.5 * limit + 10 : 0;
     if (rc == CK_OK)
         rc = read_reply(fds[0], child, buf, len, deadline, opts ? opts->stop : NULL, &got, err);
     close(fds[0]);
@@ -728,6 +752,23 @@ static int run_cbc(Cbc_Model *cbc, const layout *L, const ck_graph_planner_opts 
         rc = take_reply(buf, got, L->n_cols, wstatus, reply, x, err);
     free(buf);
     return fall_back(rc, warm, overran ? 1 : 3, reply);
+}
+
+/* The limit ran out while building the program: the warm start is the answer (status
+ * "time limit", bound 0), as when CBC overruns it; without one, a failure (err says why). */
+static int setup_fall_back(const ck_graph_planner_opts *opts, ck_graph_plan_result *result,
+                           ck_err *err)
+{
+    const ck_graph_schedule *w = opts->warm_start;
+    if (!w || w->n == 0)
+        return CK_ERR_RUNTIME;
+    for (size_t k = 0; k < w->n; k++)
+        if (!ck_graph_schedule_push(&result->schedule, w->ops[k].kind, w->ops[k].node))
+            return ck_err_oom(err);
+    result->status = status_names[1];
+    result->bound = 0;
+    result->gap = 1;
+    return CK_ERR_TIME_UP;
 }
 
 /* Builds the program, warm-starts, solves and decodes: result's schedule, status, bound. */
@@ -742,9 +783,14 @@ static int solve_graph(const ck_graph *g, uint64_t budget, const ck_graph_planne
     double bound = (double)(budget / G * G) + (double)G / 2;
     scaling o = {.unit = unit, .budget_units = bound / unit, .cost_scale = cost_scale(g)};
     Cbc_Model *cbc = Cbc_newModel();
+    double limit = opts && opts->time_limit_s > 0 ? opts->time_limit_s : 0;
+    double started = monotonic_seconds(), deadline = limit > 0 ? started + limit : 0;
     int rc = cbc ? layout_make(g, &L, err) : ck_err_oom(err);
     if (rc == CK_OK)
-        rc = build(cbc, &L, g, &o, err);
+        rc = build(cbc, &L, g, &o, opts, deadline, err);
+    if (rc == CK_ERR_TIME_UP) /* the warm start, as when CBC overruns; else a failure */
+        rc = setup_fall_back(opts, result, err);
+    bool warm_answer = rc == CK_ERR_TIME_UP; /* every later step skipped */
     if (rc == CK_OK && opts && opts->warm_start)
         rc = warm_start(cbc, g, opts->warm_start, budget, o.cost_scale, &warm, &rp, err);
     if (rc == CK_OK)
@@ -752,7 +798,7 @@ static int solve_graph(const ck_graph *g, uint64_t budget, const ck_graph_planne
     cbc_reply reply = {0};
     double *x = NULL;
     if (rc == CK_OK)
-        rc = run_cbc(cbc, &L, opts, warm.n > 0, &reply, &x, err);
+        rc = run_cbc(cbc, &L, opts, warm.n > 0, started, &reply, &x, err);
     if (rc == CK_OK && reply.rc != CK_OK)
         rc = ck_err_fail(err, reply.rc, "%s", reply.msg);
     if (rc == CK_OK)
@@ -773,7 +819,7 @@ static int solve_graph(const ck_graph *g, uint64_t budget, const ck_graph_planne
     if (cbc)
         Cbc_deleteModel(cbc);
     layout_free(&L);
-    return rc;
+    return warm_answer ? CK_OK : rc;
 }
 
 static int plan_milp(const ck_graph *g, uint64_t budget, const ck_graph_planner_opts *opts,

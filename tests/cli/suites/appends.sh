@@ -84,5 +84,21 @@ rc=$( (trap '' XFSZ; ulimit -f "$limit_kib"; "$bin" sweep "$data/chain10.json" -
     --planners dp --runs full.jsonl >out 2>err; echo $?) ); out=$(cat out); err=$(cat err)
 check "a record cut short by a full disk is an error" 1 "full.jsonl: cannot write" "File too large" "the file is as it was"
 check_that "... and the part written is taken back: the runs file is as it was" cmp full.jsonl full.before
+# The same with SIGXFSZ at its default action, as a shell leaves it: ckplan ignores it
+# itself, so the write fails instead of killing it (exit 153, half a record left); and plan
+# -o past the limit removes its temporary file and leaves the old plan.
+cp full.before full.jsonl
+rc=$( (trap - XFSZ; ulimit -f "$limit_kib"; "$bin" sweep "$data/chain10.json" --budgets 100,300,1G \
+    --planners dp --runs full.jsonl >out 2>err; echo $?) ); out=$(cat out); err=$(cat err)
+check "SIGXFSZ at its default: a record past the size limit is an error, not a kill" 1 \
+    "full.jsonl: cannot write" "File too large" "the file is as it was"
+check_that "... the runs file is as it was" cmp full.jsonl full.before
+mkdir xfsz && printf 'old plan\n' > xfsz/plan.json
+rc=$( (trap - XFSZ; ulimit -f 1; "$bin" plan "$root/models/gpt2-tiny.json" --budget 22M \
+    -o xfsz/plan.json >out 2>err; echo $?) ); out=$(cat out); err=$(cat err)
+check "SIGXFSZ at its default: plan -o past the size limit is an error, not a kill" 1 \
+    "xfsz/plan.json: cannot write" "File too large" "unchanged"
+check_that "... the old plan stays and no temporary file is left" \
+    test "$(ls -A xfsz)" = plan.json -a "$(cat xfsz/plan.json)" = "old plan"
 
 cd "$work" || return

@@ -64,6 +64,31 @@ check "report given a graph plan says what it is, once" 2 "is a plan file (ckpla
     "replayed by 'ckplan run PLAN'"
 check_that "... in one line, not one per line of the plan" test "$(printf '%s\n' "$err" | wc -l)" = 1
 
+# The fast planner's work bound holds inside its search (issue 24, class 5): on a generated
+# graph of 4,001 nodes --min-budget took 66 s while the bound was checked only between the
+# search's steps, and planning it at a budget ran for minutes before its plan was refused
+# as too large to read back; the schedule length limit now refuses that plan before it is
+# built. Each within 5 s (here 0.15 s and 0.7 s).
+timed_run() { timeout "${limit_s:-5}" "$bin" "$@" >"$work/out" 2>"$work/err"; rc=$?; out=$(cat "$work/out"); err=$(cat "$work/err"); }
+python3 "$here/big_graph.py" 2000 big.json
+timed_run plan big.json --min-budget
+check "a 4,001-node graph: --min-budget within 5 s (the search's work bound)" 0
+timed_run plan big.json --budget 60M -o big-plan.json
+check "a 4,001-node graph: a plan past the schedule length limit is refused within 5 s" 2 \
+    "planner fast: the plan's schedule would have" "more than the limit of 1000000 for a schedule" \
+    "CKPLAN_MAX_SCHEDULE_OPS"
+check_that "... and nothing is written" test ! -e big-plan.json
+CKPLAN_MAX_SCHEDULE_OPS=100000000 timed_run plan big.json --budget 60M -o big-plan.json
+check "... with the limit raised, the plan is refused for its size before it is written" 2 \
+    "big-plan.json: would be" "larger than the limit of 64 MiB"
+# milp's setup honours --time-limit: building the program of this graph ran for minutes
+# and past 13 GB before CBC started; now it stops at the limit (1.5 s, 1.6 GB). The timeout
+# ends a regression early, before it takes the machine's memory (no ulimit -v: the
+# sanitizers reserve terabytes of address space).
+limit_s=10 timed_run plan big.json --planner milp --budget 60M --time-limit 1 -o big-milp.json
+check "milp: the time limit ends the program's setup (no warm start here: exit 1)" 1 \
+    "milp: the time limit of 1 s ran out while building the program" "before CBC started"
+
 if [ ! -d "$graphs" ]; then
     rc=-; out=""; err="no directory $graphs"; fail "the Checkmate graphs are at $graphs"
     cd "$work" || exit 1

@@ -138,6 +138,35 @@ PY
     wait
     rc=$(cat ranks-kill.rc); out=$(cat ranks-kill.out); err=""
     check "a killed rank ends the job with exit 1, no hang" 1 "a rank was killed by signal 9"
+
+    # SIGTERM to ckplan alone (not its process group) is passed on to mpirun, which ends the
+    # ranks: exit 143 within seconds, not after the 1000 steps; and ckplan killed by SIGKILL
+    # takes mpirun and the ranks with it (PR_SET_PDEATHSIG). Neither left any process.
+    job_gone() { # within 10 s, no mpirun or rank of ranks-long.json is left
+        for _ in $(seq 100); do
+            pgrep -f "(^$worker |mpirun ).*ranks-long.json$" >/dev/null || return 0
+            sleep 0.1
+        done
+        pkill -KILL -f "(^$worker |mpirun ).*ranks-long.json$"; return 1
+    }
+    for sig in TERM KILL; do
+        env "${no_leaks[@]}" --default-signal=TERM,INT "$bin" run ranks-long.json --ranks 2 \
+            --steps 1000 >ranks-sig.out 2>&1 &
+        pid=$!
+        for _ in $(seq 100); do
+            pgrep -f "^$worker .* -- ranks-long.json$" >/dev/null && break
+            sleep 0.1
+        done
+        sleep 0.5
+        kill -"$sig" "$pid"; SECONDS=0
+        wait "$pid"; rc=$?; out=$(cat ranks-sig.out); err=""
+        took=$SECONDS
+        if [ "$sig" = TERM ]; then
+            check "SIGTERM to ckplan alone ends the ranks: exit 143" 143 "interrupted by SIGTERM"
+            check_that "... within 10 s (took $took s)" test "$took" -le 10
+        fi
+        check_that "SIG$sig to ckplan leaves no mpirun or rank running" job_gone
+    done
 fi
 
 # what is missing says how to get it
