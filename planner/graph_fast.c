@@ -19,8 +19,8 @@
 #include <string.h>
 
 #include "planner/graph_chain.h"
-#include "planner/limits.h"
 #include "planner/graph_planners.h"
+#include "planner/limits.h"
 #include "planner/planner.h"
 #include "planner/schedule.h"
 

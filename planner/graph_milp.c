@@ -713,10 +713,10 @@ static int take_reply(const char *buf, size_t got, size_t n_cols, int wstatus, c
 }
 
 /* Solves the loaded program in a process of its own (solve_in_child), killed at 1.5 times
- * the time limit plus 10 s or when interrupted. A crash or an overrun with a warm start
- * gives the warm start ("solver failed", "time limit"); without one, an error. */
-/* started: when the planner began (the monotonic clock), so that its setup counts against
- * the limit too. */
+ * the time limit plus 10 s after `started` (when the planner began, on the monotonic clock,
+ * so that its setup counts against the limit too) or when interrupted. A crash or an
+ * overrun with a warm start gives the warm start ("solver failed", "time limit"); without
+ * one, an error. */
 static int run_cbc(Cbc_Model *cbc, const layout *L, const ck_graph_planner_opts *opts, bool warm,
                    double started, cbc_reply *reply, double **x, ck_err *err)
 {
